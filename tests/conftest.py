@@ -1,0 +1,67 @@
+"""Shared fixtures: tiny random backbones for unit tests, paths to data."""
+
+import os
+from pathlib import Path
+
+os.environ.setdefault("KERAS_BACKEND", "tensorflow")
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+
+import pytest  # noqa: E402
+
+REPO = Path(__file__).resolve().parents[1]
+SHARED = REPO.parent / "shared"
+FIXTURES = Path(__file__).resolve().parent / "fixtures"
+
+TINY_VOCAB = [
+    "[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]",
+    "a", "the", "man", "woman", "is", "are", "playing", "plays", "guitar",
+    "piano", "dog", "cat", "runs", "sits", "on", "mat", "park", "in", "and",
+    "resume", "cafe", "naive", "hello", "world", ".", ",", "!", "?", "'",
+    "##s", "##ing", "##ed", "x", "y", "z", "中", "文",
+]
+
+
+def make_tiny_encoder(num_layers=2, hidden_dim=32, **kwargs):
+    """A 2-layer, 32-wide random BERT with a few dozen words of vocabulary."""
+    import keras
+    import keras_hub
+
+    from keras_sentemb.models import SentenceEncoder
+
+    keras.utils.set_random_seed(0)
+    backbone = keras_hub.models.BertBackbone(
+        vocabulary_size=len(TINY_VOCAB),
+        num_layers=num_layers,
+        num_heads=2,
+        hidden_dim=hidden_dim,
+        intermediate_dim=2 * hidden_dim,
+        max_sequence_length=64,
+        dropout=0.1,
+    )
+    tokenizer = keras_hub.models.BertTokenizer(
+        vocabulary=TINY_VOCAB, lowercase=True, strip_accents=True
+    )
+    kwargs.setdefault("max_length", 64)
+    return SentenceEncoder(backbone, tokenizer, **kwargs)
+
+
+@pytest.fixture
+def tiny_encoder():
+    return make_tiny_encoder()
+
+
+@pytest.fixture(scope="session")
+def default_encoder():
+    from keras_sentemb.models import SentenceEncoder
+
+    return SentenceEncoder.from_preset("default")
+
+
+def data_path(*parts):
+    """A dataset file: ../shared/data when present, else the packaged copy."""
+    shared = SHARED.joinpath("data", *parts)
+    if shared.exists():
+        return shared
+    from keras_sentemb.data.resources import resource_path
+
+    return resource_path(*parts)
