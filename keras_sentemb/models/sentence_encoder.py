@@ -124,11 +124,24 @@ class SentenceEncoder(keras.Model):
             )
             self.projection.build((None, backbone.hidden_dim))
         self._has_segments = hasattr(backbone, "segment_embedding")
-        self.start_token_id = int(tokenizer.start_token_id)
-        self.end_token_id = int(tokenizer.end_token_id)
-        self.pad_token_id = int(tokenizer.pad_token_id)
         self._encode_fns = {}
         self._tokenize_graph = None
+        # The backbone (and head) are built, so the encoder is too.
+        self.built = True
+
+    # Special token ids are read lazily: when a `.keras` archive is loaded the
+    # tokenizer's vocabulary asset arrives after the constructor has run.
+    @property
+    def start_token_id(self):
+        return int(self.tokenizer.start_token_id)
+
+    @property
+    def end_token_id(self):
+        return int(self.tokenizer.end_token_id)
+
+    @property
+    def pad_token_id(self):
+        return int(self.tokenizer.pad_token_id)
 
     # ------------------------------------------------------------------ graph
     @property

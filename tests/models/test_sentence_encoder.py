@@ -1,0 +1,146 @@
+import json
+
+import keras
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from keras_sentemb.models import SentenceEncoder
+from keras_sentemb.models.presets import ModelNotFoundError, resolve_model
+from keras_sentemb.models.sentence_encoder import bucket_length
+from tests.conftest import make_tiny_encoder
+
+SENTS = [
+    "a man is playing a guitar .",
+    "the cat sits on the mat",
+    "hello",
+    "",
+    "a woman plays the piano in the park and the dog runs",
+    "résumé café naïve",
+]
+
+
+def test_hidden_states_match_backbone(tiny_encoder):
+    inputs = tiny_encoder.preprocess(tf.constant(SENTS))
+    ref = tiny_encoder.backbone(inputs)["sequence_output"]
+    states = tiny_encoder.hidden_states(inputs)
+    assert len(states) == 3
+    np.testing.assert_array_equal(states[-1].numpy(), ref.numpy())
+
+
+def test_encode_is_order_and_batch_invariant(tiny_encoder):
+    together = tiny_encoder.encode(SENTS, batch_size=4)
+    one_by_one = np.stack([tiny_encoder.encode([s])[0] for s in SENTS])
+    assert together.shape == (len(SENTS), 32) and together.dtype == np.float32
+    np.testing.assert_allclose(together, one_by_one, atol=1e-5)
+    direct = tiny_encoder(tiny_encoder.preprocess(tf.constant(SENTS))).numpy()
+    np.testing.assert_allclose(together, direct, atol=1e-5)
+
+
+def test_encode_edge_cases(tiny_encoder):
+    assert tiny_encoder.encode([]).shape == (0, 32)
+    assert tiny_encoder.encode("hello").shape == (32,)
+    out = tiny_encoder.encode(["", "   ", b"bad \xff\xfe bytes", "x" * 100_000])
+    assert np.isfinite(out).all()
+    np.testing.assert_allclose(
+        tiny_encoder.encode([b"caf\xc3\xa9"]), tiny_encoder.encode(["café"]), atol=1e-6
+    )
+    with pytest.raises(TypeError, match="index 1"):
+        tiny_encoder.encode(["ok", None])
+    with pytest.raises(ValueError, match="batch_size"):
+        tiny_encoder.encode(["ok"], batch_size=0)
+    with pytest.raises(ValueError, match="max_length"):
+        tiny_encoder.encode(["ok"], max_length=1000)
+
+
+def test_truncation_to_max_length(tiny_encoder):
+    long = " ".join(["guitar"] * 200)
+    truncated = " ".join(["guitar"] * 6)  # 6 words + [CLS] + [SEP] = 8 tokens
+    np.testing.assert_allclose(
+        tiny_encoder.encode([long], max_length=8),
+        tiny_encoder.encode([truncated], max_length=8),
+        atol=1e-6,
+    )
+
+
+def test_accents_are_stripped_like_the_reference(tiny_encoder):
+    a = tiny_encoder.tokenize(tf.constant(["Résumé CAFÉ naïve"])).to_list()
+    b = tiny_encoder.tokenize(tf.constant(["resume cafe naive"])).to_list()
+    assert a == b and 1 not in a[0]  # no [UNK]
+
+
+def test_pooling_and_normalize_options(tiny_encoder):
+    inputs = tiny_encoder.preprocess(tf.constant(SENTS))
+    states = tiny_encoder.hidden_states(inputs)
+    cls = tiny_encoder.encode(SENTS, pooling="cls")
+    np.testing.assert_allclose(cls, states[-1][:, 0].numpy(), atol=1e-5)
+    normed = tiny_encoder.encode(SENTS, normalize=True)
+    np.testing.assert_allclose(np.linalg.norm(normed, axis=1), 1.0, rtol=1e-5)
+    enc = make_tiny_encoder(pooling="layer:1", normalize=True)
+    out = enc.encode(SENTS)
+    np.testing.assert_allclose(np.linalg.norm(out, axis=1), 1.0, rtol=1e-5)
+
+
+def test_bucket_length():
+    assert bucket_length(3) == 8 and bucket_length(8) == 8 and bucket_length(9) == 16
+    assert bucket_length(129) == 160 and bucket_length(600) == 640
+
+
+def test_save_and_load_round_trip(tmp_path):
+    enc = make_tiny_encoder(pooling="max", max_length=16, projection_dim=8, projection_activation="tanh")
+    expected = enc.encode(SENTS)
+    enc.save(tmp_path / "enc")
+    stored = json.loads((tmp_path / "enc" / "sentemb_config.json").read_text())
+    assert stored["pooling"] == "max" and stored["max_length"] == 16
+    loaded = SentenceEncoder.from_preset(str(tmp_path / "enc"))
+    assert (loaded.pooling, loaded.max_length, loaded.output_dim) == ("max", 16, 8)
+    np.testing.assert_allclose(loaded.encode(SENTS), expected, atol=1e-6)
+    override = SentenceEncoder.from_preset(str(tmp_path / "enc"), pooling="cls")
+    assert override.pooling == "cls"
+
+
+def test_keras_archive_round_trip(tmp_path):
+    enc = make_tiny_encoder(pooling="mean_last2")
+    expected = enc.encode(SENTS)
+    enc.save(tmp_path / "enc.keras")
+    loaded = keras.saving.load_model(tmp_path / "enc.keras", safe_mode=True)
+    assert isinstance(loaded, SentenceEncoder) and loaded.pooling == "mean_last2"
+    np.testing.assert_allclose(loaded.encode(SENTS), expected, atol=1e-6)
+
+
+def test_keras_hub_preset_folder(tmp_path):
+    enc = make_tiny_encoder()
+    enc.backbone.save_to_preset(str(tmp_path / "p"))
+    enc.tokenizer.save_to_preset(str(tmp_path / "p"))
+    assert resolve_model(str(tmp_path / "p")).kind == "keras_hub"
+    loaded = SentenceEncoder.from_preset(str(tmp_path / "p"), max_length=64)
+    np.testing.assert_allclose(loaded.encode(SENTS), enc.encode(SENTS), atol=1e-6)
+
+
+def test_clone_is_independent(tiny_encoder):
+    copy = tiny_encoder.clone()
+    np.testing.assert_allclose(copy.encode(SENTS), tiny_encoder.encode(SENTS), atol=1e-6)
+    copy.backbone.token_embedding.embeddings.assign_add(
+        tf.ones_like(copy.backbone.token_embedding.embeddings)
+    )
+    assert not np.allclose(copy.encode(SENTS), tiny_encoder.encode(SENTS))
+
+
+def test_resolve_model_errors(tmp_path):
+    with pytest.raises(ModelNotFoundError, match="Unknown model 'no_such_model'"):
+        resolve_model("no_such_model")
+    with pytest.raises(ModelNotFoundError, match="Unknown model"):
+        resolve_model(str(tmp_path / "missing"))
+    (tmp_path / "f.txt").write_text("x")
+    with pytest.raises(ModelNotFoundError, match="is a file"):
+        resolve_model(str(tmp_path / "f.txt"))
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(ModelNotFoundError, match="not a model"):
+        resolve_model(str(tmp_path / "empty"))
+
+
+def test_invalid_constructor_args():
+    with pytest.raises(ValueError, match="max_length"):
+        make_tiny_encoder(max_length=1000)
+    with pytest.raises(ValueError, match="Unknown pooling"):
+        make_tiny_encoder(pooling="avg")
