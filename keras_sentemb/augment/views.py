@@ -1,0 +1,180 @@
+"""View registry and the small protocol trainers use to apply views.
+
+Every view is a Keras layer with three class attributes that tell a trainer
+where and how to call it:
+
+- `stage`: `"positions"` or `"embeddings"`.
+    - `"positions"` (`TokenShuffle`): called on the position ids before the
+      embedding layer, `view(position_ids, padding_mask=..., training=...)`,
+      returning position ids.
+    - `"embeddings"` (all others): called on the embedding output (after the
+      embedding LayerNorm), `view(embeddings, padding_mask=...,
+      training=...)`, returning embeddings.
+- `updates_mask`: `True` when an embeddings view also changes the padding
+  mask (`SpanCutoff`); it then returns `(embeddings, padding_mask)` and the
+  encoder must use the returned mask for attention and pooling.
+- `requires_gradients`: `True` only for `AdversarialPerturbation`, which is
+  called with the gradient of a first pass (`view(embeddings, gradients,
+  ...)`) and is therefore not in the registry.
+
+A trainer does not need to look at these attributes itself: it can call
+`apply_position_view` at the position-id hook and `apply_embedding_view` at
+the embedding-output hook of the encoder for any registry view; each returns
+its input unchanged when the view belongs to the other stage.
+
+```python
+view = make_view("shuffle")                  # or "feature_cutoff", ...
+position_ids = apply_position_view(view, position_ids, padding_mask, training=True)
+embeddings, padding_mask = apply_embedding_view(
+    view, embeddings, padding_mask, training=True
+)
+```
+
+Registry names and default arguments. ConSERT's best unsupervised pair is
+`"feature_cutoff"` (rate 0.2) + `"shuffle"`; ConSERT's scripts set the other
+rates per run, so their defaults here are common choices:
+
+| name | layer | defaults |
+| --- | --- | --- |
+| `"none"` | `IdentityView` | |
+| `"shuffle"` | `TokenShuffle` | `keep_special=False` |
+| `"token_cutoff"` | `TokenCutoff` | `rate=0.15` |
+| `"feature_cutoff"` | `FeatureCutoff` | `rate=0.2` |
+| `"span_cutoff"` | `SpanCutoff` | `rate=0.1, mode="keep"` |
+| `"dropout"` | `EmbeddingDropout` | `rate=0.2, mode="bernoulli"` |
+"""
+
+from keras_sentemb.augment.embedding_dropout import EmbeddingDropout
+from keras_sentemb.augment.feature_cutoff import FeatureCutoff
+from keras_sentemb.augment.identity_view import IdentityView
+from keras_sentemb.augment.span_cutoff import SpanCutoff
+from keras_sentemb.augment.token_cutoff import TokenCutoff
+from keras_sentemb.augment.token_shuffle import TokenShuffle
+
+# name -> (layer class, default constructor arguments)
+VIEW_REGISTRY = {
+    "none": (IdentityView, {}),
+    "shuffle": (TokenShuffle, {"keep_special": False}),
+    "token_cutoff": (TokenCutoff, {"rate": 0.15}),
+    "feature_cutoff": (FeatureCutoff, {"rate": 0.2}),
+    "span_cutoff": (SpanCutoff, {"rate": 0.1, "mode": "keep"}),
+    "dropout": (EmbeddingDropout, {"rate": 0.2, "mode": "bernoulli"}),
+}
+
+VIEW_NAMES = tuple(VIEW_REGISTRY)
+
+STAGES = ("positions", "embeddings")
+
+
+def make_view(view, /, **kwargs):
+    """Creates the view layer registered under the name `view`.
+
+    Keyword arguments override the registry defaults (see the module
+    docstring). Arguments whose value is `None` are ignored, so a trainer can
+    pass e.g. `rate=None` to every view and get the defaults; `seed` is
+    accepted by every view except `"none"`, where it is ignored.
+
+    Args:
+        view: str (positional only). One of `"none"`, `"shuffle"`,
+            `"token_cutoff"`, `"feature_cutoff"`, `"span_cutoff"`,
+            `"dropout"`.
+        **kwargs: constructor arguments of the view layer (`rate`, `mode`,
+            `keep_special`, `seed`, and the layer's `name`, ...).
+
+    Returns:
+        A new `keras.layers.Layer` following the view protocol.
+
+    Examples:
+
+    >>> view = make_view("feature_cutoff", rate=0.1, seed=1)
+    >>> type(view).__name__, view.rate, view.stage
+    ('FeatureCutoff', 0.1, 'embeddings')
+
+    References:
+        - [Yan et al., 2021. ConSERT: A Contrastive Framework for
+          Self-Supervised Sentence Representation Transfer](
+          https://arxiv.org/abs/2105.11741).
+    """
+    if not isinstance(view, str) or view not in VIEW_REGISTRY:
+        raise ValueError(
+            f"Unknown view name. Expected one of {list(VIEW_NAMES)}. "
+            f"Received: {view!r}."
+        )
+    cls, defaults = VIEW_REGISTRY[view]
+    kwargs = {key: value for key, value in kwargs.items() if value is not None}
+    if cls is IdentityView:
+        kwargs.pop("seed", None)
+    unknown = sorted(set(kwargs) - _accepted_arguments(cls, defaults))
+    if unknown:
+        raise ValueError(
+            f"View {view!r} ({cls.__name__}) does not take the arguments "
+            f"{unknown}. Expected a subset of "
+            f"{sorted(_accepted_arguments(cls, defaults))}. "
+            f"Received: {kwargs}."
+        )
+    return cls(**{**defaults, **kwargs})
+
+
+def _accepted_arguments(cls, defaults):
+    base = {"name", "dtype", "trainable"}
+    if cls is IdentityView:
+        return base
+    return base | set(defaults) | {"seed"}
+
+
+def apply_position_view(view, position_ids, padding_mask=None, training=None):
+    """Applies `view` at the position-id hook; other views pass through.
+
+    Args:
+        view: a view layer (or `None` for no view).
+        position_ids: int tensor `[batch, seq_len]`.
+        padding_mask: tensor `[batch, seq_len]`, 1 for real tokens.
+            Defaults to `None`.
+        training: bool. Defaults to `None` (views are then the identity).
+
+    Returns:
+        The position ids to feed the position embedding.
+    """
+    if view is None or _stage_of(view) != "positions":
+        return position_ids
+    return view(position_ids, padding_mask=padding_mask, training=training)
+
+
+def apply_embedding_view(view, embeddings, padding_mask=None, training=None):
+    """Applies `view` at the embedding-output hook; other views pass through.
+
+    Args:
+        view: a view layer (or `None` for no view).
+        embeddings: float tensor `[batch, seq_len, hidden]`, the embedding
+            output after LayerNorm.
+        padding_mask: tensor `[batch, seq_len]`, 1 for real tokens.
+            Defaults to `None`.
+        training: bool. Defaults to `None` (views are then the identity).
+
+    Returns:
+        A tuple `(embeddings, padding_mask)`; the mask is the given one unless
+        the view updates it (`SpanCutoff`).
+    """
+    if view is None or _stage_of(view) != "embeddings":
+        return embeddings, padding_mask
+    if getattr(view, "requires_gradients", False):
+        raise ValueError(
+            f"{type(view).__name__} needs the gradient of a first pass; call "
+            "it directly as `view(embeddings, gradients, ...)` instead of "
+            "through apply_embedding_view."
+        )
+    outputs = view(embeddings, padding_mask=padding_mask, training=training)
+    if getattr(view, "updates_mask", False):
+        return outputs
+    return outputs, padding_mask
+
+
+def _stage_of(view):
+    stage = getattr(view, "stage", None)
+    if stage not in STAGES:
+        raise ValueError(
+            "A view must have a `stage` attribute in "
+            f"{list(STAGES)}. Received: {type(view).__name__} with "
+            f"stage={stage!r}."
+        )
+    return stage
