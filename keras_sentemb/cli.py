@@ -1,0 +1,324 @@
+"""The `keras-sentemb` command line (also `python -m keras_sentemb`).
+
+```
+keras-sentemb encode   --model MODEL --input FILE.txt --output FILE.npy
+                       [--pooling cls|mean|max|mean_last2|first_last|layer:K]
+                       [--batch-size N] [--max-length N] [--normalize]
+keras-sentemb evaluate sts --model MODEL --data DIR [--pooling ...]
+keras-sentemb train METHOD --model MODEL --train-file FILE --output DIR
+                       [--steps N] [--batch-size N] [--learning-rate LR]
+                       [--max-length N] [method options]
+keras-sentemb export   --model MODEL --output saved_models/NAME [--version N]
+```
+
+User mistakes (missing files, unknown models or pooling, bad values) end with
+one line on stderr and exit status 2, never a traceback.
+"""
+
+import argparse
+import inspect
+import json
+import os
+import sys
+
+METHODS = ("ct", "simcse", "consert", "sg", "parallel", "multitask")
+FIT_FUNCTIONS = {
+    "ct": "fit_ct",
+    "simcse": "fit_simcse",
+    "consert": "fit_consert",
+    "sg": "fit_self_guided",
+    "parallel": "fit_parallel",
+    "multitask": "fit_multitask",
+}
+# Keyword arguments of the fit_* functions that have fixed flags of their own
+# (or are not expressible on a command line).
+COMMON_FIT_ARGS = {
+    "corpus", "pairs", "data", "data_dir", "model", "steps", "batch_size",
+    "learning_rate", "max_length", "output", "strategy", "callbacks", "verbose",
+    "kwargs",
+}
+
+
+class UsageError(Exception):
+    """A user mistake: reported as one line, exit status 2."""
+
+
+def _error(message):
+    print(f"keras-sentemb: error: {message}", file=sys.stderr)
+    return 2
+
+
+def _warn(message):
+    print(f"keras-sentemb: warning: {message}", file=sys.stderr)
+
+
+def read_lines(path):
+    """Lines of a UTF-8 text file; invalid bytes are replaced (with a warning).
+
+    Every line counts, empty ones included; a final newline does not start an
+    extra line. `\\r\\n` line ends are accepted.
+    """
+    if not os.path.isfile(path):
+        raise UsageError(f"input file not found: {path}")
+    with open(path, "rb") as f:
+        data = f.read()
+    if not data:
+        return []
+    raw_lines = data.split(b"\n")
+    if raw_lines[-1] == b"":
+        raw_lines.pop()
+    lines, bad = [], []
+    for number, raw in enumerate(raw_lines, start=1):
+        if raw.endswith(b"\r"):
+            raw = raw[:-1]
+        try:
+            lines.append(raw.decode("utf-8"))
+        except UnicodeDecodeError:
+            lines.append(raw.decode("utf-8", errors="replace"))
+            bad.append(number)
+    if bad:
+        shown = ", ".join(map(str, bad[:10])) + (" ..." if len(bad) > 10 else "")
+        _warn(
+            f"{path}: {len(bad)} line(s) are not valid UTF-8 (line {shown}); "
+            "invalid bytes were replaced with U+FFFD."
+        )
+    return lines
+
+
+def _positive_int(text):
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}")
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}")
+    return value
+
+
+def _positive_float(text):
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a positive number, got {text!r}")
+    if not value > 0:
+        raise argparse.ArgumentTypeError(f"expected a positive number, got {text!r}")
+    return value
+
+
+def _pooling(text):
+    from keras_sentemb.models.pooling import parse_pooling
+
+    try:
+        return parse_pooling(text)
+    except ValueError as e:
+        raise argparse.ArgumentTypeError(str(e))
+
+
+def _load_encoder(model, pooling=None, max_length=None):
+    from keras_sentemb.models import SentenceEncoder
+
+    encoder = SentenceEncoder.from_preset(model, max_length=max_length)
+    if pooling is not None:
+        # Validate layer:K against this model's depth.
+        from keras_sentemb.models.pooling import parse_pooling
+
+        encoder.pooling = parse_pooling(pooling, encoder.num_layers)
+    return encoder
+
+
+# ---------------------------------------------------------------- commands
+def cmd_encode(args):
+    import numpy as np
+
+    sentences = read_lines(args.input)
+    out_dir = os.path.dirname(os.path.abspath(args.output))
+    if not os.path.isdir(out_dir):
+        raise UsageError(f"output folder does not exist: {out_dir}")
+    encoder = _load_encoder(args.model, args.pooling, args.max_length)
+    vectors = encoder.encode(
+        sentences,
+        batch_size=args.batch_size,
+        normalize=args.normalize,
+        show_progress=None if sys.stdout.isatty() else False,
+    )
+    with open(args.output, "wb") as f:
+        np.save(f, vectors.astype(np.float32))
+    print(
+        f"wrote {args.output}: {vectors.shape[0]} x {vectors.shape[1]} float32",
+        file=sys.stderr,
+    )
+    return 0
+
+
+def cmd_evaluate(args):
+    from keras_sentemb.evaluation.sts import evaluate_sts
+
+    if not os.path.exists(args.data):
+        raise UsageError(f"data folder not found: {args.data}")
+    encoder = _load_encoder(args.model, args.pooling, args.max_length)
+    tasks = args.tasks.split(",") if args.tasks else None
+    split = args.split.split(",") if args.split and "," in args.split else args.split
+    # stdout carries exactly one JSON line: no progress bar.
+    result = evaluate_sts(
+        encoder,
+        args.data,
+        tasks=tasks,
+        batch_size=args.batch_size,
+        split=split,
+        show_progress=False,
+    )
+    result["model"] = args.model
+    print(json.dumps(result))
+    return 0
+
+
+def _parse_value(text):
+    """A method option value: int, float, bool, none or a string."""
+    lowered = text.lower()
+    if lowered in ("none", "null"):
+        return None
+    if lowered in ("true", "false"):
+        return lowered == "true"
+    for cast in (int, float):
+        try:
+            return cast(text)
+        except ValueError:
+            pass
+    return text
+
+
+def method_option_parser(method):
+    """An argparse parser of one method's options, built from its fit_* signature.
+
+    Each keyword argument of the fit function becomes a `--kebab-case` flag
+    taking the same values: bools get `--flag/--no-flag`, ints and floats
+    their type, anything else is parsed by `_parse_value`.
+    """
+    import keras_sentemb.api as api
+
+    fit = getattr(api, FIT_FUNCTIONS[method])
+    parser = argparse.ArgumentParser(
+        prog=f"keras-sentemb train {method}", add_help=False
+    )
+    for name, param in inspect.signature(fit).parameters.items():
+        if name in COMMON_FIT_ARGS or param.kind in (
+            param.VAR_KEYWORD, param.VAR_POSITIONAL
+        ):
+            continue
+        flag = "--" + name.replace("_", "-")
+        default = param.default
+        if isinstance(default, bool):
+            parser.add_argument(flag, dest=name, action=argparse.BooleanOptionalAction, default=argparse.SUPPRESS)
+        elif isinstance(default, int):
+            parser.add_argument(flag, dest=name, type=int, default=argparse.SUPPRESS)
+        elif isinstance(default, float):
+            parser.add_argument(flag, dest=name, type=float, default=argparse.SUPPRESS)
+        else:
+            parser.add_argument(flag, dest=name, type=_parse_value, default=argparse.SUPPRESS)
+    return parser, fit
+
+
+def cmd_train(args, extra):
+    parser, fit = method_option_parser(args.method)
+    options, unknown = parser.parse_known_args(extra)
+    if unknown:
+        valid = sorted(a.option_strings[0] for a in parser._actions)
+        raise UsageError(
+            f"unknown option(s) for 'train {args.method}': {' '.join(unknown)}; "
+            f"valid method options: {' '.join(valid) or '(none)'}"
+        )
+    if not os.path.exists(args.train_file):
+        raise UsageError(f"train file not found: {args.train_file}")
+    common = {"model": args.model, "output": args.output}
+    for name in ("steps", "batch_size", "learning_rate", "max_length"):
+        value = getattr(args, name)
+        if value is not None:
+            common[name] = value
+    params = inspect.signature(fit).parameters
+    data_arg = next(n for n in ("corpus", "pairs", "data_dir", "data") if n in params)
+    encoder = fit(**{data_arg: args.train_file}, **common, **vars(options))
+    print(f"saved {args.method} encoder to {args.output}", file=sys.stderr)
+    del encoder
+    return 0
+
+
+def cmd_export(args):
+    from keras_sentemb.export.saved_model import export_saved_model
+
+    encoder = _load_encoder(args.model, args.pooling, args.max_length)
+    path = export_saved_model(encoder, args.output, version=args.version)
+    print(path)
+    return 0
+
+
+# ------------------------------------------------------------------ parser
+def build_parser():
+    parser = argparse.ArgumentParser(
+        prog="keras-sentemb",
+        description="Contrastive sentence embeddings on keras-hub backbones.",
+    )
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    def model_args(p, pooling=True):
+        p.add_argument("--model", required=True, help="'default', a keras-hub preset, or a model folder")
+        if pooling:
+            p.add_argument("--pooling", type=_pooling, default=None,
+                           help="cls|mean|max|mean_last2|first_last|layer:K (default: the model's)")
+        p.add_argument("--max-length", type=_positive_int, default=None)
+
+    p = sub.add_parser("encode", help="encode a text file (one sentence per line) to .npy")
+    model_args(p)
+    p.add_argument("--input", required=True)
+    p.add_argument("--output", required=True)
+    p.add_argument("--batch-size", type=_positive_int, default=128)
+    p.add_argument("--normalize", action="store_true")
+
+    p = sub.add_parser("evaluate", help="evaluate an encoder")
+    p.add_argument("benchmark", choices=["sts"])
+    model_args(p)
+    p.add_argument("--data", required=True, help="SentEval-style folder (or STS-B csv)")
+    p.add_argument("--tasks", default=None, help="comma-separated, e.g. STSBenchmark,STS12")
+    p.add_argument("--split", default=None, help="test (default), dev, train or all")
+    p.add_argument("--batch-size", type=_positive_int, default=128)
+
+    p = sub.add_parser("train", help="train an encoder with a contrastive method")
+    p.add_argument("method", choices=METHODS)
+    p.add_argument("--model", default="default")
+    p.add_argument("--train-file", required=True)
+    p.add_argument("--output", required=True)
+    p.add_argument("--steps", type=_positive_int, default=None)
+    p.add_argument("--batch-size", type=_positive_int, default=None)
+    p.add_argument("--learning-rate", type=_positive_float, default=None)
+    p.add_argument("--max-length", type=_positive_int, default=None)
+
+    p = sub.add_parser("export", help="export a string-in SavedModel for TF Serving")
+    model_args(p)
+    p.add_argument("--output", required=True, help="saved_models/NAME")
+    p.add_argument("--version", type=_positive_int, default=None)
+    return parser
+
+
+def main(argv=None):
+    parser = build_parser()
+    argv = sys.argv[1:] if argv is None else list(argv)
+    args, extra = parser.parse_known_args(argv)
+    if extra and args.command != "train":
+        parser.error(f"unrecognized arguments: {' '.join(extra)}")
+    from keras_sentemb.models.presets import ModelNotFoundError
+
+    try:
+        if args.command == "encode":
+            return cmd_encode(args)
+        if args.command == "evaluate":
+            return cmd_evaluate(args)
+        if args.command == "train":
+            return cmd_train(args, extra)
+        return cmd_export(args)
+    except (UsageError, ModelNotFoundError, FileNotFoundError, ValueError) as e:
+        return _error(str(e).splitlines()[0] if str(e) else type(e).__name__)
+    except KeyboardInterrupt:
+        return _error("interrupted")
+
+
+if __name__ == "__main__":
+    sys.exit(main())
