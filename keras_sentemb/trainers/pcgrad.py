@@ -1,0 +1,105 @@
+"""PCGrad gradient surgery (Yu et al., 2020) as pure tensor functions."""
+
+import tensorflow as tf
+
+
+def pcgrad_project(task_gradients, shuffle=True, seed=None, epsilon=1e-12):
+    """Project each task's gradient off the tasks it conflicts with (PCGrad).
+
+    For every task `i`, start from `g_i` and visit the other tasks `j` (in a
+    random order when `shuffle`, else in index order); whenever the current
+    `g_i_pc` conflicts with the *original* `g_j` (`g_i_pc . g_j < 0`), remove
+    the component along `g_j`:
+
+    `g_i_pc <- g_i_pc - (g_i_pc . g_j) / ||g_j||^2 * g_j`.
+
+    Non-conflicting pairs are left alone. This is Algorithm 1 of Yu et al.
+    The update direction is the sum of the projected gradients
+    (`pcgrad_combine`).
+
+    Args:
+        task_gradients: float tensor `[num_tasks, num_params]`, one flattened
+            gradient per task.
+        shuffle: bool. Visit the other tasks in a random order (as in the
+            paper). Defaults to `True`.
+        seed: int or None. Seed of the shuffle. Defaults to `None`.
+        epsilon: float. Added to `||g_j||^2`. Defaults to `1e-12`.
+
+    Returns:
+        float tensor `[num_tasks, num_params]`: the projected gradients.
+
+    Examples:
+
+    >>> g = tf.constant([[1.0, 0.0], [-1.0, 1.0]])
+    >>> pcgrad_project(g, shuffle=False).numpy()
+    array([[0.5, 0.5],
+           [0. , 1. ]], dtype=float32)
+
+    References:
+        - [Yu et al., 2020. Gradient Surgery for Multi-Task
+          Learning](https://arxiv.org/abs/2001.06782)
+    """
+    grads = tf.convert_to_tensor(task_gradients)
+    if grads.shape.rank != 2:
+        raise ValueError(
+            "`task_gradients` must have shape [num_tasks, num_params]; "
+            f"received shape {grads.shape}"
+        )
+    num_tasks = grads.shape[0]
+    if num_tasks is None:
+        raise ValueError("The number of tasks must be known statically.")
+    dtype = grads.dtype
+    squared_norms = tf.reduce_sum(tf.square(grads), axis=1)
+    projected = []
+    for i in range(num_tasks):
+        others = tf.constant([j for j in range(num_tasks) if j != i], tf.int32)
+        if shuffle and num_tasks > 2:
+            others = tf.random.shuffle(others, seed=seed)
+        g = grads[i]
+        for k in range(num_tasks - 1):
+            j = others[k]
+            g_j = tf.gather(grads, j)
+            dot = tf.reduce_sum(g * g_j)
+            coeff = tf.where(
+                dot < 0,
+                dot / (tf.gather(squared_norms, j) + tf.cast(epsilon, dtype)),
+                tf.zeros([], dtype),
+            )
+            g = g - coeff * g_j
+        projected.append(g)
+    return tf.stack(projected)
+
+
+def pcgrad_combine(task_gradients, shuffle=True, seed=None):
+    """The PCGrad update: the sum of the projected task gradients.
+
+    Args:
+        task_gradients: float tensor `[num_tasks, num_params]`.
+        shuffle: bool. See `pcgrad_project`. Defaults to `True`.
+        seed: int or None. Defaults to `None`.
+
+    Returns:
+        float tensor `[num_params]`.
+    """
+    return tf.reduce_sum(pcgrad_project(task_gradients, shuffle, seed), axis=0)
+
+
+def flatten_gradients(gradients, variables):
+    """Concatenate per-variable gradients into one vector (`None` -> zeros)."""
+    parts = []
+    for g, v in zip(gradients, variables):
+        if g is None:
+            g = tf.zeros_like(v)
+        elif isinstance(g, tf.IndexedSlices):
+            g = tf.convert_to_tensor(g)
+        parts.append(tf.reshape(tf.cast(g, tf.float32), [-1]))
+    return tf.concat(parts, axis=0)
+
+
+def unflatten_gradients(flat, variables):
+    """Split a flat vector back into tensors shaped like `variables`."""
+    sizes = [int(tf.size(v)) for v in variables]
+    pieces = tf.split(flat, sizes)
+    return [
+        tf.cast(tf.reshape(p, v.shape), v.dtype) for p, v in zip(pieces, variables)
+    ]
