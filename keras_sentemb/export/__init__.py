@@ -1,0 +1,44 @@
+"""Export: one string-in SavedModel for TF Serving, verified against `encode`.
+
+`export_saved_model(encoder, "saved_models/NAME")` writes the TF Serving
+layout `saved_models/NAME/<version>/`. The `serving_default` signature takes
+`sentences` (tf.string, [None]) and returns `embeddings` (float32,
+[None, dim]); tokenization, truncation, pooling and normalisation run inside
+the graph. The graph needs TensorFlow and the tensorflow-text ops only.
+
+Names are loaded lazily so that `python -m keras_sentemb.export.saved_model_cli`
+does not import Keras.
+"""
+
+import importlib
+
+_PUBLIC = {
+    "export_saved_model": "keras_sentemb.export.saved_model",
+    "verify_saved_model": "keras_sentemb.export.saved_model",
+    "build_export_archive": "keras_sentemb.export.saved_model",
+    "next_version": "keras_sentemb.export.saved_model",
+    "required_custom_ops": "keras_sentemb.export.saved_model",
+    "ExportVerificationError": "keras_sentemb.export.saved_model",
+    "VersionExistsError": "keras_sentemb.export.saved_model",
+    "PROBE_SENTENCES": "keras_sentemb.export.saved_model",
+    "SERVING_SIGNATURE": "keras_sentemb.export.saved_model",
+    "TOKEN_SIGNATURE": "keras_sentemb.export.saved_model",
+    "INPUT_KEY": "keras_sentemb.export.saved_model",
+    "OUTPUT_KEY": "keras_sentemb.export.saved_model",
+    "run_standalone": "keras_sentemb.export.standalone",
+}
+
+__all__ = sorted(_PUBLIC)
+
+
+def __getattr__(name):
+    module = _PUBLIC.get(name)
+    if module is None:
+        raise AttributeError(
+            f"module 'keras_sentemb.export' has no attribute {name!r}"
+        )
+    return getattr(importlib.import_module(module), name)
+
+
+def __dir__():
+    return sorted(set(globals()) | set(_PUBLIC))

@@ -1,0 +1,607 @@
+"""String-in SavedModel export for TF Serving, verified against `encode`.
+
+The exported graph holds the whole pipeline of a `SentenceEncoder`: UTF-8
+repair, the keras-hub tokenizer (tensorflow-text ops), truncation to the
+encoder's `max_length`, `[CLS]`/`[SEP]` packing with padding to the longest
+sentence of the request, the Transformer, pooling, the optional projection
+head and the optional L2 normalisation. TF Serving (or any process with
+TensorFlow and the tensorflow-text ops registered) runs it; no Keras,
+keras-hub or keras_sentemb code is needed at serving time.
+
+Signatures (the first one is a contract relied upon outside this package):
+
+- `serving_default`: `sentences` (tf.string, [None]) -> `embeddings`
+  (float32, [None, output_dim]), identical to `SentenceEncoder.encode`.
+- `token_embeddings`: `sentences` (tf.string, [None]) -> `token_embeddings`
+  (float32, [None, T, hidden_dim], the last Transformer layer's output for
+  every token, `[CLS]` and `[SEP]` included), `padding_mask` (int32,
+  [None, T], 1 for real tokens) and `token_ids` (int32, [None, T]); `T` is
+  the longest packed sentence of the request.
+"""
+
+import json
+import os
+import shutil
+import sys
+import uuid
+from pathlib import Path
+
+import keras
+import numpy as np
+import tensorflow as tf
+
+SERVING_SIGNATURE = "serving_default"
+TOKEN_SIGNATURE = "token_embeddings"
+INPUT_KEY = "sentences"
+OUTPUT_KEY = "embeddings"
+TOKEN_OUTPUT_KEYS = ("token_embeddings", "padding_mask", "token_ids")
+METADATA_FILE = os.path.join("assets.extra", "sentemb_export.json")
+EXPORT_FORMAT_VERSION = 1
+# Requests larger than this are sorted by length and run in chunks of this
+# many sentences, each padded to its own longest sentence.
+DEFAULT_CHUNK_SIZE = 64
+_TMP_PREFIX = ".tmp-export-"
+
+# Inputs the export is checked on: empty and whitespace-only strings, several
+# scripts, emoji (with skin tones, ZWJ sequences and flags), text that looks
+# like special tokens, text longer than any `max_length`, and bytes that are
+# not valid UTF-8 (replaced by U+FFFD on both sides).
+PROBE_SENTENCES = (
+    "",
+    " ",
+    "\t \n ",
+    "A man is playing a guitar.",
+    "The quick brown fox jumps over the lazy dog!",
+    "Résumé of a naïve café owner in São Paulo — Zürich, Ångström, Øresund.",
+    "我喜欢在公园里散步。",
+    "東京は日本の首都です。",
+    "서울은 한국의 수도입니다.",
+    "Москва — столица России.",
+    "القاهرة هي عاصمة مصر.",
+    "नई दिल्ली भारत की राजधानी है।",
+    "Emoji: 😀👍🏽 👨‍👩‍👧‍👦 🇫🇷 ❤️ 🤖",
+    "[CLS] [SEP] [PAD] [UNK] [MASK] <s> </s> typed by a user",
+    "MiXeD CaSe, punctuation... (brackets) & symbols: $100 @home #tag 3.14",
+    "The committee reviewed the proposal in great detail before voting. " * 80,
+    b"invalid utf-8: \xff\xfe and a truncated sequence \xe2\x82 end",
+    b"\xc3\x28 \xa0\xa1 lone continuation bytes \x80\x80 caf\xc3\xa9",
+)
+
+
+class ExportVerificationError(ValueError):
+    """The exported SavedModel does not reproduce `encode` within tolerance."""
+
+
+class VersionExistsError(FileExistsError, ValueError):
+    """The requested TF Serving version folder already exists."""
+
+
+# ------------------------------------------------------------------ helpers
+def _as_encoder(encoder):
+    """A `SentenceEncoder` from an encoder, a trainer or a model name."""
+    from keras_sentemb.models.sentence_encoder import SentenceEncoder
+
+    if isinstance(encoder, (str, os.PathLike)):
+        return SentenceEncoder.from_preset(os.fspath(encoder))
+    if isinstance(encoder, SentenceEncoder):
+        return encoder
+    inner = getattr(encoder, "encoder", None)
+    if isinstance(inner, SentenceEncoder):
+        return inner
+    raise TypeError(
+        "`encoder` must be a SentenceEncoder, an object with a SentenceEncoder "
+        "`.encoder` (a trainer), or a model name/folder; received "
+        f"{type(encoder).__name__}."
+    )
+
+
+def _is_version_name(name):
+    return name.isascii() and name.isdigit()
+
+
+def next_version(path):
+    """The next free TF Serving version under `path`: max existing + 1, or 1.
+
+    Only folders whose names are integers count as versions (TF Serving's
+    rule); temporary folders of exports in progress are ignored.
+    """
+    path = Path(path)
+    if not path.is_dir():
+        return 1
+    versions = [
+        int(p.name) for p in path.iterdir() if p.is_dir() and _is_version_name(p.name)
+    ]
+    return max(versions, default=0) + 1
+
+
+def _to_bytes(sentence, index):
+    if isinstance(sentence, str):
+        return sentence.encode("utf-8", errors="replace")
+    if isinstance(sentence, (bytes, bytearray, np.bytes_)):
+        return bytes(sentence)
+    raise TypeError(
+        f"Sentences must be str or bytes; received {type(sentence).__name__} "
+        f"at index {index}: {sentence!r:.80}"
+    )
+
+
+def required_custom_ops(path):
+    """Op types in a SavedModel that core TensorFlow does not define.
+
+    For a keras_sentemb export these are tensorflow-text's tokenizer ops
+    (`CaseFoldUTF8`, `FastWordpieceTokenizeWithOffsets`, `NormalizeUTF8`,
+    `RegexSplitWithOffsets`); the serving binary must register them (the
+    stock TF Serving model server links tensorflow-text's ops; in Python,
+    `import tensorflow_text` does it).
+
+    Args:
+        path: str or path. A SavedModel folder (one version).
+
+    Returns:
+        Sorted list of op type names.
+    """
+    from tensorflow.core.protobuf import saved_model_pb2
+
+    proto = saved_model_pb2.SavedModel()
+    with open(os.path.join(os.fspath(path), "saved_model.pb"), "rb") as f:
+        proto.ParseFromString(f.read())
+    ops, functions = set(), set()
+    for meta_graph in proto.meta_graphs:
+        graph = meta_graph.graph_def
+        ops.update(node.op for node in graph.node)
+        for function in graph.library.function:
+            functions.add(function.signature.name)
+            ops.update(node.op for node in function.node_def)
+    return sorted(
+        op for op in ops if op not in functions and not hasattr(tf.raw_ops, op)
+    )
+
+
+# ------------------------------------------------------------------- graph
+def _serving_functions(encoder, chunk_size):
+    """The endpoint functions: strings -> embeddings, strings -> tokens."""
+    max_length = encoder.max_length
+    output_dim = encoder.output_dim
+    hidden_dim = encoder.hidden_dim
+
+    def forward(tokens):
+        inputs = encoder.pack(tokens, max_length)
+        return tf.cast(encoder(inputs, training=False), tf.float32)
+
+    def chunked(tokens):
+        # Sort by length so that each chunk is padded only to its own longest
+        # sentence, run the chunks in a loop, then restore the input order.
+        n = tokens.nrows(out_type=tf.int32)
+        order = tf.argsort(tokens.row_lengths(), direction="DESCENDING", stable=True)
+        ordered = tf.gather(tokens, order)
+        num_chunks = (n + chunk_size - 1) // chunk_size
+        outputs = tf.TensorArray(
+            tf.float32,
+            size=num_chunks,
+            infer_shape=False,
+            element_shape=tf.TensorShape([None, output_dim]),
+        )
+
+        def body(i, outputs):
+            part = ordered[i * chunk_size : (i + 1) * chunk_size]
+            return i + 1, outputs.write(i, forward(part))
+
+        _, outputs = tf.while_loop(
+            lambda i, _: i < num_chunks, body, (tf.constant(0), outputs)
+        )
+        return tf.gather(outputs.concat(), tf.math.invert_permutation(order))
+
+    def embed(sentences):
+        tokens = encoder.tokenize(sentences)[:, : max_length - 2]
+        if chunk_size is None:
+            out = forward(tokens)
+        else:
+            out = tf.cond(
+                tokens.nrows(out_type=tf.int32) <= chunk_size,
+                lambda: forward(tokens),
+                lambda: chunked(tokens),
+            )
+        return {OUTPUT_KEY: tf.ensure_shape(out, [None, output_dim])}
+
+    def token_outputs(sentences):
+        inputs = encoder.preprocess(sentences, max_length)
+        last = encoder.hidden_states(inputs, training=False)[-1]
+        return {
+            "token_embeddings": tf.ensure_shape(
+                tf.cast(last, tf.float32), [None, None, hidden_dim]
+            ),
+            "padding_mask": tf.cast(inputs["padding_mask"], tf.int32),
+            "token_ids": tf.cast(inputs["token_ids"], tf.int32),
+        }
+
+    return embed, token_outputs
+
+
+def _check_chunk_size(chunk_size):
+    if chunk_size is not None and (
+        isinstance(chunk_size, bool)
+        or not isinstance(chunk_size, (int, np.integer))
+        or chunk_size < 1
+    ):
+        raise ValueError(
+            f"`chunk_size` must be a positive int or None, received {chunk_size!r}."
+        )
+    return None if chunk_size is None else int(chunk_size)
+
+
+def build_export_archive(
+    encoder, token_signature=True, chunk_size=DEFAULT_CHUNK_SIZE
+):
+    """A `keras.export.ExportArchive` holding the string-in endpoints.
+
+    The archive tracks the encoder's backbone, projection head and tokenizer,
+    and
+    registers `serving_default` (strings -> `embeddings`) and, optionally,
+    `token_embeddings` (strings -> token-level outputs). Call
+    `archive.write_out(path)` to write a SavedModel; `export_saved_model`
+    does that and verifies the result.
+
+    Args:
+        encoder: `SentenceEncoder` (or a trainer exposing `.encoder`).
+        token_signature: bool. Add the `token_embeddings` signature.
+            Defaults to `True`.
+        chunk_size: int or None. Requests with more sentences are sorted by
+            length and run in chunks of this size, each padded to its own
+            longest sentence; `None` runs every request as one batch padded
+            to its longest sentence. Defaults to `64`.
+
+    Returns:
+        A `keras.export.ExportArchive`.
+    """
+    encoder = _as_encoder(encoder)
+    chunk_size = _check_chunk_size(chunk_size)
+    # Building the tokenizer (and its tensorflow-text model) before tracking.
+    encoder.tokenize(tf.constant([""]))
+    archive = keras.export.ExportArchive()
+    # The encoder's layers rather than the encoder object: its private caches
+    # of compiled functions are not SavedModel-serializable.
+    archive.track(encoder.backbone)
+    if encoder.projection is not None:
+        archive.track(encoder.projection)
+    archive.track(encoder.tokenizer)
+    embed, token_outputs = _serving_functions(encoder, chunk_size)
+    spec = tf.TensorSpec([None], tf.string, name=INPUT_KEY)
+    archive.add_endpoint(SERVING_SIGNATURE, embed, input_signature=[spec])
+    if token_signature:
+        archive.add_endpoint(TOKEN_SIGNATURE, token_outputs, input_signature=[spec])
+    return archive
+
+
+# ------------------------------------------------------------ verification
+def _check_signature(signature, name, inputs, outputs):
+    _, input_specs = signature.structured_input_signature
+    problems = []
+    if set(input_specs) != set(inputs):
+        problems.append(f"inputs {sorted(input_specs)} (expected {sorted(inputs)})")
+    else:
+        for key, (dtype, rank) in inputs.items():
+            spec = input_specs[key]
+            if spec.dtype != dtype or spec.shape.rank != rank:
+                problems.append(f"input {key!r} is {spec}")
+    output_specs = signature.structured_outputs
+    if set(output_specs) != set(outputs):
+        problems.append(
+            f"outputs {sorted(output_specs)} (expected {sorted(outputs)})"
+        )
+    else:
+        for key, (dtype, shape) in outputs.items():
+            spec = output_specs[key]
+            if spec.dtype != dtype or not spec.shape.is_compatible_with(shape):
+                problems.append(f"output {key!r} is {spec}")
+    if problems:
+        raise ExportVerificationError(
+            f"Signature {name!r} does not match the contract: " + "; ".join(problems)
+        )
+
+
+def _run_signature(signature, sentences, key, batch_size=256):
+    parts = []
+    for i in range(0, len(sentences), batch_size):
+        batch = tf.constant(sentences[i : i + batch_size], tf.string)
+        parts.append(signature(**{INPUT_KEY: batch})[key].numpy())
+    if not parts:
+        return None
+    return np.concatenate(parts)
+
+
+def verify_saved_model(path, encoder, sentences=None, atol=1e-5):
+    """Reload a SavedModel and compare it with eager `encoder.encode`.
+
+    Checks the signature contract (`serving_default`: `sentences` tf.string
+    [None] -> `embeddings` float32 [None, dim]), then runs the probe set
+    (`PROBE_SENTENCES` plus `sentences`) through the reloaded model and
+    through `encoder.encode`. When the `token_embeddings` signature is
+    present, its output is compared with the encoder's last hidden states.
+
+    Args:
+        path: str or path. The SavedModel folder (one version).
+        encoder: the `SentenceEncoder` that was exported.
+        sentences: list of str/bytes or None. Extra probe sentences.
+        atol: float. Largest allowed absolute difference. Defaults to `1e-5`.
+
+    Returns:
+        dict with `max_abs_diff`, `token_max_abs_diff` (or None),
+        `num_probes` and `atol`.
+
+    Raises:
+        ExportVerificationError: if the contract does not hold, an output is
+            not finite, or a difference exceeds `atol`.
+    """
+    encoder = _as_encoder(encoder)
+    probes = list(PROBE_SENTENCES) + list(sentences or [])
+    as_bytes = [_to_bytes(s, i) for i, s in enumerate(probes)]
+    loaded = tf.saved_model.load(os.fspath(path))
+    signatures = loaded.signatures
+    if SERVING_SIGNATURE not in signatures:
+        raise ExportVerificationError(
+            f"The SavedModel has no {SERVING_SIGNATURE!r} signature "
+            f"(found {sorted(signatures)})."
+        )
+    dim = encoder.output_dim
+    _check_signature(
+        signatures[SERVING_SIGNATURE],
+        SERVING_SIGNATURE,
+        {INPUT_KEY: (tf.string, 1)},
+        {OUTPUT_KEY: (tf.float32, [None, dim])},
+    )
+    got = _run_signature(signatures[SERVING_SIGNATURE], as_bytes, OUTPUT_KEY)
+    ref = encoder.encode(probes)
+    if got.shape != ref.shape or not np.isfinite(got).all():
+        raise ExportVerificationError(
+            f"The SavedModel returned shape {got.shape} (finite: "
+            f"{bool(np.isfinite(got).all())}); expected finite {ref.shape}."
+        )
+    diffs = np.abs(got - ref).max(axis=1)
+    max_diff = float(diffs.max())
+    if not max_diff <= atol:
+        worst = int(diffs.argmax())
+        raise ExportVerificationError(
+            f"The SavedModel differs from encode() by {max_diff:.3g} > "
+            f"atol={atol:g} (worst probe #{worst}: {probes[worst]!r:.60})."
+        )
+    token_diff = None
+    if TOKEN_SIGNATURE in signatures:
+        hidden = encoder.hidden_dim
+        _check_signature(
+            signatures[TOKEN_SIGNATURE],
+            TOKEN_SIGNATURE,
+            {INPUT_KEY: (tf.string, 1)},
+            {
+                "token_embeddings": (tf.float32, [None, None, hidden]),
+                "padding_mask": (tf.int32, [None, None]),
+                "token_ids": (tf.int32, [None, None]),
+            },
+        )
+        batch = tf.constant(as_bytes[: len(PROBE_SENTENCES)], tf.string)
+        out = signatures[TOKEN_SIGNATURE](**{INPUT_KEY: batch})
+        inputs = encoder.preprocess(batch)
+        ref_states = encoder.hidden_states(inputs)[-1]
+        mask = inputs["padding_mask"].numpy()
+        if not (
+            np.array_equal(out["padding_mask"].numpy(), mask)
+            and np.array_equal(out["token_ids"].numpy(), inputs["token_ids"].numpy())
+        ):
+            raise ExportVerificationError(
+                f"The {TOKEN_SIGNATURE!r} signature tokenizes differently "
+                "from the encoder."
+            )
+        delta = np.abs(
+            out["token_embeddings"].numpy() - np.asarray(ref_states, np.float32)
+        ) * mask[:, :, None]
+        token_diff = float(delta.max())
+        if not token_diff <= atol:
+            raise ExportVerificationError(
+                f"The {TOKEN_SIGNATURE!r} signature differs from the encoder's "
+                f"hidden states by {token_diff:.3g} > atol={atol:g}."
+            )
+    del loaded
+    return {
+        "max_abs_diff": max_diff,
+        "token_max_abs_diff": token_diff,
+        "num_probes": len(probes),
+        "atol": float(atol),
+    }
+
+
+# ------------------------------------------------------------------ export
+def _metadata(encoder, version, chunk_size, token_signature, report, custom_ops):
+    import keras_sentemb
+
+    try:
+        import tensorflow_text
+
+        tf_text_version = getattr(tensorflow_text, "__version__", None)
+    except ImportError:  # pragma: no cover - a dependency of keras-hub
+        tf_text_version = None
+    signatures = {
+        SERVING_SIGNATURE: {
+            "inputs": {INPUT_KEY: "string [None]"},
+            "outputs": {OUTPUT_KEY: f"float32 [None, {encoder.output_dim}]"},
+        }
+    }
+    if token_signature:
+        hidden = encoder.hidden_dim
+        signatures[TOKEN_SIGNATURE] = {
+            "inputs": {INPUT_KEY: "string [None]"},
+            "outputs": {
+                "token_embeddings": f"float32 [None, None, {hidden}]",
+                "padding_mask": "int32 [None, None]",
+                "token_ids": "int32 [None, None]",
+            },
+        }
+    return {
+        "format_version": EXPORT_FORMAT_VERSION,
+        "version": version,
+        "signatures": signatures,
+        "pooling": encoder.pooling,
+        "normalize": encoder.normalize,
+        "max_length": encoder.max_length,
+        "output_dim": encoder.output_dim,
+        "projection_dim": encoder.projection_dim,
+        "chunk_size": chunk_size,
+        "required_custom_ops": custom_ops,
+        "verification": report,
+        "keras_sentemb": keras_sentemb.__version__,
+        "tensorflow": tf.__version__,
+        "tensorflow_text": tf_text_version,
+        "keras": keras.__version__,
+    }
+
+
+def export_saved_model(
+    encoder,
+    path,
+    version=None,
+    *,
+    overwrite=False,
+    verify=True,
+    atol=1e-5,
+    probe_sentences=None,
+    token_signature=True,
+    chunk_size=DEFAULT_CHUNK_SIZE,
+    check_standalone=False,
+    verbose=False,
+):
+    """Export a string-in, embedding-out SavedModel in the TF Serving layout.
+
+    Writes `path/<version>/` (TF Serving's model base path is `path`). The
+    `serving_default` signature takes `sentences` (tf.string, [None]) and
+    returns `embeddings` (float32, [None, output_dim]); tokenization
+    (with invalid UTF-8 replaced by U+FFFD), truncation to the encoder's
+    `max_length`, pooling, the projection head and normalisation all run in
+    the graph, and each request is padded only to its longest sentence. A
+    second signature, `token_embeddings`, returns the last layer's token
+    vectors with their padding mask and token ids.
+
+    The SavedModel is written to a hidden temporary folder next to the
+    version folder, reloaded and compared with `encoder.encode` on
+    `PROBE_SENTENCES` (plus `probe_sentences`); only when every difference
+    is within `atol` is it renamed to `path/<version>` (an atomic rename, so
+    TF Serving never sees a half-written version). Otherwise nothing is left
+    behind and `ExportVerificationError` is raised.
+
+    Args:
+        encoder: `SentenceEncoder`, a trainer exposing `.encoder`, or a model
+            name/folder accepted by `SentenceEncoder.from_preset`.
+        path: str or path. The model base folder, e.g. `saved_models/NAME`.
+        version: int or None. The version folder; `None` takes the next free
+            integer (1 for a new model). Defaults to `None`.
+        overwrite: bool. Replace an existing version folder (after the new
+            one has been verified). Defaults to `False`.
+        verify: bool. Reload and compare with `encode`. Defaults to `True`.
+        atol: float. Largest allowed absolute difference. Defaults to `1e-5`.
+        probe_sentences: list of str/bytes or None. Extra sentences for the
+            verification. Defaults to `None`.
+        token_signature: bool. Add the `token_embeddings` signature.
+            Defaults to `True`.
+        chunk_size: int or None. Requests larger than this are sorted by
+            length and run in chunks of this many sentences, each padded to
+            its own longest sentence. Defaults to `64`.
+        check_standalone: bool. Also load and run the SavedModel in a fresh
+            Python process where keras, keras-hub and keras_sentemb cannot be
+            imported (a few seconds more). Defaults to `False`.
+        verbose: bool. Print a summary. Defaults to `False`.
+
+    Returns:
+        str. The version folder, e.g. `saved_models/NAME/1`.
+
+    Raises:
+        ValueError: for invalid arguments, or when `path` is a file or a
+            SavedModel itself.
+        VersionExistsError: if `path/<version>` exists and `overwrite` is
+            False (a `ValueError` and a `FileExistsError`).
+        ExportVerificationError: if the reloaded model does not match
+            `encode` within `atol` (a `ValueError`).
+
+    Examples:
+
+    ```python
+    encoder = keras_sentemb.SentenceEncoder.from_preset("default")
+    keras_sentemb.export_saved_model(encoder, "saved_models/minilm")
+    # -> "saved_models/minilm/1"; serve with TF Serving, MODEL_NAME=minilm.
+    ```
+    """
+    encoder = _as_encoder(encoder)
+    chunk_size = _check_chunk_size(chunk_size)
+    if version is not None and (
+        isinstance(version, bool)
+        or not isinstance(version, (int, np.integer))
+        or version < 1
+    ):
+        raise ValueError(f"`version` must be a positive int or None, received {version!r}.")
+    if isinstance(atol, bool) or not isinstance(atol, (int, float)) or not atol >= 0:
+        raise ValueError(f"`atol` must be a non-negative number, received {atol!r}.")
+    base = Path(os.fspath(path))
+    if base.exists() and not base.is_dir():
+        raise ValueError(f"Cannot export to {base}: it is a file, not a folder.")
+    if (base / "saved_model.pb").exists():
+        raise ValueError(
+            f"{base} is itself a SavedModel; pass the model base folder "
+            f"(e.g. {base.parent}) so that versions go in numbered sub-folders."
+        )
+    version = next_version(base) if version is None else int(version)
+    final = base / str(version)
+    if final.exists() and not overwrite:
+        raise VersionExistsError(
+            f"{final} already exists; pass another version, or overwrite=True."
+        )
+
+    created_base = not base.exists()
+    base.mkdir(parents=True, exist_ok=True)
+    tmp = base / f"{_TMP_PREFIX}{version}-{os.getpid()}-{uuid.uuid4().hex[:8]}"
+    try:
+        archive = build_export_archive(encoder, token_signature, chunk_size)
+        archive.write_out(str(tmp), verbose=False)
+        del archive
+        report = None
+        if verify:
+            report = verify_saved_model(tmp, encoder, probe_sentences, atol=atol)
+        if check_standalone:
+            from keras_sentemb.export.standalone import run_standalone
+
+            probes = [_to_bytes(s, i) for i, s in enumerate(PROBE_SENTENCES)]
+            outside = run_standalone(tmp, probes, strict=True)
+            diff = float(np.abs(outside - encoder.encode(probes)).max())
+            if not diff <= atol:
+                raise ExportVerificationError(
+                    f"In a process without Keras the SavedModel differs from "
+                    f"encode() by {diff:.3g} > atol={atol:g}."
+                )
+            if report is not None:
+                report["standalone_max_abs_diff"] = diff
+        meta = _metadata(
+            encoder, version, chunk_size, token_signature, report,
+            required_custom_ops(tmp),
+        )
+        (tmp / METADATA_FILE).parent.mkdir(parents=True, exist_ok=True)
+        with open(tmp / METADATA_FILE, "w", encoding="utf-8") as f:
+            json.dump(meta, f, indent=2)
+        if final.exists():  # overwrite=True: swap in the verified folder.
+            old = base / f"{_TMP_PREFIX}old-{version}-{uuid.uuid4().hex[:8]}"
+            os.rename(final, old)
+            os.rename(tmp, final)
+            shutil.rmtree(old, ignore_errors=True)
+        else:
+            os.rename(tmp, final)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        if created_base:
+            try:
+                base.rmdir()  # only if still empty
+            except OSError:
+                pass
+        raise
+    if verbose:
+        detail = (
+            f"max |SavedModel - encode| = {report['max_abs_diff']:.2g} on "
+            f"{report['num_probes']} probes"
+            if report
+            else "not verified"
+        )
+        print(f"Exported {final} ({detail}).", file=sys.stderr)
+    return str(final)
