@@ -279,3 +279,19 @@ def test_fit_argument_errors():
         fit_self_guided(SENTENCES, model=make_tiny_encoder(), batch_size=0)
     with pytest.raises(ValueError):
         fit_self_guided([], model=make_tiny_encoder())
+
+
+def test_cli_flags_mirror_fit_arguments(monkeypatch):
+    import keras_sentemb.api as api
+    from keras_sentemb import cli
+
+    monkeypatch.setattr(api, "fit_self_guided", fit_self_guided, raising=False)
+    parser, fit = cli.method_option_parser("sg")
+    options = parser.parse_args(
+        ["--loss", "opt1", "--view-pooling", "mean", "--no-freeze-embeddings",
+         "--reg-weight", "0.2", "--min-layer", "1", "--dev", "none"]
+    )
+    assert vars(options) == {
+        "loss": "opt1", "view_pooling": "mean", "freeze_embeddings": False,
+        "reg_weight": 0.2, "min_layer": 1, "dev": None,
+    }
