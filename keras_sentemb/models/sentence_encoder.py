@@ -124,6 +124,12 @@ class SentenceEncoder(keras.Model):
             )
             self.projection.build((None, backbone.hidden_dim))
         self._has_segments = hasattr(backbone, "segment_embedding")
+        # BERT's pooler ([CLS] -> dense -> tanh) is not part of any sentence
+        # pooling here; freezing it keeps optimizers from tracking weights
+        # that never receive gradients.
+        pooler = getattr(backbone, "pooled_dense", None)
+        if pooler is not None:
+            pooler.trainable = False
         self._encode_fns = {}
         self._tokenize_graph = None
         # The backbone (and head) are built, so the encoder is too.
