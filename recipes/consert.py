@@ -70,10 +70,10 @@ def main(argv=None):
     test = read_stsb(eval_dir, "test")
     if args.smoke:
         train = train[:2000] if isinstance(train, list) else train
-        args.steps, args.batch_size, args.max_length = 8, 16, 32
-        args.learning_rate, args.eval_every = 1e-5, 4
-        args.dev_limit = args.dev_limit or 200
-        test = test[:200]
+        args.steps, args.batch_size, args.max_length = 6, 16, 32
+        args.learning_rate, args.eval_every = 1e-5, 3
+        args.dev_limit = args.dev_limit or 150
+        test = test[:150]
     if args.dev_limit:
         dev = dev[: args.dev_limit]
 
