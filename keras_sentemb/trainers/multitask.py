@@ -213,7 +213,34 @@ class MultitaskModel(keras.Model):
     def task_loss(self, task, batch, training=True):
         """Loss of one task on one packed batch (see `make_batch`)."""
         emb = self.encoder(batch["inputs"], training=training)
-        labels = batch["labels"]
+        return self.loss_from_embeddings(task, emb, batch["labels"], training)
+
+    def embed_batches(self, batches, tasks, training=True):
+        """Encode several tasks' packed inputs in one forward pass.
+
+        The inputs are padded to a common length, concatenated, encoded once
+        and split back per task (padding is masked, so each sentence's vector
+        is the one it gets alone).
+        """
+        if len(tasks) == 1:
+            return [self.encoder(batches[tasks[0]]["inputs"], training=training)]
+        keys = ("token_ids", "padding_mask", "segment_ids")
+        length = tf.reduce_max(
+            [tf.shape(batches[t]["inputs"]["token_ids"])[1] for t in tasks]
+        )
+        joined = {}
+        for key in keys:
+            parts = []
+            for t in tasks:
+                x = batches[t]["inputs"][key]
+                parts.append(tf.pad(x, [[0, 0], [0, length - tf.shape(x)[1]]]))
+            joined[key] = tf.concat(parts, axis=0)
+        emb = self.encoder(joined, training=training)
+        sizes = [tf.shape(batches[t]["inputs"]["token_ids"])[0] for t in tasks]
+        return tf.split(emb, tf.stack(sizes), num=len(tasks), axis=0)
+
+    def loss_from_embeddings(self, task, emb, labels, training=True):
+        """Loss of one task from its sentence vectors (pairs: `[u; v]`)."""
         if task == "sentiment":
             logits = self.sentiment_logits(emb, training)
             return tf.reduce_mean(
@@ -383,19 +410,26 @@ class MultitaskModel(keras.Model):
         tasks = tuple(sorted(batches, key=TASKS.index))
         key = (tasks, bool(pcgrad) and len(tasks) > 1)
         fn = self._step_fns.get(key)
+        batches = {t: batches[t] for t in tasks}
         if fn is None:
+            # Dynamic batch and sequence dims: one trace per task set.
             fn = tf.function(
                 lambda b: self._train_step_impl(b, tasks, key[1]),
-                reduce_retracing=True,
+                input_signature=[_dynamic_signature(batches)],
+                autograph=False,
             )
             self._step_fns[key] = fn
-        out = fn({t: batches[t] for t in tasks})
+        out = fn(batches)
         return {k: float(v) for k, v in out.items()}
 
     def _train_step_impl(self, batches, tasks, pcgrad):
         variables = self._variables()
         with tf.GradientTape(persistent=pcgrad) as tape:
-            losses = {t: self.task_loss(t, batches[t], training=True) for t in tasks}
+            embeddings = self.embed_batches(batches, tasks, training=True)
+            losses = {
+                t: self.loss_from_embeddings(t, e, batches[t]["labels"], True)
+                for t, e in zip(tasks, embeddings)
+            }
             total = tf.add_n(list(losses.values())) / float(len(tasks))
         if pcgrad:
             flat = tf.stack([
@@ -431,11 +465,19 @@ class MultitaskModel(keras.Model):
                 self._apply(grads, variables)
                 return loss
 
-            self._contrastive_fn = tf.function(impl, reduce_retracing=True)
+            self._contrastive_fn = tf.function(
+                impl, input_signature=[_dynamic_signature(inputs)], autograph=False
+            )
         return float(self._contrastive_fn(inputs))
 
 
 # ------------------------------------------------------------------ batching
+def _dynamic_signature(structure):
+    return tf.nest.map_structure(
+        lambda t: tf.TensorSpec([None] * t.shape.rank, t.dtype), structure
+    )
+
+
 def make_batch(encoder, task, examples, max_length=None):
     """Pack raw examples of one task into model inputs.
 

@@ -1,5 +1,6 @@
 """PCGrad gradient surgery (Yu et al., 2020) as pure tensor functions."""
 
+import numpy as np
 import tensorflow as tf
 
 
@@ -98,7 +99,7 @@ def flatten_gradients(gradients, variables):
 
 def unflatten_gradients(flat, variables):
     """Split a flat vector back into tensors shaped like `variables`."""
-    sizes = [int(tf.size(v)) for v in variables]
+    sizes = [int(np.prod(v.shape)) for v in variables]
     pieces = tf.split(flat, sizes)
     return [
         tf.cast(tf.reshape(p, v.shape), v.dtype) for p, v in zip(pieces, variables)

@@ -1,0 +1,121 @@
+"""Multitask heads on one encoder (sentiment / paraphrase / similarity).
+
+Reproduces the comparison of training procedures of the report
+"Contrastive Learning for Generalizable Sentence Embeddings" on the CS224N
+minBERT data (shared/data/multitask): every procedure starts from the same
+encoder (optionally contrastively pre-trained once) and gets the same budget
+of task batches; dev metrics are printed as JSON lines, then the ensemble of
+the best model per task.
+
+    python recipes/multitask.py --smoke                 # ~minutes on CPU
+    python recipes/multitask.py --steps 100 --batch-size 16 --max-length 64 \\
+        --procedures average,batch_round_robin,pcgrad --pretrain none
+
+Budget: `--steps` optimizer steps for the procedures that take one batch of
+every task per step (average, pcgrad); the one-task-per-step procedures
+(batch/epoch round robin) get 3 x steps, so all see the same number of
+batches and examples.
+
+Leakage: multitask/sts-train.csv contains STS-B test pairs; this recipe
+never evaluates on STS-B test (only the multitask dev sets).
+"""
+
+import argparse
+import json
+import os
+import sys
+import time
+from pathlib import Path
+
+os.environ.setdefault("KERAS_BACKEND", "tensorflow")
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+
+REPO = Path(__file__).resolve().parents[1]
+DEFAULT_DATA = REPO.parent / "shared" / "data" / "multitask"
+
+
+def main(argv=None):
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--data-dir", default=str(DEFAULT_DATA))
+    p.add_argument("--model", default="default")
+    p.add_argument("--procedures", default="average,batch_round_robin,pcgrad")
+    p.add_argument("--steps", type=int, default=300)
+    p.add_argument("--batch-size", type=int, default=16)
+    p.add_argument("--max-length", type=int, default=128)
+    p.add_argument("--learning-rate", type=float, default=2e-5)
+    p.add_argument("--head-learning-rate", type=float, default=1e-3)
+    p.add_argument("--head-sharing", default="first_layer")
+    p.add_argument("--pretrain", default="unsup", choices=["none", "unsup", "paraphrase", "nli"])
+    p.add_argument("--pretrain-steps", type=int, default=None)
+    p.add_argument("--fusion", action="store_true")
+    p.add_argument("--dev-limit", type=int, default=None)
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--smoke", action="store_true",
+                   help="tiny budget: 6 steps, max_length 32, 64 dev examples per task, no pre-training")
+    args = p.parse_args(argv)
+    if args.smoke:
+        args.steps, args.max_length, args.dev_limit = 6, 32, 64
+        args.pretrain, args.batch_size = "none", 8
+
+    import keras
+
+    from keras_sentemb.data.multitask import load_multitask_data
+    from keras_sentemb.models import SentenceEncoder
+    from keras_sentemb.trainers.multitask import MultitaskModel
+    from keras_sentemb.trainers.multitask import evaluate_multitask
+    from keras_sentemb.trainers.multitask import train_multitask
+    from keras_sentemb.trainers.multitask_ensemble import MultitaskEnsemble
+    from keras_sentemb.trainers.multitask_pretrainer import MultitaskContrastivePretrainer
+    from keras_sentemb.trainers.multitask_pretrainer import make_pretraining_dataset
+    from keras_sentemb.trainers.multitask_pretrainer import pretraining_examples
+
+    keras.utils.set_random_seed(args.seed)
+    data = load_multitask_data(args.data_dir)
+    print(json.dumps({"train_sizes": {t: len(v) for t, v in data["train"].items()},
+                      "dev_sizes": {t: len(v) for t, v in data["dev"].items()},
+                      "skipped": data["skipped"]}), flush=True)
+    base = SentenceEncoder.from_preset(args.model, max_length=args.max_length)
+    if args.pretrain != "none":
+        triplets = None
+        if args.pretrain == "nli":
+            from keras_sentemb.data.multitask import read_nli_triplets
+            triplets, _ = read_nli_triplets(Path(args.data_dir).parent / "nli" / "snli_devtest_triplets.csv")
+        cols = pretraining_examples(args.pretrain, data["train"], triplets, args.seed)
+        pre = MultitaskContrastivePretrainer(base)
+        pre.compile(optimizer=keras.optimizers.AdamW(3e-5), jit_compile=False)
+        pre.fit(make_pretraining_dataset(base, cols, args.batch_size, args.max_length, args.seed),
+                steps_per_epoch=args.pretrain_steps or args.steps, epochs=1, verbose=2)
+
+    results, models = {}, {}
+    start_metrics = evaluate_multitask(MultitaskModel(base), data["dev"], limit=args.dev_limit)
+    print(json.dumps({"procedure": "untrained heads", **start_metrics}), flush=True)
+    for procedure in args.procedures.split(","):
+        one_task = procedure in ("batch_round_robin", "epoch_round_robin")
+        steps = 3 * args.steps if one_task else args.steps
+        keras.utils.set_random_seed(args.seed)
+        model = MultitaskModel(base.clone(name=f"encoder_{procedure}"),
+                               head_sharing=args.head_sharing)
+        model.configure_training(args.learning_rate, args.head_learning_rate)
+        log = train_multitask(model, data["train"], procedure=procedure, steps=steps,
+                              batch_size=args.batch_size, max_length=args.max_length,
+                              fusion=args.fusion, seed=args.seed, verbose=True)
+        t = time.time()
+        metrics = evaluate_multitask(model, data["dev"], limit=args.dev_limit)
+        results[procedure] = metrics
+        models[procedure] = model
+        print(json.dumps({"procedure": procedure, "optimizer_steps": steps,
+                          "task_batches": 3 * args.steps, "train_seconds": round(log["seconds"]),
+                          "eval_seconds": round(time.time() - t), **metrics}), flush=True)
+    ensemble = MultitaskEnsemble.from_metrics(models, results)
+    ens = {k: results[ensemble.chosen[t]][m] for t, (k, m) in zip(
+        ("sentiment", "paraphrase", "similarity"),
+        [("sentiment_acc", "sentiment_acc"), ("paraphrase_acc", "paraphrase_acc"),
+         ("similarity_pearson", "similarity_pearson")])}
+    ens["overall"] = sum(ens.values()) / 3
+    print(json.dumps({"procedure": "ensemble (best per task)", "chosen": ensemble.chosen, **ens}),
+          flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
