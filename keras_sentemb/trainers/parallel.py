@@ -35,6 +35,17 @@ class _ClampConstraint(keras.constraints.Constraint):
         return {"low": self.low, "high": self.high}
 
 
+def _set_trainable(encoder, value):
+    """Set `trainable` on an encoder and all its sublayers.
+
+    Keras only propagates the flag to sublayers when it changes, and a clone
+    of a frozen encoder is rebuilt with frozen sublayers under a trainable
+    top level, so the flag is toggled.
+    """
+    encoder.trainable = not value
+    encoder.trainable = value
+
+
 def _resolve_temperature(temperature):
     if isinstance(temperature, str):
         if temperature.strip().lower() == "learnable":
@@ -187,7 +198,9 @@ class ParallelContrastive(BaseTrainer):
 
         self._teacher = teacher
         if mode == "frozen_teacher":
-            teacher.trainable = False
+            # Excludes the teacher's weights from `trainable_variables` (this
+            # sets the flag on the given encoder object).
+            _set_trainable(teacher, False)
         source = teacher if teacher is not None else student
         self.embedding_dim = (
             source.output_dim if mode == "frozen_teacher" else student.output_dim
@@ -622,11 +635,17 @@ def fit_parallel(
 
     base = _load(model, max_length)
     teacher_enc = base if teacher is None else _load(teacher, max_length)
+    source_init = teacher_enc  # the untrained source side (dual-mode reference)
     student_enc = (base if student is None else _load(student, max_length))
-    if student_enc is teacher_enc or (mode != "shared" and student is None):
-        student_enc = student_enc.clone(name="student")
+    # The student is always a fresh copy (the caller's encoder is never
+    # trained in place); so is a dual-mode teacher, which is trained too.
+    student_enc = student_enc.clone(name="student")
+    _set_trainable(student_enc, True)  # a clone of a frozen encoder inherits the flag
     if mode == "shared":
         teacher_enc = None
+    elif mode == "dual":
+        teacher_enc = teacher_enc.clone(name="teacher")
+        _set_trainable(teacher_enc, True)
 
     trainer = ParallelContrastive(
         student_enc,
@@ -640,7 +659,6 @@ def fit_parallel(
     )
     report = {"train_pairs": len(train_pairs), "heldout_pairs": len(heldout), "mode": mode}
     eval_pooling = "mean" if pooling == "mean" else "cls"
-    frozen_source = trainer.teacher if mode == "frozen_teacher" else trainer.teacher.clone("source_init")
     if heldout:
         report["retrieval_before"] = evaluate_bitext_retrieval(
             trainer.teacher, trainer.student, heldout, max_length=max_length
@@ -672,7 +690,7 @@ def fit_parallel(
         )
         if mode == "dual":
             report["retrieval_after_initial_teacher"] = evaluate_bitext_retrieval(
-                frozen_source, encoder, heldout, max_length=max_length
+                source_init, encoder, heldout, max_length=max_length
             )
         logger.info("held-out retrieval after: %s", report["retrieval_after"])
     if trainer.logit_scale is not None:

@@ -32,7 +32,7 @@ def make_pairs(n, seed=0):
 
 
 def make_trainer(**kwargs):
-    teacher = make_tiny_encoder()
+    teacher = make_tiny_encoder(num_layers=1)
     student = teacher.clone(name="student")
     mode = kwargs.get("mode", "frozen_teacher")
     return ParallelContrastive(student, None if mode == "shared" else teacher, **kwargs)
@@ -47,6 +47,13 @@ def batch(trainer, pairs):
 
 def compile_trainer(trainer, lr=1e-3, steps=10):
     trainer.compile(optimizer=make_optimizer(trainer, lr, steps, warmup_ratio=0.0), jit_compile=False)
+
+
+def run_steps(trainer, n, batch_size=8, seed=0):
+    """Eager train steps (no tf.function tracing: fast for tiny encoders)."""
+    pairs = make_pairs(n * batch_size, seed=seed)
+    for i in range(n):
+        trainer.train_step(batch(trainer, pairs[i * batch_size : (i + 1) * batch_size]))
 
 
 # ------------------------------------------------------------------ queue
@@ -109,7 +116,7 @@ def test_loss_equals_closed_form_with_queue(pooling):
     s = _unit(trainer.student(data["target"], pooling=pool).numpy().astype(np.float64))
     # Hard queued negatives (near the student's embeddings), so they matter.
     rng = np.random.default_rng(1)
-    queued = _unit(s[:3] + 0.01 * rng.normal(size=(3, 32))).astype("float32")
+    queued = _unit(s[:3] + 0.01 * rng.normal(size=(3, s.shape[1]))).astype("float32")
     trainer.queue.enqueue(tf.constant(queued))
     loss, extras = trainer.compute_contrastive_loss(data, training=False)
     expected = _numpy_loss(s, np.concatenate([t, queued]), 20.0)
@@ -142,9 +149,8 @@ def test_teacher_never_changes_and_student_learns():
     student_before = [w.copy() for w in trainer.student.get_weights()]
     teacher_ids = {id(v) for v in trainer.teacher.weights}
     assert not teacher_ids & {id(v) for v in trainer.trainable_variables}
-    ds = make_parallel_dataset(make_pairs(32), trainer, batch_size=8)
     compile_trainer(trainer, lr=1e-2, steps=4)
-    trainer.fit(ds, steps_per_epoch=4, epochs=1, verbose=0)
+    run_steps(trainer, 4)
     for a, b in zip(teacher_before, trainer.teacher.get_weights()):
         np.testing.assert_array_equal(a, b)
     changed = [not np.array_equal(a, b) for a, b in zip(student_before, trainer.student.get_weights())]
@@ -158,8 +164,7 @@ def test_learnable_temperature_is_learned_and_clamped():
     assert float(trainer.logit_scale.numpy()) == pytest.approx(math.log(1 / 0.07), rel=1e-6)
     optimizer = make_optimizer(trainer, 5e-2, 20, warmup_ratio=0.0)
     trainer.compile(optimizer=optimizer, jit_compile=False)
-    ds = make_parallel_dataset(make_pairs(32), trainer, batch_size=8)
-    trainer.fit(ds, steps_per_epoch=5, epochs=1, verbose=0)
+    run_steps(trainer, 5)
     value = float(trainer.logit_scale.numpy())
     assert value != pytest.approx(math.log(1 / 0.07), abs=1e-4)  # learned
     assert 0.0 <= value <= math.log(100.0) + 1e-6
@@ -168,7 +173,7 @@ def test_learnable_temperature_is_learned_and_clamped():
     # The clamp acts after every update, from above and below.
     for start, bound in ((10.0, math.log(100.0)), (-3.0, 0.0)):
         trainer.logit_scale.assign(start)
-        trainer.fit(ds, steps_per_epoch=1, epochs=1, verbose=0)
+        run_steps(trainer, 1, seed=1)
         assert float(trainer.logit_scale.numpy()) == pytest.approx(bound, abs=0.06)
         assert 0.0 <= float(trainer.logit_scale.numpy()) <= math.log(100.0) + 1e-6
 
@@ -184,9 +189,8 @@ def test_fixed_temperature_has_no_variable():
 def test_dual_mode_trains_both_sides():
     trainer = make_trainer(mode="dual", queue_size=8)
     before = [w.copy() for w in trainer.teacher.get_weights()]
-    ds = make_parallel_dataset(make_pairs(16), trainer, batch_size=4)
     compile_trainer(trainer, lr=1e-2)
-    trainer.fit(ds, steps_per_epoch=2, epochs=1, verbose=0)
+    run_steps(trainer, 2, batch_size=4)
     assert any(not np.array_equal(a, b) for a, b in zip(before, trainer.teacher.get_weights()))
     assert trainer.source_mlp is not None
 
@@ -197,9 +201,9 @@ def test_shared_mode_uses_one_encoder():
     n_student = len(trainer.student.trainable_variables)
     # student weights + target MLP (kernel, bias) + logit scale, no duplicates.
     assert len(trainer.trainable_variables) == n_student + 3
-    ds = make_parallel_dataset(make_pairs(16), trainer, batch_size=4)
     compile_trainer(trainer)
-    trainer.fit(ds, steps_per_epoch=2, epochs=1, verbose=0)
+    run_steps(trainer, 2, batch_size=4)
+    assert int(trainer.queue.count.numpy()) == 8
     assert trainer.finalize().pooling == "cls"
 
 
@@ -254,13 +258,18 @@ def test_split_is_deterministic_and_leak_free():
 def test_fit_parallel_end_to_end(tmp_path):
     from keras_sentemb.models import SentenceEncoder
 
-    teacher = make_tiny_encoder()
+    teacher = make_tiny_encoder(num_layers=1)
+    teacher.trainable = False  # a frozen encoder still initialises a trainable student
+    teacher_weights = [w.copy() for w in teacher.get_weights()]
     out = tmp_path / "student"
     student = fit_parallel(
         make_pairs(80), model=teacher, output=str(out), steps=4, batch_size=8,
         queue_size=32, max_length=16, eval_size=10, track_every=2, verbose=0,
     )
     assert student is not teacher and student.pooling == "cls"
+    for a, b in zip(teacher_weights, teacher.get_weights()):
+        np.testing.assert_array_equal(a, b)  # the caller's encoder is untouched
+    assert any(not np.array_equal(a, b) for a, b in zip(teacher_weights, student.get_weights()))
     report = student.parallel_report
     assert set(report["retrieval_before"]) >= {"source_to_target", "target_to_source"}
     assert report["retrieval_after"]["n"] == 10

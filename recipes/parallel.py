@@ -1,0 +1,227 @@
+"""Cross-lingual frozen-teacher contrastive learning: the two-step pipeline.
+
+Step A: a frozen English teacher supervises a Chinese student on en-zh
+translation pairs (memory queue, learnable temperature). Step B: that
+Chinese student, frozen, supervises an English student on the reversed pairs.
+Optionally the English student is then fine-tuned with supervised SimCSE on
+NLI triplets (premise, entailment, contradiction).
+
+Evaluation: held-out bitext retrieval accuracy (both directions, before and
+after) and STS-B dev Spearman of the students. `--compare-dual` also trains
+the both-trained dual encoder on the same budget (the paper's ablation).
+
+    python recipes/parallel.py --smoke                # ~1-2 min on CPU
+    python recipes/parallel.py --steps 300 --batch-size 32 --max-length 48 \
+        --pooling mean --compare-dual --out /tmp/parallel_run
+
+References:
+    - Learning Monolingual Sentence Embeddings with Large-scale Parallel
+      Translation Datasets (ACL ARR 2022), https://openreview.net/forum?id=_vXqKfxoJfN
+"""
+
+import argparse
+import csv
+import json
+import logging
+import os
+import sys
+import time
+from pathlib import Path
+
+os.environ.setdefault("KERAS_BACKEND", "tensorflow")
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+
+REPO = Path(__file__).resolve().parents[1]
+DATA = REPO.parent / "shared" / "data"
+
+
+def read_nli_triplets(path, limit=None):
+    """(anchor, positive, hard_negative) rows of a `sent0,sent1,hard_neg` CSV."""
+    rows = []
+    with open(path, encoding="utf-8", newline="") as f:
+        reader = csv.reader(f)
+        header = next(reader)
+        if [h.strip() for h in header[:3]] != ["sent0", "sent1", "hard_neg"]:
+            raise ValueError(f"{path}: expected a sent0,sent1,hard_neg header, found {header}.")
+        for row in reader:
+            if len(row) >= 3 and all(x.strip() for x in row[:3]):
+                rows.append(tuple(x.strip() for x in row[:3]))
+    return rows[:limit] if limit else rows
+
+
+def supervised_simcse_finetune(
+    encoder, triplets, steps=100, batch_size=32, learning_rate=1e-5,
+    max_length=32, temperature=0.05, seed=0,
+):
+    """Supervised SimCSE on NLI triplets: InfoNCE with hard negatives.
+
+    A small loop (not a full trainer): each step encodes premise, entailment
+    and contradiction with dropout and minimises
+    `keras_sentemb.losses.info_nce_loss(anchors, positives, hard_negatives)`.
+    Trains `encoder` in place and returns it.
+
+    References:
+        - [Gao et al., 2021. SimCSE](https://arxiv.org/abs/2104.08821)
+    """
+    import keras
+    import tensorflow as tf
+
+    from keras_sentemb.losses import info_nce_loss
+
+    cols = list(zip(*triplets))
+    ds = tf.data.Dataset.from_tensor_slices(tuple(tf.constant(c) for c in cols))
+    ds = ds.shuffle(len(triplets), seed=seed).repeat().batch(batch_size, drop_remainder=True)
+    ds = ds.map(lambda a, p, n: tuple(encoder.preprocess(x, max_length) for x in (a, p, n)))
+    optimizer = keras.optimizers.AdamW(
+        keras.optimizers.schedules.CosineDecay(learning_rate, steps), weight_decay=0.0
+    )
+    variables = encoder.trainable_variables
+    # Batches are padded to their own maximum: one signature, no retracing.
+    spec = {k: tf.TensorSpec([None, None], tf.int32)
+            for k in ("token_ids", "padding_mask", "segment_ids")}
+
+    @tf.function(input_signature=[spec, spec, spec])
+    def step(a, p, n):
+        with tf.GradientTape() as tape:
+            loss = info_nce_loss(
+                encoder(a, training=True), encoder(p, training=True),
+                hard_negatives=encoder(n, training=True), temperature=temperature,
+            )
+        grads = tape.gradient(loss, variables)
+        optimizer.apply_gradients(
+            [(g, v) for g, v in zip(grads, variables) if g is not None]
+        )
+        return loss
+
+    for i, (a, p, n) in enumerate(ds.take(steps)):
+        loss = step(a, p, n)
+        if (i + 1) % max(1, steps // 5) == 0:
+            logging.info("nli finetune step %d loss %.4f", i + 1, float(loss))
+    return encoder
+
+
+def unk_stats(encoder, sentences):
+    """Share of [UNK] tokens and tokens per character on `sentences`."""
+    import numpy as np
+
+    ragged = encoder.tokenize(sentences)
+    flat = ragged.flat_values.numpy()
+    unk = encoder.tokenizer.token_to_id("[UNK]")
+    chars = sum(len(s.replace(" ", "")) for s in sentences)
+    return {
+        "unk_token_share": float(np.mean(flat == unk)),
+        "sentences_all_unk": float(np.mean([np.all(r == unk) for r in ragged.numpy()])),
+        "tokens_per_char": float(len(flat) / max(chars, 1)),
+    }
+
+
+def main(argv=None):
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--pairs", default=str(DATA / "parallel" / "cmn-eng.tatoeba.tsv"))
+    p.add_argument("--model", default="default")
+    p.add_argument("--steps", type=int, default=1000)
+    p.add_argument("--batch-size", type=int, default=64)
+    p.add_argument("--max-length", type=int, default=64)
+    p.add_argument("--learning-rate", type=float, default=3e-5)
+    p.add_argument("--queue-size", type=int, default=10000)
+    p.add_argument("--temperature", default="learnable")
+    p.add_argument("--pooling", default="cls_mlp", choices=["cls_mlp", "cls", "mean"])
+    p.add_argument("--eval-size", type=int, default=1000)
+    p.add_argument("--compare-dual", action="store_true", help="also train mode='dual' on the same budget")
+    p.add_argument("--compare-shared", action="store_true", help="also train mode='shared'")
+    p.add_argument("--modes", default=None,
+                   help="comma-separated step-A modes to run (overrides --compare-*)")
+    p.add_argument("--step-b", action="store_true", help="run step B (zh student frozen -> en student)")
+    p.add_argument("--nli", action="store_true", help="supervised SimCSE finetune of the step-B student")
+    p.add_argument("--nli-file", default=str(DATA / "nli" / "snli_devtest_triplets.csv"))
+    p.add_argument("--nli-steps", type=int, default=200)
+    p.add_argument("--sts-limit", type=int, default=None, help="use the first N STS-B dev pairs")
+    p.add_argument("--out", default="/tmp/parallel_recipe")
+    p.add_argument("--smoke", action="store_true", help="tiny CPU run of every step")
+    args = p.parse_args(argv)
+    if args.smoke:
+        args.steps, args.batch_size, args.max_length = 8, 8, 32
+        args.queue_size, args.eval_size, args.sts_limit = 64, 100, 200
+        args.step_b = args.nli = args.compare_dual = True
+        args.nli_steps = 4
+
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s")
+    from keras_sentemb.data.resources import bundled_sts_dir
+    from keras_sentemb.evaluation.readers import read_stsb
+    from keras_sentemb.evaluation.retrieval import evaluate_bitext_retrieval
+    from keras_sentemb.models import SentenceEncoder
+    from keras_sentemb.trainers.callbacks import sts_spearman
+    from keras_sentemb.trainers.parallel import fit_parallel
+    from keras_sentemb.trainers.parallel import load_parallel_pairs
+    from keras_sentemb.trainers.parallel import split_pairs
+
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    sts_dev = read_stsb(bundled_sts_dir(), "dev")[: args.sts_limit]
+    pairs = load_parallel_pairs(args.pairs)
+    if args.smoke:
+        pairs = pairs[::10]
+    _, heldout = split_pairs(pairs, eval_size=args.eval_size)
+    results = {"args": vars(args), "sts_dev_pairs": len(sts_dev)}
+    base = SentenceEncoder.from_preset(args.model)
+    results["tokenizer_on_heldout_zh"] = unk_stats(base, [b for _, b in heldout])
+    results["tokenizer_on_heldout_en"] = unk_stats(base, [a for a, _ in heldout])
+    results["initial"] = {
+        "sts_dev": sts_spearman(base, sts_dev),
+        "retrieval": evaluate_bitext_retrieval(base, base, heldout, max_length=args.max_length),
+    }
+    common = dict(
+        model=base, steps=args.steps, batch_size=args.batch_size, max_length=args.max_length,
+        learning_rate=args.learning_rate, queue_size=args.queue_size,
+        temperature=args.temperature, pooling=args.pooling, eval_size=args.eval_size,
+        verbose=2,
+    )
+    modes = ["frozen_teacher"] + ["dual"] * args.compare_dual + ["shared"] * args.compare_shared
+    if args.modes:
+        modes = [m.strip() for m in args.modes.split(",") if m.strip()]
+    if args.step_b and "frozen_teacher" not in modes:
+        p.error("--step-b needs the frozen_teacher step A (add it to --modes)")
+    students = {}
+    for mode in modes:
+        t0 = time.time()
+        source = pairs  # en -> zh: English teacher, Chinese student
+        student = fit_parallel(source, mode=mode, output=str(out / f"A_{mode}"),
+                               plot=str(out / f"A_{mode}_alignment_uniformity.png"), **common)
+        report = dict(student.parallel_report)
+        report["seconds"] = time.time() - t0
+        report["sts_dev"] = sts_spearman(student, sts_dev)
+        report.pop("alignment_uniformity", None)
+        results[f"A_{mode}"] = report
+        students[mode] = student
+        logging.info("step A %s: %s", mode, json.dumps(report))
+
+    if args.step_b:
+        zh_student = students["frozen_teacher"]
+        reversed_pairs = [(b, a) for a, b in pairs]  # zh -> en
+        t0 = time.time()
+        en_student = fit_parallel(
+            reversed_pairs, teacher=zh_student, student=args.model,
+            output=str(out / "B_frozen_teacher"), **{**common, "model": args.model},
+        )
+        report = dict(en_student.parallel_report)
+        report.pop("alignment_uniformity", None)
+        report["seconds"] = time.time() - t0
+        report["sts_dev"] = sts_spearman(en_student, sts_dev)
+        results["B_frozen_teacher"] = report
+        if args.nli:
+            triplets = read_nli_triplets(args.nli_file)
+            supervised_simcse_finetune(
+                en_student, triplets, steps=args.nli_steps, batch_size=args.batch_size,
+                max_length=args.max_length,
+            )
+            en_student.save(str(out / "B_nli"))
+            results["B_nli"] = {"sts_dev": sts_spearman(en_student, sts_dev),
+                                "nli_steps": args.nli_steps}
+    with open(out / "results.json", "w", encoding="utf-8") as f:
+        json.dump(results, f, indent=2, ensure_ascii=False)
+    print(json.dumps(results, indent=2, ensure_ascii=False))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
