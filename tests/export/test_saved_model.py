@@ -88,7 +88,7 @@ def test_matches_encode(exported):
 
 
 def test_large_batches_are_chunked_by_length(exported):
-    # 150 > chunk_size (64): the sorted, chunked path; order must be kept.
+    # 150 > chunk_size (16): the sorted, chunked path; order must be kept.
     encoder, _, _, loaded = exported
     rng = np.random.default_rng(0)
     words = ["man", "woman", "guitar", "piano", "cat", "dog", "park", "x"]
