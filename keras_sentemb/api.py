@@ -82,6 +82,7 @@ def fit_ct(
     learning_rate=None,
     max_length=75,
     dropout=False,
+    optimizer=None,
     seed=0,
     output=None,
     strategy=None,
@@ -118,6 +119,8 @@ def fit_ct(
             `1e-5` (`kN`, RMSprop) or `2e-5` (`in_batch`, AdamW).
         max_length: int. Token limit per sentence. Defaults to `75`.
         dropout: bool. Dropout on in the towers. Defaults to `False`.
+        optimizer: `keras.optimizers.Optimizer` or None. Replaces the default
+            (RMSprop with CT's step schedule for `kN`, AdamW for in-batch).
         seed: int. Sampling seed. Defaults to `0`.
         output: str or None. Folder to save the kept encoder to.
         strategy: `tf.distribute.Strategy` or None.
@@ -155,7 +158,11 @@ def fit_ct(
         trainer = ContrastiveTension(
             encoder, negatives=negatives, logits=logits, dropout=dropout
         )
-        trainer.compile(optimizer=trainer.default_optimizer(learning_rate))
+        if optimizer is not None and not isinstance(optimizer, keras.optimizers.Optimizer):
+            raise ValueError(
+                f"`optimizer` must be a keras Optimizer or None, received {optimizer!r}."
+            )
+        trainer.compile(optimizer=optimizer or trainer.default_optimizer(learning_rate))
     dataset = ct_pair_dataset(sentences, batch_size, k, seed=seed)
     dataset = tokenize_columns(encoder, dataset, ["left", "right"], max_length)
     if keep == "tower2":

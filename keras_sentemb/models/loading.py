@@ -55,18 +55,27 @@ def _sentence_transformers_settings(folder):
     return settings
 
 
-def _hf_strip_accents(folder):
-    """Whether the reference (Hugging Face) tokenizer strips accents.
+def _hf_bert_normalization(folder):
+    """The reference (Hugging Face) BERT tokenizer's text normalization.
 
-    `BertTokenizer` strips accents when `strip_accents` is true, or when it is
-    unset (null) and the vocabulary is lower-cased. keras-hub leaves accents
-    in place when it reads such folders, which turns "résumé" into [UNK].
+    `BertTokenizer` lower-cases when `do_lower_case` is set and strips accents
+    when `strip_accents` is true, or unset (null) on a lower-cased vocabulary.
+    keras-hub leaves accents in place when it reads such folders (turning
+    "résumé" into [UNK]); see `text_normalization` for the other differences.
     """
     cfg_file = Path(folder) / "tokenizer_config.json"
     cfg = presets.read_json(cfg_file) if cfg_file.is_file() else {}
     lowercase = bool(cfg.get("do_lower_case", False))
     strip = cfg.get("strip_accents")
-    return lowercase if strip is None else bool(strip)
+    strip = lowercase if strip is None else bool(strip)
+    if lowercase and strip:
+        return "bert_uncased"
+    if not lowercase and not strip:
+        return "bert_cased"
+    raise ValueError(
+        f"{folder}: do_lower_case={lowercase} with strip_accents={strip} is not "
+        "supported (only the standard uncased and cased BERT settings are)."
+    )
 
 
 def _load_hf(folder, dtype):
@@ -74,13 +83,16 @@ def _load_hf(folder, dtype):
 
     config = presets.read_json(Path(folder) / "config.json")
     backbone = keras_hub.models.Backbone.from_preset(folder, dtype=dtype)
+    settings = _sentence_transformers_settings(folder)
     if config["model_type"] == "bert":
-        tokenizer = keras_hub.models.BertTokenizer.from_preset(
-            folder, strip_accents=_hf_strip_accents(folder)
+        settings["text_normalization"] = _hf_bert_normalization(folder)
+        tokenizer = keras_hub.models.BertTokenizer(
+            vocabulary=str(Path(folder) / "vocab.txt"),
+            lowercase=False,
+            strip_accents=False,
         )
     else:
         tokenizer = keras_hub.models.Tokenizer.from_preset(folder)
-    settings = _sentence_transformers_settings(folder)
     settings.setdefault(
         "max_length", min(512, int(config.get("max_position_embeddings", 512)))
     )

@@ -13,6 +13,8 @@ import tensorflow as tf
 from keras_sentemb.models import presets
 from keras_sentemb.models.pooling import parse_pooling
 from keras_sentemb.models.pooling import pool_hidden_states
+from keras_sentemb.models.text_normalization import check_mode
+from keras_sentemb.models.text_normalization import normalize_text
 
 FORMAT_VERSION = 1
 PROJECTION_WEIGHTS = "sentemb_projection.npz"
@@ -72,6 +74,13 @@ class SentenceEncoder(keras.Model):
             pooling. Defaults to `None` (no head).
         projection_activation: str or None. Activation of the head. Defaults
             to `None`.
+        text_normalization: str or None. `"bert_uncased"` / `"bert_cased"`
+            apply Hugging Face BERT's text cleaning (and lower-casing plus
+            accent stripping for uncased) before the keras-hub tokenizer, whose
+            own lowercasing and accent stripping are then turned off; `None`
+            leaves the tokenizer as it is. Encoders loaded from Hugging Face
+            BERT folders use it, for token-for-token parity with the
+            reference tokenizer. Defaults to `None`.
 
     Examples:
 
@@ -95,9 +104,14 @@ class SentenceEncoder(keras.Model):
         max_length=256,
         projection_dim=None,
         projection_activation=None,
+        text_normalization=None,
         **kwargs,
     ):
         super().__init__(**kwargs)
+        self.text_normalization = check_mode(text_normalization)
+        if text_normalization is not None:
+            tokenizer.lowercase = False
+            tokenizer.strip_accents = False
         self.backbone = backbone
         self.tokenizer = tokenizer
         self.num_layers = len(backbone.transformer_layers)
@@ -263,6 +277,7 @@ class SentenceEncoder(keras.Model):
             output_encoding="UTF-8",
             errors="replace",
         )
+        sentences = normalize_text(sentences, self.text_normalization)
         tokens = self.tokenizer(sentences)
         if not isinstance(tokens, tf.RaggedTensor):
             tokens = tf.RaggedTensor.from_tensor(tokens)
@@ -417,6 +432,7 @@ class SentenceEncoder(keras.Model):
                 "max_length": self.max_length,
                 "projection_dim": self.projection_dim,
                 "projection_activation": self.projection_activation,
+                "text_normalization": self.text_normalization,
             }
         )
         return config
@@ -437,6 +453,7 @@ class SentenceEncoder(keras.Model):
             "max_length": self.max_length,
             "projection_dim": self.projection_dim,
             "projection_activation": self.projection_activation,
+            "text_normalization": self.text_normalization,
         }
 
     def save(self, filepath, overwrite=True, **kwargs):
@@ -531,6 +548,7 @@ class SentenceEncoder(keras.Model):
             max_length=self.max_length,
             projection_dim=self.projection_dim,
             projection_activation=self.projection_activation,
+            text_normalization=self.text_normalization,
             name=name or f"{self.name}_copy",
         )
         if self.projection is not None:
