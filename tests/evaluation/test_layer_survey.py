@@ -1,0 +1,44 @@
+"""Layer survey: one pass equals L + 1 `layer:K` encodes; Spearman per layer; PNG."""
+
+import json
+
+import numpy as np
+from scipy.stats import spearmanr
+
+from keras_sentemb.evaluation.layer_survey import encode_all_layers
+from keras_sentemb.evaluation.layer_survey import layer_survey
+from keras_sentemb.evaluation.layer_survey import plot_layer_survey
+from keras_sentemb.evaluation.sts import cosine_scores
+from tests.conftest import make_tiny_encoder
+from tests.evaluation.test_sts_spread import PAIRS, SENTENCES
+
+
+def test_encode_all_layers_equals_layer_pooling():
+    encoder = make_tiny_encoder(num_layers=3, normalize=True)
+    sentences = SENTENCES + ["a man and a woman are playing in the park on the mat"]
+    got = encode_all_layers(encoder, sentences, batch_size=3)
+    assert got.shape == (4, len(sentences), encoder.output_dim)
+    for k in range(4):
+        want = encoder.encode(sentences, pooling=f"layer:{k}", batch_size=3)
+        np.testing.assert_allclose(got[k], want, atol=1e-5)
+    assert encode_all_layers(encoder, []).shape == (4, 0, encoder.output_dim)
+
+
+def test_layer_survey_matches_separate_evaluation(tmp_path):
+    encoder = make_tiny_encoder(num_layers=2)
+    path = tmp_path / "layers.png"
+    result = layer_survey(encoder, data=PAIRS, path=path)
+    json.dumps(result)
+    assert [l["layer"] for l in result["layers"]] == [0, 1, 2]
+    assert result["num_layers"] == 2 and result["num_pairs"] == len(PAIRS)
+    gold = [p[2] for p in PAIRS]
+    index = {s: i for i, s in enumerate(SENTENCES)}
+    for entry in result["layers"]:
+        vectors = encoder.encode(SENTENCES, pooling=entry["pooling"])
+        a = vectors[[index[p[0]] for p in PAIRS]]
+        b = vectors[[index[p[1]] for p in PAIRS]]
+        want = spearmanr(cosine_scores(a, b), gold).correlation * 100
+        np.testing.assert_allclose(entry["spearman"], want, atol=1e-6)
+    assert path.exists() and path.read_bytes()[:4] == b"\x89PNG"
+    plot_layer_survey({"before": result, "after": result}, tmp_path / "two.png")
+    assert (tmp_path / "two.png").exists()
