@@ -69,6 +69,23 @@ def run_fit(trainer, dataset, steps, eval_every, dev_pairs, callbacks, verbose):
     return history
 
 
+def _ct_optimizer(trainer, optimizer, learning_rate):
+    default = trainer.default_optimizer(learning_rate)
+    if optimizer is None:
+        return default
+    if isinstance(optimizer, keras.optimizers.Optimizer):
+        return optimizer
+    if isinstance(optimizer, str):
+        try:
+            cls = type(keras.optimizers.get(optimizer))
+        except ValueError as e:
+            raise ValueError(f"Unknown optimizer {optimizer!r}: {e}") from e
+        return cls(learning_rate=default._learning_rate)
+    raise ValueError(
+        f"`optimizer` must be a keras Optimizer, a name or None; received {optimizer!r}."
+    )
+
+
 def fit_ct(
     corpus,
     model="default",
@@ -119,8 +136,9 @@ def fit_ct(
             `1e-5` (`kN`, RMSprop) or `2e-5` (`in_batch`, AdamW).
         max_length: int. Token limit per sentence. Defaults to `75`.
         dropout: bool. Dropout on in the towers. Defaults to `False`.
-        optimizer: `keras.optimizers.Optimizer` or None. Replaces the default
-            (RMSprop with CT's step schedule for `kN`, AdamW for in-batch).
+        optimizer: `keras.optimizers.Optimizer`, an optimizer name (e.g.
+            `"adamw"`, run on the same learning-rate schedule) or None (RMSprop
+            with CT's step schedule for `kN`, AdamW for in-batch).
         seed: int. Sampling seed. Defaults to `0`.
         output: str or None. Folder to save the kept encoder to.
         strategy: `tf.distribute.Strategy` or None.
@@ -158,11 +176,7 @@ def fit_ct(
         trainer = ContrastiveTension(
             encoder, negatives=negatives, logits=logits, dropout=dropout
         )
-        if optimizer is not None and not isinstance(optimizer, keras.optimizers.Optimizer):
-            raise ValueError(
-                f"`optimizer` must be a keras Optimizer or None, received {optimizer!r}."
-            )
-        trainer.compile(optimizer=optimizer or trainer.default_optimizer(learning_rate))
+        trainer.compile(optimizer=_ct_optimizer(trainer, optimizer, learning_rate))
     dataset = ct_pair_dataset(sentences, batch_size, k, seed=seed)
     dataset = tokenize_columns(encoder, dataset, ["left", "right"], max_length)
     if keep == "tower2":
@@ -178,3 +192,12 @@ def fit_ct(
     if output is not None:
         kept.save(output)
     return kept
+
+
+# The other methods live beside their trainers; they are re-exported here so
+# that `keras_sentemb.fit_*` and `keras-sentemb train METHOD` find them.
+from keras_sentemb.trainers.consert import fit_consert  # noqa: E402,F401
+from keras_sentemb.trainers.multitask import fit_multitask  # noqa: E402,F401
+from keras_sentemb.trainers.parallel import fit_parallel  # noqa: E402,F401
+from keras_sentemb.trainers.self_guided import fit_self_guided  # noqa: E402,F401
+from keras_sentemb.trainers.simcse import fit_simcse  # noqa: E402,F401

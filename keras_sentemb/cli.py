@@ -34,8 +34,7 @@ FIT_FUNCTIONS = {
 # (or are not expressible on a command line).
 COMMON_FIT_ARGS = {
     "corpus", "pairs", "data", "data_dir", "model", "steps", "batch_size",
-    "learning_rate", "max_length", "output", "strategy", "callbacks", "verbose",
-    "kwargs",
+    "learning_rate", "max_length", "output", "strategy", "callbacks", "kwargs",
 }
 
 

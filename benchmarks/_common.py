@@ -1,0 +1,46 @@
+"""Helpers shared by the side-by-side benchmarks (ours in-process, ST in its venv)."""
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+REPO = HERE.parent
+DEFAULT_SENTENCES = REPO.parent / "shared" / "data" / "wiki" / "wiki100k.txt"
+BUNDLED_SENTENCES = REPO / "keras_sentemb" / "resources" / "wiki" / "wiki10k.txt"
+
+
+def sentences_file(path=None):
+    if path:
+        return Path(path)
+    return DEFAULT_SENTENCES if DEFAULT_SENTENCES.exists() else BUNDLED_SENTENCES
+
+
+def read_lines(path, n):
+    out = []
+    with open(path, encoding="utf-8") as f:
+        for line in f:
+            line = line.strip()
+            if line:
+                out.append(line)
+                if len(out) >= n:
+                    break
+    return out
+
+
+def st_python(explicit=None):
+    """The Python of a venv with torch + sentence-transformers (never our dependency)."""
+    return explicit or os.environ.get("ST_PYTHON", "/opt/stref/bin/python")
+
+
+def run_st(script, args, python=None):
+    """Run an ST-side script and return its JSON line (None if ST is unavailable)."""
+    python = st_python(python)
+    if not Path(python).exists():
+        print(f"sentence-transformers Python not found at {python}; set ST_PYTHON", file=sys.stderr)
+        return None
+    cmd = [python, str(HERE / script)] + [str(a) for a in args]
+    out = subprocess.run(cmd, capture_output=True, text=True, check=True)
+    return json.loads(out.stdout.strip().splitlines()[-1])

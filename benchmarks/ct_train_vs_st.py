@@ -1,0 +1,89 @@
+"""Contrastive Tension training speed: keras_sentemb vs sentence-transformers.
+
+    python benchmarks/ct_train_vs_st.py --steps 30
+
+Same CPU, same model (bundled all-MiniLM-L6-v2), same batch layout (16 rows:
+groups of one (s, s) positive and 7 random negative pairs), max length 75,
+RMSprop, both towers trained, tokenization included in each step. Ours is
+`ContrastiveTension.fit` on the tf.data pipeline `fit_ct` uses; ST's is
+benchmarks/st_ct_train.py (ContrastiveTensionLoss, a manual training loop in
+its own venv: `ST_PYTHON`, default /opt/stref/bin/python). ST trains with
+dropout on (train mode); ours is timed with dropout on as well (`--dropout`,
+default) so the work per step is the same. `--warmup` steps are excluded.
+Prints one JSON line with steps/s of both and the ratio.
+"""
+
+import argparse
+import json
+import os
+import sys
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from _common import read_lines, run_st, sentences_file  # noqa: E402
+
+
+def ours_steps_per_s(sentences, steps, warmup, batch_size, max_length, negatives, dropout):
+    import keras
+
+    from keras_sentemb import SentenceEncoder
+    from keras_sentemb.data.batching import tokenize_columns
+    from keras_sentemb.data.ct_sampler import ct_pair_dataset
+    from keras_sentemb.trainers.contrastive_tension import ContrastiveTension
+
+    encoder = SentenceEncoder.from_preset("default", max_length=max_length)
+    trainer = ContrastiveTension(encoder, negatives=negatives, dropout=dropout)
+    trainer.compile()
+    k = 0 if negatives == "in_batch" else 7
+    data = tokenize_columns(
+        encoder, ct_pair_dataset(sentences, batch_size, k, seed=0), ["left", "right"]
+    )
+    times = []
+
+    class Clock(keras.callbacks.Callback):
+        def on_train_batch_end(self, batch, logs=None):
+            times.append(time.perf_counter())
+
+    trainer.fit(data, steps_per_epoch=warmup + steps, epochs=1, verbose=0, callbacks=[Clock()])
+    return steps / (times[-1] - times[warmup - 1])
+
+
+def main():
+    p = argparse.ArgumentParser()
+    p.add_argument("--sentences", default=None)
+    p.add_argument("--pool", type=int, default=10000)
+    p.add_argument("--steps", type=int, default=30)
+    p.add_argument("--warmup", type=int, default=5)
+    p.add_argument("--batch-size", type=int, default=16)
+    p.add_argument("--max-length", type=int, default=75)
+    p.add_argument("--negatives", choices=["k7", "in_batch"], default="k7")
+    p.add_argument("--dropout", action=argparse.BooleanOptionalAction, default=True)
+    p.add_argument("--st-python", default=None)
+    args = p.parse_args()
+    path = sentences_file(args.sentences)
+    sentences = read_lines(path, args.pool)
+    ours = ours_steps_per_s(sentences, args.steps, args.warmup, args.batch_size,
+                            args.max_length, args.negatives, args.dropout)
+    st = run_st("st_ct_train.py", ["--sentences", path, "--pool", args.pool,
+                                   "--steps", args.steps, "--warmup", args.warmup,
+                                   "--batch-size", args.batch_size,
+                                   "--max-length", args.max_length,
+                                   "--negatives", "bce" if args.negatives == "k7" else "in_batch"],
+                args.st_python)
+    result = {
+        "benchmark": "ct_train",
+        "negatives": args.negatives,
+        "batch_size": args.batch_size,
+        "max_length": args.max_length,
+        "dropout": args.dropout,
+        "cpus": os.cpu_count(),
+        "keras_sentemb_steps_per_s": round(ours, 3),
+        "sentence_transformers_steps_per_s": round(st["steps_per_s"], 3) if st else None,
+    }
+    if st:
+        result["ratio"] = round(ours / st["steps_per_s"], 2)
+    print(json.dumps(result))
+
+
+if __name__ == "__main__":
+    main()

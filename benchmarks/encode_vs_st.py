@@ -1,0 +1,68 @@
+"""Encode throughput: keras_sentemb vs sentence-transformers, same CPU, same inputs.
+
+    python benchmarks/encode_vs_st.py --n 2000 --batch-size 128 --max-length 256
+
+Both sides encode the same first N sentences of wiki100k (or the bundled 10k
+sample) with the bundled all-MiniLM-L6-v2, the same batch size and max length,
+after one warm-up pass over the same data (so our compiled functions and ST's
+allocator are warm). They run one after the other, not at the same time, and
+each is timed `--repeats` times; the best run of each is reported. The ST side
+runs in its own venv (`ST_PYTHON`, default /opt/stref/bin/python) via
+benchmarks/st_encode.py. Prints one JSON line with both numbers and the ratio.
+"""
+
+import argparse
+import json
+import os
+import sys
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from _common import read_lines, run_st, sentences_file  # noqa: E402
+
+
+def main():
+    p = argparse.ArgumentParser()
+    p.add_argument("--sentences", default=None)
+    p.add_argument("--n", type=int, default=2000)
+    p.add_argument("--batch-size", type=int, default=128)
+    p.add_argument("--max-length", type=int, default=256)
+    p.add_argument("--repeats", type=int, default=3)
+    p.add_argument("--st-python", default=None)
+    args = p.parse_args()
+    path = sentences_file(args.sentences)
+    sentences = read_lines(path, args.n)
+
+    from keras_sentemb import SentenceEncoder
+
+    encoder = SentenceEncoder.from_preset("default")
+    encoder.encode(sentences, batch_size=args.batch_size, max_length=args.max_length)
+    ours = []
+    for _ in range(args.repeats):
+        t = time.perf_counter()
+        encoder.encode(sentences, batch_size=args.batch_size, max_length=args.max_length)
+        ours.append(len(sentences) / (time.perf_counter() - t))
+    st_runs = []
+    for _ in range(args.repeats):
+        st = run_st("st_encode.py", ["--sentences", path, "--n", args.n,
+                                     "--batch-size", args.batch_size,
+                                     "--max-length", args.max_length], args.st_python)
+        if st is None:
+            break
+        st_runs.append(st["sentences_per_s"])
+    result = {
+        "benchmark": "encode",
+        "n": len(sentences),
+        "batch_size": args.batch_size,
+        "max_length": args.max_length,
+        "cpus": os.cpu_count(),
+        "keras_sentemb_sentences_per_s": round(max(ours), 1),
+        "sentence_transformers_sentences_per_s": round(max(st_runs), 1) if st_runs else None,
+    }
+    if st_runs:
+        result["ratio"] = round(max(ours) / max(st_runs), 2)
+    print(json.dumps(result))
+
+
+if __name__ == "__main__":
+    main()
