@@ -9,7 +9,6 @@ import tensorflow as tf
 from keras_sentemb.data.resources import bundled_sts_dir
 from keras_sentemb.evaluation.readers import read_stsb
 from keras_sentemb.export.saved_model import METADATA_FILE, export_saved_model
-from keras_sentemb.export.standalone import run_standalone
 
 pytestmark = pytest.mark.integration
 
@@ -67,10 +66,3 @@ def test_default_model_edge_inputs(exported_default, default_encoder):
     assert bad.shape == (2, 384) and np.isfinite(bad).all()
     empty = loaded.signatures["serving_default"](sentences=tf.constant([], tf.string))
     assert empty["embeddings"].shape == (0, 384)
-
-
-def test_default_model_runs_without_keras(exported_default):
-    path, loaded = exported_default
-    sentences = ["A man is playing a guitar.", "Un homme joue de la guitare.", ""]
-    out = run_standalone(path, sentences, strict=True)
-    np.testing.assert_allclose(out, _embed(loaded, sentences), atol=1e-6)
