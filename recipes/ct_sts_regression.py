@@ -1,0 +1,122 @@
+"""Supervised STS-B regression with model-specific labels (Contrastive Tension, section 5.2).
+
+Fine-tunes an encoder on STS-B train by regressing cosine similarity on the
+gold scores mapped to [M, 1] (M = the starting model's mean cosine on the
+lowest of 20 score buckets) or to [0, 1] (`--labels unit`), keeps the best
+checkpoint on STS-B dev, and reports STS-B dev/test Spearman x100 before and
+after. Optionally runs the layer survey (Figure 1) of the starting model and
+the STS spread analysis (Figure 3) before/after, writing PNGs to --out.
+
+    python recipes/ct_sts_regression.py --smoke                     # ~1 minute on CPU
+    python recipes/ct_sts_regression.py --steps 200 --labels model_specific unit --survey --spread --out runs/ct_sts
+    python recipes/ct_sts_regression.py --model my_ct_model          # paper: 4 epochs after CT (GPU)
+"""
+
+import argparse
+import json
+import logging
+import os
+import sys
+import time
+from pathlib import Path
+
+os.environ.setdefault("KERAS_BACKEND", "tensorflow")
+
+REPO = Path(__file__).resolve().parents[1]
+STSB = REPO.parent / "shared" / "data" / "STS" / "STSBenchmark"
+
+
+def main(argv=None):
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--model", default="default")
+    p.add_argument("--data", default=str(STSB) if STSB.exists() else None,
+                   help="STS-B folder or train csv (default: shared/data/STS/STSBenchmark)")
+    p.add_argument("--labels", nargs="+", default=["model_specific"],
+                   choices=["model_specific", "unit"])
+    p.add_argument("--steps", type=int, default=None, help="default: 4 epochs")
+    p.add_argument("--batch-size", type=int, default=16)
+    p.add_argument("--learning-rate", type=float, default=2e-5)
+    p.add_argument("--max-length", type=int, default=75)
+    p.add_argument("--eval-every", type=int, default=100)
+    p.add_argument("--survey", action="store_true", help="layer survey of the starting model")
+    p.add_argument("--spread", action="store_true", help="STS spread before/after")
+    p.add_argument("--out", default=None, help="folder for PNGs and results.json")
+    p.add_argument("--smoke", action="store_true", help="tiny CPU run (~1 minute)")
+    args = p.parse_args(argv)
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s")
+
+    from keras_sentemb.evaluation.layer_survey import layer_survey
+    from keras_sentemb.evaluation.sts_spread import load_stsb_pairs, plot_sts_spread, sts_spread
+    from keras_sentemb.models import SentenceEncoder
+    from keras_sentemb.trainers.callbacks import sts_spearman
+    from keras_sentemb.trainers.sts_regression import fit_sts_regression
+    from keras_sentemb.trainers.sts_regression import model_specific_lower_bound
+
+    if args.data is None:
+        p.error("--data is needed (STS-B train is not packaged)")
+    train = load_stsb_pairs(args.data, "train")
+    dev = load_stsb_pairs("stsb", "dev")
+    test = load_stsb_pairs("stsb", "test")
+    if args.smoke:
+        train, dev, test = train[::20], dev[:150], test[:150]
+        args.steps, args.eval_every, args.max_length = 8, 4, 32
+    out = Path(args.out) if args.out else None
+    if out:
+        out.mkdir(parents=True, exist_ok=True)
+    png = (lambda name: str(out / name)) if out else (lambda name: None)
+
+    start = SentenceEncoder.from_preset(args.model)
+    results = {"model": args.model, "train_pairs": len(train), "dev_pairs": len(dev),
+               "test_pairs": len(test), "steps": args.steps, "batch_size": args.batch_size,
+               "learning_rate": args.learning_rate, "max_length": args.max_length,
+               "smoke": args.smoke, "runs": {}}
+    results["stsb_dev_before"] = round(sts_spearman(start, dev), 2)
+    results["stsb_test_before"] = round(sts_spearman(start, test), 2)
+    print(json.dumps({k: results[k] for k in ("stsb_dev_before", "stsb_test_before")}), flush=True)
+    spreads = {}
+    if args.spread:
+        spreads["before"] = sts_spread(start, data=test, path=png("spread_before.png"))
+    if args.survey:
+        t0 = time.time()
+        survey = layer_survey(start, data=test, path=png("layer_survey.png"))
+        results["layer_survey_test"] = {l["layer"]: round(l["spearman"], 2) for l in survey["layers"]}
+        results["layer_survey_seconds"] = round(time.time() - t0, 1)
+        print(json.dumps({"layer_survey_test": results["layer_survey_test"]}), flush=True)
+
+    for labels in args.labels:
+        encoder = SentenceEncoder.from_preset(args.model)
+        run = {}
+        if labels == "model_specific":
+            info = model_specific_lower_bound(encoder, train, max_length=args.max_length)
+            run["M"] = round(info["lower_bound"], 4)
+            run["M_bucket_pairs"] = info["count"]
+        t0 = time.time()
+        encoder = fit_sts_regression(
+            train, model=encoder, labels=labels, steps=args.steps, batch_size=args.batch_size,
+            learning_rate=args.learning_rate, max_length=args.max_length, dev=dev,
+            eval_every=args.eval_every, verbose=2,
+        )
+        run["train_seconds"] = round(time.time() - t0, 1)
+        run["stsb_dev_after"] = round(sts_spearman(encoder, dev), 2)
+        run["stsb_test_after"] = round(sts_spearman(encoder, test), 2)
+        if args.spread:
+            spreads[f"after ({labels})"] = sts_spread(
+                encoder, data=test, path=png(f"spread_after_{labels}.png"))
+        results["runs"][labels] = run
+        print(json.dumps({labels: run}), flush=True)
+    if args.spread:
+        results["spread_test"] = {
+            name: [(b["label"], b["count"], round(b["mean"], 3), round(b["std"], 3))
+                   for b in s["buckets"] if b["count"]]
+            for name, s in spreads.items()
+        }
+        if out:
+            plot_sts_spread(spreads, out / "spread.png", title="STS-B test spread")
+    print(json.dumps(results))
+    if out:
+        (out / "results.json").write_text(json.dumps(results, indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
