@@ -132,8 +132,9 @@ def required_custom_ops(path):
     """Op types in a SavedModel that core TensorFlow does not define.
 
     For a keras_sentemb export these are tensorflow-text's tokenizer ops
-    (`CaseFoldUTF8`, `FastWordpieceTokenizeWithOffsets`, `NormalizeUTF8`,
-    `RegexSplitWithOffsets`); the serving binary must register them (the
+    (e.g. `FastWordpieceTokenizeWithOffsets`, `NormalizeUTF8`,
+    `RegexSplitWithOffsets`, and `CaseFoldUTF8` when keras-hub lowercases);
+    the serving binary must register them (the
     stock TF Serving model server links tensorflow-text's ops; in Python,
     `import tensorflow_text` does it).
 
