@@ -238,9 +238,9 @@ def build_export_archive(
 ):
     """A `keras.export.ExportArchive` holding the string-in endpoints.
 
-    The archive tracks the encoder's backbone, projection head and tokenizer,
-    and
-    registers `serving_default` (strings -> `embeddings`) and, optionally,
+    The archive tracks the tokenizer and every variable that the endpoints
+    use (backbone and projection head), and registers `serving_default`
+    (strings -> `embeddings`) and, optionally,
     `token_embeddings` (strings -> token-level outputs). Call
     `archive.write_out(path)` to write a SavedModel; `export_saved_model`
     does that and verifies the result.
@@ -262,11 +262,12 @@ def build_export_archive(
     # Building the tokenizer (and its tensorflow-text model) before tracking.
     encoder.tokenize(tf.constant([""]))
     archive = keras.export.ExportArchive()
-    # The encoder's layers rather than the encoder object: its private caches
-    # of compiled functions are not SavedModel-serializable.
-    archive.track(encoder.backbone)
-    if encoder.projection is not None:
-        archive.track(encoder.projection)
+    # The tokenizer is tracked for its TF resources (lookup tables, if any).
+    # The weights are tracked by `add_endpoint`, which collects every variable
+    # the endpoints use. `track(backbone)` would save each weight twice (the
+    # Keras variable and the tf.Variable the graph captures: a 2x larger
+    # SavedModel), and `track(encoder)` fails on the encoder's cache of
+    # compiled functions (a dict with tuple keys).
     archive.track(encoder.tokenizer)
     embed, token_outputs = _serving_functions(encoder, chunk_size)
     spec = tf.TensorSpec([None], tf.string, name=INPUT_KEY)

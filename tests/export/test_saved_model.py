@@ -68,6 +68,18 @@ def test_layout_and_metadata(exported):
     ]
 
 
+def test_weights_are_saved_once(exported):
+    encoder, _, path, _ = exported
+    reader = tf.train.load_checkpoint(os.path.join(path, "variables", "variables"))
+    saved = sum(
+        int(np.prod(shape)) for name, shape in reader.get_variable_to_shape_map().items()
+        if name != "_CHECKPOINTABLE_OBJECT_GRAPH"
+    )
+    # Every weight the graph uses, once (BERT's unused pooler is left out).
+    assert saved <= encoder.backbone.count_params()
+    assert saved > 0.9 * encoder.backbone.count_params()
+
+
 def test_signature_contract(exported):
     _, _, _, loaded = exported
     assert set(loaded.signatures) == {"serving_default", "token_embeddings"}
