@@ -218,6 +218,10 @@ def method_option_parser(method):
 
 
 def cmd_train(args, extra):
+    import logging
+
+    # Dev-set evaluations and the kept checkpoint are reported through logging.
+    logging.basicConfig(level=logging.INFO, format="%(name)s: %(message)s", stream=sys.stderr)
     parser, fit = method_option_parser(args.method)
     options, unknown = parser.parse_known_args(extra)
     if unknown:

@@ -12,3 +12,8 @@ from keras_sentemb.evaluation.sts import STS_TASKS
 from keras_sentemb.evaluation.sts import cosine_scores
 from keras_sentemb.evaluation.sts import evaluate_sts
 from keras_sentemb.evaluation.sts import load_sts_pairs
+from keras_sentemb.evaluation.layer_survey import layer_survey
+from keras_sentemb.evaluation.layer_survey import plot_layer_survey
+from keras_sentemb.evaluation.sts_spread import plot_sts_spread
+from keras_sentemb.evaluation.sts_spread import spread_statistics
+from keras_sentemb.evaluation.sts_spread import sts_spread

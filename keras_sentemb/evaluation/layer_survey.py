@@ -188,9 +188,9 @@ def plot_layer_survey(results, path, title=None):
         ys = [np.nan if l["spearman"] is None else l["spearman"] for l in res["layers"]]
         ax.plot(ks, ys, "o-", label=name or None)
         ax.set_xticks(ks)
-    split = next(iter(results.values())).get("split", "")
+    split = next(iter(results.values())).get("split")
     ax.set_xlabel("layer (0 = embedding output)")
-    ax.set_ylabel(f"STS Spearman x100 ({split})")
+    ax.set_ylabel("STS Spearman x100" + (f" ({split})" if split not in (None, "custom") else ""))
     ax.set_title(title or "Layer-wise STS survey (mean pooling)")
     ax.grid(alpha=0.3)
     if any(results):

@@ -152,3 +152,24 @@ def scale_loss_for_replicas(loss):
         return loss
     loss = tf.convert_to_tensor(loss)
     return loss * tf.cast(1.0 / replicas, loss.dtype)
+
+
+def gather_with_offset(x, local_batch_size):
+    """`gather_across_replicas(x)` and `replica_offset(local_batch_size)`, ordered.
+
+    Every replica must issue its collectives in the same order, or their
+    instance keys mismatch ("Collective instance N expected type ..."). Two
+    independent gathers in one graph (the int32 batch sizes and the float
+    embeddings) have no order, so the runtime may start them differently on
+    each replica. Here the data gather waits for the offset's gather.
+
+    Returns:
+        `(gathered, offset)`; outside a strategy `(x, 0)`.
+    """
+    ctx = _replica_context()
+    if ctx is None:
+        return x, tf.constant(0, dtype=tf.int32)
+    offset = replica_offset(local_batch_size)
+    with tf.control_dependencies([offset]):
+        x = tf.nest.map_structure(tf.identity, x)
+    return ctx.all_gather(x, axis=0), offset

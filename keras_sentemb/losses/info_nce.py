@@ -3,8 +3,7 @@
 import tensorflow as tf
 
 from keras_sentemb.losses import _utils
-from keras_sentemb.losses.distributed import gather_across_replicas
-from keras_sentemb.losses.distributed import replica_offset
+from keras_sentemb.losses.distributed import gather_with_offset
 from keras_sentemb.losses.similarity import similarity_matrix
 from keras_sentemb.losses.similarity import validate_similarity
 
@@ -155,8 +154,7 @@ def info_nce_per_example(
         to_gather["anchors"] = anchors
     local_batch_size = tf.shape(anchors)[0]
     if gather:
-        gathered = gather_across_replicas(to_gather)
-        offset = replica_offset(local_batch_size)
+        gathered, offset = gather_with_offset(to_gather, local_batch_size)
     else:
         gathered = to_gather
         offset = tf.constant(0, tf.int32)

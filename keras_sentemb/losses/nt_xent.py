@@ -3,8 +3,7 @@
 import tensorflow as tf
 
 from keras_sentemb.losses import _utils
-from keras_sentemb.losses.distributed import gather_across_replicas
-from keras_sentemb.losses.distributed import replica_offset
+from keras_sentemb.losses.distributed import gather_with_offset
 from keras_sentemb.losses.similarity import cosine_similarity_matrix
 
 # Subtracted from the self-similarity logits (as in SimCLR's reference code):
@@ -65,8 +64,7 @@ def nt_xent_loss(view_a, view_b, temperature=0.1, gather=True, reduction="mean")
 
     local_batch_size = tf.shape(view_a)[0]
     if gather:
-        all_a, all_b = gather_across_replicas([view_a, view_b])
-        offset = replica_offset(local_batch_size)
+        (all_a, all_b), offset = gather_with_offset([view_a, view_b], local_batch_size)
     else:
         all_a, all_b = view_a, view_b
         offset = tf.constant(0, tf.int32)

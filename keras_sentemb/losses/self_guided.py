@@ -28,8 +28,7 @@ References:
 import tensorflow as tf
 
 from keras_sentemb.losses import _utils
-from keras_sentemb.losses.distributed import gather_across_replicas
-from keras_sentemb.losses.distributed import replica_offset
+from keras_sentemb.losses.distributed import gather_with_offset
 from keras_sentemb.losses.info_nce import info_nce_loss
 from keras_sentemb.losses.nt_xent import nt_xent_loss
 from keras_sentemb.losses.similarity import cosine_similarity_matrix
@@ -99,8 +98,7 @@ def sg_opt1_loss(cls, views, temperature=0.01, gather=True, reduction="mean"):
     _utils.check_same_shape(cls, views, "cls", "views")
     local = tf.shape(cls)[0]
     if gather:
-        all_cls, all_views = gather_across_replicas([cls, views])
-        offset = replica_offset(local)
+        (all_cls, all_views), offset = gather_with_offset([cls, views], local)
     else:
         all_cls, all_views, offset = cls, views, tf.constant(0, tf.int32)
     rows = offset + tf.range(local, dtype=tf.int32)
@@ -190,8 +188,7 @@ def sg_opt3_loss(cls, views, temperature=0.01, gather=True, reduction="mean"):
         )
     local = tf.shape(cls)[0]
     if gather:
-        all_views = gather_across_replicas(views)
-        offset = replica_offset(local)
+        all_views, offset = gather_with_offset(views, local)
     else:
         all_views, offset = views, tf.constant(0, tf.int32)
     rows = offset + tf.range(local, dtype=tf.int32)

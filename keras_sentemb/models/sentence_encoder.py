@@ -314,7 +314,8 @@ class SentenceEncoder(keras.Model):
 
     # ---------------------------------------------------------------- encode
     def _encode_fn(self, pooling, normalize):
-        key = (pooling, normalize)
+        # A string key: TF's object tracking refuses dicts with tuple keys.
+        key = f"{pooling}|{int(bool(normalize))}"
         fn = self._encode_fns.get(key)
         if fn is None:
             spec = tf.TensorSpec([None, None], tf.int32)

@@ -9,8 +9,7 @@ import keras
 import numpy as np
 import tensorflow as tf
 
-from keras_sentemb.losses.distributed import gather_across_replicas
-from keras_sentemb.losses.distributed import replica_offset
+from keras_sentemb.losses.distributed import gather_with_offset
 from keras_sentemb.losses.similarity import l2_normalize
 from keras_sentemb.trainers.base_trainer import BaseTrainer
 from keras_sentemb.trainers.memory_queue import MemoryQueue
@@ -311,9 +310,9 @@ class ParallelContrastive(BaseTrainer):
     def compute_contrastive_loss(self, data, training=True):
         keys = self.embed_source(data["source"], training=training)
         queries = self.embed_target(data["target"], training=training)
-        all_keys = gather_across_replicas(keys)
         local = tf.shape(queries)[0]
-        labels = replica_offset(local) + tf.range(local, dtype=tf.int32)
+        all_keys, offset = gather_with_offset(keys, local)
+        labels = offset + tf.range(local, dtype=tf.int32)
         candidates = all_keys
         if self.queue is not None:
             candidates = tf.concat([all_keys, self.queue.contents()], axis=0)
@@ -323,9 +322,9 @@ class ParallelContrastive(BaseTrainer):
             tf.nn.sparse_softmax_cross_entropy_with_logits(labels=labels, logits=logits)
         )
         if training:
-            # Enqueued by train_step after the update (local shard; the queue
-            # gathers across replicas itself).
-            self._pending_keys = tf.stop_gradient(keys)
+            # Enqueued by train_step after the update: the keys already
+            # gathered across replicas (no second, unordered collective).
+            self._pending_keys = tf.stop_gradient(all_keys)
         extras = {
             "temperature": 1.0 / scale,
             "positive_cosine": tf.reduce_mean(tf.reduce_sum(queries * keys, axis=-1)),
@@ -340,7 +339,7 @@ class ParallelContrastive(BaseTrainer):
     def train_step(self, data):
         logs = super().train_step(data)
         if self.queue is not None and self._pending_keys is not None:
-            self.queue.enqueue(self._pending_keys)
+            self.queue.enqueue(self._pending_keys, gather=False)
         self._pending_keys = None
         return logs
 

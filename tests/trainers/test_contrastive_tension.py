@@ -204,8 +204,9 @@ def test_backup_and_restore_continues_step_count_and_schedule(tmp_path):
     fresh.fit(ct_data(enc), steps_per_epoch=4, epochs=2, verbose=0, callbacks=[backup, Record()])
     assert steps_seen == [4, 5, 6, 7]  # resumed after the step-4 backup, not from 0
     assert int(fresh.optimizer.iterations) == 8
-    schedule = fresh.optimizer.learning_rate
+    schedule = fresh.optimizer._learning_rate  # `.learning_rate` is the current value
     assert isinstance(schedule, CTLearningRateSchedule)
+    assert float(fresh.optimizer.learning_rate) == pytest.approx(float(schedule(8)))
     restored = fresh.tower1.get_weights()
     assert not all(np.array_equal(a, b) for a, b in zip(restored, make_tiny_encoder().get_weights()))
 
