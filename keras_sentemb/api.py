@@ -134,7 +134,8 @@ def fit_ct(
         eval_every: int. Steps between dev evaluations. Defaults to `100`.
         learning_rate: float or None. First-stage learning rate. Defaults to
             `1e-5` (`kN`, RMSprop) or `2e-5` (`in_batch`, AdamW).
-        max_length: int. Token limit per sentence. Defaults to `75`.
+        max_length: int. Token limit per training sentence. Defaults to `75`
+            (the encoder keeps its own limit for inference).
         dropout: bool. Dropout on in the towers. Defaults to `False`.
         optimizer: `keras.optimizers.Optimizer`, an optimizer name (e.g.
             `"adamw"`, run on the same learning-rate schedule) or None (RMSprop
@@ -172,7 +173,6 @@ def fit_ct(
     dev_pairs = load_dev_pairs(dev)
     with scope(strategy):
         encoder = load_encoder(model)
-        encoder.max_length = min(int(max_length), encoder.max_length) if max_length else encoder.max_length
         trainer = ContrastiveTension(
             encoder, negatives=negatives, logits=logits, dropout=dropout
         )
@@ -201,3 +201,4 @@ from keras_sentemb.trainers.multitask import fit_multitask  # noqa: E402,F401
 from keras_sentemb.trainers.parallel import fit_parallel  # noqa: E402,F401
 from keras_sentemb.trainers.self_guided import fit_self_guided  # noqa: E402,F401
 from keras_sentemb.trainers.simcse import fit_simcse  # noqa: E402,F401
+from keras_sentemb.trainers.sts_regression import fit_sts_regression  # noqa: E402,F401

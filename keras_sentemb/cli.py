@@ -21,7 +21,7 @@ import json
 import os
 import sys
 
-METHODS = ("ct", "simcse", "consert", "sg", "parallel", "multitask")
+METHODS = ("ct", "simcse", "consert", "sg", "parallel", "multitask", "sts")
 FIT_FUNCTIONS = {
     "ct": "fit_ct",
     "simcse": "fit_simcse",
@@ -29,6 +29,7 @@ FIT_FUNCTIONS = {
     "sg": "fit_self_guided",
     "parallel": "fit_parallel",
     "multitask": "fit_multitask",
+    "sts": "fit_sts_regression",
 }
 # Keyword arguments of the fit_* functions that have fixed flags of their own
 # (or are not expressible on a command line).

@@ -33,6 +33,21 @@ class BaseTrainer(keras.Model):
         self.nonfinite_tracker = keras.metrics.Sum(name="nonfinite")
         self.built = True
 
+    def compile(self, *args, **kwargs):
+        """Keras `compile`, with `jit_compile=False` and the optimizer built now.
+
+        Dynamic shapes (every batch is padded to its own length) make XLA
+        recompile per shape, so it is off by default. The optimizer's slots are
+        created here, outside any replica context: built lazily inside the
+        first replica's trace under `MirroredStrategy`, they shift the order in
+        which the replicas create collectives and the all-gathers of in-batch
+        losses then meet mismatched all-reduces.
+        """
+        kwargs.setdefault("jit_compile", False)
+        super().compile(*args, **kwargs)
+        if self.optimizer is not None and not self.optimizer.built:
+            self.optimizer.build(self.trainable_variables)
+
     # Subclasses override these.
     def compute_contrastive_loss(self, data, training=True):
         raise NotImplementedError

@@ -117,12 +117,11 @@ class ContrastiveTension(BaseTrainer):
         )
 
     def compile(self, optimizer=None, **kwargs):
-        kwargs.setdefault("jit_compile", False)
-        super().compile(optimizer=optimizer or self.default_optimizer(), **kwargs)
-        if self.log_scale is not None and hasattr(
-            self.optimizer, "exclude_from_weight_decay"
-        ):
-            self.optimizer.exclude_from_weight_decay(var_list=[self.log_scale])
+        optimizer = optimizer or self.default_optimizer()
+        if self.log_scale is not None and hasattr(optimizer, "exclude_from_weight_decay"):
+            # Before the optimizer is built (BaseTrainer.compile builds it).
+            optimizer.exclude_from_weight_decay(var_list=[self.log_scale])
+        super().compile(optimizer=optimizer, **kwargs)
 
     def candidate_encoders(self):
         return {"tower1": self.tower1, "tower2": self.tower2}
