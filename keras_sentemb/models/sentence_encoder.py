@@ -314,8 +314,9 @@ class SentenceEncoder(keras.Model):
 
     # ---------------------------------------------------------------- encode
     def _encode_fn(self, pooling, normalize):
-        # A string key: TF's object tracking refuses dicts with tuple keys.
-        key = f"{pooling}|{int(bool(normalize))}"
+        # Everything the trace bakes in is part of the key (a string: TF's
+        # object tracking refuses dicts with tuple keys).
+        key = f"{pooling}|{int(bool(normalize))}|{int(self.normalize)}"
         fn = self._encode_fns.get(key)
         if fn is None:
             spec = tf.TensorSpec([None, None], tf.int32)

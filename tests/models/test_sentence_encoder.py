@@ -144,3 +144,14 @@ def test_invalid_constructor_args():
         make_tiny_encoder(max_length=1000)
     with pytest.raises(ValueError, match="Unknown pooling"):
         make_tiny_encoder(pooling="avg")
+
+
+def test_changing_settings_after_encode_takes_effect(tiny_encoder):
+    plain = tiny_encoder.encode(SENTS)
+    tiny_encoder.normalize = True
+    normed = tiny_encoder.encode(SENTS)
+    np.testing.assert_allclose(np.linalg.norm(normed, axis=1), 1.0, rtol=1e-5)
+    tiny_encoder.normalize = False
+    np.testing.assert_allclose(tiny_encoder.encode(SENTS), plain, atol=1e-6)
+    tiny_encoder.pooling = "cls"
+    assert not np.allclose(tiny_encoder.encode(SENTS), plain)

@@ -249,7 +249,7 @@ MIRRORED = textwrap.dedent(
         ds = tokenize_columns(enc, ct_pair_dataset(corpus, 16, k, seed=0), ["left", "right"])
         h = ct.fit(ds, steps_per_epoch=2, epochs=1, verbose=0)
         return h.history["loss"][-1], ct.tower1.get_weights()[0]
-    for negatives, k in (("k7", 7), ("in_batch", 0)):
+    for negatives, k in (("k7", 7), ("in_batch", 0)):  # both objectives
         l1, w1 = run(tf.distribute.get_strategy(), negatives, k)
         l2, w2 = run(tf.distribute.MirroredStrategy(["/cpu:0", "/cpu:1"]), negatives, k)
         print(negatives, l1, l2, float(np.abs(w1 - w2).max()))
