@@ -1,72 +1,10 @@
 """The `fit_*` entry points: one call from raw text to a trained encoder."""
 
-import contextlib
 import logging
-import math
-import os
 
 import keras
 
 logger = logging.getLogger(__name__)
-
-
-def load_encoder(model, max_length=None):
-    """A `SentenceEncoder` from a `model` argument (name, folder or instance)."""
-    from keras_sentemb.models import SentenceEncoder
-
-    if isinstance(model, SentenceEncoder):
-        return model
-    return SentenceEncoder.from_preset(model, max_length=max_length)
-
-
-def load_dev_pairs(dev):
-    """Dev pairs for checkpoint selection.
-
-    `dev` is `"stsb"` (the bundled STS-B dev set), a path to an STS-B style
-    csv or folder, a list of (s1, s2, score), or None (no dev selection).
-    """
-    from keras_sentemb.data.resources import bundled_sts_dir
-    from keras_sentemb.evaluation.readers import read_stsb
-
-    if dev is None:
-        return None
-    if isinstance(dev, str) and dev.lower() in ("stsb", "sts-b", "default"):
-        return read_stsb(bundled_sts_dir(), "dev")
-    if isinstance(dev, (str, os.PathLike)):
-        return read_stsb(os.fspath(dev), "dev")
-    pairs = list(dev)
-    if not pairs or len(pairs[0]) != 3:
-        raise ValueError("`dev` pairs must be a non-empty list of (s1, s2, score).")
-    return pairs
-
-
-def scope(strategy):
-    return strategy.scope() if strategy is not None else contextlib.nullcontext()
-
-
-def run_fit(trainer, dataset, steps, eval_every, dev_pairs, callbacks, verbose):
-    """`trainer.fit` in epochs of `eval_every` steps, with dev selection and NaN guard."""
-    from keras_sentemb.trainers.callbacks import NonFiniteGuard, STSDevEvaluation
-
-    if not isinstance(steps, int) or steps < 1:
-        raise ValueError(f"`steps` must be a positive int, received {steps!r}.")
-    steps_per_epoch = max(1, min(int(eval_every), steps))
-    epochs = math.ceil(steps / steps_per_epoch)
-    all_callbacks = [NonFiniteGuard()]
-    selector = None
-    if dev_pairs is not None:
-        selector = STSDevEvaluation(dev_pairs, every=steps_per_epoch)
-        all_callbacks.append(selector)
-    all_callbacks += list(callbacks or [])
-    history = trainer.fit(
-        dataset,
-        epochs=epochs,
-        steps_per_epoch=steps_per_epoch,
-        callbacks=all_callbacks,
-        verbose=verbose,
-    )
-    trainer.selection = selector
-    return history
 
 
 def _ct_optimizer(trainer, optimizer, learning_rate):
@@ -165,14 +103,18 @@ def fit_ct(
     from keras_sentemb.data.ct_sampler import ct_pair_dataset
     from keras_sentemb.trainers.contrastive_tension import ContrastiveTension
     from keras_sentemb.trainers.contrastive_tension import parse_negatives
+    from keras_sentemb.trainers._fit import fit_with_selection
+    from keras_sentemb.trainers._fit import resolve_dev
+    from keras_sentemb.trainers._fit import resolve_encoder
+    from keras_sentemb.trainers._fit import scope
 
     if keep not in ("best", "tower2"):
         raise ValueError(f"`keep` must be 'best' or 'tower2', received {keep!r}.")
     _, k = parse_negatives(negatives)
     sentences = load_corpus(corpus)
-    dev_pairs = load_dev_pairs(dev)
+    dev_pairs = resolve_dev(dev)
     with scope(strategy):
-        encoder = load_encoder(model)
+        encoder = resolve_encoder(model)
         trainer = ContrastiveTension(
             encoder, negatives=negatives, logits=logits, dropout=dropout
         )
@@ -180,12 +122,10 @@ def fit_ct(
     dataset = ct_pair_dataset(sentences, batch_size, k, seed=seed)
     dataset = tokenize_columns(encoder, dataset, ["left", "right"], max_length)
     if keep == "tower2":
-        run_fit(trainer, dataset, steps, eval_every, None, callbacks, verbose)
+        fit_with_selection(trainer, dataset, steps, eval_every, None, callbacks, verbose)
         trainer.select_encoder("tower2")
     else:
-        run_fit(trainer, dataset, steps, eval_every, dev_pairs, callbacks, verbose)
-    if getattr(trainer, "selection", None) is not None:
-        logger.info("CT dev history (step, spearman per tower): %s", trainer.selection.history)
+        fit_with_selection(trainer, dataset, steps, eval_every, dev_pairs, callbacks, verbose)
     kept = trainer.encoder
     kept._ct_selection = getattr(trainer, "selection", None)
     kept.pooling = "mean"

@@ -105,6 +105,35 @@ def resolve_dev(dev):
     )
 
 
+def fit_with_selection(trainer, dataset, steps, eval_every=100, dev_pairs=None,
+                       callbacks=None, verbose="auto"):
+    """`trainer.fit` for `steps` steps, in epochs of `eval_every` steps.
+
+    Adds `NonFiniteGuard` and, with `dev_pairs`, `STSDevEvaluation` (scores
+    the candidate encoders before training, every `eval_every` steps and at
+    the end, and keeps the best, the starting weights included). Epochs of
+    `eval_every` steps make `BackupAndRestore(save_freq="epoch")` resume at a
+    dev-evaluation boundary with the step count (and so the schedule)
+    restored. Returns the `STSDevEvaluation` callback (or None), also stored
+    as `trainer.selection`.
+    """
+    steps = check_positive(steps, "steps")
+    steps_per_epoch = max(1, min(int(eval_every), steps))
+    epochs = math.ceil(steps / steps_per_epoch)
+    cbs = [NonFiniteGuard()]
+    dev_cb = None
+    if dev_pairs:
+        dev_cb = STSDevEvaluation(dev_pairs, every=steps_per_epoch)
+        cbs.append(dev_cb)
+    cbs.extend(callbacks or [])
+    trainer.fit(dataset, epochs=epochs, steps_per_epoch=steps_per_epoch,
+                callbacks=cbs, verbose=verbose)
+    if dev_cb is not None:
+        logger.info("dev history (step, spearman per candidate): %s", dev_cb.history)
+    trainer.selection = dev_cb
+    return dev_cb
+
+
 def run_fit(
     trainer,
     dataset,
@@ -119,9 +148,8 @@ def run_fit(
 ):
     """Compiles `trainer` with AdamW (linear decay) and fits `steps` steps.
 
-    With `dev_pairs`, `STSDevEvaluation` scores the candidate encoders before,
-    every `eval_every` steps and at the end, and keeps the best (the starting
-    weights included). Returns the `STSDevEvaluation` callback (or None).
+    See `fit_with_selection` for the dev selection. Returns the
+    `STSDevEvaluation` callback (or None).
     """
     warmup = int(round(warmup_ratio * steps))
     schedule = _linear_schedule(learning_rate, steps, warmup)
@@ -131,16 +159,7 @@ def run_fit(
         ),
         jit_compile=False,
     )
-    cbs = [NonFiniteGuard()]
-    dev_cb = None
-    if dev_pairs:
-        dev_cb = STSDevEvaluation(dev_pairs, every=min(int(eval_every), steps))
-        cbs.append(dev_cb)
-    cbs.extend(callbacks or [])
-    trainer.fit(dataset, steps_per_epoch=steps, epochs=1, callbacks=cbs, verbose=verbose)
-    if dev_cb is not None:
-        logger.info("dev history: %s", dev_cb.history)
-    return dev_cb
+    return fit_with_selection(trainer, dataset, steps, eval_every, dev_pairs, callbacks, verbose)
 
 
 def _linear_schedule(learning_rate, steps, warmup):
