@@ -40,7 +40,6 @@ def encode_all_layers(encoder, sentences, batch_size=128, max_length=None):
     """
     import tensorflow as tf
 
-    from keras_sentemb.models.sentence_encoder import bucket_length
     from keras_sentemb.models.sentence_encoder import to_text
 
     if isinstance(batch_size, bool) or not isinstance(batch_size, (int, np.integer)) or batch_size < 1:
@@ -68,20 +67,7 @@ def encode_all_layers(encoder, sentences, batch_size=128, max_length=None):
             ]
         )
 
-    flat, offsets, lengths = encoder._tokenize_to_numpy(sentences)
-    kept = np.minimum(lengths, max_length - 2)
-    order = np.argsort(-kept, kind="stable")
-    for begin in range(0, n, batch_size):
-        idx = order[begin : begin + batch_size]
-        width = min(bucket_length(int(kept[idx].max()) + 2), max_length)
-        token_ids = np.full((len(idx), width), encoder.pad_token_id, np.int32)
-        mask = np.zeros((len(idx), width), np.int32)
-        for row, i in enumerate(idx):
-            k = kept[i]
-            token_ids[row, 0] = encoder.start_token_id
-            token_ids[row, 1 : k + 1] = flat[offsets[i] : offsets[i] + k]
-            token_ids[row, k + 1] = encoder.end_token_id
-            mask[row, : k + 2] = 1
+    for idx, token_ids, mask in encoder.packed_batches(sentences, batch_size, max_length):
         out[:, idx] = all_layers(token_ids, mask).numpy()
     return out
 

@@ -3,7 +3,6 @@
 import json
 import math
 import os
-import sys
 from pathlib import Path
 
 import keras
@@ -399,14 +398,28 @@ class SentenceEncoder(keras.Model):
         out = np.zeros((n, self.output_dim), dtype=np.float32)
         if n == 0:
             return out[0] if single else out
-        flat, offsets, lengths = self._tokenize_to_numpy(sentences)
-        kept = np.minimum(lengths, max_length - 2)
-        order = np.argsort(-kept, kind="stable")
         fn = self._encode_fn(pooling, bool(normalize))
         if show_progress is None:
             show_progress = n >= 5000
         progbar = keras.utils.Progbar(n, unit_name="sentence") if show_progress else None
-        for begin in range(0, n, batch_size):
+        for idx, token_ids, mask in self.packed_batches(sentences, batch_size, max_length):
+            out[idx] = fn(token_ids, mask).numpy()
+            if progbar is not None:
+                progbar.add(len(idx))
+        return out[0] if single else out
+
+    def packed_batches(self, sentences, batch_size, max_length):
+        """Yield `(indices, token_ids, padding_mask)` batches, longest first.
+
+        All sentences are tokenized in bulk, sorted by length, and each batch
+        is padded to the smallest bucket length that holds its longest
+        sentence (capped at `max_length`), so a handful of shapes serve any
+        input. `indices` are the batch rows' positions in `sentences`.
+        """
+        flat, offsets, lengths = self._tokenize_to_numpy(sentences)
+        kept = np.minimum(lengths, max_length - 2)
+        order = np.argsort(-kept, kind="stable")
+        for begin in range(0, len(sentences), batch_size):
             idx = order[begin : begin + batch_size]
             width = min(bucket_length(int(kept[idx].max()) + 2), max_length)
             token_ids = np.full((len(idx), width), self.pad_token_id, np.int32)
@@ -417,10 +430,7 @@ class SentenceEncoder(keras.Model):
                 token_ids[row, 1 : k + 1] = flat[offsets[i] : offsets[i] + k]
                 token_ids[row, k + 1] = self.end_token_id
                 mask[row, : k + 2] = 1
-            out[idx] = fn(token_ids, mask).numpy()
-            if progbar is not None:
-                progbar.add(len(idx))
-        return out[0] if single else out
+            yield idx, token_ids, mask
 
     # ----------------------------------------------------------- save / load
     def get_config(self):
