@@ -376,99 +376,71 @@ def fit_consert(
           Self-Supervised Sentence Representation Transfer](
           https://arxiv.org/abs/2105.11741).
     """
-    args = dict(locals())
-    strategy = args.pop("strategy")
     with _fit.scope(strategy):
-        return _fit_consert(**args)
+        from keras_sentemb.data.corpus import load_corpus
+        from keras_sentemb.data.nli import load_supervised
+        from keras_sentemb.data.nli import triplets_to_nli_pairs
 
+        if mode not in CONSERT_FIT_MODES:
+            raise ValueError(f"`mode` must be one of {list(CONSERT_FIT_MODES)}. Received: {mode!r}.")
+        batch_size = _fit.check_positive(batch_size, "batch_size", int)
+        learning_rate = _fit.check_positive(learning_rate, "learning_rate", float)
+        if isinstance(view_rates, str):
+            view_rates = [None if r.strip().lower() == "none" else float(r) for r in view_rates.split(",")]
+        if view_rates is None:
+            view_rates = (None, None)
+        encoder = _fit.resolve_encoder(model, max_length)
+        max_length = encoder.max_length if max_length is None else int(max_length)
+        dev_pairs = _fit.resolve_dev(dev)
+        keras.utils.set_random_seed(seed)
+        supervised_only = mode in ("sup", "joint")
+        if supervised is None and supervised_only:
+            supervised, corpus = corpus, None
+        if mode != "unsup" and supervised is None:
+            raise ValueError(f"mode={mode!r} needs `supervised` data (NLI triplets or labelled pairs).")
+        if not supervised_only and corpus is None:
+            raise ValueError(f"mode={mode!r} needs an unlabeled `corpus`.")
 
-def _fit_consert(
-    corpus=None,
-    model="default",
-    output=None,
-    steps=None,
-    batch_size=96,
-    learning_rate=5e-7,
-    max_length=64,
-    mode="unsup",
-    supervised=None,
-    views="shuffle,feature_cutoff",
-    view_rates=None,
-    temperature=0.1,
-    pooling="mean",
-    encoder_dropout=False,
-    alpha=0.15,
-    noise_norm=1.0,
-    supervised_steps=None,
-    supervised_learning_rate=2e-5,
-    dev="stsb",
-    eval_every=125,
-    seed=42,
-    callbacks=None,
-    verbose="auto",
-):
-    from keras_sentemb.data.corpus import load_corpus
-    from keras_sentemb.data.nli import load_supervised
-    from keras_sentemb.data.nli import triplets_to_nli_pairs
-
-    if mode not in CONSERT_FIT_MODES:
-        raise ValueError(f"`mode` must be one of {list(CONSERT_FIT_MODES)}. Received: {mode!r}.")
-    batch_size = _fit.check_positive(batch_size, "batch_size", int)
-    learning_rate = _fit.check_positive(learning_rate, "learning_rate", float)
-    if isinstance(view_rates, str):
-        view_rates = [None if r.strip().lower() == "none" else float(r) for r in view_rates.split(",")]
-    if view_rates is None:
-        view_rates = (None, None)
-    encoder = _fit.resolve_encoder(model, max_length)
-    max_length = encoder.max_length if max_length is None else int(max_length)
-    dev_pairs = _fit.resolve_dev(dev)
-    keras.utils.set_random_seed(seed)
-    supervised_only = mode in ("sup", "joint")
-    if supervised is None and supervised_only:
-        supervised, corpus = corpus, None
-    if mode != "unsup" and supervised is None:
-        raise ValueError(f"mode={mode!r} needs `supervised` data (NLI triplets or labelled pairs).")
-    if not supervised_only and corpus is None:
-        raise ValueError(f"mode={mode!r} needs an unlabeled `corpus`.")
-
-    common = dict(
-        views=views, view_rates=view_rates, temperature=temperature, pooling=pooling,
-        encoder_dropout=encoder_dropout, alpha=alpha, noise_norm=noise_norm, seed=seed,
-    )
-    trainer = None
-    if mode != "unsup":
-        kind, rows = load_supervised(supervised)
-        if kind == "triplets":
-            rows = triplets_to_nli_pairs(rows)
-        num_labels = max(3 if kind == "triplets" else 2, max(r[2] for r in rows) + 1)
-        stage = "joint" if mode.startswith("joint") else "sup"
-        sup_steps = steps if supervised_only else supervised_steps
-        sup_steps = sup_steps or _fit.epoch_steps(len(rows), batch_size)
-        sup_lr = learning_rate if supervised_only else supervised_learning_rate
-        dataset = _fit.columns_dataset(
-            encoder,
-            {"premise": [r[0] for r in rows], "hypothesis": [r[1] for r in rows]},
-            batch_size, max_length, seed=seed, extra={"label": [r[2] for r in rows]},
+        common = dict(
+            views=views, view_rates=view_rates, temperature=temperature, pooling=pooling,
+            encoder_dropout=encoder_dropout, alpha=alpha, noise_norm=noise_norm, seed=seed,
         )
-        sup_views = views
-        trainer = ConSERT(encoder, mode=stage, num_labels=num_labels, **{**common, "views": sup_views})
-        logger.info("ConSERT %s stage: %d rows, %d steps", stage, len(rows), sup_steps)
-        _fit.run_fit(trainer, dataset, int(sup_steps), sup_lr, dev_pairs, eval_every,
-                     callbacks=callbacks, verbose=verbose)
-        encoder = trainer.encoder
-    if not supervised_only:
-        sentences = load_corpus(corpus)
-        steps = steps or _fit.epoch_steps(len(sentences), batch_size)
-        unsup_views = _parse_views(views)
-        if ADVERSARIAL in unsup_views:
-            unsup_views = ("shuffle", "feature_cutoff")
-            logger.info("The unsupervised stage uses shuffle + feature_cutoff (no adversarial view).")
-        dataset = _fit.columns_dataset(encoder, {"sentence": sentences}, batch_size, max_length, seed=seed)
-        trainer = ConSERT(encoder, mode="unsup", **{**common, "views": unsup_views})
-        logger.info("ConSERT unsup stage: %d sentences, %d steps", len(sentences), steps)
-        _fit.run_fit(trainer, dataset, int(steps), learning_rate, dev_pairs, eval_every,
-                     callbacks=callbacks, verbose=verbose)
-        encoder = trainer.encoder
-    if output is not None:
-        encoder.save(output)
-    return encoder
+        trainer = None
+        if mode != "unsup":
+            kind, rows = load_supervised(supervised)
+            if kind == "triplets":
+                rows = triplets_to_nli_pairs(rows)
+            num_labels = max(3 if kind == "triplets" else 2, max(r[2] for r in rows) + 1)
+            stage = "joint" if mode.startswith("joint") else "sup"
+            sup_steps = steps if supervised_only else supervised_steps
+            sup_steps = sup_steps or _fit.epoch_steps(len(rows), batch_size)
+            sup_lr = learning_rate if supervised_only else supervised_learning_rate
+            dataset = _fit.columns_dataset(
+                encoder,
+                {"premise": [r[0] for r in rows], "hypothesis": [r[1] for r in rows]},
+                batch_size, max_length, seed=seed, extra={"label": [r[2] for r in rows]},
+            )
+            sup_views = views
+            trainer = ConSERT(encoder, mode=stage, num_labels=num_labels, **{**common, "views": sup_views})
+            logger.info("ConSERT %s stage: %d rows, %d steps", stage, len(rows), sup_steps)
+            _fit.run_fit(trainer, dataset, int(sup_steps), sup_lr, dev_pairs, eval_every,
+                         callbacks=callbacks, verbose=verbose)
+            encoder = trainer.encoder
+        if not supervised_only:
+            sentences = load_corpus(corpus)
+            steps = steps or _fit.epoch_steps(len(sentences), batch_size)
+            unsup_views = _parse_views(views)
+            if ADVERSARIAL in unsup_views:
+                unsup_views = ("shuffle", "feature_cutoff")
+                logger.info("The unsupervised stage uses shuffle + feature_cutoff (no adversarial view).")
+            dataset = _fit.columns_dataset(encoder, {"sentence": sentences}, batch_size, max_length, seed=seed)
+            trainer = ConSERT(encoder, mode="unsup", **{**common, "views": unsup_views})
+            logger.info("ConSERT unsup stage: %d sentences, %d steps", len(sentences), steps)
+            _fit.run_fit(trainer, dataset, int(steps), learning_rate, dev_pairs, eval_every,
+                         callbacks=callbacks, verbose=verbose)
+            encoder = trainer.encoder
+        if output is not None:
+            encoder.save(output)
+        return encoder
+
+

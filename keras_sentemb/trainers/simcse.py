@@ -266,79 +266,54 @@ def fit_simcse(
         - [Gao et al., 2021. SimCSE: Simple Contrastive Learning of Sentence
           Embeddings](https://arxiv.org/abs/2104.08821).
     """
-    args = dict(locals())
-    strategy = args.pop("strategy")
     with _fit.scope(strategy):
-        return _fit_simcse(**args)
+        from keras_sentemb.data.corpus import load_corpus
+        from keras_sentemb.data.nli import load_supervised
 
-
-def _fit_simcse(
-    corpus=None,
-    model="default",
-    output=None,
-    steps=None,
-    batch_size=64,
-    learning_rate=3e-5,
-    max_length=32,
-    mode="unsup",
-    supervised=None,
-    temperature=0.05,
-    pooling="cls",
-    mlp="train",
-    hard_negative_weight=0.0,
-    negative_weight=1.0,
-    negative_margin=0.0,
-    dev="stsb",
-    eval_every=125,
-    seed=42,
-    callbacks=None,
-    verbose="auto",
-):
-    from keras_sentemb.data.corpus import load_corpus
-    from keras_sentemb.data.nli import load_supervised
-
-    if mode not in SIMCSE_MODES:
-        raise ValueError(f"`mode` must be one of {list(SIMCSE_MODES)}. Received: {mode!r}.")
-    batch_size = _fit.check_positive(batch_size, "batch_size", int)
-    learning_rate = _fit.check_positive(learning_rate, "learning_rate", float)
-    encoder = _fit.resolve_encoder(model, max_length)
-    max_length = encoder.max_length if max_length is None else int(max_length)
-    dev_pairs = _fit.resolve_dev(dev)
-    keras.utils.set_random_seed(seed)
-    if mode == "unsup":
-        if corpus is None:
-            raise ValueError("mode='unsup' needs a `corpus` of sentences.")
-        sentences = load_corpus(corpus)
-        columns, extra, n = {"sentence": sentences}, None, len(sentences)
-    else:
-        source = supervised if supervised is not None else corpus
-        if source is None:
-            raise ValueError(f"mode={mode!r} needs `supervised` data (or `corpus` as its path).")
-        kind, rows = load_supervised(source)
-        wanted = "triplets" if mode == "sup" else "labeled_pairs"
-        if kind != wanted:
-            raise ValueError(
-                f"mode={mode!r} expects {wanted} (sent0,sent1,hard_neg for 'sup'; "
-                f"sentence1,sentence2,label for 'paraphrase'). Received {kind}."
-            )
-        if mode == "sup":
-            columns = {k: [r[i] for r in rows] for i, k in enumerate(("sent0", "sent1", "hard_neg"))}
-            extra = None
+        if mode not in SIMCSE_MODES:
+            raise ValueError(f"`mode` must be one of {list(SIMCSE_MODES)}. Received: {mode!r}.")
+        batch_size = _fit.check_positive(batch_size, "batch_size", int)
+        learning_rate = _fit.check_positive(learning_rate, "learning_rate", float)
+        encoder = _fit.resolve_encoder(model, max_length)
+        max_length = encoder.max_length if max_length is None else int(max_length)
+        dev_pairs = _fit.resolve_dev(dev)
+        keras.utils.set_random_seed(seed)
+        if mode == "unsup":
+            if corpus is None:
+                raise ValueError("mode='unsup' needs a `corpus` of sentences.")
+            sentences = load_corpus(corpus)
+            columns, extra, n = {"sentence": sentences}, None, len(sentences)
         else:
-            columns = {"sentence1": [r[0] for r in rows], "sentence2": [r[1] for r in rows]}
-            extra = {"label": [int(r[2]) for r in rows]}
-        n = len(rows)
-    steps = steps or _fit.epoch_steps(n, batch_size)
-    dataset = _fit.columns_dataset(encoder, columns, batch_size, max_length, seed=seed, extra=extra)
-    trainer = SimCSE(
-        encoder, mode=mode, temperature=temperature, pooling=pooling, mlp=mlp,
-        hard_negative_weight=hard_negative_weight, negative_weight=negative_weight,
-        negative_margin=negative_margin,
-    )
-    logger.info("SimCSE %s: %d examples, %d steps", mode, n, steps)
-    _fit.run_fit(trainer, dataset, int(steps), learning_rate, dev_pairs, eval_every,
-                 callbacks=callbacks, verbose=verbose)
-    encoder = trainer.encoder
-    if output is not None:
-        encoder.save(output)
-    return encoder
+            source = supervised if supervised is not None else corpus
+            if source is None:
+                raise ValueError(f"mode={mode!r} needs `supervised` data (or `corpus` as its path).")
+            kind, rows = load_supervised(source)
+            wanted = "triplets" if mode == "sup" else "labeled_pairs"
+            if kind != wanted:
+                raise ValueError(
+                    f"mode={mode!r} expects {wanted} (sent0,sent1,hard_neg for 'sup'; "
+                    f"sentence1,sentence2,label for 'paraphrase'). Received {kind}."
+                )
+            if mode == "sup":
+                columns = {k: [r[i] for r in rows] for i, k in enumerate(("sent0", "sent1", "hard_neg"))}
+                extra = None
+            else:
+                columns = {"sentence1": [r[0] for r in rows], "sentence2": [r[1] for r in rows]}
+                extra = {"label": [int(r[2]) for r in rows]}
+            n = len(rows)
+        steps = steps or _fit.epoch_steps(n, batch_size)
+        dataset = _fit.columns_dataset(encoder, columns, batch_size, max_length, seed=seed, extra=extra)
+        trainer = SimCSE(
+            encoder, mode=mode, temperature=temperature, pooling=pooling, mlp=mlp,
+            hard_negative_weight=hard_negative_weight, negative_weight=negative_weight,
+            negative_margin=negative_margin,
+        )
+        logger.info("SimCSE %s: %d examples, %d steps", mode, n, steps)
+        _fit.run_fit(trainer, dataset, int(steps), learning_rate, dev_pairs, eval_every,
+                     callbacks=callbacks, verbose=verbose)
+        encoder = trainer.encoder
+        if output is not None:
+            encoder.save(output)
+        return encoder
+
+

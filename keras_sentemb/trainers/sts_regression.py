@@ -258,10 +258,62 @@ def fit_sts_regression(
         - [Carlsson et al., 2021. Semantic Re-tuning with Contrastive
           Tension](https://openreview.net/forum?id=Ov_sMNau-PF), section 5.2.
     """
-    args = dict(locals())
-    strategy = args.pop("strategy")
     with _fit.scope(strategy):
-        return _fit_sts_regression(**args)
+        if labels not in LABEL_MODES:
+            raise ValueError(f"`labels` must be one of {list(LABEL_MODES)}. Received: {labels!r}.")
+        batch_size = _fit.check_positive(batch_size, "batch_size", int)
+        learning_rate = _fit.check_positive(learning_rate, "learning_rate", float)
+        epochs = _fit.check_positive(epochs, "epochs", int)
+        num_buckets = _fit.check_positive(num_buckets, "num_buckets", int)
+        if steps is not None:
+            steps = _fit.check_positive(steps, "steps", int)
+        if not 0.0 <= float(warmup_ratio) < 1.0:
+            raise ValueError(f"`warmup_ratio` must be in [0, 1). Received: {warmup_ratio!r}.")
+        pairs = resolve_train_pairs(data)
+        encoder = _fit.resolve_encoder(model)
+        if max_length is not None:
+            # The paper's 75 tokens, capped at what the backbone can take.
+            max_length = min(int(max_length), int(encoder.backbone.max_sequence_length))
+            _fit.resolve_encoder(encoder, max_length)
+        max_length = encoder.max_length if max_length is None else int(max_length)
+        if pooling is not None:
+            encoder.pooling = parse_pooling(pooling, encoder.num_layers)
+        dev_pairs = _fit.resolve_dev(dev)
+        keras.utils.set_random_seed(seed)
+        scores = [p[2] for p in pairs]
+        if labels == "model_specific":
+            info = model_specific_lower_bound(
+                encoder, pairs, num_buckets, STS_SCORE_RANGE, max_length=max_length
+            )
+            lower = info["lower_bound"]
+            logger.info(
+                "STS regression: M = %.4f (mean cosine of %d pairs in bucket %d of %d)",
+                lower, info["count"], info["bucket"], num_buckets,
+            )
+        else:
+            lower = 0.0
+        targets = map_scores(scores, lower, STS_SCORE_RANGE)
+        steps = steps or epochs * _fit.epoch_steps(len(pairs), batch_size)
+        dataset = _fit.columns_dataset(
+            encoder,
+            {"sentence1": [p[0] for p in pairs], "sentence2": [p[1] for p in pairs]},
+            batch_size, max_length, seed=seed, extra={"label": targets},
+        )
+        trainer = STSRegression(encoder)
+        trainer.label_lower_bound = float(lower)
+        logger.info(
+            "STS regression (%s labels in [%.4f, 1]): %d pairs, %d steps",
+            labels, lower, len(pairs), steps,
+        )
+        _fit.run_fit(
+            trainer, dataset, int(steps), learning_rate, dev_pairs, eval_every,
+            weight_decay=float(weight_decay), warmup_ratio=float(warmup_ratio),
+            callbacks=callbacks, verbose=verbose,
+        )
+        encoder = trainer.encoder
+        if output is not None:
+            encoder.save(output)
+        return encoder
 
 
 def resolve_train_pairs(data):
@@ -273,78 +325,3 @@ def resolve_train_pairs(data):
     return load_stsb_pairs(data, "train")
 
 
-def _fit_sts_regression(
-    data="stsb",
-    model="default",
-    labels="model_specific",
-    steps=None,
-    epochs=4,
-    batch_size=16,
-    learning_rate=2e-5,
-    max_length=75,
-    output=None,
-    dev="stsb",
-    num_buckets=20,
-    pooling=None,
-    warmup_ratio=0.1,
-    weight_decay=0.01,
-    eval_every=100,
-    seed=0,
-    callbacks=None,
-    verbose="auto",
-):
-    if labels not in LABEL_MODES:
-        raise ValueError(f"`labels` must be one of {list(LABEL_MODES)}. Received: {labels!r}.")
-    batch_size = _fit.check_positive(batch_size, "batch_size", int)
-    learning_rate = _fit.check_positive(learning_rate, "learning_rate", float)
-    epochs = _fit.check_positive(epochs, "epochs", int)
-    num_buckets = _fit.check_positive(num_buckets, "num_buckets", int)
-    if steps is not None:
-        steps = _fit.check_positive(steps, "steps", int)
-    if not 0.0 <= float(warmup_ratio) < 1.0:
-        raise ValueError(f"`warmup_ratio` must be in [0, 1). Received: {warmup_ratio!r}.")
-    pairs = resolve_train_pairs(data)
-    encoder = _fit.resolve_encoder(model)
-    if max_length is not None:
-        # The paper's 75 tokens, capped at what the backbone can take.
-        max_length = min(int(max_length), int(encoder.backbone.max_sequence_length))
-        _fit.resolve_encoder(encoder, max_length)
-    max_length = encoder.max_length if max_length is None else int(max_length)
-    if pooling is not None:
-        encoder.pooling = parse_pooling(pooling, encoder.num_layers)
-    dev_pairs = _fit.resolve_dev(dev)
-    keras.utils.set_random_seed(seed)
-    scores = [p[2] for p in pairs]
-    if labels == "model_specific":
-        info = model_specific_lower_bound(
-            encoder, pairs, num_buckets, STS_SCORE_RANGE, max_length=max_length
-        )
-        lower = info["lower_bound"]
-        logger.info(
-            "STS regression: M = %.4f (mean cosine of %d pairs in bucket %d of %d)",
-            lower, info["count"], info["bucket"], num_buckets,
-        )
-    else:
-        lower = 0.0
-    targets = map_scores(scores, lower, STS_SCORE_RANGE)
-    steps = steps or epochs * _fit.epoch_steps(len(pairs), batch_size)
-    dataset = _fit.columns_dataset(
-        encoder,
-        {"sentence1": [p[0] for p in pairs], "sentence2": [p[1] for p in pairs]},
-        batch_size, max_length, seed=seed, extra={"label": targets},
-    )
-    trainer = STSRegression(encoder)
-    trainer.label_lower_bound = float(lower)
-    logger.info(
-        "STS regression (%s labels in [%.4f, 1]): %d pairs, %d steps",
-        labels, lower, len(pairs), steps,
-    )
-    _fit.run_fit(
-        trainer, dataset, int(steps), learning_rate, dev_pairs, eval_every,
-        weight_decay=float(weight_decay), warmup_ratio=float(warmup_ratio),
-        callbacks=callbacks, verbose=verbose,
-    )
-    encoder = trainer.encoder
-    if output is not None:
-        encoder.save(output)
-    return encoder
