@@ -1,6 +1,9 @@
 import json
 import math
 import os
+import subprocess
+import sys
+import textwrap
 
 import keras
 import numpy as np
@@ -14,7 +17,7 @@ from keras_sentemb.trainers.parallel import load_parallel_pairs
 from keras_sentemb.trainers.parallel import make_optimizer
 from keras_sentemb.trainers.parallel import make_parallel_dataset
 from keras_sentemb.trainers.parallel import split_pairs
-from tests.conftest import make_tiny_encoder
+from tests.conftest import REPO, make_tiny_encoder
 
 WORDS = ["a", "the", "man", "woman", "is", "playing", "guitar", "piano", "dog",
          "cat", "runs", "sits", "on", "mat", "park", "in", "and"]
@@ -289,3 +292,80 @@ def test_fit_parallel_validation():
         fit_parallel([("a", "b")] * 10, model=make_tiny_encoder(), temperature="warm")
     with pytest.raises(ValueError, match="steps"):
         fit_parallel([("a", "b")] * 10, model=make_tiny_encoder(), steps=0)
+
+
+# ------------------------------------------------------------ tf.distribute
+MIRRORED = textwrap.dedent(
+    """
+    import sys
+    sys.path.insert(0, {repo!r})
+    import tensorflow as tf
+    cpu = tf.config.list_physical_devices("CPU")[0]
+    tf.config.set_logical_device_configuration(cpu, [tf.config.LogicalDeviceConfiguration()] * 2)
+    import keras, numpy as np
+    from tests.conftest import make_tiny_encoder
+    from tests.trainers.test_parallel import make_pairs
+    from keras_sentemb.trainers.parallel import ParallelContrastive, make_optimizer
+
+    def run(strategy, mode):
+        with strategy.scope():
+            teacher = make_tiny_encoder(num_layers=1)
+            student = teacher.clone(name="student")
+            for encoder in (teacher, student):  # dropout masks differ per device
+                for layer in encoder.backbone._flatten_layers():
+                    if isinstance(layer, keras.layers.Dropout):
+                        layer.rate = 0.0
+            trainer = ParallelContrastive(student, teacher, mode=mode, queue_size=12, pooling="mean")
+            start = [w.copy() for w in student.get_weights()]
+            trainer.compile(optimizer=make_optimizer(trainer, 1e-2, 5, warmup_ratio=0.0))
+        pairs = make_pairs(40)
+        ds = tf.data.Dataset.from_tensor_slices(
+            {{"source": [a for a, _ in pairs], "target": [b for _, b in pairs]}}
+        ).batch(8, drop_remainder=True).map(
+            lambda d: {{"source": teacher.preprocess(d["source"]),
+                        "target": student.preprocess(d["target"])}}
+        )
+        losses = []
+        class Record(keras.callbacks.Callback):
+            def on_train_batch_end(self, batch, logs=None):
+                losses.append(float(logs["loss"]))
+        trainer.fit(ds, epochs=1, verbose=0, callbacks=[Record()])
+        stored = trainer.queue.queue.value  # the tf.Variable (a MirroredVariable under the strategy)
+        copies = [np.asarray(v) for v in getattr(stored, "values", [stored])]
+        return (np.array(losses), student.get_weights(), trainer.queue.ordered().numpy(),
+                int(trainer.queue.count.numpy()), float(trainer.logit_scale.numpy()), copies,
+                start)
+
+    mode = sys.argv[1]
+    one = run(tf.distribute.get_strategy(), mode)
+    two = run(tf.distribute.MirroredStrategy(["/cpu:0", "/cpu:1"]), mode)
+    print("losses", one[0], two[0])
+    start = one[6]
+    # The running-mean loss after each of the 5 steps: the queue is in play from step 2 on.
+    np.testing.assert_allclose(one[0], two[0], rtol=1e-5)
+    # AdamW divides by sqrt(v): where a gradient is ~0 the replicas' summation
+    # order shows, so compare the weight drift with how far the weights moved.
+    moved = max(float(np.abs(a - b).max()) for a, b in zip(one[1], start))
+    drift = max(float(np.abs(a - b).max()) for a, b in zip(one[1], two[1]))
+    print("moved", moved, "drift", drift)
+    assert moved > 1e-2 and drift < 1e-2 * moved, (moved, drift)
+    assert one[3] == two[3] == 12  # 5 x 8 rows through 12 slots
+    np.testing.assert_allclose(one[2], two[2], atol=1e-6)
+    assert abs(one[4] - two[4]) < 1e-6
+    assert len(two[5]) == 2  # one queue copy per replica, and they agree
+    np.testing.assert_array_equal(two[5][0], two[5][1])
+    print("OK")
+    """
+)
+
+
+@pytest.mark.parametrize("mode", ["frozen_teacher", "dual"])
+def test_mirrored_strategy_matches_single_device(tmp_path, mode):
+    """Two CPU replicas: queue, learnable scale, loss and weights equal one device."""
+    script = tmp_path / "mirrored.py"
+    script.write_text(MIRRORED.format(repo=str(REPO)))
+    result = subprocess.run(
+        [sys.executable, str(script), mode], capture_output=True, text=True, timeout=600,
+    )
+    assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-4000:]
+    assert "OK" in result.stdout
