@@ -5,7 +5,6 @@ import subprocess
 import sys
 import textwrap
 
-import keras
 import numpy as np
 import pytest
 import tensorflow as tf
@@ -15,7 +14,6 @@ from keras_sentemb.trainers.parallel import ParallelContrastive
 from keras_sentemb.trainers.parallel import fit_parallel
 from keras_sentemb.trainers.parallel import load_parallel_pairs
 from keras_sentemb.trainers.parallel import make_optimizer
-from keras_sentemb.trainers.parallel import make_parallel_dataset
 from keras_sentemb.trainers.parallel import split_pairs
 from tests.conftest import REPO, make_tiny_encoder
 
