@@ -1,5 +1,6 @@
 """ConSERT: contrastive learning on two augmented views of each sentence."""
 
+import functools
 import logging
 
 import keras
@@ -186,16 +187,14 @@ class ConSERT(BaseTrainer):
         out = []
         for name, layer in zip(self.views, self.view_layers):
             if name == ADVERSARIAL:
-                grads = adv_grads if training else None
                 hook = None
-                if grads is not None:
-                    mask = inputs["padding_mask"]
-
-                    def hook(e, grads=grads, mask=mask):
-                        return adversarial_perturbation(
-                            e, grads, noise_norm=self.noise_norm, padding_mask=mask
-                        )
-
+                if training and adv_grads is not None:
+                    hook = functools.partial(
+                        adversarial_perturbation,
+                        gradients=adv_grads,
+                        noise_norm=self.noise_norm,
+                        padding_mask=inputs["padding_mask"],
+                    )
                 out.append(self._embed(inputs, None, training, hook))
             else:
                 out.append(self._embed(inputs, layer, training))
