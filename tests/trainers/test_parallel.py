@@ -348,7 +348,7 @@ MIRRORED = textwrap.dedent(
     print("moved", moved, "drift", drift)
     assert moved > 1e-2 and drift < 1e-2 * moved, (moved, drift)
     assert one[3] == two[3] == 12  # 5 x 8 rows through 12 slots
-    np.testing.assert_allclose(one[2], two[2], atol=1e-6)
+    np.testing.assert_allclose(one[2], two[2], atol=1e-4)  # unit rows; dual mode: trained keys
     assert abs(one[4] - two[4]) < 1e-6
     assert len(two[5]) == 2  # one queue copy per replica, and they agree
     np.testing.assert_array_equal(two[5][0], two[5][1])
