@@ -173,3 +173,28 @@ def gather_with_offset(x, local_batch_size):
     with tf.control_dependencies([offset]):
         x = tf.nest.map_structure(tf.identity, x)
     return ctx.all_gather(x, axis=0), offset
+
+
+def all_replicas_agree(flag):
+    """`True` iff the boolean scalar `flag` is `True` on every replica.
+
+    Trainers use it for the non-finite guard: a NaN that appears in one
+    replica's shard only (a per-replica loss such as CT's k-negatives) must
+    make every replica skip the update and report it, or the other replicas'
+    gradients would be applied alone and the step would go unreported on the
+    first replica, whose metrics Keras shows. One SUM all-reduce of the count
+    of replicas where `flag` is false; `flag` itself outside a strategy.
+
+    Args:
+        flag: boolean scalar tensor.
+
+    Returns:
+        A boolean scalar tensor, identical on all replicas.
+    """
+    ctx = _replica_context()
+    if ctx is None:
+        return tf.convert_to_tensor(flag)
+    failures = ctx.all_reduce(
+        tf.distribute.ReduceOp.SUM, 1.0 - tf.cast(flag, tf.float32)
+    )
+    return tf.equal(failures, 0.0)

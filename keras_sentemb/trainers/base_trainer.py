@@ -3,6 +3,56 @@
 import keras
 import tensorflow as tf
 
+from keras_sentemb.losses.distributed import all_replicas_agree
+
+
+def apply_if_finite(optimizer, grads_and_vars, finite):
+    """`optimizer.apply_gradients(grads_and_vars)` if `finite`, else skip the update.
+
+    A skipped step leaves the weights *and* the optimizer state (Adam's
+    moments, weight decay) untouched and only advances `optimizer.iterations`,
+    so the step count and learning-rate schedule stay aligned with the data.
+    Zeroed gradients would not do: with momentum or decoupled weight decay a
+    zero gradient still moves the weights.
+
+    `finite` must be the same on every replica (see
+    `keras_sentemb.losses.distributed.all_replicas_agree`). Under a strategy
+    that synchronises through `merge_call` (MirroredStrategy) an optimizer
+    update cannot run inside replica-context control flow, so the condition
+    is evaluated in the cross-replica context and the update re-entered per
+    replica, as Keras' `LossScaleOptimizer` does.
+
+    Args:
+        optimizer: a built Keras optimizer.
+        grads_and_vars: list of `(gradient, variable)` pairs.
+        finite: boolean scalar tensor.
+    """
+
+    def apply(pairs):
+        optimizer.apply_gradients(pairs)
+
+    def skip():
+        optimizer.iterations.assign_add(1)
+
+    ctx = tf.distribute.get_replica_context()
+    if (
+        ctx is not None
+        and ctx.num_replicas_in_sync > 1
+        and not tf.__internal__.distribute.strategy_supports_no_merge_call()
+    ):
+
+        def merged(distribution, pairs, finite):
+            first = distribution.experimental_local_results(finite)[0]
+            tf.cond(
+                first,
+                lambda: distribution.extended.call_for_each_replica(apply, args=(pairs,)),
+                skip,
+            )
+
+        ctx.merge_call(merged, args=(grads_and_vars, finite))
+    else:
+        tf.cond(finite, lambda: apply(grads_and_vars), skip)
+
 
 class BaseTrainer(keras.Model):
     """Base class of the method trainers: loss in, guarded update out.
@@ -18,9 +68,12 @@ class BaseTrainer(keras.Model):
     `keras_sentemb.losses.distributed`), so the result equals one device with
     the global batch.
 
-    A step whose loss or gradients are not finite applies zero gradients
-    (the weights stay the last finite ones) and reports `nonfinite = 1`; the
-    `NonFiniteGuard` callback then stops training.
+    A step whose loss or gradients are not finite is skipped (`apply_if_finite`:
+    weights and optimizer state stay the last finite ones, only the step
+    count advances) and reports `nonfinite = 1`; the
+    `NonFiniteGuard` callback then stops training. Under a strategy the
+    replicas agree first, so a NaN in one replica's shard skips the step on
+    all of them.
 
     Args:
         encoder: `SentenceEncoder`. The encoder kept for use after training.
@@ -86,11 +139,11 @@ class BaseTrainer(keras.Model):
         for g in grads:
             if g is not None:
                 finite = tf.logical_and(finite, tf.reduce_all(tf.math.is_finite(g)))
-        grads = [
-            None if g is None else tf.where(finite, g, tf.zeros_like(g)) for g in grads
-        ]
-        self.optimizer.apply_gradients(
-            [(g, v) for g, v in zip(grads, variables) if g is not None]
+        finite = all_replicas_agree(finite)  # one replica's NaN skips the step everywhere
+        apply_if_finite(
+            self.optimizer,
+            [(g, v) for g, v in zip(grads, variables) if g is not None],
+            finite,
         )
         self.loss_tracker.update_state(tf.where(finite, loss, 0.0))
         self.nonfinite_tracker.update_state(1.0 - tf.cast(finite, "float32"))

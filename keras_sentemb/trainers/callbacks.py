@@ -139,7 +139,8 @@ class STSDevEvaluation(keras.callbacks.Callback):
 class NonFiniteGuard(keras.callbacks.Callback):
     """Stops training at the first step whose loss or gradients were not finite.
 
-    The trainers apply zero gradients on such a step, so the weights are the
+    The trainers skip such a step (`base_trainer.apply_if_finite`: weights
+    and optimizer state untouched, on every replica), so the weights are the
     last finite ones; this callback ends `fit` and records the step.
     """
 

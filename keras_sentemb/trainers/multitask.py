@@ -20,6 +20,7 @@ from keras_sentemb.data.multitask import NUM_SENTIMENT_CLASSES
 from keras_sentemb.data.multitask import STSB_TEST_LEAKAGE_WARNING
 from keras_sentemb.data.multitask import TASKS
 from keras_sentemb.losses import info_nce_loss
+from keras_sentemb.trainers.base_trainer import apply_if_finite
 from keras_sentemb.trainers.pcgrad import flatten_gradients
 from keras_sentemb.trainers.pcgrad import pcgrad_project
 from keras_sentemb.trainers.pcgrad import unflatten_gradients
@@ -384,14 +385,11 @@ class MultitaskModel(keras.Model):
                 finite = tf.logical_and(finite, tf.reduce_all(tf.math.is_finite(g)))
         enc, head = [], []
         for g, v in zip(grads, variables):
-            if g is None:
-                continue
-            g = tf.where(finite, g, tf.zeros_like(g))
-            (enc if id(v) in encoder_ids else head).append((g, v))
-        if enc:
-            self._optimizers[0].apply_gradients(enc)
-        if head:
-            self._optimizers[1].apply_gradients(head)
+            if g is not None:
+                (enc if id(v) in encoder_ids else head).append((g, v))
+        for optimizer, pairs in zip(self._optimizers, (enc, head)):
+            if pairs:
+                apply_if_finite(optimizer, pairs, finite)
         return finite
 
     def train_tasks_step(self, batches, pcgrad=False):
