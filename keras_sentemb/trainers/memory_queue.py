@@ -102,6 +102,10 @@ class MemoryQueue(keras.layers.Layer):
                 embeddings (the local shard under a strategy).
             gather: bool. Gather `x` across replicas first. Defaults to
                 `True`.
+
+        A batch that holds a non-finite value is dropped: the queue is left
+        unchanged, so one bad step cannot poison the negatives of every later
+        step.
         """
         x = tf.stop_gradient(tf.cast(x, self.queue.dtype))
         if x.shape.rank != 2 or (x.shape[-1] is not None and x.shape[-1] != self.dim):
@@ -112,7 +116,11 @@ class MemoryQueue(keras.layers.Layer):
         if gather:
             x = gather_across_replicas(x)
         x = x[-self.size :]  # more rows than slots: keep the newest
-        n = tf.shape(x)[0]
+        # A batch with a NaN / Inf (a skipped training step) is dropped, with
+        # no branch: a replica-context tf.cond around the assigns would need a
+        # merge_call inside control flow under MirroredStrategy.
+        n = tf.where(tf.reduce_all(tf.math.is_finite(x)), tf.shape(x)[0], 0)
+        x = x[:n]
         pointer = tf.convert_to_tensor(self.pointer)
         slots = tf.math.floormod(pointer + tf.range(n), self.size)
         self.queue.assign(

@@ -93,6 +93,12 @@ def test_queue_in_tf_function():
     for i in range(3):
         out = push(tf.constant([[2.0 * i], [2.0 * i + 1]]))
     np.testing.assert_array_equal(out.numpy()[:, 0], [2, 3, 4, 5])
+    # A batch with a NaN (a skipped training step) is dropped, in graph mode too.
+    out = push(tf.constant([[7.0], [np.nan]]))
+    np.testing.assert_array_equal(out.numpy()[:, 0], [2, 3, 4, 5])
+    assert int(q.pointer.numpy()) == 2 and int(q.count.numpy()) == 4
+    out = push(tf.constant([[8.0], [9.0]]))
+    np.testing.assert_array_equal(out.numpy()[:, 0], [4, 5, 8, 9])
 
 
 # ------------------------------------------------------------------- loss
