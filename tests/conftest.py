@@ -55,13 +55,3 @@ def default_encoder():
     from keras_sentemb.models import SentenceEncoder
 
     return SentenceEncoder.from_preset("default")
-
-
-def data_path(*parts):
-    """A dataset file: ../shared/data when present, else the packaged copy."""
-    shared = SHARED.joinpath("data", *parts)
-    if shared.exists():
-        return shared
-    from keras_sentemb.data.resources import resource_path
-
-    return resource_path(*parts)

@@ -10,6 +10,12 @@ from tests.conftest import SHARED
 
 
 def test_shared_files():
+    """The project's upstream files (../shared/data), when this checkout has them.
+
+    Users and a bare CI checkout do not: the readers' behaviour on malformed
+    rows is covered by the synthetic files below; this only pins the real
+    files' counts.
+    """
     path = SHARED / "data" / "nli" / "snli_devtest_triplets.csv"
     quora = SHARED / "data" / "multitask" / "quora-dev.csv"
     if not path.exists() or not quora.exists():

@@ -20,7 +20,7 @@ from keras_sentemb.evaluation.sts import load_sts_pairs
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 SHARED_STS = (REPO_ROOT / ".." / "shared" / "data" / "STS").resolve()
-PACKAGED_STSB = REPO_ROOT / "keras_sentemb" / "resources" / "stsb"
+PACKAGED_STS = REPO_ROOT / "keras_sentemb" / "resources" / "STS"  # shipped: STS-B dev + test
 
 DIM = 64
 
@@ -612,11 +612,8 @@ def _normalize(text):
 def test_real_stsb_test_files():
     processed = SHARED_STS / "STSBenchmark" / "sts-test.csv"
     if not processed.is_file():
-        processed = PACKAGED_STSB / "sts-test.csv"
-    assert processed.is_file(), (
-        f"Neither {SHARED_STS / 'STSBenchmark' / 'sts-test.csv'} nor "
-        f"{PACKAGED_STSB / 'sts-test.csv'} exists."
-    )
+        processed = PACKAGED_STS / "STSBenchmark" / "sts-test.csv"
+    assert processed.is_file(), f"the packaged {processed} is missing"
     pairs = read_stsb(processed)
     assert len(pairs) == 1379
     s1, s2, score = pairs[0]
@@ -643,11 +640,11 @@ def test_real_stsb_test_files():
         assert [p[2] for p in original_pairs] == [p[2] for p in pairs]
         assert all(p[0] and p[1] for p in original_pairs)
     else:
-        assert processed.parent == PACKAGED_STSB
+        assert processed.parent == PACKAGED_STS / "STSBenchmark"
 
 
 def test_real_stsb_end_to_end():
-    folder = SHARED_STS if SHARED_STS.is_dir() else PACKAGED_STSB
+    folder = SHARED_STS if SHARED_STS.is_dir() else PACKAGED_STS
     encoder = FakeEncoder()
     result = evaluate_sts(encoder, folder, tasks="stsb")
     test = result["STSBenchmark"]["test"]
