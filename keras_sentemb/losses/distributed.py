@@ -180,10 +180,11 @@ def all_replicas_agree(flag):
 
     Trainers use it for the non-finite guard: a NaN that appears in one
     replica's shard only (a per-replica loss such as CT's k-negatives) must
-    make every replica skip the update and report it, or the other replicas'
-    gradients would be applied alone and the step would go unreported on the
-    first replica, whose metrics Keras shows. One SUM all-reduce of the count
-    of replicas where `flag` is false; `flag` itself outside a strategy.
+    make every replica skip the update and report it. Otherwise the other
+    replicas' gradients would be applied alone, and the step would be logged
+    as a fraction (Keras averages the replicas' logs) or not at all (on TPU it
+    shows the first replica's). One SUM all-reduce of the count of replicas
+    where `flag` is false; `flag` itself outside a strategy.
 
     Args:
         flag: boolean scalar tensor.

@@ -54,6 +54,13 @@ def apply_if_finite(optimizer, grads_and_vars, finite):
         tf.cond(finite, lambda: apply(grads_and_vars), skip)
 
 
+def _multi_worker(strategy):
+    """Whether `strategy` is a collective strategy spanning several workers."""
+    return isinstance(
+        strategy, tf.distribute.MultiWorkerMirroredStrategy
+    ) and strategy.extended._in_multi_worker_mode()
+
+
 class BaseTrainer(keras.Model):
     """Base class of the method trainers: loss in, guarded update out.
 
@@ -100,6 +107,20 @@ class BaseTrainer(keras.Model):
         super().compile(*args, **kwargs)
         if self.optimizer is not None and not self.optimizer.built:
             self.optimizer.build(self.trainable_variables)
+
+    def _maybe_symbolic_build(self, iterator=None, data_batch=None):
+        """Skip Keras' symbolic build from a first, cross-replica-reduced batch.
+
+        Under a strategy Keras 3 takes the first distributed batch, reduces it
+        with `strategy.reduce("MEAN", ...)` and traces the model on it. A
+        trainer needs none of that (its weights exist from `__init__`, its
+        optimizer is built in `compile`, it has no compiled loss or metrics),
+        and the reduction fails on nested dict batches under
+        `MultiWorkerMirroredStrategy`.
+        """
+        if self.optimizer is not None and not self.optimizer.built:
+            with self.distribute_strategy.scope():
+                self.optimizer.build(self.trainable_variables)
 
     # Subclasses override these.
     def compute_contrastive_loss(self, data, training=True):
@@ -150,7 +171,7 @@ class BaseTrainer(keras.Model):
         for metric in self.extra_metrics():
             if metric.name in extras:
                 metric.update_state(extras[metric.name])
-        return {m.name: m.result() for m in self.metrics}
+        return self._metric_logs()
 
     def test_step(self, data):
         loss, extras = self._split_loss(
@@ -160,4 +181,18 @@ class BaseTrainer(keras.Model):
         for metric in self.extra_metrics():
             if metric.name in extras:
                 metric.update_state(extras[metric.name])
-        return {m.name: m.result() for m in self.metrics}
+        return self._metric_logs()
+
+    def _metric_logs(self):
+        """`{name: result}` of the metrics, as Keras' step functions return them.
+
+        Under a multi-worker `MultiWorkerMirroredStrategy` Keras 3 reduces each
+        per-replica log with `strategy.reduce("MEAN", v, axis=0)`, which fails
+        on scalars ("Invalid reduction dimension 0 for input with 0
+        dimensions", tensorflow/tensorflow#72388); there the results are
+        returned as `[1]` vectors, which that reduction turns back into scalars.
+        """
+        logs = {m.name: m.result() for m in self.metrics}
+        if _multi_worker(self.distribute_strategy):
+            logs = {k: tf.reshape(v, [1]) for k, v in logs.items()}
+        return logs

@@ -1,0 +1,84 @@
+"""MultiWorkerMirroredStrategy: two worker processes on localhost equal one device.
+
+Keras 3 `fit` under a multi-worker strategy fails on scalar step logs
+(tensorflow/tensorflow#72388); `BaseTrainer` returns them in the shape that
+reduction expects. These checks run the real cluster: two processes with a
+TF_CONFIG each, one CPU replica per worker, gRPC collectives over localhost.
+"""
+
+import json
+import os
+import socket
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from tests.conftest import REPO
+
+SCRIPT = REPO / "tests" / "trainers" / "multi_worker_check.py"
+
+
+def _free_ports(n):
+    sockets = [socket.socket() for _ in range(n)]
+    for s in sockets:
+        s.bind(("localhost", 0))
+    ports = [s.getsockname()[1] for s in sockets]
+    for s in sockets:
+        s.close()
+    return ports
+
+
+def _env():
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join([str(REPO)] + [p for p in [env.get("PYTHONPATH")] if p])
+    env["CUDA_VISIBLE_DEVICES"] = ""
+    return env
+
+
+def _run(case, tmp_path):
+    single = tmp_path / "single.json"
+    ref = subprocess.run([sys.executable, str(SCRIPT), case, str(single), "--single"],
+                         env=_env(), capture_output=True, text=True, timeout=300)
+    assert ref.returncode == 0, ref.stderr[-4000:]
+    ports = ",".join(map(str, _free_ports(2)))
+    outs = [tmp_path / f"worker{i}.json" for i in range(2)]
+    procs = [
+        subprocess.Popen([sys.executable, str(SCRIPT), case, str(outs[i]), str(i), ports],
+                         env=_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        for i in range(2)
+    ]
+    try:
+        results = [p.communicate(timeout=300) for p in procs]
+    finally:
+        for p in procs:
+            p.kill()
+    for p, (_, err) in zip(procs, results):
+        assert p.returncode == 0, err[-4000:]
+    load = lambda path: json.loads(path.read_text())  # noqa: E731
+    return load(single), [load(o) for o in outs]
+
+
+def _assert_same(one, other, rtol=1e-5, atol=1e-6):
+    for a, b in zip(one["weights"], other["weights"]):
+        np.testing.assert_allclose(np.array(a), np.array(b), rtol=rtol, atol=atol)
+
+
+@pytest.mark.integration
+def test_nan_in_one_workers_shard_skips_the_step_everywhere(tmp_path):
+    single, workers = _run("quadratic", tmp_path)
+    for run in [single] + workers:
+        assert [step["nonfinite"] for step in run["logs"]] == [0.0, 1.0, 1.0]
+    assert workers[0] == workers[1]  # the workers agree on logs and weights
+    _assert_same(single, workers[0])
+
+
+@pytest.mark.integration
+def test_ct_in_batch_two_workers_equal_one_device(tmp_path):
+    single, workers = _run("ct_in_batch", tmp_path)
+    _assert_same(workers[0], workers[1], rtol=0, atol=0)
+    _assert_same(single, workers[0], atol=1e-5)
+    losses = [[step["loss"] for step in run["logs"]] for run in (single, workers[0])]
+    np.testing.assert_allclose(losses[0], losses[1], rtol=1e-4)
+    assert all(step["nonfinite"] == 0.0 for step in workers[0]["logs"])
