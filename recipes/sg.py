@@ -16,6 +16,7 @@ References:
 
 import argparse
 import json
+import logging
 import os
 import sys
 import time
@@ -79,6 +80,7 @@ def main(argv=None):
     parser.add_argument("--results", default=None, help="write the JSON here too")
     parser.add_argument("--smoke", action="store_true", help="tiny CPU run")
     args = parser.parse_args(argv)
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s")
 
     from keras_sentemb.evaluation.readers import read_stsb
     from keras_sentemb.models import SentenceEncoder
