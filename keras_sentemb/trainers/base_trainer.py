@@ -75,7 +75,8 @@ class BaseTrainer(keras.Model):
     `keras_sentemb.losses.distributed`), so the result equals one device with
     the global batch.
 
-    A step whose loss or gradients are not finite is skipped (`apply_if_finite`:
+    A step whose loss or gradients are not finite (with a `LossScaleOptimizer`:
+    whose loss is not finite; it handles gradient overflow itself) is skipped (`apply_if_finite`:
     weights and optimizer state stay the last finite ones, only the step
     count advances) and reports `nonfinite = 1`; the
     `NonFiniteGuard` callback then stops training. Under a strategy the
@@ -157,9 +158,13 @@ class BaseTrainer(keras.Model):
             scaled = self.optimizer.scale_loss(loss / replicas)
         grads = tape.gradient(scaled, variables)
         finite = tf.math.is_finite(loss)
-        for g in grads:
-            if g is not None:
-                finite = tf.logical_and(finite, tf.reduce_all(tf.math.is_finite(g)))
+        if not isinstance(self.optimizer, keras.optimizers.LossScaleOptimizer):
+            # With mixed precision an overflow of the scaled gradients is
+            # routine: the LossScaleOptimizer skips that step and lowers its
+            # scale, so only a non-finite loss counts there.
+            for g in grads:
+                if g is not None:
+                    finite = tf.logical_and(finite, tf.reduce_all(tf.math.is_finite(g)))
         finite = all_replicas_agree(finite)  # one replica's NaN skips the step everywhere
         apply_if_finite(
             self.optimizer,

@@ -21,12 +21,14 @@ DATA[7, 0] = np.nan
 class Quadratic(BaseTrainer):
     """A linear 'encoder' with a per-replica (non-gathered) loss."""
 
-    def __init__(self):
-        super().__init__(keras.layers.Dense(3, kernel_initializer="ones", name="dense"))
+    def __init__(self, dtype=None):
+        super().__init__(
+            keras.layers.Dense(3, kernel_initializer="ones", dtype=dtype, name="dense")
+        )
         self.encoder.build((None, 4))
 
     def compute_contrastive_loss(self, data, training=True):
-        return tf.reduce_mean(tf.square(self.encoder(data) - 1.0))
+        return tf.reduce_mean(tf.square(tf.cast(self.encoder(data), tf.float32) - 1.0))
 
 
 def _state(trainer):
@@ -72,6 +74,28 @@ def test_guard_stops_and_keeps_last_finite_weights():
     assert guard.stopped_at == 2 and len(weights) == 2
     np.testing.assert_array_equal(np.array(trainer.encoder.kernel), weights[0])
     assert np.isfinite(weights[0]).all()
+
+
+def test_mixed_precision_overflow_is_the_loss_scalers_business():
+    """fp16 gradient overflow lowers the loss scale; it is not a non-finite step."""
+    trainer = Quadratic(dtype="mixed_float16")
+    optimizer = keras.optimizers.LossScaleOptimizer(
+        keras.optimizers.AdamW(1e-2), initial_scale=2.0**16
+    )
+    trainer.compile(optimizer=optimizer)
+    finite = np.nan_to_num(DATA, nan=0.5)
+    guard = NonFiniteGuard()
+    history = trainer.fit(tf.data.Dataset.from_tensor_slices(finite).batch(4).repeat(3),
+                          verbose=0, callbacks=[guard])
+    assert guard.stopped_at is None and history.history["nonfinite"] == [0.0]
+    assert float(optimizer.dynamic_scale) < 2.0**16  # the scaler saw the overflows
+    assert not np.array_equal(np.array(trainer.encoder.kernel), np.ones((4, 3)))  # and trained
+    # A NaN loss is still ours: skipped and reported, weights kept.
+    kernel = np.array(trainer.encoder.kernel)
+    trainer.fit(tf.data.Dataset.from_tensor_slices(DATA[4:8]).batch(4), verbose=0,
+                callbacks=[guard])
+    assert guard.stopped_at is not None
+    np.testing.assert_array_equal(np.array(trainer.encoder.kernel), kernel)
 
 
 MIRRORED = textwrap.dedent(
