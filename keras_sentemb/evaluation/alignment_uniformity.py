@@ -5,6 +5,9 @@ import logging
 import keras
 import numpy as np
 
+
+from keras_sentemb.evaluation import _plotting
+
 logger = logging.getLogger(__name__)
 
 
@@ -93,16 +96,11 @@ def plot_trajectory(history, path, title="Alignment vs uniformity"):
     Returns:
         `path`.
     """
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
     if not history:
         raise ValueError("Nothing to plot: the history is empty.")
     u = [h["uniformity"] for h in history]
     a = [h["alignment"] for h in history]
-    fig, ax = plt.subplots(figsize=(5, 4))
+    fig, ax = _plotting.axes(figsize=(5, 4))
     sc = ax.scatter(u, a, c=[h["step"] for h in history], cmap="viridis", zorder=3)
     ax.plot(u, a, color="gray", alpha=0.6, zorder=2)
     ax.annotate("start", (u[0], a[0]), textcoords="offset points", xytext=(5, 5))
@@ -111,10 +109,7 @@ def plot_trajectory(history, path, title="Alignment vs uniformity"):
     ax.set_xlabel(r"$\ell_{uniform}$ (lower is better)")
     ax.set_ylabel(r"$\ell_{align}$ (lower is better)")
     ax.set_title(title)
-    fig.tight_layout()
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
-    return path
+    return _plotting.save(fig, path)
 
 
 class AlignmentUniformityTracker(keras.callbacks.Callback):

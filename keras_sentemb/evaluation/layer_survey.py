@@ -14,9 +14,10 @@ References:
 """
 
 import math
-from pathlib import Path
 
 import numpy as np
+
+from keras_sentemb.evaluation import _plotting
 
 
 def encode_all_layers(encoder, sentences, batch_size=128, max_length=None):
@@ -159,16 +160,8 @@ def plot_layer_survey(results, path, title=None):
     Returns:
         `path`.
     """
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    if isinstance(results, dict) and "layers" in results:
-        results = {"": results}
-    if not isinstance(results, dict) or not results:
-        raise ValueError("`results` must be a survey result or a non-empty {name: result} dict.")
-    fig, ax = plt.subplots(figsize=(6, 4))
+    results = _plotting.named_results(results, "layers", "survey")
+    fig, ax = _plotting.axes()
     for name, res in results.items():
         ks = [l["layer"] for l in res["layers"]]
         ys = [np.nan if l["spearman"] is None else l["spearman"] for l in res["layers"]]
@@ -179,10 +172,4 @@ def plot_layer_survey(results, path, title=None):
     ax.set_ylabel("STS Spearman x100" + (f" ({split})" if split not in (None, "custom") else ""))
     ax.set_title(title or "Layer-wise STS survey (mean pooling)")
     ax.grid(alpha=0.3)
-    if any(results):
-        ax.legend()
-    fig.tight_layout()
-    Path(path).parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
-    return path
+    return _plotting.save(fig, path, legend=any(results))

@@ -30,6 +30,8 @@ from pathlib import Path
 
 import numpy as np
 
+from keras_sentemb.evaluation import _plotting
+
 # ../shared/data/STS next to the repository (present in development checkouts).
 SHARED_STS_DIR = Path(__file__).resolve().parents[3] / "shared" / "data" / "STS"
 
@@ -300,17 +302,9 @@ def plot_sts_spread(results, path, title=None):
     Returns:
         `path`.
     """
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    if isinstance(results, dict) and "buckets" in results:
-        results = {"": results}
-    if not isinstance(results, dict) or not results:
-        raise ValueError("`results` must be a spread result or a non-empty {name: result} dict.")
+    results = _plotting.named_results(results, "buckets", "spread")
     labels = [b["label"] for b in next(iter(results.values()))["buckets"]]
-    fig, ax = plt.subplots(figsize=(6, 4))
+    fig, ax = _plotting.axes()
     n = len(results)
     width = 0.8 / n
     x = np.arange(len(labels))
@@ -327,10 +321,4 @@ def plot_sts_spread(results, path, title=None):
     ax.set_ylabel("cosine similarity (mean ± std)")
     ax.set_title(title or "STS spread")
     ax.grid(alpha=0.3)
-    if any(results):
-        ax.legend()
-    fig.tight_layout()
-    Path(path).parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
-    return path
+    return _plotting.save(fig, path, legend=any(results))

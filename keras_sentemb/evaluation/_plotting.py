@@ -1,0 +1,37 @@
+"""Shared plumbing of the evaluation plots (matplotlib with the Agg backend)."""
+
+from pathlib import Path
+
+
+def axes(figsize=(6, 4)):
+    """A new `(figure, axes)` pair drawn off-screen (Agg; no display needed)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    return plt.subplots(figsize=figsize)
+
+
+def named_results(results, marker, what):
+    """One result (a dict holding `marker`) or `{name: result}` as `{name: result}`."""
+    if isinstance(results, dict) and marker in results:
+        return {"": results}
+    if not isinstance(results, dict) or not results:
+        raise ValueError(
+            f"`results` must be a {what} result or a non-empty {{name: result}} dict."
+        )
+    return results
+
+
+def save(fig, path, legend=False):
+    """Lay out, optionally add the legend, write `path` (folders created) and close."""
+    import matplotlib.pyplot as plt
+
+    if legend:
+        fig.axes[0].legend()
+    fig.tight_layout()
+    Path(path).parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+    return path
