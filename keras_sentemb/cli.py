@@ -34,8 +34,8 @@ FIT_FUNCTIONS = {
 # Keyword arguments of the fit_* functions that have fixed flags of their own
 # (or are not expressible on a command line).
 COMMON_FIT_ARGS = {
-    "corpus", "pairs", "data", "data_dir", "model", "steps", "batch_size",
-    "learning_rate", "max_length", "output", "strategy", "callbacks", "kwargs",
+    "data", "model", "steps", "batch_size", "learning_rate", "max_length",
+    "output", "strategy", "callbacks",
 }
 
 
@@ -192,7 +192,9 @@ def method_option_parser(method):
 
     Each keyword argument of the fit function becomes a `--kebab-case` flag
     taking the same values: bools get `--flag/--no-flag`, ints and floats
-    their type, anything else is parsed by `_parse_value`.
+    their type, strings stay strings (so `--mlp none` is the string
+    `"none"`), and arguments whose default is None are parsed by
+    `_parse_value`.
     """
     import keras_sentemb.api as api
 
@@ -213,6 +215,8 @@ def method_option_parser(method):
             parser.add_argument(flag, dest=name, type=int, default=argparse.SUPPRESS)
         elif isinstance(default, float):
             parser.add_argument(flag, dest=name, type=float, default=argparse.SUPPRESS)
+        elif isinstance(default, str):
+            parser.add_argument(flag, dest=name, type=str, default=argparse.SUPPRESS)
         else:
             parser.add_argument(flag, dest=name, type=_parse_value, default=argparse.SUPPRESS)
     return parser, fit
@@ -238,11 +242,16 @@ def cmd_train(args, extra):
         value = getattr(args, name)
         if value is not None:
             common[name] = value
-    params = inspect.signature(fit).parameters
-    data_arg = next(n for n in ("corpus", "pairs", "data_dir", "data") if n in params)
-    encoder = fit(**{data_arg: args.train_file}, **common, **vars(options))
-    print(f"saved {args.method} encoder to {args.output}", file=sys.stderr)
-    del encoder
+    encoder = fit(args.train_file, **common, **vars(options))
+    report = getattr(encoder, "training_report", None)
+    if report is not None:
+        print(
+            f"saved the {args.method} encoder to {args.output} (pooling {report.pooling}: "
+            f"{report.pooling_reason})",
+            file=sys.stderr,
+        )
+    else:
+        print(f"saved the {args.method} encoder to {args.output}", file=sys.stderr)
     return 0
 
 

@@ -1,36 +1,99 @@
-"""Tokenizing text inside tf.data, padded per batch, prefetched."""
+"""Batches of training text for tf.data: step-indexed, tokenized, prefetched."""
 
+import logging
+
+import numpy as np
 import tensorflow as tf
 
+from keras_sentemb import validation
 
-def tokenize_columns(encoder, dataset, columns, max_length=None):
+logger = logging.getLogger(__name__)
+
+
+def shuffled_batches(columns, batch_size, seed=0, start_step=0, extra=None):
+    """An endless `tf.data.Dataset` of shuffled batches of aligned columns.
+
+    Epoch `e` visits the rows in a permutation drawn from `(seed, e)` and
+    drops the last partial batch, so every batch has `batch_size` rows
+    (with fewer rows than `batch_size`, each batch is all of them, shuffled:
+    few-shot runs on a handful of sentences).
+    Batch `s` is a pure function of `(seed, s)`: a run resumed at step
+    `start_step` sees exactly the batches the uninterrupted run would have.
+
+    Args:
+        columns: dict name -> list of str, all of the same length.
+        batch_size: int. Rows per batch.
+        seed: int. Defaults to `0`.
+        start_step: int. Index of the first batch. Defaults to `0`.
+        extra: dict name -> list of numbers, passed through untokenized
+            (e.g. labels). Defaults to `None`.
+
+    Returns:
+        A dataset of dicts `{name: tf.string [batch_size], ...}` (plus the
+        `extra` entries).
+    """
+    batch_size = validation.positive_int(batch_size, "batch_size")
+    names = list(columns)
+    n = len(columns[names[0]])
+    if any(len(columns[k]) != n for k in names):
+        raise ValueError(
+            "All columns must have the same length. Received: "
+            f"{ {k: len(v) for k, v in columns.items()} }."
+        )
+    if n == 0:
+        raise ValueError("The training data is empty.")
+    if n < batch_size:
+        logger.warning(
+            "The training data has %d examples, fewer than batch_size=%d: every "
+            "batch holds all of them.", n, batch_size,
+        )
+        batch_size = n
+    tensors = {k: tf.constant(list(v), tf.string) for k, v in columns.items()}
+    for k, v in (extra or {}).items():
+        if len(v) != n:
+            raise ValueError(f"`extra[{k!r}]` has {len(v)} rows; the columns have {n}.")
+        tensors[k] = tf.constant(np.asarray(v))
+    per_epoch = n // batch_size
+    seed = int(seed)
+
+    def make_batch(step):
+        epoch = step // per_epoch
+        first = (step % per_epoch) * batch_size
+        order = tf.random.experimental.stateless_shuffle(
+            tf.range(n, dtype=tf.int64), seed=tf.stack([tf.constant(seed, tf.int64), epoch])
+        )
+        rows = order[first : first + batch_size]
+        return {k: tf.gather(t, rows) for k, t in tensors.items()}
+
+    steps = tf.data.Dataset.counter(start=int(start_step), dtype=tf.int64)
+    return steps.map(make_batch, num_parallel_calls=tf.data.AUTOTUNE)
+
+
+def tokenize_columns(encoder, dataset, columns, max_length=None, encoders=None):
     """Map a dataset of string batches to packed model inputs per column.
 
     Args:
         encoder: `SentenceEncoder` whose tokenizer and packing are used.
-        dataset: `tf.data.Dataset` whose elements are dicts (or tuples) of
-            string tensors of shape [batch], already batched.
-        columns: list of keys (or tuple indices) to tokenize; other entries
-            pass through unchanged.
+        dataset: `tf.data.Dataset` whose elements are dicts of string tensors
+            of shape [batch], already batched.
+        columns: list of keys to tokenize; other entries pass through.
         max_length: int or None. Defaults to the encoder's `max_length`.
+        encoders: dict column -> `SentenceEncoder` for columns tokenized by
+            another encoder (e.g. a teacher with its own vocabulary).
+            Defaults to `None`.
 
     Returns:
         A dataset of dicts `{column: {"token_ids", "padding_mask",
         "segment_ids"}, ...}`, each padded to its own batch maximum,
         prefetched.
     """
+    encoders = encoders or {}
 
     def pack(element):
-        if isinstance(element, dict):
-            out = dict(element)
-            for key in columns:
-                out[key] = encoder.preprocess(element[key], max_length)
-            return out
-        element = list(element)
-        return tuple(
-            encoder.preprocess(x, max_length) if i in columns else x
-            for i, x in enumerate(element)
-        )
+        out = dict(element)
+        for key in columns:
+            out[key] = encoders.get(key, encoder).preprocess(element[key], max_length)
+        return out
 
     return dataset.map(pack, num_parallel_calls=tf.data.AUTOTUNE).prefetch(
         tf.data.AUTOTUNE

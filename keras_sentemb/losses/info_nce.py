@@ -18,6 +18,8 @@ def info_nce_loss(
     symmetric=False,
     gather=True,
     reduction="mean",
+    extra_candidates=None,
+    label_offset=None,
 ):
     """InfoNCE loss with in-batch negatives (SimCSE, MultipleNegativesRankingLoss).
 
@@ -34,6 +36,10 @@ def info_nce_loss(
     it is added to the (already temperature-scaled) logit of anchor `i`'s *own*
     hard negative only, i.e. column `B + replica_offset + i`; all other logits
     are unchanged. It requires `hard_negatives`.
+
+    `extra_candidates` (e.g. a memory queue of earlier positives, MoCo-style)
+    are appended after all other candidates as further negatives of every
+    anchor; they are not gathered (every replica holds the same queue).
 
     With `symmetric=True` the column direction is added as in CLIP: each
     positive must also pick out its anchor among all anchors of the batch
@@ -70,6 +76,12 @@ def info_nce_loss(
             `tf.distribute` strategy. Defaults to `True`.
         reduction: str. `"mean"` over local anchors, `"sum"`, or `"none"`
             (per-anchor losses of shape `[b]`). Defaults to `"mean"`.
+        extra_candidates: optional float tensor `[k, d]`. Negatives shared by
+            every anchor (a memory queue). Defaults to `None`.
+        label_offset: optional int scalar tensor. With `gather=False` and
+            `positives` already gathered across replicas (e.g. by
+            `gather_with_offset`), the row of local anchor 0's positive.
+            Defaults to `None` (0).
 
     Returns:
         A float32 scalar (or a `[b]` vector for `reduction="none"`).
@@ -108,6 +120,8 @@ def info_nce_loss(
         similarity=similarity,
         symmetric=symmetric,
         gather=gather,
+        extra_candidates=extra_candidates,
+        label_offset=label_offset,
     )
     return _utils.reduce_losses(per_example, reduction)
 
@@ -125,6 +139,8 @@ def info_nce_per_example(
     similarity="cosine",
     symmetric=False,
     gather=True,
+    extra_candidates=None,
+    label_offset=None,
 ):
     """Per-anchor InfoNCE losses with logits `similarity * scale`.
 
@@ -138,7 +154,13 @@ def info_nce_per_example(
     """
     anchors = _utils.as_embeddings(anchors, "anchors")
     positives = _utils.as_embeddings(positives, "positives")
-    _utils.check_same_shape(anchors, positives, "anchors", "positives")
+    if label_offset is None:
+        _utils.check_same_shape(anchors, positives, "anchors", "positives")
+    elif gather or symmetric or hard_negatives is not None:
+        raise ValueError(
+            "`label_offset` is for positives gathered beforehand: use it with "
+            "gather=False, symmetric=False and no hard_negatives."
+        )
     if hard_negatives is not None:
         hard_negatives = _utils.as_embeddings(hard_negatives, "hard_negatives")
         _utils.check_same_shape(
@@ -157,7 +179,7 @@ def info_nce_per_example(
         gathered, offset = gather_with_offset(to_gather, local_batch_size)
     else:
         gathered = to_gather
-        offset = tf.constant(0, tf.int32)
+        offset = tf.constant(0, tf.int32) if label_offset is None else tf.cast(label_offset, tf.int32)
     labels = offset + tf.range(local_batch_size, dtype=tf.int32)
 
     all_positives = gathered["positives"]
@@ -166,6 +188,9 @@ def info_nce_per_example(
         candidates = tf.concat(
             [all_positives, gathered["hard_negatives"]], axis=0
         )
+    if extra_candidates is not None:
+        extra = _utils.as_embeddings(extra_candidates, "extra_candidates")
+        candidates = tf.concat([candidates, extra], axis=0)
     logits = similarity_matrix(anchors, candidates, similarity) * scale
     if hard_negatives is not None and not _is_zero(hard_negative_weight):
         # SimCSE: the weight goes to each anchor's own hard negative only.

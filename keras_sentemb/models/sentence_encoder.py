@@ -10,6 +10,7 @@ import numpy as np
 import tensorflow as tf
 
 from keras_sentemb.models import presets
+from keras_sentemb.models.backbone_adapter import BackboneAdapter
 from keras_sentemb.models.pooling import parse_pooling
 from keras_sentemb.models.pooling import pool_hidden_states
 from keras_sentemb.models.text_normalization import check_mode
@@ -17,6 +18,7 @@ from keras_sentemb.models.text_normalization import normalize_text
 
 FORMAT_VERSION = 1
 PROJECTION_WEIGHTS = "sentemb_projection.npz"
+TRAINING_REPORT = "training_report.json"
 # Sequence lengths that `encode` pads a batch up to, so that a handful of
 # compiled shapes serve every input.
 BUCKETS = (8, 16, 24, 32, 40, 48, 56, 64, 80, 96, 112, 128, 160, 192, 224,
@@ -64,8 +66,11 @@ class SentenceEncoder(keras.Model):
         backbone: `keras_hub.models.BertBackbone` or
             `keras_hub.models.RobertaBackbone` (or a subclass).
         tokenizer: the matching keras-hub tokenizer.
-        pooling: str. `"cls"`, `"mean"`, `"max"`, `"mean_last2"`,
-            `"first_last"` or `"layer:K"`. Defaults to `"mean"`.
+        pooling: str or None. `"cls"`, `"mean"`, `"max"`, `"mean_last2"`,
+            `"first_last"` or `"layer:K"`. `None` means the model declares
+            no pooling of its own: it encodes with `"mean"`, and the training
+            methods use their paper's pooling (`pooling="auto"` in every
+            `fit_*`). Defaults to `None`.
         normalize: bool. L2-normalise the output vectors. Defaults to `False`.
         max_length: int. Maximum tokens per sentence, special tokens included;
             longer inputs are truncated. Defaults to `256`.
@@ -98,7 +103,7 @@ class SentenceEncoder(keras.Model):
         self,
         backbone,
         tokenizer,
-        pooling="mean",
+        pooling=None,
         normalize=False,
         max_length=256,
         projection_dim=None,
@@ -107,6 +112,7 @@ class SentenceEncoder(keras.Model):
         **kwargs,
     ):
         super().__init__(**kwargs)
+        self.adapter = BackboneAdapter(backbone)
         self.text_normalization = check_mode(text_normalization)
         if text_normalization is not None:
             tokenizer.lowercase = False
@@ -114,7 +120,9 @@ class SentenceEncoder(keras.Model):
         self.backbone = backbone
         self.tokenizer = tokenizer
         self.num_layers = len(backbone.transformer_layers)
-        self.pooling = parse_pooling(pooling, self.num_layers)
+        self._declared_pooling = None
+        if pooling is not None:
+            self.pooling = pooling
         self.normalize = bool(normalize)
         limit = int(backbone.max_sequence_length)
         if not isinstance(max_length, (int, np.integer)) or not (
@@ -136,17 +144,52 @@ class SentenceEncoder(keras.Model):
                 name="projection",
             )
             self.projection.build((None, backbone.hidden_dim))
-        self._has_segments = hasattr(backbone, "segment_embedding")
         # BERT's pooler ([CLS] -> dense -> tanh) is not part of any sentence
         # pooling here; freezing it keeps optimizers from tracking weights
         # that never receive gradients.
-        pooler = getattr(backbone, "pooled_dense", None)
-        if pooler is not None:
-            pooler.trainable = False
+        if self.adapter.pooler is not None:
+            self.adapter.pooler.trainable = False
         self._encode_fns = {}
         self._tokenize_graph = None
+        object.__setattr__(self, "_training_report", None)
         # The backbone (and head) are built, so the encoder is too.
         self.built = True
+
+    # --------------------------------------------------------------- pooling
+    @property
+    def pooling(self):
+        """The pooling `encode` and `call` use (`"mean"` when none is declared)."""
+        return self._declared_pooling or "mean"
+
+    @pooling.setter
+    def pooling(self, value):
+        self._declared_pooling = parse_pooling(value, self.num_layers)
+
+    @property
+    def declared_pooling(self):
+        """The pooling the model declares, or None.
+
+        Set by a sentence-transformers pooling config or a keras_sentemb
+        folder when loading, by the `pooling` constructor argument, or by
+        assigning `encoder.pooling`. A raw backbone (a keras-hub preset, a
+        plain Hugging Face BERT folder) declares none; the `fit_*` functions
+        then use their paper's pooling.
+        """
+        return self._declared_pooling
+
+    @property
+    def training_report(self):
+        """How this encoder was trained (a `TrainingReport`), or None.
+
+        Set by the `fit_*` functions on the encoder they return: method,
+        hyperparameters, data, steps, pooling and why, the dev history and
+        the selection.
+        """
+        return self._training_report
+
+    @training_report.setter
+    def training_report(self, report):
+        object.__setattr__(self, "_training_report", report)
 
     # Special token ids are read lazily: when a `.keras` archive is loaded the
     # tokenizer's vocabulary asset arrives after the constructor has run.
@@ -175,63 +218,129 @@ class SentenceEncoder(keras.Model):
     def embed_tokens(self, token_ids, segment_ids=None, position_ids=None):
         """Embedding output after the embedding LayerNorm, before dropout.
 
-        Args:
-            token_ids: int tensor [B, T].
-            segment_ids: int tensor [B, T] or None (zeros).
-            position_ids: int tensor [B, T] or None (0..T-1). Token shuffling
-                passes permuted positions here.
-
-        Returns:
-            Tensor [B, T, hidden_dim] in the backbone's compute dtype.
+        See `BackboneAdapter.embed`.
         """
-        backbone = self.backbone
-        if hasattr(backbone, "embeddings"):  # RoBERTa family
-            token_layer = backbone.embeddings.token_embedding
-            position_layer = backbone.embeddings.position_embedding
-        else:
-            token_layer = backbone.token_embedding
-            position_layer = backbone.position_embedding
-        tokens = token_layer(token_ids)
-        positions = position_layer(tokens, positions=position_ids)
-        if self._has_segments:
-            if segment_ids is None:
-                segment_ids = tf.zeros_like(token_ids)
-            segments = backbone.segment_embedding(segment_ids)
-            x = backbone.embeddings_add((tokens, positions, segments))
-        else:
-            x = tokens + positions
-        return backbone.embeddings_layer_norm(x)
+        return self.adapter.embed(token_ids, segment_ids, position_ids)
 
-    def hidden_states(
-        self, inputs, training=False, embedding_transform=None
+    def forward(
+        self,
+        inputs,
+        training=False,
+        dropout=None,
+        position_transform=None,
+        embedding_transform=None,
     ):
-        """All hidden states: the embedding output, then every layer's output.
+        """The one forward pass: every hidden state and the padding mask used.
+
+        Runs the backbone's own layers (embeddings, LayerNorm, dropout, every
+        Transformer layer) with two hook points where views act:
+
+        - `position_transform(position_ids, padding_mask) -> position_ids`,
+          before the position embedding (token shuffling);
+        - `embedding_transform(embeddings, padding_mask) -> (embeddings,
+          padding_mask)`, on the embedding output after LayerNorm and before
+          the embedding dropout (cutoffs, dropout, adversarial noise). A
+          transform that changes the mask (span cutoff) changes it for
+          attention and for pooling.
 
         Args:
-            inputs: dict with `token_ids` and `padding_mask` ([B, T]) and
+            inputs: dict with `token_ids` and `padding_mask` (`[B, T]`) and
                 optional `segment_ids` and `position_ids`.
-            training: bool. Enables the backbone's dropout.
-            embedding_transform: callable or None. Applied to the embedding
-                output (after LayerNorm, before the embedding dropout); this
-                is where cutoff, dropout and adversarial views act.
+            training: bool. Whether the hooks act in training mode (passed on
+                to nothing here; the hooks close over it) and the default of
+                `dropout`.
+            dropout: bool or None. Whether the backbone's own dropout is on.
+                Defaults to `training`.
+            position_transform: callable or None.
+            embedding_transform: callable or None.
 
         Returns:
-            List of `num_layers + 1` tensors [B, T, hidden_dim].
+            `(states, padding_mask)`: a list of `num_layers + 1` tensors
+            `[B, T, hidden_dim]` (the embedding output, then each layer's
+            output) and the padding mask the layers used.
         """
+        dropout = training if dropout is None else dropout
         padding_mask = inputs["padding_mask"]
-        x = self.embed_tokens(
-            inputs["token_ids"],
-            inputs.get("segment_ids"),
-            inputs.get("position_ids"),
-        )
+        token_ids = inputs["token_ids"]
+        position_ids = inputs.get("position_ids")
+        if position_transform is not None:
+            if position_ids is None:
+                length = tf.shape(token_ids)[1]
+                position_ids = tf.tile(
+                    tf.range(length, dtype=tf.int32)[None, :], [tf.shape(token_ids)[0], 1]
+                )
+            position_ids = position_transform(position_ids, padding_mask)
+        x = self.adapter.embed(token_ids, inputs.get("segment_ids"), position_ids)
         if embedding_transform is not None:
-            x = embedding_transform(x)
-        x = self.backbone.embeddings_dropout(x, training=training)
+            x, padding_mask = embedding_transform(x, padding_mask)
+        x = self.adapter.dropout(x, training=bool(dropout))
         states = [x]
-        for layer in self.backbone.transformer_layers:
-            x = layer(x, padding_mask=padding_mask, training=training)
+        for layer in self.adapter.transformer_layers:
+            x = layer(x, padding_mask=padding_mask, training=bool(dropout))
             states.append(x)
-        return states
+        return states, padding_mask
+
+    def hidden_states(self, inputs, training=False):
+        """All hidden states (`forward` without hooks): `num_layers + 1` tensors."""
+        return self.forward(inputs, training=training)[0]
+
+    def sentence_vectors(
+        self,
+        inputs,
+        pooling=None,
+        training=False,
+        dropout=None,
+        view=None,
+        embedding_hook=None,
+        normalize=False,
+    ):
+        """Float32 sentence vectors of packed inputs, optionally through a view.
+
+        What the trainers encode with: `forward` (with the view's position or
+        embedding hook), pooling, the projection head if the encoder has one,
+        and no L2 normalisation unless asked (the losses normalise).
+
+        Args:
+            inputs: packed inputs (see `forward`).
+            pooling: str or None. Defaults to the encoder's pooling.
+            training: bool. Whether the view acts (and the default of
+                `dropout`).
+            dropout: bool or None. The backbone's dropout. Defaults to
+                `training`.
+            view: a view layer from `keras_sentemb.augment` or None.
+            embedding_hook: callable or None. Called on the embedding output
+                after the view (e.g. to watch it with a tape or add an
+                adversarial perturbation); returns the embeddings to use.
+            normalize: bool. L2-normalise. Defaults to `False`.
+
+        Returns:
+            float32 tensor `[B, output_dim]`.
+        """
+        position_transform = embedding_transform = None
+        if view is not None or embedding_hook is not None:
+            from keras_sentemb.augment.views import apply_embedding_view
+            from keras_sentemb.augment.views import apply_position_view
+
+            if view is not None and getattr(view, "stage", None) == "positions":
+                position_transform = lambda p, m: apply_position_view(  # noqa: E731
+                    view, p, m, training=training
+                )
+
+            def embedding_transform(x, mask):
+                x, mask = apply_embedding_view(view, x, mask, training=training)
+                if embedding_hook is not None:
+                    x = embedding_hook(x)
+                return x, mask
+
+        states, padding_mask = self.forward(
+            inputs,
+            training=training,
+            dropout=dropout,
+            position_transform=position_transform,
+            embedding_transform=embedding_transform,
+        )
+        pooled = self.pool(states, padding_mask, pooling)
+        return tf.cast(self.head(pooled, normalize=normalize), "float32")
 
     def pool(self, hidden_states, padding_mask, pooling=None):
         """Pool hidden states with `pooling` (default: the encoder's)."""
@@ -439,7 +548,7 @@ class SentenceEncoder(keras.Model):
             {
                 "backbone": keras.saving.serialize_keras_object(self.backbone),
                 "tokenizer": keras.saving.serialize_keras_object(self.tokenizer),
-                "pooling": self.pooling,
+                "pooling": self.declared_pooling,
                 "normalize": self.normalize,
                 "max_length": self.max_length,
                 "projection_dim": self.projection_dim,
@@ -460,7 +569,7 @@ class SentenceEncoder(keras.Model):
         """The settings written to `sentemb_config.json` by `save`."""
         return {
             "format_version": FORMAT_VERSION,
-            "pooling": self.pooling,
+            "pooling": self.declared_pooling,
             "normalize": self.normalize,
             "max_length": self.max_length,
             "projection_dim": self.projection_dim,
@@ -493,6 +602,9 @@ class SentenceEncoder(keras.Model):
         if self.projection is not None:
             kernel, bias = (np.asarray(w) for w in self.projection.get_weights())
             np.savez(folder / PROJECTION_WEIGHTS, kernel=kernel, bias=bias)
+        if self.training_report is not None:
+            with open(folder / TRAINING_REPORT, "w", encoding="utf-8") as f:
+                json.dump(self.training_report.to_dict(), f, indent=2)
         with open(folder / presets.SENTEMB_CONFIG, "w", encoding="utf-8") as f:
             json.dump(self.sentemb_config(), f, indent=2)
         return str(folder)
@@ -555,7 +667,7 @@ class SentenceEncoder(keras.Model):
         copy = type(self)(
             backbone,
             self.tokenizer,
-            pooling=self.pooling,
+            pooling=self.declared_pooling,
             normalize=self.normalize,
             max_length=self.max_length,
             projection_dim=self.projection_dim,

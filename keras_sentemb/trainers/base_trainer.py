@@ -3,7 +3,9 @@
 import keras
 import tensorflow as tf
 
+from keras_sentemb import compat
 from keras_sentemb.losses.distributed import all_replicas_agree
+from keras_sentemb.models.logit_scale import LogitScale
 
 
 def apply_if_finite(optimizer, grads_and_vars, finite):
@@ -38,7 +40,7 @@ def apply_if_finite(optimizer, grads_and_vars, finite):
     if (
         ctx is not None
         and ctx.num_replicas_in_sync > 1
-        and not tf.__internal__.distribute.strategy_supports_no_merge_call()
+        and not compat.strategy_supports_no_merge_call()
     ):
 
         def merged(distribution, pairs, finite):
@@ -54,38 +56,59 @@ def apply_if_finite(optimizer, grads_and_vars, finite):
         tf.cond(finite, lambda: apply(grads_and_vars), skip)
 
 
-def _multi_worker(strategy):
-    """Whether `strategy` is a collective strategy spanning several workers."""
-    return isinstance(
-        strategy, tf.distribute.MultiWorkerMirroredStrategy
-    ) and strategy.extended._in_multi_worker_mode()
+def all_finite(loss, grads, loss_scaled):
+    """Whether the loss and (without loss scaling) every gradient are finite."""
+    finite = tf.math.is_finite(loss)
+    if not loss_scaled:
+        # With mixed precision an overflow of the scaled gradients is
+        # routine: the LossScaleOptimizer skips that step and lowers its
+        # scale, so only a non-finite loss counts there.
+        for g in grads:
+            if g is not None:
+                finite = tf.logical_and(finite, tf.reduce_all(tf.math.is_finite(g)))
+    return all_replicas_agree(finite)  # one replica's NaN skips the step everywhere
 
 
 class BaseTrainer(keras.Model):
     """Base class of the method trainers: loss in, guarded update out.
 
-    Subclasses implement `compute_contrastive_loss(data, training)` returning
-    a float32 scalar (the loss of this replica's examples, averaged over them)
-    and, optionally, a dict of extra scalar metrics. `train_step` follows
-    Keras' TensorFlow template: compute the loss, `optimizer.scale_loss`,
-    gradients, apply, update metrics. Under a `tf.distribute` strategy the
-    per-replica loss is divided by the number of replicas before the
-    gradients are taken, because the optimizer sums gradients across
-    replicas; the in-batch losses gather candidates across replicas (see
-    `keras_sentemb.losses.distributed`), so the result equals one device with
-    the global batch.
+    Subclasses implement `compute_contrastive_loss(data, training)`, which
+    returns the float32 loss of this replica's examples (averaged over
+    them), or `(loss, metrics)` with a dict of extra scalar metrics, or
+    `(loss, metrics, aux)` where `aux` is handed to `after_update(aux,
+    finite)` once the weights are updated (the parallel trainer enqueues
+    its keys there). `train_step` follows Keras' TensorFlow template:
+    compute the loss, `optimizer.scale_loss`, gradients, apply, update
+    metrics. Under a `tf.distribute` strategy the per-replica loss is
+    divided by the number of replicas before the gradients are taken,
+    because the optimizer sums gradients across replicas; the in-batch
+    losses gather candidates across replicas (see
+    `keras_sentemb.losses.distributed`), so the result equals one device
+    with the global batch.
 
-    A step whose loss or gradients are not finite (with a `LossScaleOptimizer`:
-    whose loss is not finite; it handles gradient overflow itself) is skipped (`apply_if_finite`:
-    weights and optimizer state stay the last finite ones, only the step
-    count advances) and reports `nonfinite = 1`; the
-    `NonFiniteGuard` callback then stops training. Under a strategy the
-    replicas agree first, so a NaN in one replica's shard skips the step on
-    all of them.
+    A step whose loss or gradients are not finite (with a
+    `LossScaleOptimizer`: whose loss is not finite; it handles gradient
+    overflow itself) is skipped (`apply_if_finite`: weights and optimizer
+    state stay the last finite ones, only the step count advances) and
+    reports `nonfinite = 1`; the `NonFiniteGuard` callback then stops
+    training. Under a strategy the replicas agree first, so a NaN in one
+    replica's shard skips the step on all of them.
+
+    `candidates()` names the encoders a dev selection may choose among
+    (CT: both towers) and `select(name)` makes one of them the kept
+    `encoder`. A trainer's `logit_scale` (a `LogitScale`) is excluded from
+    weight decay at `compile`.
+
+    Trainers are registered Keras objects: `get_config()` returns every
+    constructor argument, the encoders serialized, and `from_config`
+    rebuilds them.
 
     Args:
         encoder: `SentenceEncoder`. The encoder kept for use after training.
     """
+
+    # Constructor arguments holding a SentenceEncoder (serialized in get_config).
+    encoder_arguments = ("encoder",)
 
     def __init__(self, encoder, **kwargs):
         super().__init__(**kwargs)
@@ -94,20 +117,25 @@ class BaseTrainer(keras.Model):
         self.nonfinite_tracker = keras.metrics.Sum(name="nonfinite")
         self.built = True
 
-    def compile(self, *args, **kwargs):
+    def compile(self, optimizer="rmsprop", **kwargs):
         """Keras `compile`, with `jit_compile=False` and the optimizer built now.
 
         Dynamic shapes (every batch is padded to its own length) make XLA
-        recompile per shape, so it is off by default. The optimizer's slots are
-        created here, outside any replica context: built lazily inside the
-        first replica's trace under `MirroredStrategy`, they shift the order in
-        which the replicas create collectives and the all-gathers of in-batch
-        losses then meet mismatched all-reduces.
+        recompile per shape, so it is off by default. `no_decay_variables()`
+        (the learnable logit scale) are excluded from weight decay. The optimizer's slots are created here,
+        outside any replica context: built lazily inside the first replica's
+        trace under `MirroredStrategy`, they shift the order in which the
+        replicas create collectives and the all-gathers of in-batch losses
+        then meet mismatched all-reduces.
         """
         kwargs.setdefault("jit_compile", False)
-        super().compile(*args, **kwargs)
-        if self.optimizer is not None and not self.optimizer.built:
-            self.optimizer.build(self.trainable_variables)
+        super().compile(optimizer=optimizer, **kwargs)
+        optimizer = self.optimizer
+        no_decay = self.no_decay_variables()
+        if no_decay and hasattr(optimizer, "exclude_from_weight_decay") and not optimizer.built:
+            optimizer.exclude_from_weight_decay(var_list=no_decay)
+        if optimizer is not None and not optimizer.built:
+            optimizer.build(self.trainable_variables)
 
     def _maybe_symbolic_build(self, iterator=None, data_batch=None):
         """Skip Keras' symbolic build from a first, cross-replica-reduced batch.
@@ -117,72 +145,79 @@ class BaseTrainer(keras.Model):
         trainer needs none of that (its weights exist from `__init__`, its
         optimizer is built in `compile`, it has no compiled loss or metrics),
         and the reduction fails on nested dict batches under
-        `MultiWorkerMirroredStrategy`.
+        `MultiWorkerMirroredStrategy`. (Overrides a private Keras method; see
+        `keras_sentemb.compat`.)
         """
         if self.optimizer is not None and not self.optimizer.built:
             with self.distribute_strategy.scope():
                 self.optimizer.build(self.trainable_variables)
 
-    # Subclasses override these.
+    # ------------------------------------------------- subclasses override
     def compute_contrastive_loss(self, data, training=True):
         raise NotImplementedError
 
-    def candidate_encoders(self):
-        """Encoders that dev evaluation may choose among (name -> encoder)."""
+    def after_update(self, aux, finite):
+        """Called after the (possibly skipped) update with the loss's `aux`."""
+
+    def no_decay_variables(self):
+        """Variables kept out of weight decay: the `logit_scale`, if any."""
+        scale = getattr(self, "logit_scale", None)
+        return [scale.log_scale] if isinstance(scale, LogitScale) else []
+
+    def candidates(self):
+        """Encoders that dev selection may choose among (name -> encoder)."""
         return {"encoder": self.encoder}
 
-    def select_encoder(self, name):
+    def select(self, name):
         """Make candidate `name` the kept `encoder` (after dev selection)."""
-        self.encoder = self.candidate_encoders()[name]
-
-    @property
-    def metrics(self):
-        return [self.loss_tracker, self.nonfinite_tracker] + self.extra_metrics()
+        self.encoder = self.candidates()[name]
 
     def extra_metrics(self):
         return []
 
-    def _split_loss(self, out):
-        if isinstance(out, tuple):
-            return out[0], out[1]
-        return out, {}
+    # ---------------------------------------------------------------- steps
+    @property
+    def metrics(self):
+        return [self.loss_tracker, self.nonfinite_tracker] + self.extra_metrics()
+
+    @staticmethod
+    def _unpack(out):
+        if not isinstance(out, tuple):
+            return out, {}, None
+        if len(out) == 2:
+            return out[0], out[1], None
+        return out
 
     def train_step(self, data):
         variables = self.trainable_variables
         with tf.GradientTape() as tape:
-            loss, extras = self._split_loss(
+            loss, extras, aux = self._unpack(
                 self.compute_contrastive_loss(data, training=True)
             )
             loss = tf.cast(loss, "float32")
             replicas = tf.distribute.get_strategy().num_replicas_in_sync
             scaled = self.optimizer.scale_loss(loss / replicas)
         grads = tape.gradient(scaled, variables)
-        finite = tf.math.is_finite(loss)
-        if not isinstance(self.optimizer, keras.optimizers.LossScaleOptimizer):
-            # With mixed precision an overflow of the scaled gradients is
-            # routine: the LossScaleOptimizer skips that step and lowers its
-            # scale, so only a non-finite loss counts there.
-            for g in grads:
-                if g is not None:
-                    finite = tf.logical_and(finite, tf.reduce_all(tf.math.is_finite(g)))
-        finite = all_replicas_agree(finite)  # one replica's NaN skips the step everywhere
+        finite = all_finite(
+            loss, grads, isinstance(self.optimizer, keras.optimizers.LossScaleOptimizer)
+        )
         apply_if_finite(
             self.optimizer,
             [(g, v) for g, v in zip(grads, variables) if g is not None],
             finite,
         )
-        self.loss_tracker.update_state(tf.where(finite, loss, 0.0))
-        self.nonfinite_tracker.update_state(1.0 - tf.cast(finite, "float32"))
-        for metric in self.extra_metrics():
-            if metric.name in extras:
-                metric.update_state(extras[metric.name])
-        return self._metric_logs()
+        self.after_update(aux, finite)
+        return self._update_metrics(loss, extras, finite)
 
     def test_step(self, data):
-        loss, extras = self._split_loss(
+        loss, extras, _ = self._unpack(
             self.compute_contrastive_loss(data, training=False)
         )
-        self.loss_tracker.update_state(loss)
+        return self._update_metrics(tf.cast(loss, "float32"), extras, tf.constant(True))
+
+    def _update_metrics(self, loss, extras, finite):
+        self.loss_tracker.update_state(tf.where(finite, loss, 0.0))
+        self.nonfinite_tracker.update_state(1.0 - tf.cast(finite, "float32"))
         for metric in self.extra_metrics():
             if metric.name in extras:
                 metric.update_state(extras[metric.name])
@@ -198,6 +233,22 @@ class BaseTrainer(keras.Model):
         returned as `[1]` vectors, which that reduction turns back into scalars.
         """
         logs = {m.name: m.result() for m in self.metrics}
-        if _multi_worker(self.distribute_strategy):
+        if compat.in_multi_worker_mode(self.distribute_strategy):
             logs = {k: tf.reshape(v, [1]) for k, v in logs.items()}
         return logs
+
+    # --------------------------------------------------------------- config
+    def get_config(self):
+        """The constructor arguments; subclasses add theirs to `super()`'s."""
+        return {
+            "encoder": keras.saving.serialize_keras_object(self.encoder),
+            "name": self.name,
+        }
+
+    @classmethod
+    def from_config(cls, config):
+        config = dict(config)
+        for key in cls.encoder_arguments:
+            if config.get(key) is not None:
+                config[key] = keras.saving.deserialize_keras_object(config[key])
+        return cls(**config)

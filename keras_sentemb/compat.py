@@ -1,0 +1,61 @@
+"""Every use of a private Keras / TensorFlow internal, in one place.
+
+Each function names the internal it relies on; `tests/test_compat.py` checks
+that each still exists with the expected shape, so a Keras or TensorFlow
+upgrade that moves one fails there, loudly, instead of deep inside training.
+`setup.py` bounds the versions these were checked against.
+"""
+
+import json
+import os
+
+import keras
+import tensorflow as tf
+
+# Keras' BackupAndRestore writes its step bookkeeping to this file in its
+# backup folder (keras/src/callbacks/backup_and_restore.py).
+BACKUP_METADATA_FILE = "training_metadata.json"
+
+
+def strategy_supports_no_merge_call():
+    """Whether the current strategy can update variables without `merge_call`.
+
+    `tf.__internal__.distribute.strategy_supports_no_merge_call` (used the
+    same way by Keras' `LossScaleOptimizer`).
+    """
+    return tf.__internal__.distribute.strategy_supports_no_merge_call()
+
+
+def in_multi_worker_mode(strategy):
+    """Whether `strategy` is a collective strategy spanning several workers.
+
+    `MultiWorkerMirroredStrategy.extended._in_multi_worker_mode()`.
+    """
+    return isinstance(
+        strategy, tf.distribute.MultiWorkerMirroredStrategy
+    ) and strategy.extended._in_multi_worker_mode()
+
+
+def backup_start_epoch(callback):
+    """The epoch a `keras.callbacks.BackupAndRestore` will resume at (0: fresh).
+
+    Keras restores `model._initial_epoch` from the `epoch` field of
+    `training_metadata.json` in the callback's `backup_dir`.
+    """
+    path = os.path.join(os.fspath(callback.backup_dir), BACKUP_METADATA_FILE)
+    if not os.path.isfile(path):
+        return 0
+    with open(path, encoding="utf-8") as f:
+        return int(json.load(f).get("epoch", 0))
+
+
+def symbolic_build_method_name():
+    """The `keras.Model` method Keras 3 calls to trace a model before `fit`.
+
+    `BaseTrainer` overrides it (see there); the name is checked in the tests.
+    """
+    return "_maybe_symbolic_build"
+
+
+def has_symbolic_build():
+    return hasattr(keras.Model, symbolic_build_method_name())

@@ -1,0 +1,292 @@
+"""Callbacks of the shared fit scaffold: dev selection, step limit, NaN guard."""
+
+import json
+import logging
+import math
+import os
+
+import keras
+import numpy as np
+
+logger = logging.getLogger(__name__)
+
+SELECTION_STATE = "sentemb_dev_selection.json"
+SELECTION_WEIGHTS = "sentemb_dev_selection_best.npz"
+
+
+def sts_spearman(encoder, pairs, batch_size=128, pooling=None):
+    """Spearman x100 of cosine similarity on (s1, s2, score) pairs."""
+    from scipy.stats import spearmanr
+
+    from keras_sentemb.evaluation.sts import cosine_scores
+
+    sentences = sorted({s for a, b, _ in pairs for s in (a, b)})
+    index = {s: i for i, s in enumerate(sentences)}
+    vectors = encoder.encode(
+        sentences, batch_size=batch_size, pooling=pooling, show_progress=False
+    )
+    a = vectors[[index[p[0]] for p in pairs]]
+    b = vectors[[index[p[1]] for p in pairs]]
+    gold = np.array([p[2] for p in pairs], dtype=np.float64)
+    return float(spearmanr(cosine_scores(a, b), gold).correlation * 100)
+
+
+def _step(model):
+    return int(model.optimizer.iterations.numpy()) if model.optimizer is not None else 0
+
+
+def _atomic_write(path, write):
+    tmp = f"{path}.tmp"
+    write(tmp)
+    os.replace(tmp, path)
+
+
+class DevSelection(keras.callbacks.Callback):
+    """Scores the trainer's candidates on a dev set during training; keeps the best.
+
+    Every `every` optimizer steps, before training and at its end, each
+    candidate of `trainer.candidates()` (an encoder, CT's two towers, or a
+    whole multitask model) is scored by `evaluate(name, candidate)`. The
+    best score is written to the logs as `monitor` (so `EarlyStopping`,
+    `TensorBoard` and `ModelCheckpoint` can use it) and every candidate's as
+    `{monitor}_{name}`. With `restore_best=True` the weights of the best
+    candidate at its best evaluation (the starting weights included) are put
+    back at the end and `trainer.select(name)` makes it the kept one; like
+    `EarlyStopping(restore_best_weights=True)` with the start counted.
+
+    With `state_dir` (the fit scaffold passes the folder of a
+    `BackupAndRestore` callback) the history and the best weights are saved
+    there at each evaluation, so a resumed run continues the selection
+    instead of forgetting the best checkpoint of its first attempt.
+
+    Args:
+        evaluate: callable `(name, candidate) -> float`, higher is better.
+        every: int. Evaluate every this many steps. Defaults to `100`.
+        monitor: str. The log key. Defaults to `"dev_score"`.
+        restore_best: bool. Restore and select the best candidate at the
+            end; `False` only records the scores. Defaults to `True`.
+        patience: int or None. Stop after this many evaluations without
+            improvement. Defaults to `None` (never).
+        min_delta: float. Improvement needed to count. Defaults to `0.0`.
+        evaluate_at_start: bool. Score the starting weights too. Defaults to
+            `True`.
+        state_dir: str or None. Where to keep the selection state for a
+            resumed run. Defaults to `None`.
+    """
+
+    def __init__(
+        self,
+        evaluate,
+        every=100,
+        monitor="dev_score",
+        restore_best=True,
+        patience=None,
+        min_delta=0.0,
+        evaluate_at_start=True,
+        state_dir=None,
+    ):
+        super().__init__()
+        from keras_sentemb import validation
+
+        self.evaluate_fn = evaluate
+        self.every = validation.positive_int(every, "every")
+        self.monitor = monitor
+        self.restore_best = bool(restore_best)
+        self.patience = validation.optional_positive_int(patience, "patience")
+        self.min_delta = validation.non_negative_float(min_delta, "min_delta")
+        self.evaluate_at_start = bool(evaluate_at_start)
+        self.state_dir = state_dir
+        self.resume_step = 0
+        self.history = []  # (step, {name: score})
+        self.best_score = -math.inf
+        self.best_name = None
+        self.best_step = None
+        self._best_weights = None
+        self._wait = 0
+
+    # ---------------------------------------------------------------- state
+    def _state_paths(self):
+        return (
+            os.path.join(self.state_dir, SELECTION_STATE),
+            os.path.join(self.state_dir, SELECTION_WEIGHTS),
+        )
+
+    def _save_state(self):
+        if not self.state_dir:
+            return
+        os.makedirs(self.state_dir, exist_ok=True)
+        state_path, weights_path = self._state_paths()
+        if self._best_weights is not None:
+
+            def write_weights(p):
+                with open(p, "wb") as f:
+                    np.savez(f, *self._best_weights)
+
+            _atomic_write(weights_path, write_weights)
+        state = {
+            "history": self.history,
+            "best_score": self.best_score if self.best_name else None,
+            "best_name": self.best_name,
+            "best_step": self.best_step,
+            "wait": self._wait,
+        }
+
+        def write(p):
+            with open(p, "w", encoding="utf-8") as f:
+                json.dump(state, f)
+
+        _atomic_write(state_path, write)
+
+    def _load_state(self):
+        """Reload the selection of an interrupted run (steps <= resume_step)."""
+        state_path, weights_path = self._state_paths()
+        if not os.path.isfile(state_path):
+            return False
+        with open(state_path, encoding="utf-8") as f:
+            state = json.load(f)
+        self.history = [
+            (int(step), dict(scores))
+            for step, scores in state["history"]
+            if int(step) <= self.resume_step
+        ]
+        if state["best_name"] is not None and state["best_step"] <= self.resume_step:
+            self.best_name = state["best_name"]
+            self.best_step = int(state["best_step"])
+            self.best_score = float(state["best_score"])
+            self._wait = int(state.get("wait", 0))
+            if self.restore_best and os.path.isfile(weights_path):
+                with np.load(weights_path) as data:
+                    self._best_weights = [data[f"arr_{i}"] for i in range(len(data.files))]
+        logger.info(
+            "resumed the dev selection at step %d (best so far: %s at step %s)",
+            self.resume_step, self.best_name, self.best_step,
+        )
+        return True
+
+    # ----------------------------------------------------------- evaluating
+    def _evaluate(self, logs=None):
+        step = _step(self.model)
+        if self.history and self.history[-1][0] == step:
+            return
+        candidates = self.model.candidates()
+        scores = {name: float(self.evaluate_fn(name, c)) for name, c in candidates.items()}
+        self.history.append((step, scores))
+        name = max(scores, key=scores.get)
+        logger.info("step %d: dev %s", step, {k: round(v, 2) for k, v in scores.items()})
+        if scores[name] > self.best_score + self.min_delta:
+            self.best_score, self.best_name, self.best_step = scores[name], name, step
+            if self.restore_best:
+                self._best_weights = [np.array(w) for w in candidates[name].get_weights()]
+            self._wait = 0
+        else:
+            self._wait += 1
+            if self.patience is not None and self._wait >= self.patience:
+                logger.info("no dev improvement in %d evaluations: stopping", self._wait)
+                self.model.stop_training = True
+        if logs is not None:
+            logs[self.monitor] = scores[name]
+            for n, s in scores.items():
+                logs[f"{self.monitor}_{n}"] = s
+        self._save_state()
+
+    def on_train_begin(self, logs=None):
+        resumed = self.resume_step > 0 and self.state_dir and self._load_state()
+        if self.evaluate_at_start and not resumed:
+            self._evaluate()
+
+    def on_train_batch_end(self, batch, logs=None):
+        if _step(self.model) % self.every == 0:
+            self._evaluate(logs)
+
+    def on_epoch_end(self, epoch, logs=None):
+        if self.history and logs is not None:
+            logs[self.monitor] = max(self.history[-1][1].values())
+
+    def on_train_end(self, logs=None):
+        self._evaluate()
+        if not self.restore_best:
+            return
+        if self._best_weights is not None:
+            self.model.candidates()[self.best_name].set_weights(self._best_weights)
+        if self.best_name is not None:
+            self.model.select(self.best_name)
+            logger.info(
+                "kept %s from step %d (dev %.2f)",
+                self.best_name, self.best_step, self.best_score,
+            )
+
+    def summary(self):
+        """The selection as a dict (for the training report)."""
+        return {
+            "monitor": self.monitor,
+            "every": self.every,
+            "kept": self.best_name,
+            "kept_step": self.best_step,
+            "kept_score": None if self.best_name is None else round(self.best_score, 4),
+            "history": [(s, {k: round(v, 4) for k, v in d.items()}) for s, d in self.history],
+        }
+
+
+class STSDevEvaluation(DevSelection):
+    """`DevSelection` by Spearman x100 of cosine similarity on STS dev pairs.
+
+    Each candidate encoder encodes the dev sentences with `pooling` (the
+    pooling the kept encoder will encode with).
+
+    Args:
+        pairs: list of (sentence1, sentence2, score). The dev set.
+        every: int. Evaluate every this many steps. Defaults to `100`.
+        pooling: str or None. Defaults to each encoder's own.
+        monitor: str. Defaults to `"sts_dev_spearman"`.
+        **kwargs: see `DevSelection`.
+    """
+
+    def __init__(self, pairs, every=100, pooling=None, monitor="sts_dev_spearman",
+                 batch_size=128, **kwargs):
+        if not pairs:
+            raise ValueError("STSDevEvaluation needs a non-empty list of dev pairs.")
+        self.pairs = list(pairs)
+        self.pooling = pooling
+        super().__init__(
+            lambda name, encoder: sts_spearman(encoder, self.pairs, batch_size, pooling),
+            every=every, monitor=monitor, **kwargs,
+        )
+
+
+class StopAtStep(keras.callbacks.Callback):
+    """Ends `fit` once the optimizer has made `steps` updates.
+
+    The scaffold trains in epochs of `eval_every` steps (the granularity of
+    `BackupAndRestore`); this callback makes the last epoch short, so `steps`
+    means exactly that many optimizer steps.
+    """
+
+    def __init__(self, steps):
+        super().__init__()
+        self.steps = int(steps)
+
+    def on_train_batch_end(self, batch, logs=None):
+        if _step(self.model) >= self.steps:
+            self.model.stop_training = True
+
+
+class NonFiniteGuard(keras.callbacks.Callback):
+    """Stops training at the first step whose loss or gradients were not finite.
+
+    The trainers skip such a step (`apply_if_finite`: weights and optimizer
+    state untouched, on every replica), so the weights are the last finite
+    ones; this callback ends `fit` and records the step.
+    """
+
+    def __init__(self):
+        super().__init__()
+        self.stopped_at = None
+
+    def on_train_batch_end(self, batch, logs=None):
+        if logs and float(logs.get("nonfinite", 0.0)) > 0:
+            self.stopped_at = _step(self.model)
+            logger.warning(
+                "Non-finite loss or gradients at step %d: training stopped, "
+                "weights kept from the last finite step.", self.stopped_at,
+            )
+            self.model.stop_training = True

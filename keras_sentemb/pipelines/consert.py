@@ -1,0 +1,186 @@
+"""`fit_consert`: ConSERT's unsupervised, supervised and two-stage recipes."""
+
+import logging
+
+from keras_sentemb import validation
+from keras_sentemb.pipelines.scaffold import FitScaffold
+from keras_sentemb.pipelines.schedules import adamw_linear_decay
+
+logger = logging.getLogger(__name__)
+
+CONSERT_FIT_MODES = ("unsup", "sup", "joint", "sup_unsup", "joint_unsup")
+UNSUP_VIEWS = ("shuffle", "feature_cutoff")
+
+
+def _parse_rates(view_rates):
+    if view_rates is None:
+        return (None, None)
+    if isinstance(view_rates, str):
+        return tuple(
+            None if r.strip().lower() == "none" else float(r) for r in view_rates.split(",")
+        )
+    return tuple(view_rates)
+
+
+def _nli_rows(supervised):
+    from keras_sentemb.data.nli import load_supervised
+    from keras_sentemb.data.nli import triplets_to_nli_pairs
+
+    kind, rows = load_supervised(supervised)
+    if kind == "triplets":
+        rows = triplets_to_nli_pairs(rows)
+    num_labels = max(3 if kind == "triplets" else 2, max(r[2] for r in rows) + 1)
+    return rows, num_labels
+
+
+def fit_consert(
+    data,
+    model="default",
+    steps=None,
+    batch_size=96,
+    learning_rate=5e-7,
+    max_length=64,
+    pooling="auto",
+    dev="stsb",
+    eval_every=125,
+    output=None,
+    strategy=None,
+    callbacks=None,
+    seed=42,
+    verbose="auto",
+    mode="unsup",
+    supervised=None,
+    views="shuffle,feature_cutoff",
+    view_rates=None,
+    temperature=0.1,
+    encoder_dropout=False,
+    alpha=0.15,
+    noise_norm=1.0,
+    supervised_steps=None,
+    supervised_learning_rate=2e-5,
+):
+    """Trains a sentence encoder with ConSERT and returns it.
+
+    Unsupervised (default): the sentences of `data` — ideally the unlabeled
+    texts of the target domain — seen through two views (token shuffle +
+    feature cutoff 0.2), NT-Xent at temperature 0.1, the encoder's dropout
+    off, batch 96, learning rate 5e-7, one epoch (ConSERT's main
+    unsupervised setting), mean pooling (the paper's; the model's own when
+    it declares one). Supervised modes read NLI data (a
+    `sent0,sent1,hard_neg` CSV is turned into entailment/contradiction
+    pairs; a labelled-pair TSV such as the Quora file is used as is):
+
+    - `"sup"`: SBERT-style cross-entropy on `[u, v, |u - v|]` only, on
+      `data`;
+    - `"joint"`: cross-entropy + `alpha` x NT-Xent, on `data`;
+    - `"sup_unsup"` / `"joint_unsup"`: that supervised stage on
+      `supervised` (`supervised_steps`, `supervised_learning_rate`), then the
+      unsupervised stage on `data`.
+
+    With `dev` (STS-B dev by default), the encoder is scored every
+    `eval_every` steps and the best checkpoint (the starting weights
+    included) is kept.
+
+    Args:
+        data: list of str, text file, `tf.data.Dataset` or TFDS name (the
+            unlabeled sentences), or, in modes `"sup"` / `"joint"`, the
+            supervised file or rows.
+        model: str or `SentenceEncoder`. Defaults to `"default"`.
+        steps: int or None. Steps of the unsupervised stage (of the only
+            stage in `"sup"` / `"joint"`). Defaults to one epoch.
+        batch_size: int. Defaults to `96`.
+        learning_rate: float. Defaults to `5e-7` (ConSERT, unsupervised).
+        max_length: int. Tokens per sentence. Defaults to `64`.
+        pooling: str. `"auto"` or a pooling name. Defaults to `"auto"`.
+        dev: `"stsb"`, None, an STS-B file/folder or a list of
+            (s1, s2, score). Defaults to `"stsb"`.
+        eval_every: int. Dev evaluation period in steps. Defaults to `125`.
+        output: str or None. Folder to save the kept encoder.
+        strategy: `tf.distribute.Strategy` or None.
+        callbacks: list of Keras callbacks.
+        seed: int. Shuffle and view seed. Defaults to `42`.
+        verbose: Keras `fit` verbosity. Defaults to `"auto"`.
+        mode: str. `"unsup"`, `"sup"`, `"joint"`, `"sup_unsup"` or
+            `"joint_unsup"`. Defaults to `"unsup"`.
+        supervised: path or list. NLI / labelled-pair data of the two-stage
+            modes. Defaults to `None`.
+        views: str or pair. The two views, e.g. `"shuffle,feature_cutoff"`.
+        view_rates: str, pair or None. Rates of the two views, e.g.
+            `"0.1,0.2"`. Defaults to `None` (registry defaults).
+        temperature: float. Defaults to `0.1`.
+        encoder_dropout: bool. Defaults to `False`.
+        alpha: float. Contrastive weight in joint modes. Defaults to `0.15`.
+        noise_norm: float. Adversarial view strength. Defaults to `1.0`.
+        supervised_steps: int or None. Steps of the supervised stage of the
+            two-stage modes. Defaults to one epoch of the supervised data.
+        supervised_learning_rate: float. Defaults to `2e-5`.
+
+    Returns:
+        The trained `SentenceEncoder` (the dev-selected checkpoint).
+
+    Examples:
+
+    ```python
+    from keras_sentemb.evaluation.readers import read_stsb
+    sentences = [s for a, b, _ in read_stsb("STS/STSBenchmark", "train") for s in (a, b)]
+    encoder = fit_consert(sentences, steps=200, max_length=40)
+    ```
+
+    References:
+        - [Yan et al., 2021. ConSERT: A Contrastive Framework for
+          Self-Supervised Sentence Representation Transfer](
+          https://arxiv.org/abs/2105.11741).
+    """
+    from keras_sentemb.data.corpus import load_corpus
+    from keras_sentemb.trainers.consert import ADVERSARIAL
+    from keras_sentemb.trainers.consert import ConSERT
+    from keras_sentemb.trainers.consert import parse_views
+
+    run = FitScaffold.start("consert", locals(), paper_pooling="mean")
+    validation.choice(mode, "mode", CONSERT_FIT_MODES)
+    views = parse_views(views)
+    view_rates = _parse_rates(view_rates)
+    supervised_only = mode in ("sup", "joint")
+    if mode in ("sup_unsup", "joint_unsup") and supervised is None:
+        raise ValueError(f"mode={mode!r} needs `supervised` data (NLI triplets or labelled pairs).")
+    supervised_steps = validation.optional_positive_int(supervised_steps, "supervised_steps")
+    supervised_learning_rate = validation.positive_float(
+        supervised_learning_rate, "supervised_learning_rate"
+    )
+    common = dict(
+        view_rates=view_rates, temperature=temperature, encoder_dropout=encoder_dropout,
+        alpha=alpha, noise_norm=noise_norm, seed=seed,
+    )
+    with run.scope():
+        encoder = run.load_encoder()
+        common["pooling"] = run.pooling_for(encoder)
+    if mode != "unsup":
+        rows, num_labels = _nli_rows(data if supervised_only else supervised)
+        run.record_data(supervised_pairs=len(rows))
+        stage = "joint" if mode.startswith("joint") else "sup"
+        if supervised_only:
+            steps, lr = run.set_steps(len(rows)), run.learning_rate
+        else:
+            steps = supervised_steps or max(1, len(rows) // run.batch_size)
+            lr = supervised_learning_rate
+        with run.scope():
+            trainer = ConSERT(encoder, views=views, mode=stage, num_labels=num_labels, **common)
+        run.compile(trainer, adamw_linear_decay(lr, steps))
+        logger.info("ConSERT %s stage: %d pairs, %d steps", stage, len(rows), steps)
+        columns = {"premise": [r[0] for r in rows], "hypothesis": [r[1] for r in rows]}
+        run.fit(trainer, run.batches(encoder, columns, extra={"label": [r[2] for r in rows]}),
+                steps=steps, stage=stage)
+        encoder = trainer.encoder
+    if not supervised_only:
+        sentences = load_corpus(data)
+        run.record_data(sentences=len(sentences))
+        if ADVERSARIAL in views:
+            views = UNSUP_VIEWS
+            logger.info("The unsupervised stage uses shuffle + feature_cutoff (no adversarial view).")
+        with run.scope():
+            trainer = ConSERT(encoder, views=views, mode="unsup", **common)
+        steps = run.set_steps(len(sentences))
+        run.compile(trainer, adamw_linear_decay(run.learning_rate, steps))
+        logger.info("ConSERT unsup stage: %d sentences, %d steps", len(sentences), steps)
+        run.fit(trainer, run.batches(encoder, {"sentence": sentences}), stage="unsup")
+    return run.finish(trainer.encoder)

@@ -1,0 +1,147 @@
+"""`fit_ct`: Contrastive Tension from raw text."""
+
+import keras
+
+from keras_sentemb import validation
+from keras_sentemb.pipelines.scaffold import FitScaffold
+from keras_sentemb.pipelines.schedules import ct_learning_rate_schedule
+
+KEEP = ("best", "tower1", "tower2")
+
+
+def _optimizer(name, schedule, in_batch):
+    if name is None:
+        if in_batch:
+            return keras.optimizers.AdamW(learning_rate=schedule, weight_decay=0.01)
+        return keras.optimizers.RMSprop(learning_rate=schedule)
+    if isinstance(name, keras.optimizers.Optimizer):
+        return name
+    if isinstance(name, str):
+        try:
+            cls = type(keras.optimizers.get(name))
+        except ValueError as e:
+            raise ValueError(f"Unknown optimizer {name!r}: {e}") from e
+        return cls(learning_rate=schedule)
+    raise ValueError(
+        f"`optimizer` must be a keras Optimizer, a name or None; received {name!r}."
+    )
+
+
+def fit_ct(
+    data,
+    model="default",
+    steps=500,
+    batch_size=16,
+    learning_rate=None,
+    max_length=75,
+    pooling="auto",
+    dev="stsb",
+    eval_every=100,
+    output=None,
+    strategy=None,
+    callbacks=None,
+    seed=0,
+    verbose="auto",
+    negatives="k7",
+    logits="dot",
+    keep="best",
+    dropout=False,
+    optimizer=None,
+):
+    """Train a sentence encoder with Contrastive Tension; return it.
+
+    Two towers start from `model`; batches follow CT's layout (see
+    `keras_sentemb.data.ct_sampler`), sampled uniformly from the whole
+    corpus. With `keep="best"` (the default) both towers are scored on the
+    dev set every `eval_every` steps and the best one at its best step is
+    kept — the starting weights included, so the returned encoder is never
+    worse on dev than the model you started from. `keep="tower1"` or
+    `"tower2"` is the paper's protocol: that tower after exactly `steps`
+    steps (the dev scores, if any, are only recorded; pass `dev=None` for no
+    validation data at all).
+
+    The defaults are the paper's (`negatives="k7"`, dot-product logits,
+    RMSprop with the step schedule from 1e-5, batch 16, max length 75,
+    dropout off, mean pooling), with the model's own pooling when it
+    declares one.
+
+    Args:
+        data: list of str, a text file (one sentence per line), a
+            `tf.data.Dataset` of strings, or a TFDS dataset name.
+        model: str or `SentenceEncoder`. Defaults to `"default"`.
+        steps: int. Optimizer steps. Defaults to `500`.
+        batch_size: int. Rows per batch (a multiple of K + 1 for `kN`).
+            Defaults to `16`.
+        learning_rate: float or None. First-stage learning rate. Defaults to
+            `1e-5` (`kN`, RMSprop, CT's step schedule) or `2e-5`
+            (`in_batch`, AdamW).
+        max_length: int. Token limit per training sentence. Defaults to `75`
+            (the encoder keeps its own limit for inference).
+        pooling: str. `"auto"` (the model's own, else the paper's mean) or a
+            pooling name. Defaults to `"auto"`.
+        dev: `"stsb"` (bundled STS-B dev), a path, a list of (s1, s2, score)
+            or None. Defaults to `"stsb"`.
+        eval_every: int. Steps between dev evaluations. Defaults to `100`.
+        output: str or None. Folder to save the kept encoder to.
+        strategy: `tf.distribute.Strategy` or None.
+        callbacks: list of Keras callbacks (e.g. `BackupAndRestore`,
+            `TensorBoard`).
+        seed: int. Sampling seed. Defaults to `0`.
+        verbose: Keras `fit` verbosity. Defaults to `"auto"`.
+        negatives: str. `"k7"` (any `"kN"`) or `"in_batch"`. Defaults to `"k7"`.
+        logits: str. `"dot"` (paper) or `"cosine"` (learnable scale). Defaults
+            to `"dot"`.
+        keep: str. `"best"` (best tower on dev), `"tower1"` or `"tower2"`
+            (that tower at the last step, as the paper and
+            sentence-transformers report tower 2). Defaults to `"best"`.
+        dropout: bool. Dropout on in the towers. Defaults to `False`.
+        optimizer: `keras.optimizers.Optimizer`, an optimizer name (e.g.
+            `"adamw"`, run on the same learning-rate schedule) or None.
+
+    Returns:
+        The trained `SentenceEncoder`; `.training_report` holds the dev
+        history and the kept tower.
+
+    Examples:
+
+    ```python
+    encoder = keras_sentemb.fit_ct("sentences.txt", steps=400)
+    encoder.encode(["A sentence."])
+    ```
+
+    References:
+        - [Carlsson et al., 2021](https://openreview.net/forum?id=Ov_sMNau-PF)
+    """
+    from keras_sentemb.data.corpus import load_corpus
+    from keras_sentemb.data.ct_sampler import ct_pair_dataset
+    from keras_sentemb.data.batching import tokenize_columns
+    from keras_sentemb.trainers.contrastive_tension import ContrastiveTension
+    from keras_sentemb.trainers.contrastive_tension import parse_negatives
+
+    run = FitScaffold.start("ct", locals(), paper_pooling="mean")
+    validation.choice(keep, "keep", KEEP)
+    mode, k = parse_negatives(negatives)
+    sentences = load_corpus(data)
+    run.record_data(sentences=len(sentences))
+    with run.scope():
+        encoder = run.load_encoder()
+        trainer = ContrastiveTension(
+            encoder, negatives=negatives, logits=logits, dropout=dropout,
+            pooling=run.pooling_for(encoder),
+        )
+        lr = run.learning_rate or (2e-5 if mode == "in_batch" else 1e-5)
+        schedule = lr if mode == "in_batch" else ct_learning_rate_schedule(lr)
+        trainer.compile(optimizer=_optimizer(optimizer, schedule, mode == "in_batch"))
+
+    def make_dataset(start_step):
+        ds = ct_pair_dataset(sentences, run.batch_size, k, seed=run.seed, start_step=start_step)
+        return tokenize_columns(encoder, ds, ["left", "right"], run.max_length)
+
+    run.fit(trainer, make_dataset, keep_best=keep == "best")
+    if keep != "best":
+        trainer.select(keep)
+    return run.finish(trainer.encoder, extras={"kept_tower": _kept_tower(trainer)})
+
+
+def _kept_tower(trainer):
+    return next(name for name, enc in trainer.candidates().items() if enc is trainer.encoder)

@@ -1,0 +1,249 @@
+"""`fit_parallel`: a frozen teacher teaching a student on translation pairs."""
+
+import logging
+import os
+
+import keras
+
+from keras_sentemb import validation
+from keras_sentemb.pipelines.callbacks import DevSelection
+from keras_sentemb.pipelines.scaffold import FitScaffold
+from keras_sentemb.pipelines.schedules import warmup_cosine_decay
+
+logger = logging.getLogger(__name__)
+
+RETRIEVAL_DEV = "retrieval"
+
+
+class RetrievalDevEvaluation(DevSelection):
+    """`DevSelection` by bitext retrieval accuracy on held-out dev pairs.
+
+    Each candidate student is scored by the mean of source-to-target and
+    target-to-source top-1 accuracy (x100) against the trainer's teacher.
+
+    Args:
+        pairs: list of (source, target). The dev pairs (never trained on).
+        pooling: str or None. The student's pooling.
+        max_length: int or None. Token limit.
+        **kwargs: see `DevSelection`.
+    """
+
+    def __init__(self, pairs, pooling=None, max_length=None, **kwargs):
+        from keras_sentemb.evaluation.retrieval import evaluate_bitext_retrieval
+
+        if len(pairs) < 2:
+            raise ValueError(f"Retrieval dev selection needs >= 2 pairs, received {len(pairs)}.")
+        self.pairs = list(pairs)
+
+        def evaluate(name, student):
+            return evaluate_bitext_retrieval(
+                self.model.teacher, student, self.pairs, max_length=max_length,
+                target_pooling=pooling,
+            )["mean"]
+
+        kwargs.setdefault("monitor", "dev_retrieval")
+        super().__init__(evaluate, **kwargs)
+
+
+def fit_parallel(
+    data,
+    model="default",
+    steps=1000,
+    batch_size=64,
+    learning_rate=3e-5,
+    max_length=64,
+    pooling="auto",
+    dev=RETRIEVAL_DEV,
+    eval_every=250,
+    output=None,
+    strategy=None,
+    callbacks=None,
+    seed=0,
+    verbose="auto",
+    teacher=None,
+    student=None,
+    mode="frozen_teacher",
+    queue_size=10000,
+    temperature="learnable",
+    init_temperature=0.07,
+    max_logit_scale=100.0,
+    mlp="auto",
+    weight_decay=0.01,
+    warmup_ratio=0.1,
+    eval_size=1000,
+    dev_size=500,
+    track_alignment=True,
+    track_every=0,
+    plot=None,
+):
+    """Train a target-language student from a frozen source-language teacher.
+
+    Contrastive learning on translation pairs (see `ParallelContrastive`):
+    the teacher embeds the source sentence, the student the target sentence;
+    the positive is the translation, the negatives are the other teacher
+    embeddings of the batch plus a memory queue of earlier ones. Two
+    deterministic held-out splits are kept out of training (`split_pairs`):
+    `eval_size` test pairs, whose bitext retrieval accuracy (both
+    directions) is measured before and after training, and `dev_size` dev
+    pairs, on which the student is scored every `eval_every` steps with the
+    best checkpoint kept (`dev="retrieval"`; `dev="stsb"` selects on English
+    STS-B dev instead, for an English student; None: the last weights).
+    With `track_alignment`, alignment and uniformity of the student on the
+    test pairs are logged during training and plotted to `plot` (default
+    `output/alignment_uniformity.png` when `output` is given).
+
+    Pooling of the student: its own when it declares one, else the paper's
+    [CLS] with a training-only MLP head (`mlp="auto"`).
+
+    Args:
+        data: TSV path (`source<TAB>target[<TAB>...]`), list of
+            (source, target), or `tf.data.Dataset` of pairs.
+        model: str or `SentenceEncoder`. Initialises both the teacher and the
+            student unless `teacher` / `student` say otherwise. Defaults to
+            `"default"`.
+        steps: int. Training steps. Defaults to `1000`.
+        batch_size: int. Pairs per step (global). Defaults to `64`.
+        learning_rate: float. Peak learning rate (warmup then cosine decay).
+            Defaults to `3e-5`.
+        max_length: int. Token limit per sentence. Defaults to `64`.
+        pooling: str. The student's pooling, `"auto"` or a name.
+        dev: `"retrieval"`, `"stsb"`, an STS-B path, pairs or None. Defaults
+            to `"retrieval"`.
+        eval_every: int. Steps between dev evaluations. Defaults to `250`.
+        output: str or None. Folder to save the student in.
+        strategy: `tf.distribute.Strategy` or None.
+        callbacks: list of Keras callbacks or None.
+        seed: int. Split and shuffle seed. Defaults to `0`.
+        verbose: Keras verbosity. Defaults to `"auto"`.
+        teacher: str, `SentenceEncoder` or None. The source-side encoder.
+            Defaults to `None` (= `model`).
+        student: str, `SentenceEncoder` or None. The student's
+            initialisation. Defaults to `None` (a copy of `model`).
+        mode: str. `"frozen_teacher"`, `"dual"` or `"shared"`.
+        queue_size: int. Memory queue rows (0: in-batch only). Defaults to
+            `10000`.
+        temperature: `"learnable"` or float. Defaults to `"learnable"`.
+        init_temperature: float. Defaults to `0.07`.
+        max_logit_scale: float. Defaults to `100`.
+        mlp: str. `"auto"`, `"train"` or `"none"`. Defaults to `"auto"`.
+        weight_decay: float. AdamW weight decay. Defaults to `0.01`.
+        warmup_ratio: float. Fraction of steps of linear warmup. Defaults to
+            `0.1`.
+        eval_size: int. Held-out test pairs. Defaults to `1000`.
+        dev_size: int. Held-out dev pairs for `dev="retrieval"`. Defaults to
+            `500`.
+        track_alignment: bool. Log alignment/uniformity. Defaults to `True`.
+        track_every: int. Steps between tracking points (`0`: steps // 10).
+        plot: str or None. PNG path of the trajectory plot.
+
+    Returns:
+        The trained student `SentenceEncoder`. Its `training_report.extras`
+        hold the held-out retrieval before and after training and the
+        alignment/uniformity history.
+
+    Examples:
+
+    ```python
+    student = fit_parallel("cmn-eng.tsv", steps=300, batch_size=32,
+                           max_length=48, output="zh_student")
+    ```
+
+    References:
+        - [Learning Monolingual Sentence Embeddings with Large-scale Parallel
+          Translation Datasets (ACL ARR 2022)](https://openreview.net/forum?id=_vXqKfxoJfN)
+    """
+    from keras_sentemb.data.parallel import load_parallel_pairs
+    from keras_sentemb.data.parallel import split_pairs
+    from keras_sentemb.evaluation.alignment_uniformity import AlignmentUniformityTracker
+    from keras_sentemb.evaluation.retrieval import evaluate_bitext_retrieval
+    from keras_sentemb.trainers.parallel import MODES
+    from keras_sentemb.trainers.parallel import ParallelContrastive
+    from keras_sentemb.trainers.parallel import resolve_temperature
+    from keras_sentemb.trainers.parallel import set_trainable
+
+    run = FitScaffold.start("parallel", locals(), paper_pooling="cls", custom_dev=(RETRIEVAL_DEV,))
+    validation.choice(mode, "mode", MODES)
+    resolve_temperature(temperature)
+    eval_size = validation.non_negative_int(eval_size, "eval_size")
+    dev_size = validation.non_negative_int(dev_size, "dev_size")
+    all_pairs = load_parallel_pairs(data)
+    train_pairs, heldout = split_pairs(all_pairs, eval_size=eval_size, seed=seed)
+    dev_pairs = []
+    if run.dev == RETRIEVAL_DEV and dev_size:
+        train_pairs, dev_pairs = split_pairs(train_pairs, eval_size=dev_size, seed=seed + 1)
+    run.record_data(train_pairs=len(train_pairs), test_pairs=len(heldout), dev_pairs=len(dev_pairs))
+    logger.info("parallel: %d training pairs, %d dev, %d test",
+                len(train_pairs), len(dev_pairs), len(heldout))
+
+    with run.scope():
+        base = run.load_encoder()
+        teacher_enc = base if teacher is None else run.load_encoder(teacher)
+        source_init = teacher_enc  # the untrained source side (dual-mode reference)
+        start = base if student is None else run.load_encoder(student)
+        # The student is always a fresh copy (the caller's encoder is never
+        # trained in place); so is a dual-mode teacher, which is trained too.
+        student_enc = start.clone(name="student")
+        set_trainable(student_enc, True)  # a clone of a frozen encoder inherits the flag
+        if mode == "shared":
+            teacher_enc = None
+        elif mode == "dual":
+            teacher_enc = teacher_enc.clone(name="teacher")
+            set_trainable(teacher_enc, True)
+        pooling = run.pooling_for(start)
+        trainer = ParallelContrastive(
+            student_enc, teacher_enc, mode=mode, queue_size=queue_size,
+            temperature=temperature, init_temperature=init_temperature,
+            max_logit_scale=max_logit_scale, pooling=pooling, mlp=run.training_mlp(mlp),
+        )
+        optimizer = keras.optimizers.AdamW(
+            learning_rate=warmup_cosine_decay(run.learning_rate, run.steps, warmup_ratio),
+            weight_decay=validation.non_negative_float(weight_decay, "weight_decay"),
+        )
+        optimizer.exclude_from_weight_decay(var_names=["bias", "gamma", "beta"])
+    run.compile(trainer, optimizer)
+
+    def retrieval(student_encoder, teacher_encoder=None):
+        return evaluate_bitext_retrieval(
+            teacher_encoder or trainer.teacher, student_encoder, heldout,
+            max_length=run.max_length, target_pooling=pooling,
+        )
+
+    extras = {"mode": mode}
+    if heldout:
+        extras["retrieval_before"] = retrieval(trainer.student)
+        logger.info("held-out retrieval before: %s", extras["retrieval_before"])
+    selection = None
+    if dev_pairs:
+        selection = RetrievalDevEvaluation(
+            dev_pairs, pooling=pooling, max_length=run.max_length,
+            restore_best=mode != "dual",
+        )
+    tracker = None
+    if track_alignment and heldout:
+        tracker = AlignmentUniformityTracker(
+            heldout[:500], every=track_every or max(1, run.steps // 10),
+            target_pooling=pooling, max_length=run.max_length,
+        )
+    make_dataset = run.batches(
+        trainer.student, {"source": [a for a, _ in train_pairs], "target": [b for _, b in train_pairs]},
+        encoders={"source": trainer.teacher},
+    )
+    run.fit(trainer, make_dataset, selection=selection,
+            dev_pairs=None if run.dev == RETRIEVAL_DEV else "run",
+            callbacks=[tracker] if tracker else ())
+    encoder = trainer.student
+    if heldout:
+        extras["retrieval_after"] = retrieval(encoder)
+        if mode == "dual":
+            extras["retrieval_after_initial_teacher"] = retrieval(encoder, source_init)
+        logger.info("held-out retrieval after: %s", extras["retrieval_after"])
+    extras["final_temperature"] = float(1.0 / trainer.logit_scale().numpy())
+    if tracker is not None:
+        extras["alignment_uniformity"] = tracker.history
+    encoder = run.finish(encoder, extras=extras)
+    plot = plot or (os.path.join(output, "alignment_uniformity.png") if output else None)
+    if tracker is not None and plot:
+        os.makedirs(os.path.dirname(os.path.abspath(plot)), exist_ok=True)
+        tracker.plot(plot)
+        encoder.training_report.extras["plot"] = plot
+    return encoder

@@ -1,0 +1,496 @@
+"""The shared scaffold every `fit_*` function is composed over.
+
+A `fit_*` function is a recipe: it loads its data, builds its trainer and
+optimizer, and hands the rest to `FitScaffold`, which does the same things
+the same way for every method:
+
+- validates the common arguments once, before any work;
+- resolves the model (preset, folder or encoder) under the strategy scope;
+- resolves `pooling="auto"`: the model's own pooling when it declares one,
+  else the paper's, and logs which and why;
+- resolves the dev set (`"stsb"`: the bundled STS-B dev) and scores the
+  candidates on it every `eval_every` steps, keeping the best (the starting
+  weights included);
+- builds step-indexed, tokenized batches, so a run resumed by
+  `keras.callbacks.BackupAndRestore` sees the same data order;
+- trains exactly `steps` optimizer steps with Keras `fit` (epochs of
+  `eval_every` steps, the granularity of `BackupAndRestore`);
+- stops at a non-finite step with the last finite weights;
+- sets the kept encoder's pooling once, attaches a `TrainingReport` and
+  saves it to `output`.
+
+The common arguments of every `fit_*`, in this order after `data`:
+`model, steps, batch_size, learning_rate, max_length, pooling, dev,
+eval_every, output, strategy, callbacks, seed, verbose`.
+"""
+
+import contextlib
+import dataclasses
+import logging
+import math
+import os
+import time
+
+import keras
+import tensorflow as tf
+
+from keras_sentemb import compat
+from keras_sentemb import validation
+from keras_sentemb.pipelines.callbacks import NonFiniteGuard
+from keras_sentemb.pipelines.callbacks import STSDevEvaluation
+from keras_sentemb.pipelines.callbacks import StopAtStep
+
+logger = logging.getLogger(__name__)
+
+COMMON_ARGS = (
+    "model", "steps", "batch_size", "learning_rate", "max_length", "pooling",
+    "dev", "eval_every", "output", "strategy", "callbacks", "seed", "verbose",
+)
+# Arguments of a fit_* function that are not hyperparameters of the run.
+NOT_HYPERPARAMETERS = ("data", "strategy", "callbacks", "verbose", "output")
+REPORT_FILE = "training_report.json"
+
+
+@dataclasses.dataclass
+class TrainingReport:
+    """How an encoder was trained: the record a `fit_*` function returns with it.
+
+    Attributes:
+        method: str. The method (`"ct"`, `"simcse"`, ...).
+        model: str. What training started from.
+        pooling: str. The pooling the kept encoder encodes with.
+        pooling_reason: str. Why that pooling.
+        hyperparameters: dict. Every argument of the `fit_*` call.
+        data: dict. What the data held (counts).
+        steps: int. Optimizer steps asked for.
+        steps_trained: int. Optimizer steps done (fewer after a stop).
+        selection: dict or None. The dev selection: rule, history, kept
+            candidate and step.
+        stopped: str or None. Why training stopped early, if it did.
+        extras: dict. Method-specific results (e.g. held-out retrieval).
+        seconds: float. Wall time of the call.
+        versions: dict. keras_sentemb, Keras, keras-hub and TensorFlow.
+    """
+
+    method: str
+    model: str
+    pooling: str = None
+    pooling_reason: str = None
+    hyperparameters: dict = dataclasses.field(default_factory=dict)
+    data: dict = dataclasses.field(default_factory=dict)
+    steps: int = 0
+    steps_trained: int = 0
+    selection: dict = None
+    stopped: str = None
+    extras: dict = dataclasses.field(default_factory=dict)
+    seconds: float = 0.0
+    versions: dict = dataclasses.field(default_factory=dict)
+
+    def to_dict(self):
+        return dataclasses.asdict(self)
+
+
+def library_versions():
+    import keras_hub
+
+    import keras_sentemb
+
+    return {
+        "keras_sentemb": keras_sentemb.__version__,
+        "keras": keras.__version__,
+        "keras_hub": keras_hub.__version__,
+        "tensorflow": tf.__version__,
+    }
+
+
+def _jsonable(value):
+    if isinstance(value, (str, int, float, bool)) or value is None:
+        return value
+    if isinstance(value, (list, tuple)):
+        return [_jsonable(v) for v in value]
+    if isinstance(value, dict):
+        return {str(k): _jsonable(v) for k, v in value.items()}
+    if isinstance(value, os.PathLike):
+        return os.fspath(value)
+    return f"<{type(value).__name__}>"
+
+
+def resolve_encoder(model, max_length=None):
+    """A `SentenceEncoder` from a preset name / folder, or the given encoder.
+
+    `max_length` is the training length (the encoder keeps its own
+    `max_length` for inference); see `training_length`.
+    """
+    from keras_sentemb.models import SentenceEncoder
+
+    if isinstance(model, SentenceEncoder):
+        encoder = model
+    elif isinstance(model, (str, os.PathLike)):
+        encoder = SentenceEncoder.from_preset(os.fspath(model))
+    else:
+        raise ValueError(
+            "`model` must be a preset name, a model folder or a SentenceEncoder. "
+            f"Received: {type(model).__name__}."
+        )
+    return encoder
+
+
+def training_length(max_length, encoder):
+    """The training token limit: `max_length` capped at what the backbone takes.
+
+    The papers' lengths (CT's 75, ...) are capped, with a log line, for
+    backbones with fewer positions; below 3 (two special tokens and one
+    word) is an error.
+    """
+    if max_length is None:
+        return None
+    if max_length < 3:
+        raise ValueError(f"`max_length` must be >= 3. Received: max_length={max_length!r}.")
+    limit = int(encoder.backbone.max_sequence_length)
+    if max_length > limit:
+        logger.info("max_length %d is capped at the model's %d positions", max_length, limit)
+        return limit
+    return max_length
+
+
+def resolve_pooling(pooling, encoder, paper_pooling):
+    """`(pooling, reason)`: `"auto"` is the model's own pooling, else the paper's.
+
+    Args:
+        pooling: str. `"auto"` or a pooling name (see `parse_pooling`).
+        encoder: `SentenceEncoder`. Its `declared_pooling` is the model's own.
+        paper_pooling: str. The method's paper setting for a raw backbone.
+    """
+    from keras_sentemb.models.pooling import parse_pooling
+
+    if pooling != "auto":
+        return parse_pooling(pooling, encoder.num_layers), "set by the caller"
+    declared = encoder.declared_pooling
+    if declared is not None:
+        return declared, f"the model declares {declared} pooling"
+    return (
+        parse_pooling(paper_pooling, encoder.num_layers),
+        f"the model declares no pooling; the paper's {paper_pooling} pooling",
+    )
+
+
+def resolve_training_mlp(mlp, pooling):
+    """`"auto"` -> `"train"` with [CLS] pooling (the papers' setting), else `"none"`.
+
+    A projection MLP used in training only (SimCSE, the parallel-pairs
+    method) belongs to the papers' [CLS] pooling; on a model's own mean
+    pooling it would train a head that is then thrown away.
+    """
+    validation.choice(mlp, "mlp", ("auto", "train", "none"))
+    if mlp == "auto":
+        return "train" if pooling == "cls" else "none"
+    return mlp
+
+
+def resolve_dev(dev):
+    """The `dev` argument -> list of (s1, s2, score), or None.
+
+    `"stsb"` (or `"auto"`) is the bundled STS-B dev set (SentEval's
+    version); a path is an STS-B file or folder (its dev split); a list is
+    used as is; None (or `"none"`) means no dev selection.
+    """
+    from keras_sentemb.evaluation.readers import read_stsb
+
+    if dev is None or (isinstance(dev, str) and dev.lower() in ("none", "")):
+        return None
+    if isinstance(dev, str) and dev.lower() in ("auto", "stsb"):
+        from keras_sentemb.data.resources import bundled_sts_dir
+
+        return read_stsb(bundled_sts_dir(), "dev")
+    if isinstance(dev, (str, os.PathLike)):
+        return read_stsb(os.fspath(dev), "dev")
+    if isinstance(dev, (list, tuple)):
+        if not dev:
+            raise ValueError("`dev` is an empty list; pass None for no dev selection.")
+        return [(str(a), str(b), float(s)) for a, b, s in dev]
+    raise ValueError(
+        "`dev` must be 'stsb', None, an STS-B file/folder or a list of "
+        f"(s1, s2, score). Received: {type(dev).__name__}."
+    )
+
+
+def check_output(output):
+    """Fail early when `output` cannot become a model folder."""
+    if output is None:
+        return None
+    path = os.path.abspath(os.fspath(output))
+    if os.path.exists(path) and not os.path.isdir(path):
+        raise ValueError(f"`output` {output!r} exists and is not a folder.")
+    parent = path
+    while not os.path.exists(parent):
+        parent = os.path.dirname(parent)
+    if not os.path.isdir(parent) or not os.access(parent, os.W_OK | os.X_OK):
+        raise ValueError(f"`output` {output!r} cannot be written: {parent} is not writable.")
+    return os.fspath(output)
+
+
+class FitScaffold:
+    """One `fit_*` run: the common arguments and the steps every method shares.
+
+    Build it with `FitScaffold.start(method, locals(), paper_pooling=...)`
+    as the first statement of a `fit_*` function: it takes the common
+    arguments by name from the function's arguments (and records all of
+    them as the run's hyperparameters), validates them and starts the clock.
+
+    Args:
+        method: str. The method's name (for logs and the report).
+        arguments: dict. The `fit_*` function's arguments.
+        paper_pooling: str. The paper's pooling for a raw backbone.
+        custom_dev: tuple of str. `dev` values the recipe handles itself
+            (e.g. `"retrieval"`); they are kept in `run.dev` and not read as
+            STS data.
+
+    Examples:
+
+    ```python
+    def fit_mine(data, model="default", steps=100, ..., verbose="auto"):
+        run = FitScaffold.start("mine", locals(), paper_pooling="mean")
+        with run.scope():
+            encoder = run.load_encoder()
+            trainer = MyTrainer(encoder, pooling=run.pooling_for(encoder))
+            run.compile(trainer, keras.optimizers.AdamW(run.learning_rate))
+        run.fit(trainer, run.batches(encoder, {"sentence": sentences}))
+        return run.finish(trainer.encoder)
+    ```
+    """
+
+    def __init__(self, method, arguments, paper_pooling, custom_dev=()):
+        missing = [name for name in COMMON_ARGS if name not in arguments]
+        if missing:
+            raise TypeError(f"fit_{method} lacks the common arguments {missing}.")
+        self.method = method
+        self.paper_pooling = paper_pooling
+        args = {name: arguments[name] for name in COMMON_ARGS}
+        self.model = args["model"]
+        self.steps = validation.optional_positive_int(args["steps"], "steps")
+        self.batch_size = validation.positive_int(args["batch_size"], "batch_size")
+        self.learning_rate = (
+            None if args["learning_rate"] is None
+            else validation.positive_float(args["learning_rate"], "learning_rate")
+        )
+        self.max_length = validation.optional_positive_int(args["max_length"], "max_length")
+        self.requested_pooling = args["pooling"]
+        if not isinstance(self.requested_pooling, str):
+            raise ValueError(
+                f"`pooling` must be 'auto' or a pooling name. Received: {self.requested_pooling!r}."
+            )
+        if self.requested_pooling != "auto":
+            from keras_sentemb.models.pooling import parse_pooling
+
+            parse_pooling(self.requested_pooling)
+        self.dev = args["dev"]
+        custom = isinstance(self.dev, str) and self.dev in custom_dev
+        self.dev_pairs = None if custom else resolve_dev(self.dev)
+        self.eval_every = validation.positive_int(args["eval_every"], "eval_every")
+        self.output = check_output(args["output"])
+        self.strategy = args["strategy"]
+        if self.strategy is not None and not isinstance(self.strategy, tf.distribute.Strategy):
+            raise ValueError(
+                f"`strategy` must be a tf.distribute.Strategy or None. Received: {self.strategy!r}."
+            )
+        self.callbacks = list(args["callbacks"] or [])
+        self.seed = args["seed"]
+        if self.seed is not None:
+            self.seed = validation.non_negative_int(self.seed, "seed")
+        self.verbose = args["verbose"]
+        self.pooling = None
+        self.pooling_reason = None
+        self.report = TrainingReport(
+            method=method,
+            model=(self.model if isinstance(self.model, str) else getattr(self.model, "name", "encoder")),
+            hyperparameters={
+                k: _jsonable(v) for k, v in arguments.items()
+                if k not in NOT_HYPERPARAMETERS and not k.startswith("_")
+            },
+        )
+        self._stages = []
+        self._start = time.time()
+
+    @classmethod
+    def start(cls, method, arguments, paper_pooling="mean", custom_dev=()):
+        """Build the scaffold from a `fit_*` function's `locals()`."""
+        run = cls(method, dict(arguments), paper_pooling, custom_dev)
+        if run.seed is not None:
+            keras.utils.set_random_seed(run.seed)
+        return run
+
+    # ------------------------------------------------------------ resolving
+    def scope(self):
+        """`strategy.scope()`, or a no-op context without a strategy."""
+        if self.strategy is None:
+            return contextlib.nullcontext()
+        return self.strategy.scope()
+
+    def load_encoder(self, model=None):
+        """The starting encoder (`model` defaults to the run's `model`).
+
+        Also caps the run's `max_length` at the backbone's positions.
+        """
+        encoder = resolve_encoder(self.model if model is None else model)
+        self.max_length = training_length(self.max_length, encoder)
+        return encoder
+
+    def pooling_for(self, encoder):
+        """Resolve and record the pooling of the run (see `resolve_pooling`)."""
+        self.pooling, self.pooling_reason = resolve_pooling(
+            self.requested_pooling, encoder, self.paper_pooling
+        )
+        logger.info("%s: pooling %s (%s)", self.method, self.pooling, self.pooling_reason)
+        self.report.pooling, self.report.pooling_reason = self.pooling, self.pooling_reason
+        return self.pooling
+
+    def training_mlp(self, mlp):
+        """Resolve a training-only MLP head option against the run's pooling."""
+        resolved = resolve_training_mlp(mlp, self.pooling)
+        if mlp == "auto":
+            logger.info(
+                "%s: training-only MLP head %s (pooling %s)",
+                self.method, "on" if resolved == "train" else "off", self.pooling,
+            )
+        return resolved
+
+    def set_steps(self, examples, epochs=1):
+        """`steps` or, when it was None, `epochs` epochs over `examples`."""
+        if self.steps is None:
+            epochs = validation.positive_int(epochs, "epochs")
+            self.steps = max(1, examples // self.batch_size) * epochs
+        return self.steps
+
+    def record_data(self, **counts):
+        """Add data counts to the report."""
+        self.report.data.update(counts)
+
+    # ------------------------------------------------------------------ data
+    def batches(self, encoder, columns, extra=None, encoders=None, max_length=None):
+        """A `make_dataset(start_step)` of tokenized, shuffled batches.
+
+        Args:
+            encoder: `SentenceEncoder` that tokenizes the columns.
+            columns: dict name -> list of str (aligned rows).
+            extra: dict name -> list of numbers passed through (labels).
+            encoders: dict column -> encoder for columns another encoder
+                tokenizes.
+            max_length: int or None. Defaults to the run's `max_length`.
+        """
+        from keras_sentemb.data.batching import shuffled_batches
+        from keras_sentemb.data.batching import tokenize_columns
+
+        max_length = self.max_length if max_length is None else max_length
+
+        def make_dataset(start_step):
+            ds = shuffled_batches(
+                columns, self.batch_size, seed=self.seed or 0,
+                start_step=start_step, extra=extra,
+            )
+            return tokenize_columns(encoder, ds, list(columns), max_length, encoders)
+
+        return make_dataset
+
+    # -------------------------------------------------------------- training
+    def compile(self, trainer, optimizer, **kwargs):
+        """`trainer.compile(optimizer=...)` inside the strategy scope."""
+        with self.scope():
+            trainer.compile(optimizer=optimizer, **kwargs)
+
+    def _backup(self):
+        for cb in self.callbacks:
+            if isinstance(cb, keras.callbacks.BackupAndRestore):
+                if cb.save_freq != "epoch":
+                    raise ValueError(
+                        "BackupAndRestore must use save_freq='epoch' with the fit_* "
+                        "functions (their epochs are `eval_every` steps long); "
+                        f"received save_freq={cb.save_freq!r}."
+                    )
+                return cb
+        return None
+
+    def fit(self, trainer, make_dataset, steps=None, dev_pairs="run", patience=None,
+            stage=None, callbacks=(), keep_best=True, selection=None):
+        """Train `trainer` for exactly `steps` optimizer steps with Keras `fit`.
+
+        Args:
+            trainer: a compiled `BaseTrainer`.
+            make_dataset: callable `start_step -> tf.data.Dataset`.
+            steps: int or None. Defaults to the run's `steps`.
+            dev_pairs: list, None or `"run"` (the run's dev set).
+            patience: int or None. Dev evaluations without improvement
+                before stopping.
+            stage: str or None. Name of this stage in multi-stage recipes.
+            keep_best: bool. Keep the best candidate on dev (the starting
+                weights included); `False` only records the dev scores.
+            selection: a `DevSelection` of the recipe's own (e.g. on
+                retrieval) used instead of STS dev pairs.
+            callbacks: extra callbacks of the recipe (after the scaffold's,
+                before the caller's).
+
+        Returns:
+            The `STSDevEvaluation` callback, or None without a dev set.
+        """
+        steps = validation.positive_int(self.steps if steps is None else steps, "steps")
+        dev_pairs = self.dev_pairs if dev_pairs == "run" else dev_pairs
+        steps_per_epoch = min(self.eval_every, steps)
+        epochs = math.ceil(steps / steps_per_epoch)
+        backup = self._backup()
+        start_step = 0
+        if backup is not None:
+            start_step = min(compat.backup_start_epoch(backup) * steps_per_epoch, steps)
+            if start_step:
+                logger.info("%s: resuming from step %d (backup in %s)",
+                            self.method, start_step, backup.backup_dir)
+        guard = NonFiniteGuard()
+        cbs = [guard]
+        if selection is None and dev_pairs:
+            selection = STSDevEvaluation(
+                dev_pairs, every=steps_per_epoch, pooling=self.pooling, patience=patience,
+                restore_best=keep_best,
+            )
+        if selection is not None:
+            selection.every = steps_per_epoch
+            selection.resume_step = start_step
+            selection.state_dir = None if backup is None else os.fspath(backup.backup_dir)
+            cbs.append(selection)
+        cbs.append(StopAtStep(steps))
+        cbs.extend(callbacks)
+        cbs.extend(self.callbacks)
+        trainer.fit(
+            make_dataset(start_step), epochs=epochs, steps_per_epoch=steps_per_epoch,
+            callbacks=cbs, verbose=self.verbose,
+        )
+        done = int(trainer.optimizer.iterations.numpy())
+        stage_report = {"stage": stage, "steps": steps, "steps_trained": done}
+        if guard.stopped_at is not None:
+            stage_report["stopped"] = f"non-finite loss at step {guard.stopped_at}"
+        elif done < steps:
+            stage_report["stopped"] = f"no dev improvement (patience {patience}) at step {done}"
+        if selection is not None:
+            stage_report["selection"] = selection.summary()
+        self._stages.append(stage_report)
+        return selection
+
+    # ---------------------------------------------------------------- finish
+    def finish(self, encoder, extras=None):
+        """Set the kept encoder's pooling, attach the report, save; return it."""
+        if self.pooling is not None:
+            encoder.pooling = self.pooling
+        report = self.report
+        last = self._stages[-1] if self._stages else {}
+        report.steps = sum(s["steps"] for s in self._stages)
+        report.steps_trained = sum(s["steps_trained"] for s in self._stages)
+        report.selection = last.get("selection")
+        report.stopped = next((s["stopped"] for s in self._stages if s.get("stopped")), None)
+        if len(self._stages) > 1:
+            report.extras["stages"] = self._stages
+        report.extras.update(_jsonable(extras or {}))
+        report.seconds = round(time.time() - self._start, 1)
+        report.versions = library_versions()
+        encoder.training_report = report
+        if self.output is not None:
+            encoder.save(self.output)
+            logger.info("%s: saved the encoder (pooling %s) to %s",
+                        self.method, encoder.pooling, self.output)
+        return encoder

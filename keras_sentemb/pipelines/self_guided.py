@@ -1,0 +1,132 @@
+"""`fit_self_guided`: SG / SG-OPT from raw text."""
+
+from keras_sentemb import validation
+from keras_sentemb.pipelines.scaffold import FitScaffold
+from keras_sentemb.pipelines.schedules import adamw_linear_decay
+
+
+def fit_self_guided(
+    data,
+    model="default",
+    steps=None,
+    batch_size=16,
+    learning_rate=5e-5,
+    max_length=None,
+    pooling="auto",
+    dev="stsb",
+    eval_every=50,
+    output=None,
+    strategy=None,
+    callbacks=None,
+    seed=1,
+    verbose="auto",
+    loss="opt3",
+    epochs=1,
+    temperature=0.01,
+    view_pooling="max",
+    min_layer=0,
+    projection_dim=4096,
+    reg_weight=0.1,
+    freeze_embeddings=True,
+    warmup_ratio=0.1,
+    weight_decay=0.0,
+    max_grad_norm=1.0,
+    patience=10,
+):
+    """Train a sentence encoder with self-guided contrastive learning (SG-OPT).
+
+    Clones `model` into a frozen guide BERT_F and a tuned BERT_T, trains
+    BERT_T's sentence vector against BERT_F's pooled layer views (see
+    `SelfGuided`), evaluates STS-B dev every `eval_every` steps (stopping
+    after `patience` evaluations without improvement, best weights kept, the
+    starting weights included), and returns BERT_T. The projection head is
+    dropped.
+
+    Defaults are the paper's main setting: SG-OPT (`loss="opt3"`), max-pooled
+    views of all layers, temperature 0.01, lambda 0.1, AdamW with betas
+    (0.9, 0.9), learning rate 5e-5, batch 16, one epoch, 10% linear warmup
+    then linear decay, gradient norm clipped at 1 (as in the authors' code),
+    and [CLS] pooling for BERT_T — the model's own pooling when it declares
+    one (`pooling="auto"`).
+
+    Args:
+        data: list of str, a text file (one sentence per line), a
+            `tf.data.Dataset` of strings or a TFDS name. The paper uses the
+            STS-B sentences without labels.
+        model: str or `SentenceEncoder`. Defaults to `"default"`.
+        steps: int or None. Training steps; `None` = `epochs` passes over the
+            corpus. Defaults to `None`.
+        batch_size: int. Sentences per step. Defaults to `16`.
+        learning_rate: float. Peak learning rate. Defaults to `5e-5`.
+        max_length: int or None. Truncation length during training (the
+            saved encoder keeps its own `max_length`). Defaults to the
+            encoder's.
+        pooling: str. `"auto"` or a pooling name. Defaults to `"auto"`.
+        dev: str, list or None. Defaults to `"stsb"`.
+        eval_every: int. Dev evaluation interval in steps. Defaults to `50`.
+        output: str or None. Folder to save the trained encoder to.
+        strategy: `tf.distribute.Strategy` or None.
+        callbacks: list of extra Keras callbacks or None.
+        seed: int or None. Shuffling, sampling and head seed. Defaults to
+            `1`.
+        verbose: Keras `fit` verbosity. Defaults to `"auto"`.
+        loss: str. `"opt3"` (SG-OPT), `"base"` (SG), `"opt1"` or `"opt2"`.
+            Defaults to `"opt3"`.
+        epochs: int. Passes over the corpus when `steps` is None. Defaults
+            to `1`.
+        temperature: float. Defaults to `0.01`.
+        view_pooling: str. `"max"` or `"mean"`. Defaults to `"max"`.
+        min_layer: int. Skip views below this layer. Defaults to `0`.
+        projection_dim: int. Projection head width. Defaults to `4096`.
+        reg_weight: float. Lambda of the regulariser. Defaults to `0.1`.
+        freeze_embeddings: bool. Freeze BERT_T's embedding block. Defaults
+            to `True`.
+        warmup_ratio: float. Fraction of steps of linear warmup. Defaults to
+            `0.1`.
+        weight_decay: float. AdamW weight decay. Defaults to `0.0` (as in the
+            authors' code).
+        max_grad_norm: float or None. Global gradient-norm clip. Defaults to
+            `1.0`.
+        patience: int or None. Evaluations without improvement before
+            stopping. Defaults to `10`.
+
+    Returns:
+        The trained `SentenceEncoder` (BERT_T).
+
+    Examples:
+
+    ```python
+    encoder = keras_sentemb.fit_self_guided(sentences, steps=500,
+                                            output="sg_opt")
+    vectors = encoder.encode(["A man plays a guitar."])
+    ```
+
+    References:
+        - [Kim, Yoo & Lee, 2021. Self-Guided Contrastive Learning for BERT
+          Sentence Representations](https://arxiv.org/abs/2106.07345)
+    """
+    from keras_sentemb.data.corpus import load_corpus
+    from keras_sentemb.trainers.self_guided import SelfGuided
+
+    run = FitScaffold.start("self_guided", locals(), paper_pooling="cls")
+    sentences = load_corpus(data)
+    run.record_data(sentences=len(sentences))
+    run.set_steps(len(sentences), epochs)
+    with run.scope():
+        encoder = run.load_encoder()
+        trainer = SelfGuided(
+            encoder, loss=loss, temperature=temperature, view_pooling=view_pooling,
+            min_layer=min_layer, projection_dim=projection_dim, reg_weight=reg_weight,
+            freeze_embeddings=freeze_embeddings, seed=seed,
+            pooling=run.pooling_for(encoder),
+        )
+        optimizer = adamw_linear_decay(
+            run.learning_rate, run.steps, warmup_ratio, weight_decay,
+            beta_1=0.9, beta_2=0.9,
+            global_clipnorm=None if max_grad_norm is None
+            else validation.positive_float(max_grad_norm, "max_grad_norm"),
+        )
+        optimizer.exclude_from_weight_decay(var_names=["bias", "gamma", "beta"])
+    run.compile(trainer, optimizer)
+    run.fit(trainer, run.batches(encoder, {"sentence": sentences}), patience=patience)
+    return run.finish(trainer.encoder)

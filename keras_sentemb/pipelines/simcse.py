@@ -1,0 +1,128 @@
+"""`fit_simcse`: SimCSE, unsupervised (dropout views) or supervised."""
+
+from keras_sentemb import validation
+from keras_sentemb.pipelines.scaffold import FitScaffold
+from keras_sentemb.pipelines.schedules import adamw_linear_decay
+
+
+def supervised_columns(data, mode):
+    """Columns (and labels) of supervised SimCSE data for `mode`."""
+    from keras_sentemb.data.nli import load_supervised
+
+    kind, rows = load_supervised(data)
+    wanted = "triplets" if mode == "sup" else "labeled_pairs"
+    if kind != wanted:
+        raise ValueError(
+            f"mode={mode!r} expects {wanted} (sent0,sent1,hard_neg for 'sup'; "
+            f"sentence1,sentence2,label for 'paraphrase'). Received {kind}."
+        )
+    if mode == "sup":
+        names = ("sent0", "sent1", "hard_neg")
+        return {k: [r[i] for r in rows] for i, k in enumerate(names)}, None, len(rows)
+    columns = {"sentence1": [r[0] for r in rows], "sentence2": [r[1] for r in rows]}
+    return columns, {"label": [int(r[2]) for r in rows]}, len(rows)
+
+
+def fit_simcse(
+    data,
+    model="default",
+    steps=None,
+    batch_size=64,
+    learning_rate=3e-5,
+    max_length=32,
+    pooling="auto",
+    dev="stsb",
+    eval_every=125,
+    output=None,
+    strategy=None,
+    callbacks=None,
+    seed=42,
+    verbose="auto",
+    mode="unsup",
+    temperature=0.05,
+    mlp="auto",
+    hard_negative_weight=0.0,
+    negative_weight=1.0,
+    negative_margin=0.0,
+):
+    """Trains a sentence encoder with SimCSE and returns it.
+
+    Unsupervised (default, the paper's main setting): the sentences of
+    `data` (e.g. Wikipedia), dropout noise as the only augmentation,
+    InfoNCE at temperature 0.05, batch 64, learning rate 3e-5 (linear decay),
+    max length 32, one epoch. Pooling: the model's own when it declares one
+    (the default all-MiniLM-L6-v2: mean), else the paper's [CLS] with an
+    MLP head in training only (`mlp="auto"`: the head is on exactly when
+    [CLS] pooling is). `mode="sup"` trains on `(anchor, positive, hard
+    negative)` triplets (a `sent0,sent1,hard_neg` CSV: NLI premise,
+    entailment, contradiction, or a sentence and its back-translation; the
+    paper uses batch 512, lr 5e-5); `mode="paraphrase"` on `(sentence1,
+    sentence2, label)` pairs such as `quora-dev.csv`. With `dev` (STS-B dev
+    by default) the best checkpoint, the starting weights included, is kept.
+
+    Args:
+        data: unsup: list of str, text file, `tf.data.Dataset` or TFDS name;
+            sup / paraphrase: the CSV/TSV path or a list of 3-tuples.
+        model: str or `SentenceEncoder`. Defaults to `"default"`.
+        steps: int or None. Defaults to one epoch.
+        batch_size: int. Defaults to `64`.
+        learning_rate: float. Defaults to `3e-5`.
+        max_length: int. Defaults to `32`.
+        pooling: str. `"auto"` or a pooling name. Defaults to `"auto"`.
+        dev: `"stsb"`, None, an STS-B file/folder or a list of
+            (s1, s2, score). Defaults to `"stsb"`.
+        eval_every: int. Defaults to `125`.
+        output: str or None. Folder to save the kept encoder. Defaults to
+            `None`.
+        strategy: `tf.distribute.Strategy` or None. Candidates are gathered
+            across replicas. Defaults to `None`.
+        callbacks: list of Keras callbacks. Defaults to `None`.
+        seed: int. Defaults to `42`.
+        verbose: Keras `fit` verbosity. Defaults to `"auto"`.
+        mode: str. `"unsup"`, `"sup"` or `"paraphrase"`. Defaults to
+            `"unsup"`.
+        temperature: float. Defaults to `0.05`.
+        mlp: str. `"auto"`, `"train"` or `"none"`. Defaults to `"auto"`.
+        hard_negative_weight: float. Defaults to `0.0`.
+        negative_weight: float. Paraphrase mode. Defaults to `1.0`.
+        negative_margin: float. Paraphrase mode. Defaults to `0.0`.
+
+    Returns:
+        The trained `SentenceEncoder` (the dev-selected checkpoint).
+
+    Examples:
+
+    ```python
+    encoder = fit_simcse("wiki100k.txt", steps=300)
+    encoder = fit_simcse("nli.csv", mode="sup", batch_size=128)
+    ```
+
+    References:
+        - [Gao et al., 2021. SimCSE: Simple Contrastive Learning of Sentence
+          Embeddings](https://arxiv.org/abs/2104.08821).
+    """
+    from keras_sentemb.data.corpus import load_corpus
+    from keras_sentemb.trainers.simcse import SIMCSE_MODES
+    from keras_sentemb.trainers.simcse import SimCSE
+
+    run = FitScaffold.start("simcse", locals(), paper_pooling="cls")
+    validation.choice(mode, "mode", SIMCSE_MODES)
+    if mode == "unsup":
+        sentences = load_corpus(data)
+        columns, extra, n = {"sentence": sentences}, None, len(sentences)
+    else:
+        columns, extra, n = supervised_columns(data, mode)
+    run.record_data(examples=n, mode=mode)
+    run.set_steps(n)
+    with run.scope():
+        encoder = run.load_encoder()
+        pooling = run.pooling_for(encoder)
+        trainer = SimCSE(
+            encoder, mode=mode, temperature=temperature, pooling=pooling,
+            mlp=run.training_mlp(mlp), hard_negative_weight=hard_negative_weight,
+            negative_weight=negative_weight, negative_margin=negative_margin,
+        )
+    run.compile(trainer, adamw_linear_decay(run.learning_rate, run.steps))
+    run.fit(trainer, run.batches(encoder, columns, extra=extra))
+    return run.finish(trainer.encoder)
+
