@@ -59,3 +59,14 @@ def symbolic_build_method_name():
 
 def has_symbolic_build():
     return hasattr(keras.Model, symbolic_build_method_name())
+
+
+# Keras' `SeedGenerator` keeps `[seed, counter]` in a variable of this name
+# (keras/src/random/seed_generator.py); `Model.variables` lists it, but
+# `save_weights` does not save it.
+SEED_STATE_NAME = "seed_generator_state"
+
+
+def seed_generator_states(model):
+    """The `[seed, counter]` state variables of every Keras random op in `model`."""
+    return [v for v in model.variables if v.path.split("/")[-1] == SEED_STATE_NAME]

@@ -7,6 +7,9 @@ from keras_sentemb import compat
 from keras_sentemb.losses.distributed import all_replicas_agree
 from keras_sentemb.models.logit_scale import LogitScale
 
+# Counter values reserved per step for each SeedGenerator (draws within a step).
+SEED_STRIDE = 1 << 20
+
 
 def apply_if_finite(optimizer, grads_and_vars, finite):
     """`optimizer.apply_gradients(grads_and_vars)` if `finite`, else skip the update.
@@ -115,6 +118,7 @@ class BaseTrainer(keras.Model):
         self.encoder = encoder
         self.loss_tracker = keras.metrics.Mean(name="loss")
         self.nonfinite_tracker = keras.metrics.Sum(name="nonfinite")
+        object.__setattr__(self, "_seed_states", None)
         self.built = True
 
     def compile(self, optimizer="rmsprop", **kwargs):
@@ -188,7 +192,26 @@ class BaseTrainer(keras.Model):
             return out[0], out[1], None
         return out
 
+    def _reseed(self):
+        """Make this step's random draws a function of (seed, step).
+
+        Dropout masks, view masks and sampled layers come from Keras
+        `SeedGenerator`s, whose counters `save_weights` does not save. Setting
+        each counter from the optimizer's step before the step runs makes a
+        run resumed by `BackupAndRestore` draw exactly what the uninterrupted
+        run drew.
+        """
+        if self._seed_states is None:
+            # Not tracked: they belong to the layers that own the generators.
+            object.__setattr__(self, "_seed_states", compat.seed_generator_states(self))
+        if not self._seed_states:
+            return
+        counter = tf.cast(self.optimizer.iterations, "int64") * SEED_STRIDE
+        for state in self._seed_states:
+            state.assign(tf.stack([tf.convert_to_tensor(state)[0], counter]))
+
     def train_step(self, data):
+        self._reseed()
         variables = self.trainable_variables
         with tf.GradientTape() as tape:
             loss, extras, aux = self._unpack(

@@ -10,7 +10,7 @@ import pytest
 import tensorflow as tf
 
 from keras_sentemb.trainers.base_trainer import BaseTrainer
-from keras_sentemb.trainers.callbacks import NonFiniteGuard
+from keras_sentemb.pipelines.callbacks import NonFiniteGuard
 from tests.conftest import REPO
 
 # Rows of the global batches; batch 2 (rows 4-7) has a NaN in its last row only,

@@ -1,0 +1,87 @@
+"""Every method resumes a killed run the same way (BackupAndRestore).
+
+A run of 6 steps in epochs of 3 (`eval_every`) is killed during step 5,
+after the step-3 backup; the same call again resumes at step 3 with the same
+data order, schedule and dev selection, and ends where the uninterrupted run
+ends.
+"""
+
+import keras
+import numpy as np
+import pytest
+
+import keras_sentemb
+from tests.conftest import make_tiny_encoder
+from tests.trainers.test_contrastive_tension import CORPUS, DEV
+
+PAIRS = [(CORPUS[i], CORPUS[i + 1], float(i % 6)) for i in range(0, 120)]
+TRIPLETS = [(CORPUS[i], CORPUS[i + 1], CORPUS[i + 2]) for i in range(0, 120)]
+BITEXT = [(CORPUS[i], CORPUS[i + 150]) for i in range(0, 150)]
+
+METHODS = {
+    "ct": lambda **kw: keras_sentemb.fit_ct(
+        CORPUS, negatives="k3", batch_size=8, learning_rate=1e-2, **kw),
+    "ct_in_batch": lambda **kw: keras_sentemb.fit_ct(
+        CORPUS, negatives="in_batch", batch_size=8, learning_rate=1e-2, **kw),
+    "simcse": lambda **kw: keras_sentemb.fit_simcse(
+        CORPUS, batch_size=8, learning_rate=1e-2, **kw),
+    "simcse_sup": lambda **kw: keras_sentemb.fit_simcse(
+        TRIPLETS, mode="sup", batch_size=8, learning_rate=1e-2, **kw),
+    "consert": lambda **kw: keras_sentemb.fit_consert(
+        CORPUS, batch_size=8, learning_rate=1e-2, **kw),
+    "self_guided": lambda **kw: keras_sentemb.fit_self_guided(
+        CORPUS, batch_size=8, learning_rate=1e-2, projection_dim=16, patience=None, **kw),
+    "sts_regression": lambda **kw: keras_sentemb.fit_sts_regression(
+        PAIRS, batch_size=8, learning_rate=1e-2, **kw),
+    "parallel": lambda **kw: keras_sentemb.fit_parallel(
+        BITEXT, batch_size=8, learning_rate=1e-2, eval_size=10, dev_size=10,
+        queue_size=12, track_alignment=False, **kw),
+}
+
+
+class Kill(keras.callbacks.Callback):
+    """Raises during the first attempt's step 5 (after the step-3 backup)."""
+
+    def __init__(self):
+        super().__init__()
+        self.armed = True
+
+    def on_train_batch_end(self, batch, logs=None):
+        if self.armed and int(self.model.optimizer.iterations) == 5:
+            self.armed = False
+            raise RuntimeError("killed")
+
+
+class Steps(keras.callbacks.Callback):
+    def __init__(self):
+        super().__init__()
+        self.seen = []
+
+    def on_train_batch_begin(self, batch, logs=None):
+        self.seen.append(int(self.model.optimizer.iterations))
+
+
+def _run(method, callbacks=()):
+    dev = "retrieval" if method == "parallel" else DEV
+    return METHODS[method](model=make_tiny_encoder(), steps=6, eval_every=3, dev=dev,
+                           seed=3, verbose=0, callbacks=list(callbacks))
+
+
+@pytest.mark.parametrize("method", sorted(METHODS))
+def test_killed_run_resumes_where_it_stopped(method, tmp_path):
+    full = _run(method)
+    backup = keras.callbacks.BackupAndRestore(str(tmp_path / "backup"))
+    with pytest.raises(RuntimeError, match="killed"):
+        _run(method, [backup, Kill()])
+    steps = Steps()
+    resumed = _run(method, [backup, steps])
+    assert steps.seen == [3, 4, 5]  # from the step-3 backup, to exactly 6 steps
+    assert resumed.training_report.steps_trained == 6
+    for a, b in zip(full.get_weights(), resumed.get_weights()):
+        np.testing.assert_allclose(a, b, rtol=1e-4, atol=1e-5)
+    a, b = full.training_report.selection, resumed.training_report.selection
+    assert [s for s, _ in a["history"]] == [s for s, _ in b["history"]] == [0, 3, 6]
+    assert (a["kept"], a["kept_step"]) == (b["kept"], b["kept_step"])
+    for (_, x), (_, y) in zip(a["history"], b["history"]):
+        assert x == pytest.approx(y, abs=0.05)
+    assert not (tmp_path / "backup").exists()  # removed after the completed run
