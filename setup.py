@@ -14,10 +14,12 @@ setup(
     package_data={"keras_sentemb": ["resources/**/*", "resources/*"]},
     include_package_data=True,
     install_requires=[
-        "keras>=3.10",
-        "tensorflow>=2.18",
-        "keras-hub>=0.21",
-        "tensorflow-text>=2.18",
+        # Upper bounds: the versions keras_sentemb.compat was checked against
+        # (tests/test_compat.py); raise them after that test passes on newer ones.
+        "keras>=3.10,<3.16",
+        "tensorflow>=2.18,<2.22",
+        "keras-hub>=0.21,<0.33",
+        "tensorflow-text>=2.18,<2.22",
         "tensorflow-datasets",
         "safetensors",
         "scipy",

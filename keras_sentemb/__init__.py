@@ -1,14 +1,12 @@
 """keras_sentemb: contrastive sentence embeddings on keras-hub backbones.
 
 The public API is loaded lazily so that light modules (for example the STS
-readers) can be imported without starting TensorFlow.
+readers) can be imported without starting TensorFlow. Importing the package
+changes nothing in the host program's environment; Keras must run on its
+TensorFlow backend (the default), which the models check when they load.
 """
 
 import importlib
-import os
-
-os.environ.setdefault("KERAS_BACKEND", "tensorflow")
-os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 __version__ = "0.1.0"
 
@@ -24,6 +22,7 @@ _PUBLIC = {
     "fit_self_guided": "keras_sentemb.api",
     "fit_parallel": "keras_sentemb.api",
     "fit_multitask": "keras_sentemb.api",
+    "TrainingReport": "keras_sentemb.pipelines.scaffold",
 }
 
 __all__ = sorted(_PUBLIC)

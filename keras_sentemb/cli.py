@@ -312,6 +312,10 @@ def build_parser():
 
 
 def main(argv=None):
+    # This is a program of its own: quiet TensorFlow's C++ start-up logs
+    # (before TensorFlow is imported by any command).
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+    os.environ.setdefault("KERAS_BACKEND", "tensorflow")
     parser = build_parser()
     argv = sys.argv[1:] if argv is None else list(argv)
     args, extra = parser.parse_known_args(argv)

@@ -12,6 +12,21 @@ import os
 import keras
 import tensorflow as tf
 
+
+def require_tensorflow_backend():
+    """Raise a clear error unless Keras runs on its TensorFlow backend.
+
+    keras_sentemb builds on TensorFlow (tf.data, tf.distribute, SavedModel);
+    it does not change `KERAS_BACKEND` in the host program, so a Keras
+    configured for JAX or PyTorch is reported here instead of failing later.
+    """
+    backend = keras.backend.backend()
+    if backend != "tensorflow":
+        raise ImportError(
+            f"keras_sentemb needs Keras' TensorFlow backend; Keras is using {backend!r}. "
+            "Set KERAS_BACKEND=tensorflow before importing Keras (or in ~/.keras/keras.json)."
+        )
+
 # Keras' BackupAndRestore writes its step bookkeeping to this file in its
 # backup folder (keras/src/callbacks/backup_and_restore.py).
 BACKUP_METADATA_FILE = "training_metadata.json"

@@ -6,36 +6,52 @@ convention trainers follow (per-replica loss / num_replicas_in_sync,
 gradients summed by the optimizer).
 """
 
-import os
-
-os.environ.setdefault("KERAS_BACKEND", "tensorflow")
-
-from keras_sentemb.losses.contrastive_tension import (  # noqa: E402
+from keras_sentemb.losses.contrastive_tension import (
     contrastive_tension_in_batch_loss,
 )
-from keras_sentemb.losses.contrastive_tension import (  # noqa: E402
+from keras_sentemb.losses.contrastive_tension import (
     contrastive_tension_loss,
 )
-from keras_sentemb.losses.distributed import gather_across_replicas  # noqa: E402
-from keras_sentemb.losses.distributed import num_replicas_in_sync  # noqa: E402
-from keras_sentemb.losses.distributed import replica_offset  # noqa: E402
-from keras_sentemb.losses.distributed import scale_loss_for_replicas  # noqa: E402
-from keras_sentemb.losses.info_nce import info_nce_loss  # noqa: E402
-from keras_sentemb.losses.nt_xent import nt_xent_loss  # noqa: E402
-from keras_sentemb.losses.similarity import cosine_similarity_matrix  # noqa: E402
-from keras_sentemb.losses.similarity import dot_similarity_matrix  # noqa: E402
-from keras_sentemb.losses.similarity import l2_normalize  # noqa: E402
+from keras_sentemb.losses.distributed import gather_across_replicas
+from keras_sentemb.losses.distributed import num_replicas_in_sync
+from keras_sentemb.losses.distributed import replica_offset
+from keras_sentemb.losses.distributed import scale_loss_for_replicas
+from keras_sentemb.losses.classification import binary_classification_loss
+from keras_sentemb.losses.classification import pair_features
+from keras_sentemb.losses.classification import softmax_classification_loss
+from keras_sentemb.losses.info_nce import info_nce_loss
+from keras_sentemb.losses.keras_losses import ContrastiveTensionInBatchLoss
+from keras_sentemb.losses.keras_losses import ContrastiveTensionLoss
+from keras_sentemb.losses.keras_losses import CosineMSELoss
+from keras_sentemb.losses.keras_losses import InfoNCELoss
+from keras_sentemb.losses.keras_losses import NTXentLoss
+from keras_sentemb.losses.nt_xent import nt_xent_loss
+from keras_sentemb.losses.paraphrase import paraphrase_loss
+from keras_sentemb.losses.regression import cosine_mse_loss
+from keras_sentemb.losses.similarity import cosine_similarity_matrix
+from keras_sentemb.losses.similarity import dot_similarity_matrix
+from keras_sentemb.losses.similarity import l2_normalize
 
 __all__ = [
+    "ContrastiveTensionInBatchLoss",
+    "ContrastiveTensionLoss",
+    "CosineMSELoss",
+    "InfoNCELoss",
+    "NTXentLoss",
+    "binary_classification_loss",
     "contrastive_tension_in_batch_loss",
     "contrastive_tension_loss",
+    "cosine_mse_loss",
     "cosine_similarity_matrix",
     "dot_similarity_matrix",
     "gather_across_replicas",
     "info_nce_loss",
     "l2_normalize",
     "nt_xent_loss",
+    "pair_features",
+    "paraphrase_loss",
     "num_replicas_in_sync",
     "replica_offset",
     "scale_loss_for_replicas",
+    "softmax_classification_loss",
 ]

@@ -1,5 +1,9 @@
 """Sentence encoder, pooling layers and model resolution."""
 
+from keras_sentemb.compat import require_tensorflow_backend
+
+require_tensorflow_backend()
+
 from keras_sentemb.models.pooling import SentencePooling, parse_pooling
 from keras_sentemb.models.sentence_encoder import SentenceEncoder
 

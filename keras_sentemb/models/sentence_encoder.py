@@ -120,7 +120,7 @@ class SentenceEncoder(keras.Model):
         self.backbone = backbone
         self.tokenizer = tokenizer
         self.num_layers = len(backbone.transformer_layers)
-        self._declared_pooling = None
+        object.__setattr__(self, "_declared_pooling", None)
         if pooling is not None:
             self.pooling = pooling
         self.normalize = bool(normalize)
@@ -161,9 +161,14 @@ class SentenceEncoder(keras.Model):
         """The pooling `encode` and `call` use (`"mean"` when none is declared)."""
         return self._declared_pooling or "mean"
 
-    @pooling.setter
-    def pooling(self, value):
-        self._declared_pooling = parse_pooling(value, self.num_layers)
+    def __setattr__(self, name, value):
+        # `encoder.pooling = p` declares the pooling. Not a property setter:
+        # TensorFlow's AutoTrackable skips `setattr` when the new value *is*
+        # the current one, and an undeclared encoder already reads "mean".
+        if name == "pooling":
+            object.__setattr__(self, "_declared_pooling", parse_pooling(value, self.num_layers))
+            return
+        super().__setattr__(name, value)
 
     @property
     def declared_pooling(self):

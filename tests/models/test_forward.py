@@ -1,0 +1,123 @@
+"""The one forward pass: hooks, the backbone adapter (BERT / RoBERTa), declared pooling."""
+
+import keras
+import keras_hub
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from keras_sentemb.augment.views import make_view
+from keras_sentemb.models import SentenceEncoder
+from keras_sentemb.models.backbone_adapter import BackboneAdapter
+from keras_sentemb.pipelines.scaffold import resolve_pooling
+from keras_sentemb.pipelines.scaffold import resolve_training_mlp
+from tests.conftest import TINY_VOCAB, make_tiny_encoder
+
+SENTS = ["a man is playing a guitar .", "the cat sits on the mat", "hello"]
+
+
+def make_tiny_roberta():
+    keras.utils.set_random_seed(0)
+    vocab = {t: i for i, t in enumerate(["<s>", "<pad>", "</s>", "<unk>", "a", "Ġ", "Ġa", "man",
+                                          "Ġman", "cat", "Ġcat", "Ġsits", "hello", "Ġthe", "<mask>"])}
+    tokenizer = keras_hub.models.RobertaTokenizer(vocabulary=vocab, merges=["Ġ a"])
+    backbone = keras_hub.models.RobertaBackbone(
+        vocabulary_size=len(vocab), num_layers=2, num_heads=2, hidden_dim=16,
+        intermediate_dim=32, max_sequence_length=32,
+    )
+    return SentenceEncoder(backbone, tokenizer, max_length=32)
+
+
+@pytest.mark.parametrize("make", [make_tiny_encoder, make_tiny_roberta], ids=["bert", "roberta"])
+def test_forward_equals_the_backbone_and_reports_its_mask(make):
+    encoder = make()
+    inputs = encoder.preprocess(tf.constant(SENTS))
+    ref = encoder.backbone({k: inputs[k] for k in encoder.backbone.input})
+    ref = ref["sequence_output"] if isinstance(ref, dict) else ref
+    states, mask = encoder.forward(inputs)
+    assert len(states) == encoder.num_layers + 1
+    np.testing.assert_allclose(states[-1].numpy(), ref.numpy(), atol=1e-5)
+    np.testing.assert_array_equal(mask.numpy(), inputs["padding_mask"].numpy())
+    assert encoder.adapter.family == ("roberta" if make is make_tiny_roberta else "bert")
+
+
+def test_hooks_act_where_the_views_act():
+    encoder = make_tiny_encoder()
+    inputs = encoder.preprocess(tf.constant(SENTS))
+    seen = {}
+
+    def positions(p, m):
+        seen["positions"] = p
+        return tf.reverse(p, axis=[1])
+
+    def embeddings(x, m):
+        seen["embeddings"] = x
+        return x * 0.0, m
+
+    states, _ = encoder.forward(inputs, position_transform=positions, embedding_transform=embeddings)
+    np.testing.assert_array_equal(seen["positions"].numpy()[0], np.arange(inputs["token_ids"].shape[1]))
+    np.testing.assert_array_equal(states[0].numpy(), 0.0)  # the transform's output goes on
+    reversed_positions = tf.reverse(seen["positions"], axis=[1])
+    plain = encoder.adapter.embed(inputs["token_ids"], None, reversed_positions)
+    np.testing.assert_allclose(seen["embeddings"].numpy(), plain.numpy(), atol=1e-6)
+    # A view through sentence_vectors: identity out of training, active in training.
+    view = make_view("feature_cutoff", rate=0.5, seed=1)
+    a = encoder.sentence_vectors(inputs, "mean", training=False, view=view)
+    np.testing.assert_allclose(a.numpy(), encoder(inputs).numpy(), atol=1e-6)
+    b = encoder.sentence_vectors(inputs, "mean", training=True, dropout=False, view=view)
+    assert not np.allclose(a.numpy(), b.numpy())
+
+
+def test_dropout_switch_is_separate_from_training():
+    encoder = make_tiny_encoder()
+    inputs = encoder.preprocess(tf.constant(SENTS))
+    off = [encoder.sentence_vectors(inputs, training=True, dropout=False).numpy() for _ in range(2)]
+    np.testing.assert_array_equal(off[0], off[1])
+    on = [encoder.sentence_vectors(inputs, training=True).numpy() for _ in range(2)]
+    assert not np.allclose(on[0], on[1])
+
+
+def test_adapter_rejects_other_backbones_and_lists_the_embedding_block():
+    with pytest.raises(ValueError, match="BERT or RoBERTa"):
+        BackboneAdapter(keras.layers.Dense(3))
+    bert = make_tiny_encoder().adapter.embedding_block_layers()
+    assert [layer.name for layer in bert] == [
+        "token_embedding", "position_embedding", "segment_embedding", "embeddings_layer_norm"]
+    roberta = make_tiny_roberta().adapter.embedding_block_layers()
+    assert [layer.name for layer in roberta] == ["embeddings", "embeddings_layer_norm"]
+
+
+def test_declared_pooling_and_its_round_trips(tmp_path):
+    raw = make_tiny_encoder()
+    assert raw.declared_pooling is None and raw.pooling == "mean"
+    assert resolve_pooling("auto", raw, "cls") == (
+        "cls", "the model declares no pooling; the paper's cls pooling")
+    raw.save(tmp_path / "raw")
+    again = SentenceEncoder.from_preset(str(tmp_path / "raw"))
+    assert again.declared_pooling is None  # saving does not invent a declaration
+    assert raw.clone().declared_pooling is None
+    declared = make_tiny_encoder(pooling="max")
+    assert resolve_pooling("auto", declared, "cls") == ("max", "the model declares max pooling")
+    assert resolve_pooling("cls", declared, "mean") == ("cls", "set by the caller")
+    declared.save(tmp_path / "max")
+    assert SentenceEncoder.from_preset(str(tmp_path / "max")).declared_pooling == "max"
+    config = declared.get_config()
+    assert config["pooling"] == "max"
+    raw.pooling = "layer:-1"
+    assert raw.declared_pooling == "layer:2"
+
+
+def test_default_model_declares_mean(default_encoder):
+    assert default_encoder.declared_pooling == "mean"
+
+
+def test_training_mlp_follows_cls_pooling():
+    assert resolve_training_mlp("auto", "cls") == "train"
+    assert resolve_training_mlp("auto", "mean") == "none"
+    assert resolve_training_mlp("train", "mean") == "train"
+    with pytest.raises(ValueError, match="mlp"):
+        resolve_training_mlp("always", "cls")
+
+
+def test_vocabulary_sanity():
+    assert "[CLS]" in TINY_VOCAB
