@@ -29,11 +29,16 @@ def ours_steps_per_s(sentences, steps, warmup, batch_size, max_length, negatives
     from keras_sentemb import SentenceEncoder
     from keras_sentemb.data.batching import tokenize_columns
     from keras_sentemb.data.ct_sampler import ct_pair_dataset
+    from keras_sentemb.pipelines.schedules import ct_learning_rate_schedule
     from keras_sentemb.trainers.contrastive_tension import ContrastiveTension
 
     encoder = SentenceEncoder.from_preset("default", max_length=max_length)
     trainer = ContrastiveTension(encoder, negatives=negatives, dropout=dropout)
-    trainer.compile()
+    # As fit_ct: RMSprop on CT's step schedule (AdamW for in-batch negatives).
+    trainer.compile(
+        optimizer=keras.optimizers.AdamW(2e-5, weight_decay=0.01) if negatives == "in_batch"
+        else keras.optimizers.RMSprop(ct_learning_rate_schedule())
+    )
     k = 0 if negatives == "in_batch" else 7
     data = tokenize_columns(
         encoder, ct_pair_dataset(sentences, batch_size, k, seed=0), ["left", "right"]

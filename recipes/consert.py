@@ -48,8 +48,8 @@ def main(argv=None):
 
     from keras_sentemb.evaluation.readers import read_stsb
     from keras_sentemb.models import SentenceEncoder
-    from keras_sentemb.trainers.callbacks import sts_spearman
-    from keras_sentemb.trainers.consert import fit_consert
+    from keras_sentemb.pipelines.callbacks import sts_spearman
+    from keras_sentemb.api import fit_consert
 
     stsb = Path(args.stsb)
     if not (stsb / "sts-train.csv").exists():

@@ -40,7 +40,7 @@ def main(argv=None):
     p.add_argument("--batch-size", type=int, default=16)
     p.add_argument("--negatives", default="k7")
     p.add_argument("--logits", default="dot", choices=["dot", "cosine"])
-    p.add_argument("--keep", default="best", choices=["best", "tower2"])
+    p.add_argument("--keep", default="best", choices=["best", "tower1", "tower2"])
     p.add_argument("--eval-every", type=int, default=250)
     p.add_argument("--learning-rate", type=float, default=None, help="default: 1e-5 (schedule)")
     p.add_argument("--max-length", type=int, default=75)
@@ -61,7 +61,7 @@ def main(argv=None):
     from keras_sentemb.evaluation.layer_survey import layer_survey, plot_layer_survey
     from keras_sentemb.evaluation.sts_spread import load_stsb_pairs, plot_sts_spread, sts_spread
     from keras_sentemb.models import SentenceEncoder
-    from keras_sentemb.trainers.callbacks import sts_spearman
+    from keras_sentemb.pipelines.callbacks import sts_spearman
 
     corpus_path = args.corpus or (WIKI if WIKI.exists() else bundled_corpus())
     corpus = load_corpus(str(corpus_path))
@@ -80,9 +80,8 @@ def main(argv=None):
         out.mkdir(parents=True, exist_ok=True)
 
     encoder = SentenceEncoder.from_preset(args.model)
-    encoder.pooling = "mean"  # CT trains and evaluates mean pooling of the last layer
-    # fit_ct truncates the kept encoder to max_length; evaluate before with the same.
-    encoder.max_length = min(args.max_length, encoder.max_length)
+    # CT's pooling: the model's own, else the paper's mean of the last layer.
+    encoder.pooling = encoder.declared_pooling or "mean"
     result = {
         "method": "ct", "model": args.model, "corpus": str(corpus_path),
         "corpus_sentences": len(corpus), "steps": args.steps, "batch_size": args.batch_size,
@@ -109,9 +108,12 @@ def main(argv=None):
         output=args.output, verbose=2,
     )
     result["train_seconds"] = round(time.time() - t0, 1)
-    selection = getattr(encoder, "_ct_selection", None)
-    if selection is not None:
-        result["kept"] = {"tower": selection.best_name, "step": selection.best_step}
+    report = encoder.training_report
+    result["pooling"] = report.pooling
+    result["kept"] = {"tower": report.extras["kept_tower"],
+                      "step": report.selection["kept_step"] if report.selection else args.steps}
+    if report.selection:
+        result["dev_history"] = report.selection["history"]
     result["stsb_dev_after"] = round(sts_spearman(encoder, dev), 2)
     result["stsb_test_after"] = round(sts_spearman(encoder, test), 2)
     print(json.dumps({"after": {"stsb_dev": result["stsb_dev_after"],

@@ -48,9 +48,8 @@ def main(argv=None):
     from keras_sentemb.evaluation.layer_survey import layer_survey
     from keras_sentemb.evaluation.sts_spread import load_stsb_pairs, plot_sts_spread, sts_spread
     from keras_sentemb.models import SentenceEncoder
-    from keras_sentemb.trainers.callbacks import sts_spearman
-    from keras_sentemb.trainers.sts_regression import fit_sts_regression
-    from keras_sentemb.trainers.sts_regression import model_specific_lower_bound
+    from keras_sentemb.pipelines.callbacks import sts_spearman
+    from keras_sentemb.api import fit_sts_regression
 
     if args.data is None:
         p.error("--data is needed (STS-B train is not packaged)")
@@ -86,10 +85,6 @@ def main(argv=None):
     for labels in args.labels:
         encoder = SentenceEncoder.from_preset(args.model)
         run = {}
-        if labels == "model_specific":
-            info = model_specific_lower_bound(encoder, train, max_length=args.max_length)
-            run["M"] = round(info["lower_bound"], 4)
-            run["M_bucket_pairs"] = info["count"]
         t0 = time.time()
         encoder = fit_sts_regression(
             train, model=encoder, labels=labels, steps=args.steps, batch_size=args.batch_size,
@@ -97,6 +92,7 @@ def main(argv=None):
             eval_every=args.eval_every, verbose=2,
         )
         run["train_seconds"] = round(time.time() - t0, 1)
+        run["M"] = round(encoder.training_report.extras["label_lower_bound"], 4)
         run["stsb_dev_after"] = round(sts_spearman(encoder, dev), 2)
         run["stsb_test_after"] = round(sts_spearman(encoder, test), 2)
         if args.spread:

@@ -58,7 +58,7 @@ def main(argv=None):
         args.corpus, model=args.model, steps=args.steps,
         eval_every=args.eval_every, output=args.output, verbose=2,
     )
-    selection = trained._ct_selection
+    selection = trained.training_report.selection
     after = sts(trained)
     print(f"after CT:  STS-B spearman x100 {after}", flush=True)
 
@@ -69,10 +69,11 @@ def main(argv=None):
         "steps": args.steps,
         "stsb_before": before,
         "stsb_after": after,
-        "kept": {"tower": selection.best_name, "step": selection.best_step,
-                 "dev_spearman": round(selection.best_score, 2)},
+        "pooling": trained.training_report.pooling,
+        "kept": {"tower": selection["kept"], "step": selection["kept_step"],
+                 "dev_spearman": round(selection["kept_score"], 2)},
         "dev_history": [(step, {k: round(v, 2) for k, v in s.items()})
-                        for step, s in selection.history],
+                        for step, s in selection["history"]],
         "saved_encoder": args.output,
         "saved_model": str(export_path),
         "seconds": round(time.time() - start),

@@ -20,7 +20,6 @@ References:
 """
 
 import argparse
-import csv
 import json
 import logging
 import os
@@ -35,69 +34,13 @@ REPO = Path(__file__).resolve().parents[1]
 DATA = REPO.parent / "shared" / "data"
 
 
-def read_nli_triplets(path, limit=None):
-    """(anchor, positive, hard_negative) rows of a `sent0,sent1,hard_neg` CSV."""
-    rows = []
-    with open(path, encoding="utf-8", newline="") as f:
-        reader = csv.reader(f)
-        header = next(reader)
-        if [h.strip() for h in header[:3]] != ["sent0", "sent1", "hard_neg"]:
-            raise ValueError(f"{path}: expected a sent0,sent1,hard_neg header, found {header}.")
-        for row in reader:
-            if len(row) >= 3 and all(x.strip() for x in row[:3]):
-                rows.append(tuple(x.strip() for x in row[:3]))
-    return rows[:limit] if limit else rows
-
-
-def supervised_simcse_finetune(
-    encoder, triplets, steps=100, batch_size=32, learning_rate=1e-5,
-    max_length=32, temperature=0.05, seed=0,
-):
-    """Supervised SimCSE on NLI triplets: InfoNCE with hard negatives.
-
-    A small loop (not a full trainer): each step encodes premise, entailment
-    and contradiction with dropout and minimises
-    `keras_sentemb.losses.info_nce_loss(anchors, positives, hard_negatives)`.
-    Trains `encoder` in place and returns it.
-
-    References:
-        - [Gao et al., 2021. SimCSE](https://arxiv.org/abs/2104.08821)
-    """
-    import keras
-    import tensorflow as tf
-
-    from keras_sentemb.losses import info_nce_loss
-
-    cols = list(zip(*triplets))
-    ds = tf.data.Dataset.from_tensor_slices(tuple(tf.constant(c) for c in cols))
-    ds = ds.shuffle(len(triplets), seed=seed).repeat().batch(batch_size, drop_remainder=True)
-    ds = ds.map(lambda a, p, n: tuple(encoder.preprocess(x, max_length) for x in (a, p, n)))
-    optimizer = keras.optimizers.AdamW(
-        keras.optimizers.schedules.CosineDecay(learning_rate, steps), weight_decay=0.0
-    )
-    variables = encoder.trainable_variables
-    # Batches are padded to their own maximum: one signature, no retracing.
-    spec = {k: tf.TensorSpec([None, None], tf.int32)
-            for k in ("token_ids", "padding_mask", "segment_ids")}
-
-    @tf.function(input_signature=[spec, spec, spec])
-    def step(a, p, n):
-        with tf.GradientTape() as tape:
-            loss = info_nce_loss(
-                encoder(a, training=True), encoder(p, training=True),
-                hard_negatives=encoder(n, training=True), temperature=temperature,
-            )
-        grads = tape.gradient(loss, variables)
-        optimizer.apply_gradients(
-            [(g, v) for g, v in zip(grads, variables) if g is not None]
-        )
-        return loss
-
-    for i, (a, p, n) in enumerate(ds.take(steps)):
-        loss = step(a, p, n)
-        if (i + 1) % max(1, steps // 5) == 0:
-            logging.info("nli finetune step %d loss %.4f", i + 1, float(loss))
-    return encoder
+def _report(student):
+    """The run's record, without the per-step alignment/uniformity history."""
+    report = student.training_report
+    out = dict(report.extras, pooling=report.pooling, pooling_reason=report.pooling_reason,
+               data=report.data, selection=report.selection)
+    out.pop("alignment_uniformity", None)
+    return out
 
 
 def unk_stats(encoder, sentences):
@@ -125,7 +68,9 @@ def main(argv=None):
     p.add_argument("--learning-rate", type=float, default=3e-5)
     p.add_argument("--queue-size", type=int, default=10000)
     p.add_argument("--temperature", default="learnable")
-    p.add_argument("--pooling", default="cls_mlp", choices=["cls_mlp", "cls", "mean"])
+    p.add_argument("--pooling", default="auto",
+                   help="the student's pooling; auto: the model's own, else the paper's cls")
+    p.add_argument("--mlp", default="auto", choices=["auto", "train", "none"])
     p.add_argument("--eval-size", type=int, default=1000)
     p.add_argument("--compare-dual", action="store_true", help="also train mode='dual' on the same budget")
     p.add_argument("--compare-shared", action="store_true", help="also train mode='shared'")
@@ -150,10 +95,11 @@ def main(argv=None):
     from keras_sentemb.evaluation.readers import read_stsb
     from keras_sentemb.evaluation.retrieval import evaluate_bitext_retrieval
     from keras_sentemb.models import SentenceEncoder
-    from keras_sentemb.trainers.callbacks import sts_spearman
-    from keras_sentemb.trainers.parallel import fit_parallel
-    from keras_sentemb.trainers.parallel import load_parallel_pairs
-    from keras_sentemb.trainers.parallel import split_pairs
+    from keras_sentemb.pipelines.callbacks import sts_spearman
+    from keras_sentemb.api import fit_parallel
+    from keras_sentemb.api import fit_simcse
+    from keras_sentemb.data.parallel import load_parallel_pairs
+    from keras_sentemb.data.parallel import split_pairs
 
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
@@ -173,8 +119,8 @@ def main(argv=None):
     common = dict(
         model=base, steps=args.steps, batch_size=args.batch_size, max_length=args.max_length,
         learning_rate=args.learning_rate, queue_size=args.queue_size,
-        temperature=args.temperature, pooling=args.pooling, eval_size=args.eval_size,
-        verbose=2,
+        temperature=args.temperature, pooling=args.pooling, mlp=args.mlp,
+        eval_size=args.eval_size, verbose=2,
     )
     modes = ["frozen_teacher"] + ["dual"] * args.compare_dual + ["shared"] * args.compare_shared
     if args.modes:
@@ -187,7 +133,7 @@ def main(argv=None):
         source = pairs  # en -> zh: English teacher, Chinese student
         student = fit_parallel(source, mode=mode, output=str(out / f"A_{mode}"),
                                plot=str(out / f"A_{mode}_alignment_uniformity.png"), **common)
-        report = dict(student.parallel_report)
+        report = _report(student)
         report["seconds"] = time.time() - t0
         report["sts_dev"] = sts_spearman(student, sts_dev)
         report.pop("alignment_uniformity", None)
@@ -201,22 +147,23 @@ def main(argv=None):
         t0 = time.time()
         en_student = fit_parallel(
             reversed_pairs, teacher=zh_student, student=args.model,
-            output=str(out / "B_frozen_teacher"), **{**common, "model": args.model},
+            output=str(out / "B_frozen_teacher"),
+            **{**common, "model": args.model, "dev": "stsb"},
         )
-        report = dict(en_student.parallel_report)
-        report.pop("alignment_uniformity", None)
+        report = _report(en_student)
         report["seconds"] = time.time() - t0
         report["sts_dev"] = sts_spearman(en_student, sts_dev)
         results["B_frozen_teacher"] = report
         if args.nli:
-            triplets = read_nli_triplets(args.nli_file)
-            supervised_simcse_finetune(
-                en_student, triplets, steps=args.nli_steps, batch_size=args.batch_size,
-                max_length=args.max_length,
+            # Supervised SimCSE on NLI triplets (premise, entailment, contradiction).
+            nli_student = fit_simcse(
+                args.nli_file, model=en_student, mode="sup", steps=args.nli_steps,
+                batch_size=args.batch_size, max_length=args.max_length,
+                output=str(out / "B_nli"), verbose=2,
             )
-            en_student.save(str(out / "B_nli"))
-            results["B_nli"] = {"sts_dev": sts_spearman(en_student, sts_dev),
-                                "nli_steps": args.nli_steps}
+            results["B_nli"] = {"sts_dev": sts_spearman(nli_student, sts_dev),
+                                "nli_steps": args.nli_steps,
+                                "pooling": nli_student.training_report.pooling}
     with open(out / "results.json", "w", encoding="utf-8") as f:
         json.dump(results, f, indent=2, ensure_ascii=False)
     print(json.dumps(results, indent=2, ensure_ascii=False))

@@ -77,6 +77,8 @@ def main(argv=None):
     parser.add_argument("--patience", type=int, default=10)
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--output", default=None)
+    parser.add_argument("--pooling", default="auto",
+                        help="BERT_T's pooling; auto: the model's own, else the paper's cls")
     parser.add_argument("--results", default=None, help="write the JSON here too")
     parser.add_argument("--smoke", action="store_true", help="tiny CPU run")
     args = parser.parse_args(argv)
@@ -84,7 +86,7 @@ def main(argv=None):
 
     from keras_sentemb.evaluation.readers import read_stsb
     from keras_sentemb.models import SentenceEncoder
-    from keras_sentemb.trainers.self_guided import fit_self_guided
+    from keras_sentemb.api import fit_self_guided
 
     sts_dir = args.sts_dir or default_sts_dir()
     corpus, corpus_splits = stsb_sentences(sts_dir)
@@ -112,6 +114,7 @@ def main(argv=None):
         learning_rate=args.learning_rate,
         max_length=args.max_length,
         view_pooling=args.view_pooling,
+        pooling=args.pooling,
         dev=dev_pairs,
         eval_every=eval_every,
         patience=args.patience,
@@ -119,12 +122,15 @@ def main(argv=None):
         verbose=2,
     )
     seconds = time.time() - start
-    after = {"cls": stsb_scores(encoder, sts_dir, "cls")}
+    pooling = encoder.training_report.pooling
+    after = {pooling: stsb_scores(encoder, sts_dir, pooling)}
     result = {
         "method": f"SG ({args.loss})",
         "model": args.model,
         "corpus": f"STS-B sentences without labels ({'+'.join(corpus_splits)}), {len(corpus)} sentences",
-        "selection": "STS-B dev (cls pooling), every %d steps" % eval_every,
+        "pooling": f"{pooling} ({encoder.training_report.pooling_reason})",
+        "selection": f"STS-B dev ({pooling} pooling), every {eval_every} steps",
+        "dev_history": (encoder.training_report.selection or {}).get("history"),
         "steps": steps,
         "batch_size": args.batch_size,
         "max_length": args.max_length,

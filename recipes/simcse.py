@@ -34,8 +34,10 @@ def main(argv=None):
     p.add_argument("--batch-size", type=int, default=64)
     p.add_argument("--learning-rate", type=float, default=3e-5)
     p.add_argument("--max-length", type=int, default=32)
-    p.add_argument("--pooling", default="cls")
-    p.add_argument("--mlp", default="train", choices=["train", "none"])
+    p.add_argument("--pooling", default="auto",
+                   help="auto: the model's own pooling, else the paper's cls")
+    p.add_argument("--mlp", default="auto", choices=["auto", "train", "none"],
+                   help="auto: the training-only MLP head with cls pooling only")
     p.add_argument("--temperature", type=float, default=0.05)
     p.add_argument("--eval-every", type=int, default=125)
     p.add_argument("--dev-limit", type=int, default=None, help="score only the first N dev pairs")
@@ -49,8 +51,8 @@ def main(argv=None):
     from keras_sentemb.data.resources import bundled_corpus, bundled_sts_dir
     from keras_sentemb.evaluation.readers import read_stsb
     from keras_sentemb.models import SentenceEncoder
-    from keras_sentemb.trainers.callbacks import sts_spearman
-    from keras_sentemb.trainers.simcse import fit_simcse
+    from keras_sentemb.pipelines.callbacks import sts_spearman
+    from keras_sentemb.api import fit_simcse
 
     corpus = load_corpus(args.corpus or bundled_corpus())
     dev = read_stsb(bundled_sts_dir(), "dev")
@@ -58,13 +60,16 @@ def main(argv=None):
     if args.smoke:
         corpus = corpus[:2000]
         args.steps, args.batch_size, args.eval_every = 6, 16, 3
-        args.pooling, args.mlp = "mean", "none"
         args.dev_limit = args.dev_limit or 150
         test = test[:150]
     if args.dev_limit:
         dev = dev[: args.dev_limit]
 
+    from keras_sentemb.pipelines.scaffold import resolve_pooling
+
     encoder = SentenceEncoder.from_preset(args.model)
+    args.pooling, reason = resolve_pooling(args.pooling, encoder, "cls")
+    print(f"pooling {args.pooling} ({reason})", file=sys.stderr)
     encoder.pooling = args.pooling
     before = {"dev": sts_spearman(encoder, dev), "test": sts_spearman(encoder, test)}
     t0 = time.time()
@@ -79,7 +84,8 @@ def main(argv=None):
     result = {
         "method": "simcse-unsup", "model": args.model, "corpus_sentences": len(corpus),
         "steps": args.steps, "batch_size": args.batch_size, "learning_rate": args.learning_rate,
-        "max_length": args.max_length, "pooling": args.pooling, "mlp": args.mlp,
+        "max_length": args.max_length, "pooling": args.pooling,
+        "mlp": encoder.training_report.resolved["mlp"],
         "dev_pairs": len(dev), "test_pairs": len(test),
         "stsb_dev_before": round(before["dev"], 2), "stsb_dev_after": round(after["dev"], 2),
         "stsb_test_before": round(before["test"], 2), "stsb_test_after": round(after["test"], 2),

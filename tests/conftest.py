@@ -45,6 +45,24 @@ def make_tiny_encoder(num_layers=2, hidden_dim=32, **kwargs):
     return SentenceEncoder(backbone, tokenizer, **kwargs)
 
 
+# Tests that start extra processes (MirroredStrategy on logical CPUs, a
+# multi-worker cluster) or kill and resume every method: the slow tier.
+SLOW_NAME_PARTS = ("mirrored", "two_replicas", "two_workers", "multi_worker", "killed_run")
+
+
+def pytest_collection_modifyitems(config, items):
+    """Mark the tiers: `integration` (the bundled default model), `slow`.
+
+    The fast tier for daily work is `pytest -m "not integration and not slow"`;
+    CI runs everything.
+    """
+    for item in items:
+        if "default_encoder" in getattr(item, "fixturenames", ()):
+            item.add_marker(pytest.mark.integration)
+        if any(part in item.nodeid for part in SLOW_NAME_PARTS):
+            item.add_marker(pytest.mark.slow)
+
+
 @pytest.fixture
 def tiny_encoder():
     return make_tiny_encoder()

@@ -28,7 +28,7 @@ NLI_LABELS = {"entailment": 0, "neutral": 1, "contradiction": 2}
 
 
 def read_nli_triplets(path, return_skipped=False):
-    """Reads `(premise, entailment, contradiction)` triplets from a CSV file.
+    r"""Reads `(premise, entailment, contradiction)` triplets from a CSV file.
 
     The file has a header naming the columns `sent0`, `sent1`, `hard_neg`
     (SimCSE's supervised training file layout); other columns are ignored.
@@ -43,9 +43,15 @@ def read_nli_triplets(path, return_skipped=False):
 
     Examples:
 
-    >>> triplets = read_nli_triplets("shared/data/nli/snli_devtest_triplets.csv")
-    >>> len(triplets)
-    5672
+    >>> import pathlib, tempfile
+    >>> path = pathlib.Path(tempfile.mkdtemp()) / "nli.csv"
+    >>> _ = path.write_text(
+    ...     "sent0,sent1,hard_neg\n"
+    ...     "A man sleeps.,A person rests.,A man runs.\n"
+    ...     "Two dogs play.,,Dogs sleep.\n"  # empty column: skipped and counted
+    ... )
+    >>> read_nli_triplets(path, return_skipped=True)
+    ([('A man sleeps.', 'A person rests.', 'A man runs.')], 1)
     """
     lines = read_text_file(path)
     reader = csv.reader(lines)
@@ -85,7 +91,7 @@ def _parse_label(text):
 
 
 def read_labeled_pairs(path, return_skipped=False):
-    """Reads `(sentence1, sentence2, label)` rows from a tab-separated file.
+    r"""Reads `(sentence1, sentence2, label)` rows from a tab-separated file.
 
     Understands the CS224N minBERT Quora layout (a header `id sentence1
     sentence2 is_duplicate` after a leading index column, CSV quoting) and
@@ -106,9 +112,16 @@ def read_labeled_pairs(path, return_skipped=False):
 
     Examples:
 
-    >>> pairs = read_labeled_pairs("shared/data/multitask/quora-dev.csv")
-    >>> len(pairs), sorted({p[2] for p in pairs})
-    (20212, [0, 1])
+    >>> import pathlib, tempfile
+    >>> path = pathlib.Path(tempfile.mkdtemp()) / "quora.csv"
+    >>> _ = path.write_text(
+    ...     "\tid\tsentence1\tsentence2\tis_duplicate\n"
+    ...     "0\tq1\tHow do I cook rice?\tHow to cook rice?\t1.0\n"
+    ...     "1\tq2\tWhat is AI?\tWhere is Paris?\t0.0\n"
+    ...     "2\tq3\tBroken row\tno label\t\n"
+    ... )
+    >>> read_labeled_pairs(path)
+    [('How do I cook rice?', 'How to cook rice?', 1), ('What is AI?', 'Where is Paris?', 0)]
     """
     lines = read_text_file(path)
     rows = list(csv.reader(lines, delimiter="\t"))

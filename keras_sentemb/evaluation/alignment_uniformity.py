@@ -35,7 +35,7 @@ def alignment(x, y, alpha=2, normalize=True):
 
     Examples:
 
-    >>> alignment([[1.0, 0.0]], [[0.0, 1.0]])  # squared distance 2
+    >>> round(alignment([[1.0, 0.0]], [[0.0, 1.0]]), 6)  # squared distance 2
     2.0
 
     References:

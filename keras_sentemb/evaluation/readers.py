@@ -147,9 +147,10 @@ def read_stsb(path_or_dir, split="test"):
 
     Examples:
 
-    >>> pairs = read_stsb("data/downstream/STS", split="test")  # doctest: +SKIP
-    >>> pairs[0]  # doctest: +SKIP
-    ('a girl is styling her hair .', 'a girl is brushing her hair .', 2.5)
+    >>> from keras_sentemb.data.resources import bundled_sts_dir
+    >>> pairs = read_stsb(bundled_sts_dir(), split="test")  # or data/downstream/STS
+    >>> len(pairs), pairs[0]
+    (1379, ('a girl is styling her hair .', 'a girl is brushing her hair .', 2.5))
 
     References:
         - [Cer et al., 2017](https://arxiv.org/abs/1708.00055)

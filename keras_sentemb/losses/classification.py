@@ -37,8 +37,8 @@ def softmax_classification_loss(logits, labels):
     Examples:
 
     >>> loss, acc = softmax_classification_loss([[0.0, 0.0], [2.0, 0.0]], [0, 1])
-    >>> round(float(loss), 4), float(acc)  # (log 2 + 2 + log(1 + e^-2)) / 2
-    (1.41, 0.0)
+    >>> round(float(loss), 4), float(acc)  # (log 2 + log(1 + e^2)) / 2; one hit
+    (1.41, 0.5)
     """
     logits = tf.cast(logits, tf.float32)
     labels = tf.cast(tf.reshape(labels, [-1]), tf.int32)

@@ -61,6 +61,8 @@ class TrainingReport:
         pooling: str. The pooling the kept encoder encodes with.
         pooling_reason: str. Why that pooling.
         hyperparameters: dict. Every argument of the `fit_*` call.
+        resolved: dict. What `"auto"` (and the defaults left as None)
+            became: pooling, the training MLP, max length, steps.
         data: dict. What the data held (counts).
         steps: int. Optimizer steps asked for.
         steps_trained: int. Optimizer steps done (fewer after a stop).
@@ -77,6 +79,7 @@ class TrainingReport:
     pooling: str = None
     pooling_reason: str = None
     hyperparameters: dict = dataclasses.field(default_factory=dict)
+    resolved: dict = dataclasses.field(default_factory=dict)
     data: dict = dataclasses.field(default_factory=dict)
     steps: int = 0
     steps_trained: int = 0
@@ -248,8 +251,11 @@ class FitScaffold:
     Examples:
 
     ```python
-    def fit_mine(data, model="default", steps=100, ..., verbose="auto"):
+    def fit_mine(data, model="default", steps=100, batch_size=32, learning_rate=3e-5,
+                 max_length=64, pooling="auto", dev="stsb", eval_every=50, output=None,
+                 strategy=None, callbacks=None, seed=0, verbose="auto"):
         run = FitScaffold.start("mine", locals(), paper_pooling="mean")
+        sentences = load_corpus(data)
         with run.scope():
             encoder = run.load_encoder()
             trainer = MyTrainer(encoder, pooling=run.pooling_for(encoder))
@@ -333,6 +339,7 @@ class FitScaffold:
         """
         encoder = resolve_encoder(self.model if model is None else model)
         self.max_length = training_length(self.max_length, encoder)
+        self.report.resolved["max_length"] = self.max_length or encoder.max_length
         return encoder
 
     def pooling_for(self, encoder):
@@ -342,11 +349,13 @@ class FitScaffold:
         )
         logger.info("%s: pooling %s (%s)", self.method, self.pooling, self.pooling_reason)
         self.report.pooling, self.report.pooling_reason = self.pooling, self.pooling_reason
+        self.report.resolved["pooling"] = self.pooling
         return self.pooling
 
     def training_mlp(self, mlp):
         """Resolve a training-only MLP head option against the run's pooling."""
         resolved = resolve_training_mlp(mlp, self.pooling)
+        self.report.resolved["mlp"] = resolved
         if mlp == "auto":
             logger.info(
                 "%s: training-only MLP head %s (pooling %s)",
@@ -359,6 +368,7 @@ class FitScaffold:
         if self.steps is None:
             epochs = validation.positive_int(epochs, "epochs")
             self.steps = max(1, examples // self.batch_size) * epochs
+        self.report.resolved["steps"] = self.steps
         return self.steps
 
     def record_data(self, **counts):
