@@ -114,7 +114,7 @@ def layer_survey(
     from scipy.stats import spearmanr
 
     from keras_sentemb.evaluation.sts import cosine_scores
-    from keras_sentemb.evaluation.sts_spread import load_stsb_pairs
+    from keras_sentemb.evaluation.readers import load_stsb_pairs
 
     pairs = load_stsb_pairs(data, split)
     sentences = sorted({s for p in pairs for s in (p[0], p[1])})

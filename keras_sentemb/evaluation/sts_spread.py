@@ -25,67 +25,11 @@ References:
 """
 
 import math
-import os
-from pathlib import Path
 
 import numpy as np
 
 from keras_sentemb.evaluation import _plotting
-
-# ../shared/data/STS next to the repository (present in development checkouts).
-SHARED_STS_DIR = Path(__file__).resolve().parents[3] / "shared" / "data" / "STS"
-
-
-def load_stsb_pairs(data="stsb", split="test"):
-    """STS-B pairs `(s1, s2, score)` from a name, a path or a list.
-
-    Args:
-        data: `"stsb"` (the SentEval STS-B files: `../shared/data/STS` when
-            present, else the copy packaged with keras_sentemb, which holds
-            dev and test only), a path to an STS-B csv file or folder, or a
-            list of `(s1, s2, score)`. Defaults to `"stsb"`.
-        split: str. `"train"`, `"dev"` or `"test"` (ignored for a csv file or
-            a list). Defaults to `"test"`.
-
-    Returns:
-        A non-empty list of `(s1, s2, score)` tuples.
-    """
-    from keras_sentemb.evaluation.readers import read_stsb
-
-    if isinstance(data, str) and data.lower() in ("stsb", "sts-b", "default"):
-        roots = [SHARED_STS_DIR]
-        try:
-            from keras_sentemb.data.resources import bundled_sts_dir
-
-            roots.append(bundled_sts_dir())
-        except FileNotFoundError:
-            pass
-        errors = []
-        for root in roots:
-            try:
-                return read_stsb(root, split)
-            except FileNotFoundError as e:
-                errors.append(str(e))
-        raise FileNotFoundError(
-            f"STS-B {split!r} split not found (the packaged copy has dev and test "
-            "only; pass the path of an STS-B csv or folder). " + " ".join(errors)
-        )
-    if isinstance(data, (str, os.PathLike)):
-        return read_stsb(os.fspath(data), split)
-    if isinstance(data, (list, tuple)):
-        pairs = [tuple(p) for p in data]
-        if not pairs or any(len(p) != 3 for p in pairs):
-            raise ValueError(
-                "STS pairs must be a non-empty list of (sentence1, sentence2, score); "
-                f"received {len(pairs)} items"
-                + (f", the first of length {len(pairs[0])}." if pairs else ".")
-            )
-        return [(str(a), str(b), float(s)) for a, b, s in pairs]
-    raise ValueError(
-        "`data` must be 'stsb', a path to an STS-B csv/folder or a list of "
-        f"(s1, s2, score). Received: {type(data).__name__}."
-    )
-
+from keras_sentemb.evaluation.readers import load_stsb_pairs
 
 def _check_range(num_buckets, score_range):
     if isinstance(num_buckets, bool) or not isinstance(num_buckets, (int, np.integer)) or num_buckets < 1:

@@ -193,28 +193,19 @@ def resolve_training_mlp(mlp, pooling):
 def resolve_dev(dev):
     """The `dev` argument -> list of (s1, s2, score), or None.
 
-    `"stsb"` (or `"auto"`) is the bundled STS-B dev set (SentEval's
-    version); a path is an STS-B file or folder (its dev split); a list is
-    used as is; None (or `"none"`) means no dev selection.
+    `"stsb"` (or `"auto"`) is the STS-B dev set (SentEval's version); a path
+    is an STS-B file or folder (its dev split); a list is used as is; None
+    (or `"none"`) means no dev selection. See `load_stsb_pairs`.
     """
-    from keras_sentemb.evaluation.readers import read_stsb
+    from keras_sentemb.evaluation.readers import load_stsb_pairs
 
     if dev is None or (isinstance(dev, str) and dev.lower() in ("none", "")):
         return None
-    if isinstance(dev, str) and dev.lower() in ("auto", "stsb"):
-        from keras_sentemb.data.resources import bundled_sts_dir
-
-        return read_stsb(bundled_sts_dir(), "dev")
-    if isinstance(dev, (str, os.PathLike)):
-        return read_stsb(os.fspath(dev), "dev")
-    if isinstance(dev, (list, tuple)):
-        if not dev:
-            raise ValueError("`dev` is an empty list; pass None for no dev selection.")
-        return [(str(a), str(b), float(s)) for a, b, s in dev]
-    raise ValueError(
-        "`dev` must be 'stsb', None, an STS-B file/folder or a list of "
-        f"(s1, s2, score). Received: {type(dev).__name__}."
-    )
+    if isinstance(dev, str) and dev.lower() == "auto":
+        dev = "stsb"
+    if isinstance(dev, (list, tuple)) and not dev:
+        raise ValueError("`dev` is an empty list; pass None for no dev selection.")
+    return load_stsb_pairs(dev, "dev")
 
 
 def check_output(output):
@@ -469,7 +460,7 @@ class FitScaffold:
         cbs.extend(self.callbacks)
         trainer.fit(
             make_dataset(start_step), epochs=epochs, steps_per_epoch=steps_per_epoch,
-            callbacks=cbs, verbose=self.verbose,
+            callbacks=cbs, verbose=self.verbose, shuffle=False,  # shuffled in tf.data
         )
         done = int(trainer.optimizer.iterations.numpy())
         stage_report = {"stage": stage, "steps": steps, "steps_trained": done}

@@ -222,7 +222,7 @@ def fit_sts_regression(
 
 def resolve_train_pairs(data):
     """`data` argument -> list of (s1, s2, score) (STS-B train split)."""
-    from keras_sentemb.evaluation.sts_spread import load_stsb_pairs
+    from keras_sentemb.evaluation.readers import load_stsb_pairs
 
     if data is None:
         raise ValueError("fit_sts_regression needs `data`: 'stsb', an STS-B path or pairs.")

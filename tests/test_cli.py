@@ -1,0 +1,129 @@
+"""The `keras-sentemb` command line: the contract of ../shared/DESIGN.md.
+
+Commands run in-process through `keras_sentemb.cli.main` on a tiny saved
+model; one test runs the console entry point as a subprocess.
+"""
+
+import inspect
+import json
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from keras_sentemb import cli
+from keras_sentemb.data.resources import bundled_sts_dir
+from keras_sentemb.models import SentenceEncoder
+from tests.conftest import make_tiny_encoder
+from tests.trainers.test_contrastive_tension import CORPUS
+
+
+@pytest.fixture(scope="module")
+def tiny_model(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("cli") / "tiny"
+    make_tiny_encoder().save(folder)
+    return str(folder)
+
+
+def test_encode_writes_one_row_per_line_empty_lines_included(tiny_model, tmp_path, capsys):
+    lines = ["a man plays the guitar", "", "the cat sits on the mat", "hello"]
+    (tmp_path / "in.txt").write_bytes(("\r\n".join(lines) + "\n").encode("utf-8"))
+    out = tmp_path / "out.npy"
+    assert cli.main(["encode", "--model", tiny_model, "--input", str(tmp_path / "in.txt"),
+                     "--output", str(out), "--pooling", "max", "--normalize"]) == 0
+    vectors = np.load(out)
+    assert vectors.shape == (4, 32) and vectors.dtype == np.float32
+    expected = SentenceEncoder.from_preset(tiny_model).encode(lines, pooling="max", normalize=True)
+    np.testing.assert_allclose(vectors, expected, atol=1e-5)
+    captured = capsys.readouterr()
+    assert captured.out == "" and "4 x 32 float32" in captured.err
+
+
+def test_encode_replaces_invalid_utf8_with_a_warning(tiny_model, tmp_path, capsys):
+    (tmp_path / "bad.txt").write_bytes(b"caf\xe9 ok\nfine\n")
+    out = tmp_path / "bad.npy"
+    assert cli.main(["encode", "--model", tiny_model, "--input", str(tmp_path / "bad.txt"),
+                     "--output", str(out)]) == 0
+    assert np.load(out).shape == (2, 32)
+    assert "not valid UTF-8 (line 1)" in capsys.readouterr().err
+
+
+def test_evaluate_sts_prints_one_json_line(tiny_model, capsys):
+    assert cli.main(["evaluate", "sts", "--model", tiny_model, "--data", str(bundled_sts_dir()),
+                     "--split", "dev"]) == 0
+    out = capsys.readouterr().out.strip().splitlines()
+    assert len(out) == 1
+    result = json.loads(out[0])
+    assert result["model"] == tiny_model
+    assert -100 <= result["STSBenchmark"]["dev"]["spearman"] <= 100
+
+
+@pytest.mark.parametrize(
+    "argv, message",
+    [
+        (["encode", "--model", "no_such_model", "--input", "x.txt", "--output", "y.npy"],
+         "input file not found"),
+        (["evaluate", "sts", "--model", "no_such_model_anywhere", "--data", "."],
+         "Unknown model 'no_such_model_anywhere'"),
+        (["train", "ct", "--train-file", "missing.txt", "--output", "o"], "train file not found"),
+    ],
+)
+def test_user_mistakes_are_one_line_and_exit_2(argv, message, capsys):
+    assert cli.main(argv) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("keras-sentemb: error:") and message in err[0]
+
+
+def test_bad_pooling_is_an_argparse_error(tiny_model, capsys):
+    with pytest.raises(SystemExit) as exit_info:
+        cli.main(["encode", "--model", tiny_model, "--input", "x", "--output", "y",
+                  "--pooling", "middle"])
+    assert exit_info.value.code == 2
+    assert "Unknown pooling 'middle'" in capsys.readouterr().err
+
+
+def test_method_flags_mirror_every_fit_argument():
+    """Each fit_* keyword argument outside the fixed flags is a --kebab-case flag."""
+    for method, name in cli.FIT_FUNCTIONS.items():
+        parser, fit = cli.method_option_parser(method)
+        flags = {a.dest for a in parser._actions}
+        params = [p for p in inspect.signature(fit).parameters if p not in cli.COMMON_FIT_ARGS]
+        assert set(params) <= flags, (method, set(params) - flags)
+        assert list(inspect.signature(fit).parameters)[:14] == [
+            "data", "model", "steps", "batch_size", "learning_rate", "max_length", "pooling",
+            "dev", "eval_every", "output", "strategy", "callbacks", "seed", "verbose",
+        ], name
+
+
+def test_string_options_stay_strings():
+    parser, _ = cli.method_option_parser("simcse")
+    options = parser.parse_args(["--mlp", "none", "--pooling", "mean", "--dev", "none",
+                                 "--eval-every", "10"])
+    assert options.mlp == "none" and options.pooling == "mean" and options.dev == "none"
+    assert options.eval_every == 10
+
+
+def test_train_simcse_mlp_none_from_the_command_line(tiny_model, tmp_path, capsys):
+    corpus = tmp_path / "corpus.txt"
+    corpus.write_text("\n".join(CORPUS[:64]), encoding="utf-8")
+    out = tmp_path / "simcse"
+    assert cli.main(["train", "simcse", "--model", tiny_model, "--train-file", str(corpus),
+                     "--output", str(out), "--steps", "2", "--batch-size", "8",
+                     "--mlp", "none", "--pooling", "cls", "--dev", "none",
+                     "--verbose", "0"]) == 0
+    report = json.loads((out / "training_report.json").read_text())
+    assert report["resolved"]["mlp"] == "none" and report["pooling"] == "cls"
+    assert "pooling cls: set by the caller" in capsys.readouterr().err
+    assert SentenceEncoder.from_preset(str(out)).declared_pooling == "cls"
+
+
+def test_console_script_runs(tiny_model, tmp_path):
+    (tmp_path / "in.txt").write_text("hello world\n", encoding="utf-8")
+    result = subprocess.run(
+        [sys.executable, "-m", "keras_sentemb", "encode", "--model", tiny_model,
+         "--input", str(tmp_path / "in.txt"), "--output", str(tmp_path / "o.npy")],
+        capture_output=True, text=True, timeout=600,
+    )
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert result.stdout == "" and np.load(tmp_path / "o.npy").shape == (1, 32)
