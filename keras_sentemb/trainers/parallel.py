@@ -11,7 +11,7 @@ from keras_sentemb.models.logit_scale import LogitScale
 from keras_sentemb.models.pooling import parse_pooling
 from keras_sentemb.models.projection_mlp import ProjectionMLP
 from keras_sentemb.trainers.base_trainer import BaseTrainer
-from keras_sentemb.trainers.memory_queue import MemoryQueue
+from keras_sentemb.models.memory_queue import MemoryQueue
 
 MODES = ("frozen_teacher", "dual", "shared")
 

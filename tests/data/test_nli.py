@@ -6,27 +6,27 @@ from keras_sentemb.data.nli import load_supervised
 from keras_sentemb.data.nli import read_labeled_pairs
 from keras_sentemb.data.nli import read_nli_triplets
 from keras_sentemb.data.nli import triplets_to_nli_pairs
-from tests.conftest import SHARED
 
 
-def test_shared_files():
-    """The project's upstream files (../shared/data), when this checkout has them.
-
-    Users and a bare CI checkout do not: the readers' behaviour on malformed
-    rows is covered by the synthetic files below; this only pins the real
-    files' counts.
-    """
-    path = SHARED / "data" / "nli" / "snli_devtest_triplets.csv"
-    quora = SHARED / "data" / "multitask" / "quora-dev.csv"
-    if not path.exists() or not quora.exists():
-        pytest.skip("shared data not present")
-    triplets, skipped = read_nli_triplets(path, return_skipped=True)
-    assert (len(triplets), skipped) == (5672, 0)
-    pairs, skipped = read_labeled_pairs(quora, return_skipped=True)
-    assert (len(pairs), skipped) == (20212, 2)  # 2 malformed rows upstream
-    assert {p[2] for p in pairs} == {0, 1}
-    assert load_supervised(str(path))[0] == "triplets"
-    assert load_supervised(str(quora))[0] == "labeled_pairs"
+def test_quora_rows_with_unbalanced_quotes_are_skipped(tmp_path):
+    """Upstream quora-dev.csv has 2 rows whose unbalanced quote swallows the next
+    fields (the label ends up empty); they are skipped and counted, the rows
+    around them survive, and the kind of file is recognised."""
+    f = tmp_path / "quora-dev.csv"
+    f.write_text(
+        "\tid\tsentence1\tsentence2\tis_duplicate\n"
+        "0\ta1\tHow do I cook rice?\tHow to cook rice?\t1.0\n"
+        '1\ta2\t"Why is the sky blue?\tWhat makes the sky blue?\t1.0\n'
+        "2\ta3\tWhat is AI?\tWhere is Paris?\t0.0\n",
+        encoding="utf-8",
+    )
+    pairs, skipped = read_labeled_pairs(f, return_skipped=True)
+    assert skipped == 1
+    assert pairs == [("How do I cook rice?", "How to cook rice?", 1)]
+    assert load_supervised(str(f))[0] == "labeled_pairs"
+    triplets = tmp_path / "nli.csv"
+    triplets.write_text("sent0,sent1,hard_neg\np,e,c\n", encoding="utf-8")
+    assert load_supervised(str(triplets)) == ("triplets", [("p", "e", "c")])
 
 
 def test_malformed_rows_are_counted(tmp_path):
