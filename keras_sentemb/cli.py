@@ -130,19 +130,32 @@ def _load_encoder(model, pooling=None, max_length=None):
 def cmd_encode(args):
     import numpy as np
 
-    sentences = read_lines(args.input)
     out_dir = os.path.dirname(os.path.abspath(args.output))
+    if os.path.isdir(args.output):
+        raise UsageError(f"--output {args.output} is a folder; give a .npy file path")
     if not os.path.isdir(out_dir):
         raise UsageError(f"output folder does not exist: {out_dir}")
+    if not os.access(out_dir, os.W_OK):
+        raise UsageError(f"output folder is not writable: {out_dir}")
+    sentences = read_lines(args.input)
     encoder = _load_encoder(args.model, args.pooling, args.max_length)
-    vectors = encoder.encode(
-        sentences,
-        batch_size=args.batch_size,
-        normalize=args.normalize,
-        show_progress=None if sys.stdout.isatty() else False,
-    )
-    with open(args.output, "wb") as f:
-        np.save(f, vectors.astype(np.float32))
+    import contextlib
+
+    with contextlib.redirect_stdout(sys.stderr):  # the progress bar is not a result
+        vectors = encoder.encode(
+            sentences,
+            batch_size=args.batch_size,
+            normalize=args.normalize,
+            show_progress=None if sys.stderr.isatty() else False,
+        )
+    tmp = f"{args.output}.tmp-{os.getpid()}"
+    try:
+        with open(tmp, "wb") as f:
+            np.save(f, vectors.astype(np.float32))
+        os.replace(tmp, args.output)  # never a half-written .npy
+    finally:
+        if os.path.exists(tmp):
+            os.remove(tmp)
     print(
         f"wrote {args.output}: {vectors.shape[0]} x {vectors.shape[1]} float32",
         file=sys.stderr,
@@ -237,21 +250,48 @@ def cmd_train(args, extra):
         )
     if not os.path.exists(args.train_file):
         raise UsageError(f"train file not found: {args.train_file}")
+    import contextlib
+
+    import keras
+
+    from keras_sentemb import compat
+    from keras_sentemb.io_utils import check_new_folder
+    from keras_sentemb.io_utils import looks_like_model
+
+    backup_dir = f"{os.path.abspath(args.output)}.backup"
+    resuming = args.resume and os.path.isdir(backup_dir)
+    if looks_like_model(args.output) and not args.overwrite:
+        raise UsageError(
+            f"{args.output} already holds a trained model; pass --overwrite to train again "
+            "into it, or choose another --output"
+        )
+    check_new_folder(args.output, overwrite=True, what="--output")
     common = {"model": args.model, "output": args.output}
     for name in ("steps", "batch_size", "learning_rate", "max_length"):
         value = getattr(args, name)
         if value is not None:
             common[name] = value
-    encoder = fit(args.train_file, **common, **vars(options))
+    callbacks = []
+    if args.resume:
+        backup = keras.callbacks.BackupAndRestore(backup_dir)
+        callbacks.append(backup)
+        if resuming:
+            print(f"resuming the interrupted run from its backup in {backup_dir}", file=sys.stderr)
+    elif os.path.isdir(backup_dir):
+        _warn(f"--no-resume: ignoring the backup of an earlier run in {backup_dir}")
+    try:
+        # Keras prints progress bars on stdout; stdout is for results.
+        with contextlib.redirect_stdout(sys.stderr):
+            encoder = fit(args.train_file, **common, callbacks=callbacks, **vars(options))
+    except KeyboardInterrupt:
+        if args.resume and compat.backup_start_epoch(backup) > 0:
+            hint = f"run the same command again to resume from the backup in {backup_dir}"
+        else:
+            hint = "no backup was written yet; the same command starts over"
+        raise UsageError(f"interrupted; {hint}") from None
     report = getattr(encoder, "training_report", None)
-    if report is not None:
-        print(
-            f"saved the {args.method} encoder to {args.output} (pooling {report.pooling}: "
-            f"{report.pooling_reason})",
-            file=sys.stderr,
-        )
-    else:
-        print(f"saved the {args.method} encoder to {args.output}", file=sys.stderr)
+    detail = f" (pooling {report.pooling}: {report.pooling_reason})" if report else ""
+    print(f"saved the {args.method} encoder to {args.output}{detail}", file=sys.stderr)
     return 0
 
 
@@ -303,6 +343,11 @@ def build_parser():
     p.add_argument("--batch-size", type=_positive_int, default=None)
     p.add_argument("--learning-rate", type=_positive_float, default=None)
     p.add_argument("--max-length", type=_positive_int, default=None)
+    p.add_argument("--resume", action=argparse.BooleanOptionalAction, default=True,
+                   help="back up every eval_every steps to OUTPUT.backup and continue an "
+                        "interrupted run from there (default: on)")
+    p.add_argument("--overwrite", action="store_true",
+                   help="replace a model already in --output")
 
     p = sub.add_parser("export", help="export a string-in SavedModel for TF Serving")
     model_args(p)
@@ -311,13 +356,34 @@ def build_parser():
     return parser
 
 
+def _attach_negative_numbers(argv):
+    """`--flag -1e-5` -> `--flag=-1e-5`, so argparse reads a negative number as a value.
+
+    argparse only recognises plain negative numbers (`-1`, `-0.5`) as values;
+    `-1e-5` would otherwise be taken for an option, and the user would see
+    "expected one argument" instead of what is wrong with the value.
+    """
+    out = []
+    for token in argv:
+        if out and out[-1].startswith("--") and "=" not in out[-1] and token.startswith("-"):
+            try:
+                float(token)
+            except ValueError:
+                pass
+            else:
+                out[-1] = f"{out[-1]}={token}"
+                continue
+        out.append(token)
+    return out
+
+
 def main(argv=None):
     # This is a program of its own: quiet TensorFlow's C++ start-up logs
     # (before TensorFlow is imported by any command).
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
     os.environ.setdefault("KERAS_BACKEND", "tensorflow")
     parser = build_parser()
-    argv = sys.argv[1:] if argv is None else list(argv)
+    argv = _attach_negative_numbers(sys.argv[1:] if argv is None else list(argv))
     args, extra = parser.parse_known_args(argv)
     if extra and args.command != "train":
         parser.error(f"unrecognized arguments: {' '.join(extra)}")

@@ -196,6 +196,7 @@ def _serving_functions(encoder, chunk_size):
         return tf.gather(outputs.concat(), tf.math.invert_permutation(order))
 
     def embed(sentences):
+        sentences = _as_batch(sentences)
         tokens = encoder.tokenize(sentences)[:, : max_length - 2]
         if chunk_size is None:
             out = forward(tokens)
@@ -208,7 +209,7 @@ def _serving_functions(encoder, chunk_size):
         return {OUTPUT_KEY: tf.ensure_shape(out, [None, output_dim])}
 
     def token_outputs(sentences):
-        inputs = encoder.preprocess(sentences, max_length)
+        inputs = encoder.preprocess(_as_batch(sentences), max_length)
         last = encoder.hidden_states(inputs, training=False)[-1]
         return {
             "token_embeddings": tf.ensure_shape(
@@ -219,6 +220,31 @@ def _serving_functions(encoder, chunk_size):
         }
 
     return embed, token_outputs
+
+
+def _as_batch(sentences):
+    """`sentences`, checked in the graph to be a 1-D batch of strings.
+
+    The signature declares `[None]`, but servers feed tensors without checking
+    the declared shape; a scalar or a `[2, 2]` batch must fail, not be
+    flattened into rows nobody asked for.
+    """
+    # The placeholder's declared rank makes `tf.rank` a trace-time constant;
+    # compare the runtime shape with the element count instead. A scalar has
+    # shape [] (first entry after padding: -1), a [2, 2] batch shape [2, 2].
+    shape = tf.shape(sentences)
+    count = tf.size(sentences)
+    rank_one = tf.logical_and(
+        tf.equal(tf.concat([shape, [-1]], 0)[0], count),
+        tf.reduce_all(tf.equal(shape, tf.reshape(count, [1]))),
+    )
+    check = tf.debugging.Assert(
+        rank_one,
+        ["`sentences` must be a 1-D tf.string tensor [batch] (one row per sentence); "
+         "received shape", shape],
+    )
+    with tf.control_dependencies([check]):
+        return tf.identity(sentences)
 
 
 def _check_chunk_size(chunk_size):

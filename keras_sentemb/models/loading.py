@@ -1,7 +1,10 @@
 """Loading backbones, tokenizers and settings from each kind of model source."""
 
 import dataclasses
+import json
 import logging
+import socket
+import struct
 from pathlib import Path
 
 import numpy as np
@@ -133,10 +136,115 @@ def _load_sentemb(folder, dtype):
     return parts
 
 
+class ModelLoadError(presets.ModelNotFoundError):
+    """A model folder or preset that exists but cannot be loaded (one line)."""
+
+
+JSON_FILES = (
+    "config.json", "sentemb_config.json", "tokenizer.json", "metadata.json",
+    "preprocessor.json", "modules.json", "sentence_bert_config.json",
+    "tokenizer_config.json", "special_tokens_map.json", "1_Pooling/config.json",
+)
+# Hosts keras-hub downloads presets from, by handle scheme.
+PRESET_HOSTS = {"kaggle": ("www.kaggle.com", 443), "hf": ("huggingface.co", 443),
+                "modelscope": ("www.modelscope.cn", 443), "gs": ("storage.googleapis.com", 443)}
+
+
+def _check_safetensors(path):
+    """The header of a safetensors file parses and its tensors fit in the file."""
+    size = path.stat().st_size
+    with open(path, "rb") as f:
+        head = f.read(8)
+        if len(head) < 8:
+            raise ModelLoadError(f"{path} is empty or truncated (not a safetensors file).")
+        (n,) = struct.unpack("<Q", head)
+        if n > size - 8:
+            raise ModelLoadError(f"{path} is truncated or not a safetensors file (bad header).")
+        try:
+            header = json.loads(f.read(n))
+        except (UnicodeDecodeError, json.JSONDecodeError):
+            raise ModelLoadError(f"{path} is not a safetensors file (its header is not JSON).") from None
+    end = max((t["data_offsets"][1] for k, t in header.items() if k != "__metadata__"), default=0)
+    if 8 + n + end > size:
+        raise ModelLoadError(
+            f"{path} is truncated: its tensors need {8 + n + end} bytes, the file has {size}."
+        )
+
+
+def _check_h5(path):
+    import h5py
+
+    try:
+        with h5py.File(path, "r"):
+            pass
+    except OSError:
+        raise ModelLoadError(f"{path} is truncated or not an HDF5 weights file.") from None
+
+
+def check_model_files(folder):
+    """Check a model folder's files before loading; raise one-line errors naming them.
+
+    Empty or invalid JSON files, truncated or foreign safetensors / HDF5
+    weights are reported with the file and what is wrong, instead of the
+    parser's traceback.
+    """
+    folder = Path(folder)
+    for name in JSON_FILES:
+        path = folder / name
+        if not path.is_file():
+            continue
+        text = path.read_bytes()
+        if not text.strip():
+            raise ModelLoadError(f"{path} is empty (expected JSON).")
+        try:
+            json.loads(text)
+        except (UnicodeDecodeError, json.JSONDecodeError) as e:
+            where = f" (line {e.lineno})" if isinstance(e, json.JSONDecodeError) else ""
+            raise ModelLoadError(f"{path} is not valid JSON{where}.") from None
+    for path in folder.glob("*.safetensors"):
+        _check_safetensors(path)
+    for path in folder.glob("*.h5"):
+        _check_h5(path)
+
+
+def check_network_for_preset(handle, timeout=3.0):
+    """Fail fast, with advice, when a preset needs a download and no network is there."""
+    scheme = handle.split("://", 1)[0] if "://" in handle else "kaggle"
+    host = PRESET_HOSTS.get(scheme)
+    if host is None:
+        return
+    try:
+        socket.create_connection(host, timeout=timeout).close()
+    except OSError:
+        raise ModelLoadError(
+            f"keras-hub preset {handle!r} must be downloaded from {host[0]}, which cannot "
+            "be reached (no network?). Download it where there is network "
+            "(keras_hub.models.Backbone.from_preset(...).save_to_preset(folder)) and "
+            "pass the local folder instead."
+        ) from None
+
+
 def load_components(resolved, dtype=None):
-    """Load backbone, tokenizer and stored settings for a `ResolvedModel`."""
-    if resolved.kind == "sentemb":
-        return _load_sentemb(resolved.location, dtype)
-    if resolved.kind == "huggingface":
-        return _load_hf(resolved.location, dtype)
-    return _load_keras_hub(resolved.location, dtype)
+    """Load backbone, tokenizer and stored settings for a `ResolvedModel`.
+
+    Raises `ModelLoadError` (one line, naming the file or preset) for a
+    broken folder or an unreachable preset.
+    """
+    location = resolved.location
+    if resolved.kind == "keras_hub" and not Path(location).is_dir():
+        from keras_sentemb.models.presets import is_cached_preset
+
+        if not is_cached_preset(location):
+            check_network_for_preset(location)
+    if Path(location).is_dir():
+        check_model_files(location)
+    loaders = {"sentemb": _load_sentemb, "huggingface": _load_hf, "keras_hub": _load_keras_hub}
+    try:
+        return loaders[resolved.kind](location, dtype)
+    except (ModelLoadError, presets.ModelNotFoundError):
+        raise
+    except Exception as e:  # keras-hub, safetensors, h5py and tokenizers raise many types
+        first = str(e).strip().splitlines()[0] if str(e).strip() else ""
+        raise ModelLoadError(
+            f"cannot load the model in {location}: {type(e).__name__}: {first[:300]}"
+        ) from e

@@ -139,3 +139,23 @@ def resolve_model(model):
         f"Unknown model {model!r}: not 'default', not an existing folder, "
         "and not a keras-hub preset name or kaggle:// / hf:// handle."
     )
+
+
+def is_cached_preset(handle):
+    """Whether a keras-hub preset is already downloaded (kagglehub's cache).
+
+    Only a best effort for Kaggle handles; anything else counts as not cached,
+    so the network is checked before keras-hub tries to download it.
+    """
+    import os as _os
+
+    import keras_hub
+
+    presets = keras_hub.models.Backbone.presets
+    if handle in presets:
+        handle = presets[handle].get("kaggle_handle", handle)
+    if not handle.startswith("kaggle://"):
+        return False
+    parts = handle[len("kaggle://"):].split("/")
+    cache = Path(_os.environ.get("KAGGLEHUB_CACHE", Path.home() / ".cache" / "kagglehub"))
+    return (cache / "models" / Path(*parts)).is_dir()

@@ -3,7 +3,6 @@
 import json
 import math
 import os
-from pathlib import Path
 
 import keras
 import numpy as np
@@ -497,7 +496,17 @@ class SentenceEncoder(keras.Model):
         if single:
             sentences = [sentences]
         if isinstance(sentences, np.ndarray):
+            if sentences.ndim != 1:
+                raise ValueError(
+                    f"`sentences` must be one-dimensional; received an array of shape "
+                    f"{sentences.shape}."
+                )
             sentences = sentences.tolist()
+        if isinstance(sentences, (dict, set, frozenset)) or not hasattr(sentences, "__len__"):
+            raise TypeError(
+                "`sentences` must be a str or a sequence (list, tuple, 1-D array) of str; "
+                f"received a {type(sentences).__name__}."
+            )
         sentences = [to_text(s, i) for i, s in enumerate(sentences)]
         if not isinstance(batch_size, (int, np.integer)) or batch_size < 1:
             raise ValueError(f"`batch_size` must be a positive int, received {batch_size!r}.")
@@ -585,34 +594,36 @@ class SentenceEncoder(keras.Model):
     def save(self, filepath, overwrite=True, **kwargs):
         """Save to a folder (a keras-hub preset plus `sentemb_config.json`).
 
-        A path ending in `.keras` is saved as a single Keras archive instead
-        (`keras.saving.load_model` reads it back, `safe_mode=True` included).
+        The folder is written under a temporary sibling and renamed into
+        place when complete (`keras_sentemb.io_utils.atomic_folder`): a crash
+        or a full disk never leaves a half-written model, and an earlier
+        model at `filepath` is replaced only by a complete new one. A folder
+        holding anything but a model is refused. A path ending in `.keras`
+        is saved as a single Keras archive instead (`keras.saving.load_model`
+        reads it back, `safe_mode=True` included).
 
         Args:
             filepath: str or path. The folder (created if needed) or a
                 `.keras` file.
-            overwrite: bool. Replace existing files. Defaults to `True`.
+            overwrite: bool. Replace an existing model. Defaults to `True`.
         """
+        from keras_sentemb.io_utils import atomic_folder
+
         filepath = os.fspath(filepath)
         if filepath.endswith(".keras"):
             return super().save(filepath, overwrite=overwrite, **kwargs)
-        folder = Path(filepath)
-        if folder.exists() and not folder.is_dir():
-            raise ValueError(f"Cannot save to {folder}: it is a file.")
-        if folder.is_dir() and any(folder.iterdir()) and not overwrite:
-            raise FileExistsError(f"{folder} is not empty and overwrite=False.")
-        folder.mkdir(parents=True, exist_ok=True)
-        self.backbone.save_to_preset(str(folder))
-        self.tokenizer.save_to_preset(str(folder))
-        if self.projection is not None:
-            kernel, bias = (np.asarray(w) for w in self.projection.get_weights())
-            np.savez(folder / PROJECTION_WEIGHTS, kernel=kernel, bias=bias)
-        if self.training_report is not None:
-            with open(folder / TRAINING_REPORT, "w", encoding="utf-8") as f:
-                json.dump(self.training_report.to_dict(), f, indent=2)
-        with open(folder / presets.SENTEMB_CONFIG, "w", encoding="utf-8") as f:
-            json.dump(self.sentemb_config(), f, indent=2)
-        return str(folder)
+        with atomic_folder(filepath, overwrite=overwrite) as folder:
+            self.backbone.save_to_preset(str(folder))
+            self.tokenizer.save_to_preset(str(folder))
+            if self.projection is not None:
+                kernel, bias = (np.asarray(w) for w in self.projection.get_weights())
+                np.savez(folder / PROJECTION_WEIGHTS, kernel=kernel, bias=bias)
+            if self.training_report is not None:
+                with open(folder / TRAINING_REPORT, "w", encoding="utf-8") as f:
+                    json.dump(self.training_report.to_dict(), f, indent=2)
+            with open(folder / presets.SENTEMB_CONFIG, "w", encoding="utf-8") as f:
+                json.dump(self.sentemb_config(), f, indent=2)
+        return filepath
 
     @classmethod
     def from_preset(

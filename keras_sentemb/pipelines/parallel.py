@@ -240,10 +240,11 @@ def fit_parallel(
     extras["final_temperature"] = float(1.0 / trainer.logit_scale().numpy())
     if tracker is not None:
         extras["alignment_uniformity"] = tracker.history
-    encoder = run.finish(encoder, extras=extras)
     plot = plot or (os.path.join(output, "alignment_uniformity.png") if output else None)
     if tracker is not None and plot:
+        extras["plot"] = plot  # before `finish`, so the saved report names it too
+    encoder = run.finish(encoder, extras=extras)
+    if tracker is not None and plot:  # after the save, which writes a new folder
         os.makedirs(os.path.dirname(os.path.abspath(plot)), exist_ok=True)
         tracker.plot(plot)
-        encoder.training_report.extras["plot"] = plot
     return encoder

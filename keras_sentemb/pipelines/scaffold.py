@@ -26,6 +26,7 @@ eval_every, output, strategy, callbacks, seed, verbose`.
 
 import contextlib
 import dataclasses
+import inspect
 import logging
 import math
 import os
@@ -209,17 +210,12 @@ def resolve_dev(dev):
 
 
 def check_output(output):
-    """Fail early when `output` cannot become a model folder."""
+    """Fail before any work when `output` cannot become a model folder."""
+    from keras_sentemb.io_utils import check_new_folder
+
     if output is None:
         return None
-    path = os.path.abspath(os.fspath(output))
-    if os.path.exists(path) and not os.path.isdir(path):
-        raise ValueError(f"`output` {output!r} exists and is not a folder.")
-    parent = path
-    while not os.path.exists(parent):
-        parent = os.path.dirname(parent)
-    if not os.path.isdir(parent) or not os.access(parent, os.W_OK | os.X_OK):
-        raise ValueError(f"`output` {output!r} cannot be written: {parent} is not writable.")
+    check_new_folder(output, overwrite=True, what="`output`")
     return os.fspath(output)
 
 
@@ -310,8 +306,18 @@ class FitScaffold:
 
     @classmethod
     def start(cls, method, arguments, paper_pooling="mean", custom_dev=()):
-        """Build the scaffold from a `fit_*` function's `locals()`."""
-        run = cls(method, dict(arguments), paper_pooling, custom_dev)
+        """Build the scaffold from a `fit_*` function's `locals()`.
+
+        Only the calling function's own parameters are read from
+        `arguments`: names it bound before the call (its function-level
+        imports) are not hyperparameters of the run.
+        """
+        arguments = dict(arguments)
+        caller = inspect.currentframe().f_back.f_code
+        params = caller.co_varnames[: caller.co_argcount + caller.co_kwonlyargcount]
+        if all(name in params for name in COMMON_ARGS):
+            arguments = {name: arguments[name] for name in params if name in arguments}
+        run = cls(method, arguments, paper_pooling, custom_dev)
         if run.seed is not None:
             keras.utils.set_random_seed(run.seed)
         return run

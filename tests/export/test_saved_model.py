@@ -94,6 +94,16 @@ def test_signature_contract(exported):
     assert outputs["embeddings"].shape.as_list() == [None, DIM]
 
 
+@pytest.mark.parametrize("signature", ["serving_default", "token_embeddings"])
+@pytest.mark.parametrize("batch", [[["a man", "b"], ["c", "d"]], [["a"], ["b"]], "a man"],
+                         ids=["2x2", "2x1", "scalar"])
+def test_only_a_1d_batch_is_accepted(exported, signature, batch):
+    """Servers feed tensors without checking the declared [None]: the graph checks."""
+    _, _, _, loaded = exported
+    with pytest.raises(tf.errors.InvalidArgumentError, match="must be a 1-D tf.string tensor"):
+        loaded.signatures[signature](sentences=tf.constant(batch))
+
+
 def test_matches_encode(exported):
     encoder, _, _, loaded = exported
     np.testing.assert_allclose(_embed(loaded, SENTS), encoder.encode(SENTS), atol=1e-5)
