@@ -105,6 +105,15 @@ def _positive_float(text):
     return value
 
 
+def _verbosity(text):
+    """Keras verbosity: "auto" or 0, 1, 2 (ints: Keras compares with ints)."""
+    if text == "auto":
+        return text
+    if text in ("0", "1", "2"):
+        return int(text)
+    raise argparse.ArgumentTypeError(f"expected auto, 0, 1 or 2, got {text!r}")
+
+
 def _pooling(text):
     from keras_sentemb.models.pooling import parse_pooling
 
@@ -228,6 +237,8 @@ def method_option_parser(method):
             parser.add_argument(flag, dest=name, type=int, default=argparse.SUPPRESS)
         elif isinstance(default, float):
             parser.add_argument(flag, dest=name, type=float, default=argparse.SUPPRESS)
+        elif name == "verbose":
+            parser.add_argument(flag, dest=name, type=_verbosity, default=argparse.SUPPRESS)
         elif isinstance(default, str):
             parser.add_argument(flag, dest=name, type=str, default=argparse.SUPPRESS)
         else:

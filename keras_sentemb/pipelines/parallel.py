@@ -162,6 +162,7 @@ def fit_parallel(
     from keras_sentemb.trainers.parallel import set_trainable
 
     run = FitScaffold.start("parallel", locals(), paper_pooling="cls", custom_dev=(RETRIEVAL_DEV,))
+    validation.choice(mlp, "mlp", ("auto", "train", "none"))
     validation.choice(mode, "mode", MODES)
     resolve_temperature(temperature)
     eval_size = validation.non_negative_int(eval_size, "eval_size")

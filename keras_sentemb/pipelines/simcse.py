@@ -106,6 +106,7 @@ def fit_simcse(
     from keras_sentemb.trainers.simcse import SimCSE
 
     run = FitScaffold.start("simcse", locals(), paper_pooling="cls")
+    validation.choice(mlp, "mlp", ("auto", "train", "none"))
     validation.choice(mode, "mode", SIMCSE_MODES)
     if mode == "unsup":
         sentences = load_corpus(data)

@@ -1,14 +1,16 @@
-"""ConSERT trainer: views at the right hooks, loss closed forms, modes, fit."""
+"""ConSERT trainer: views at the right hooks, loss closed forms per mode, learning."""
 
+import keras
 import numpy as np
 import pytest
 import tensorflow as tf
 
+from keras_sentemb.augment.adversarial_perturbation import adversarial_perturbation
 from keras_sentemb.augment.views import make_view
 from keras_sentemb.losses import nt_xent_loss
-from keras_sentemb.trainers._views import view_hidden_states
+from keras_sentemb.models.pooling import masked_mean
+from keras_sentemb.trainers import consert as consert_module
 from keras_sentemb.trainers.consert import ConSERT
-from keras_sentemb.trainers.consert import fit_consert
 from tests.conftest import make_tiny_encoder
 
 SENTENCES = [
@@ -34,6 +36,25 @@ def mean_pool(encoder, inputs):
     return encoder(inputs, training=False, pooling="mean")
 
 
+def layers_then_mean(encoder, embeddings, mask):
+    """Run the Transformer layers (no dropout) on `embeddings`, mean-pool with `mask`."""
+    h = embeddings
+    for layer in encoder.backbone.transformer_layers:
+        h = layer(h, padding_mask=mask, training=False)
+    return masked_mean(h, mask).numpy()
+
+
+class Recorder:
+    """An embedding hook that records what the view handed on."""
+
+    def __init__(self):
+        self.seen = []
+
+    def __call__(self, x):
+        self.seen.append(x)
+        return x
+
+
 def test_unsup_loss_is_nt_xent_of_the_two_views():
     encoder = make_tiny_encoder()
     x = packed(encoder)
@@ -56,30 +77,42 @@ def test_encoder_dropout_switch():
     assert not np.isclose(float(a), float(b))
 
 
-def test_views_are_identity_when_not_training():
+def test_views_act_in_training_only():
     encoder = make_tiny_encoder()
     x = packed(encoder)
     trainer = ConSERT(encoder)  # shuffle + feature cutoff
+    a, b = (v.numpy() for v in trainer._two_views(x, training=False))
+    np.testing.assert_array_equal(a, b)
+    np.testing.assert_allclose(a, mean_pool(encoder, x).numpy(), atol=1e-6)
     z = mean_pool(encoder, x)
     got = trainer.compute_contrastive_loss({"sentence": x}, training=False)
     np.testing.assert_allclose(got, nt_xent_loss(z, z, temperature=0.1), rtol=1e-5)
-    train_loss = trainer.compute_contrastive_loss({"sentence": x}, training=True)
-    assert float(train_loss) > float(got)
+    a, b = (v.numpy() for v in trainer._two_views(x, training=True))
+    clean = z.numpy()
+    # Each view differs from the clean vector and from the other view.
+    assert np.abs(a - clean).max() > 1e-4 and np.abs(b - clean).max() > 1e-4
+    assert np.abs(a - b).max() > 1e-4
 
 
 def test_feature_cutoff_acts_on_the_embedding_output():
     encoder = make_tiny_encoder()
     x = packed(encoder)
     view = make_view("feature_cutoff", rate=0.25, seed=3)
-    states, mask = view_hidden_states(encoder, x, view, training=True, encoder_dropout=False)
-    emb = states[0].numpy()
+    hook = Recorder()
+    pooled = encoder.sentence_vectors(x, "mean", training=True, dropout=False, view=view,
+                                      embedding_hook=hook)
+    emb = hook.seen[0].numpy()
     clean = encoder.embed_tokens(x["token_ids"], x["segment_ids"]).numpy()
     for row in range(len(SENTENCES)):
         zero_cols = np.where(np.all(emb[row] == 0.0, axis=0))[0]
         assert len(zero_cols) == 8  # int(0.25 * 32) whole hidden dimensions
         keep = np.setdiff1d(np.arange(32), zero_cols)
         np.testing.assert_array_equal(emb[row][:, keep], clean[row][:, keep])
-    np.testing.assert_array_equal(mask, x["padding_mask"])
+    # The layers then run on the cut embeddings with the unchanged mask.
+    np.testing.assert_allclose(
+        pooled.numpy(), layers_then_mean(encoder, hook.seen[0], x["padding_mask"]),
+        rtol=1e-5, atol=1e-6,
+    )
 
 
 def test_shuffle_permutes_positions_only():
@@ -95,26 +128,44 @@ def test_shuffle_permutes_positions_only():
             calls["in"], calls["out"] = position_ids, out
             return out
 
-    states, _ = view_hidden_states(encoder, x, Spy(), training=True, encoder_dropout=False)
+    pooled = encoder.sentence_vectors(x, "mean", training=True, dropout=False, view=Spy())
     real = x["padding_mask"].numpy().astype(bool)
     pin, pout = calls["in"].numpy(), calls["out"].numpy()
+    assert not np.array_equal(pin, pout)
     for row in range(len(SENTENCES)):
         assert sorted(pout[row][real[row]]) == sorted(pin[row][real[row]])
-    expected = encoder.embed_tokens(x["token_ids"], x["segment_ids"], calls["out"])
-    np.testing.assert_allclose(states[0], expected, rtol=1e-6)
+    shuffled = encoder.embed_tokens(x["token_ids"], x["segment_ids"], calls["out"])
+    np.testing.assert_allclose(
+        pooled.numpy(), layers_then_mean(encoder, shuffled, x["padding_mask"]),
+        rtol=1e-5, atol=1e-6,
+    )
 
 
 def test_span_cutoff_mask_reaches_layers_and_pooling():
     encoder = make_tiny_encoder()
     x = packed(encoder)
-    view = make_view("span_cutoff", rate=0.5, seed=2)
-    states, mask = view_hidden_states(encoder, x, view, training=True, encoder_dropout=False)
+    seen = {}
+
+    class Spy:
+        stage = "embeddings"
+        updates_mask = True
+        view = make_view("span_cutoff", rate=0.5, seed=2)
+
+        def __call__(self, embeddings, padding_mask=None, training=None):
+            out = self.view(embeddings, padding_mask=padding_mask, training=training)
+            seen["embeddings"], seen["mask"] = out
+            return out
+
+    pooled = encoder.sentence_vectors(x, "mean", training=True, dropout=False, view=Spy())
+    mask = seen["mask"]
     assert mask.numpy().sum() < x["padding_mask"].numpy().sum()
-    # The final states equal running the layers with the returned mask.
-    h = states[0]
-    for layer in encoder.backbone.transformer_layers:
-        h = layer(h, padding_mask=mask, training=False)
-    np.testing.assert_allclose(states[-1], h, rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(
+        pooled.numpy(), layers_then_mean(encoder, seen["embeddings"], mask), rtol=1e-5, atol=1e-6
+    )
+    # With the original mask instead, the vectors would differ.
+    assert not np.allclose(
+        pooled.numpy(), layers_then_mean(encoder, seen["embeddings"], x["padding_mask"]), atol=1e-4
+    )
 
 
 def _nli_batch(encoder):
@@ -128,21 +179,42 @@ def _nli_batch(encoder):
     }
 
 
-def test_joint_loss_is_ce_plus_alpha_contrastive():
+def _cross_entropy(logits, labels):
+    logits = np.asarray(logits, np.float64)
+    m = logits.max(1, keepdims=True)
+    log_z = m[:, 0] + np.log(np.exp(logits - m).sum(1))
+    return float(np.mean(log_z - logits[np.arange(len(labels)), labels]))
+
+
+@pytest.mark.parametrize("mode", ["sup", "joint"])
+def test_supervised_loss_is_ce_plus_alpha_contrastive(mode):
     encoder = make_tiny_encoder()
     data = _nli_batch(encoder)
-    trainer = ConSERT(encoder, views=("none", "none"), mode="joint", alpha=0.15)
-    u, v = mean_pool(encoder, data["premise"]), mean_pool(encoder, data["hypothesis"])
-    logits = trainer.classifier(tf.concat([u, v, tf.abs(u - v)], -1))
-    ce = tf.reduce_mean(tf.nn.sparse_softmax_cross_entropy_with_logits(data["label"], logits))
+    trainer = ConSERT(encoder, views=("none", "none"), mode=mode, alpha=0.15)
+    u = mean_pool(encoder, data["premise"]).numpy()
+    v = mean_pool(encoder, data["hypothesis"]).numpy()
+    kernel, bias = (w.numpy() for w in trainer.classifier.weights)
+    logits = np.concatenate([u, v, np.abs(u - v)], -1) @ kernel + bias
+    labels = data["label"].numpy()
+    ce = _cross_entropy(logits, labels)
     both = tf.concat([u, v], 0)
-    expected = ce + 0.15 * nt_xent_loss(both, both, temperature=0.1)
+    contrastive = float(nt_xent_loss(both, both, temperature=0.1)) if mode == "joint" else 0.0
     loss, extras = trainer.compute_contrastive_loss(data, training=True)
-    np.testing.assert_allclose(loss, expected, rtol=1e-5)
-    np.testing.assert_allclose(extras["ce_loss"], ce, rtol=1e-5)
+    np.testing.assert_allclose(float(loss), ce + 0.15 * contrastive, rtol=1e-5)
+    np.testing.assert_allclose(float(extras["ce_loss"]), ce, rtol=1e-5)
+    np.testing.assert_allclose(float(extras["contrastive_loss"]), contrastive, rtol=1e-5, atol=1e-7)
+    np.testing.assert_allclose(float(extras["accuracy"]), np.mean(logits.argmax(1) == labels))
 
 
-def test_adversarial_view_in_joint_mode():
+def test_adversarial_view_in_joint_mode(monkeypatch):
+    calls = []
+
+    def spy(embeddings, gradients, noise_norm=1.0, epsilon=1e-10, padding_mask=None):
+        out = adversarial_perturbation(embeddings, gradients, noise_norm, epsilon, padding_mask)
+        calls.append((embeddings, out, padding_mask))
+        return out
+
+    monkeypatch.setattr(consert_module, "adversarial_perturbation", spy)
     encoder = make_tiny_encoder()
     data = _nli_batch(encoder)
     trainer = ConSERT(encoder, views=("none", "adversarial"), mode="joint", noise_norm=5.0)
@@ -151,12 +223,51 @@ def test_adversarial_view_in_joint_mode():
     grads = tape.gradient(loss, trainer.trainable_variables)
     assert np.isfinite(float(loss))
     assert all(g is None or np.all(np.isfinite(tf.convert_to_tensor(g).numpy())) for g in grads)
-    # Adversarial views differ from clean ones, so the contrastive part is
-    # larger than with two identical views.
+    # Premises and hypotheses each get one adversarial view: every real token
+    # moves by exactly noise_norm, padding does not move.
+    assert len(calls) == 2
+    for embeddings, out, mask in calls:
+        moved = np.linalg.norm((out - embeddings).numpy(), axis=-1)
+        real = mask.numpy().astype(bool)
+        np.testing.assert_allclose(moved[real], 5.0, rtol=1e-4)
+        np.testing.assert_allclose(moved[~real], 0.0, atol=1e-6)
+    # The views differ from clean ones, so the contrastive part is larger than
+    # with two identical views.
     clean = ConSERT(encoder, views=("none", "none"), mode="joint")
     clean.classifier.set_weights(trainer.classifier.get_weights())
     _, clean_extras = clean.compute_contrastive_loss(data, training=True)
     assert float(extras["contrastive_loss"]) > float(clean_extras["contrastive_loss"])
+    # Out of training there is no adversarial view.
+    calls.clear()
+    trainer.compute_contrastive_loss(data, training=False)
+    assert not calls
+
+
+@pytest.mark.parametrize(
+    "views,mode,make_data",
+    [
+        (("shuffle", "feature_cutoff"), "unsup", lambda e: {"sentence": packed(e)}),
+        (("none", "none"), "sup", _nli_batch),
+        (("shuffle", "feature_cutoff"), "joint", _nli_batch),
+    ],
+    ids=["unsup", "sup", "joint"],
+)
+def test_training_lowers_the_loss_on_a_fixed_batch(views, mode, make_data):
+    """A sign error in either part of the loss would raise it instead."""
+    encoder = make_tiny_encoder()
+    trainer = ConSERT(encoder, views=views, mode=mode, seed=0)
+    trainer.compile(optimizer=keras.optimizers.Adam(1e-3))
+    data = make_data(encoder)
+
+    def loss():
+        out = trainer.compute_contrastive_loss(data, training=False)
+        return float(out[0] if isinstance(out, tuple) else out)
+
+    before = loss()
+    for _ in range(5):
+        logs = trainer.train_step(data)
+    assert float(logs["nonfinite"]) == 0.0
+    assert loss() < 0.9 * before, (before, loss())
 
 
 @pytest.mark.parametrize(
@@ -166,64 +277,9 @@ def test_adversarial_view_in_joint_mode():
         ({"views": ("shuffle", "adversarial")}, "supervised"),
         ({"mode": "sup_unsup"}, "fit_consert"),
         ({"temperature": 0.0}, "temperature"),
+        ({"view_rates": (0.1,)}, "view_rates"),
     ],
 )
 def test_invalid_arguments(kwargs, match):
     with pytest.raises(ValueError, match=match):
         ConSERT(make_tiny_encoder(), **kwargs)
-
-
-def test_fit_consert_unsup_saves_and_selects(tmp_path):
-    from keras_sentemb.models import SentenceEncoder
-
-    out = tmp_path / "consert"
-    encoder = fit_consert(
-        SENTENCES * 3, model=make_tiny_encoder(), output=str(out), steps=4,
-        batch_size=8, learning_rate=1e-3, max_length=16, dev=DEV, eval_every=2,
-        verbose=0,
-    )
-    assert encoder.pooling == "mean"
-    loaded = SentenceEncoder.from_preset(str(out))
-    np.testing.assert_allclose(
-        loaded.encode(["hello world"]), encoder.encode(["hello world"]), rtol=1e-5, atol=1e-6
-    )
-
-
-@pytest.mark.parametrize("mode", ["joint_unsup", "sup"])
-def test_fit_consert_supervised_modes(mode):
-    encoder = make_tiny_encoder()
-    before = [w.copy() for w in encoder.get_weights()]
-    out = fit_consert(
-        SENTENCES * 2, model=encoder, mode=mode, supervised=TRIPLETS * 2,
-        steps=2, supervised_steps=2, batch_size=4, learning_rate=1e-3,
-        max_length=16, dev=None, verbose=0,
-    )
-    assert out is encoder
-    assert any(not np.allclose(a, b) for a, b in zip(before, encoder.get_weights()))
-
-
-def test_fit_consert_errors():
-    with pytest.raises(ValueError, match="mode"):
-        fit_consert(SENTENCES, model=make_tiny_encoder(), mode="semi")
-    with pytest.raises(ValueError, match="supervised"):
-        fit_consert(SENTENCES, model=make_tiny_encoder(), mode="joint_unsup", dev=None)
-    with pytest.raises(ValueError, match="batch_size"):
-        fit_consert(SENTENCES, model=make_tiny_encoder(), batch_size=0)
-
-
-def test_cli_train_consert(tmp_path, monkeypatch):
-    import keras_sentemb.api as api
-    from keras_sentemb import cli
-
-    monkeypatch.setattr(api, "fit_consert", fit_consert, raising=False)
-    model_dir = tmp_path / "tiny"
-    make_tiny_encoder().save(str(model_dir))
-    train = tmp_path / "train.txt"
-    train.write_text("\n".join(SENTENCES * 2) + "\n")
-    out = tmp_path / "out"
-    rc = cli.main([
-        "train", "consert", "--model", str(model_dir), "--train-file", str(train),
-        "--output", str(out), "--steps", "2", "--batch-size", "4", "--max-length", "16",
-        "--dev", "none", "--views", "token_cutoff,dropout", "--learning-rate", "1e-4",
-    ])
-    assert rc == 0 and (out).exists()

@@ -1,35 +1,19 @@
-import json
+"""`ParallelContrastive`: memory queue, loss closed form, frozen teacher, logit scale, modes."""
+
 import math
-import os
 import subprocess
 import sys
 import textwrap
 
+import keras
 import numpy as np
 import pytest
 import tensorflow as tf
 
-from keras_sentemb.trainers.memory_queue import MemoryQueue
+from keras_sentemb.models.memory_queue import MemoryQueue
 from keras_sentemb.trainers.parallel import ParallelContrastive
-from keras_sentemb.trainers.parallel import fit_parallel
-from keras_sentemb.trainers.parallel import load_parallel_pairs
-from keras_sentemb.trainers.parallel import make_optimizer
-from keras_sentemb.trainers.parallel import split_pairs
 from tests.conftest import REPO, make_tiny_encoder
-
-WORDS = ["a", "the", "man", "woman", "is", "playing", "guitar", "piano", "dog",
-         "cat", "runs", "sits", "on", "mat", "park", "in", "and"]
-
-
-def make_pairs(n, seed=0):
-    rng = np.random.default_rng(seed)
-    pairs = []
-    for i in range(n):
-        words = rng.choice(WORDS, size=rng.integers(2, 7))
-        src = " ".join(words) + f" {i}"  # unique sources
-        tgt = " ".join(["中" if w in ("a", "the", "is") else "文" for w in words] + list(words[::-1]))
-        pairs.append((src, tgt + f" {i}"))
-    return pairs
+from tests.data.test_parallel import make_pairs
 
 
 def make_trainer(**kwargs):
@@ -46,8 +30,8 @@ def batch(trainer, pairs):
     }
 
 
-def compile_trainer(trainer, lr=1e-3, steps=10):
-    trainer.compile(optimizer=make_optimizer(trainer, lr, steps, warmup_ratio=0.0), jit_compile=False)
+def compile_trainer(trainer, lr=1e-3):
+    trainer.compile(optimizer=keras.optimizers.AdamW(lr, weight_decay=0.01))
 
 
 def run_steps(trainer, n, batch_size=8, seed=0):
@@ -55,6 +39,16 @@ def run_steps(trainer, n, batch_size=8, seed=0):
     pairs = make_pairs(n * batch_size, seed=seed)
     for i in range(n):
         trainer.train_step(batch(trainer, pairs[i * batch_size : (i + 1) * batch_size]))
+
+
+def no_dropout(encoder):
+    for layer in encoder.backbone._flatten_layers():
+        if isinstance(layer, keras.layers.Dropout):
+            layer.rate = 0.0
+
+
+def eval_loss(trainer, data):
+    return float(trainer.compute_contrastive_loss(data, training=False)[0])
 
 
 # ------------------------------------------------------------------ queue
@@ -110,36 +104,43 @@ def _numpy_loss(queries, candidates, scale):
 
 
 def _unit(x):
+    x = np.asarray(x, np.float64)
     return x / np.linalg.norm(x, axis=1, keepdims=True)
 
 
-@pytest.mark.parametrize("pooling", ["cls_mlp", "mean"])
-def test_loss_equals_closed_form_with_queue(pooling):
-    trainer = make_trainer(queue_size=5, temperature=0.05, pooling=pooling)
-    pairs = make_pairs(4)
-    data = batch(trainer, pairs)
-    t = _unit(trainer.teacher(data["source"]).numpy().astype(np.float64))
-    pool = "mean" if pooling == "mean" else "cls"
-    s = _unit(trainer.student(data["target"], pooling=pool).numpy().astype(np.float64))
+@pytest.mark.parametrize(
+    "pooling,mlp,training",
+    [("cls", "train", False), ("cls", "train", True), ("mean", "none", False)],
+    ids=["cls-mlp-eval", "cls-mlp-train", "mean-eval"],
+)
+def test_loss_equals_closed_form_with_queue(pooling, mlp, training):
+    trainer = make_trainer(queue_size=5, temperature=0.05, pooling=pooling, mlp=mlp)
+    no_dropout(trainer.student)
+    data = batch(trainer, make_pairs(4))
+    # The frozen teacher encodes with its own pooling (mean: it declares none).
+    t = _unit(trainer.teacher(data["source"]).numpy())
+    s = trainer.student(data["target"], pooling=pooling)
+    if training:  # the training-only head (identity-initialised tanh)
+        s = trainer.target_mlp(s)
+    s = _unit(s.numpy())
     # Hard queued negatives (near the student's embeddings), so they matter.
     rng = np.random.default_rng(1)
     queued = _unit(s[:3] + 0.01 * rng.normal(size=(3, s.shape[1]))).astype("float32")
     trainer.queue.enqueue(tf.constant(queued))
-    loss, extras = trainer.compute_contrastive_loss(data, training=False)
+    loss, extras = trainer.compute_contrastive_loss(data, training=training)[:2]
     expected = _numpy_loss(s, np.concatenate([t, queued]), 20.0)
     assert float(loss) == pytest.approx(expected, rel=1e-4)
     # The queue really enters the loss: without it the value differs.
-    without = _numpy_loss(s, t, 20.0)
-    assert abs(expected - without) > 1e-4
+    assert abs(expected - _numpy_loss(s, t, 20.0)) > 1e-4
     assert float(extras["temperature"]) == pytest.approx(0.05)
     assert float(extras["queue_fill"]) == 3
+    np.testing.assert_allclose(float(extras["positive_cosine"]), np.mean(np.sum(s * t, 1)), rtol=1e-4)
 
 
 def test_train_step_enqueues_teacher_embeddings_after_loss():
     trainer = make_trainer(queue_size=6, temperature=0.05)
     compile_trainer(trainer)
-    pairs = make_pairs(4)
-    data = batch(trainer, pairs)
+    data = batch(trainer, make_pairs(4))
     logs = trainer.train_step(data)
     assert float(logs["queue_fill"]) == 0.0  # loss saw an empty queue
     t = _unit(trainer.teacher(data["source"]).numpy())
@@ -150,56 +151,71 @@ def test_train_step_enqueues_teacher_embeddings_after_loss():
 
 
 # --------------------------------------------------------- frozen teacher
-def test_teacher_never_changes_and_student_learns():
-    trainer = make_trainer(queue_size=16)
+def test_teacher_stays_bit_identical_and_the_loss_goes_down():
+    trainer = make_trainer(queue_size=16)  # the paper's cls + training-only MLP
     teacher_before = [w.copy() for w in trainer.teacher.get_weights()]
-    student_before = [w.copy() for w in trainer.student.get_weights()]
     teacher_ids = {id(v) for v in trainer.teacher.weights}
     assert not teacher_ids & {id(v) for v in trainer.trainable_variables}
-    compile_trainer(trainer, lr=1e-2, steps=4)
-    run_steps(trainer, 4)
+    compile_trainer(trainer, lr=1e-2)
+    data = batch(trainer, make_pairs(8))
+    before = eval_loss(trainer, data)
+    for _ in range(5):
+        logs = trainer.train_step(data)
+    assert float(logs["nonfinite"]) == 0.0
     for a, b in zip(teacher_before, trainer.teacher.get_weights()):
         np.testing.assert_array_equal(a, b)
-    changed = [not np.array_equal(a, b) for a, b in zip(student_before, trainer.student.get_weights())]
-    assert any(changed)
     assert int(trainer.queue.count.numpy()) == 16
+    trainer.queue.reset()  # the queue now holds this batch's keys: compare like with like
+    after = eval_loss(trainer, data)
+    assert after < 0.98 * before, (before, after)
 
 
-# ------------------------------------------------------------ temperature
-def test_learnable_temperature_is_learned_and_clamped():
+# ------------------------------------------------------------ logit scale
+def test_learnable_logit_scale_is_learned_clamped_and_not_decayed():
     trainer = make_trainer(queue_size=0)
-    assert float(trainer.logit_scale.numpy()) == pytest.approx(math.log(1 / 0.07), rel=1e-6)
-    optimizer = make_optimizer(trainer, 5e-2, 20, warmup_ratio=0.0)
-    trainer.compile(optimizer=optimizer, jit_compile=False)
+    scale = trainer.logit_scale
+    assert scale.learnable and float(scale()) == pytest.approx(1 / 0.07, rel=1e-6)
+    assert float(scale.log_scale.numpy()) == pytest.approx(math.log(1 / 0.07), rel=1e-6)
+    optimizer = keras.optimizers.AdamW(5e-2, weight_decay=0.5)
+    trainer.compile(optimizer=optimizer)
+    assert not optimizer._use_weight_decay(scale.log_scale)
     run_steps(trainer, 5)
-    value = float(trainer.logit_scale.numpy())
+    value = float(scale.log_scale.numpy())
     assert value != pytest.approx(math.log(1 / 0.07), abs=1e-4)  # learned
     assert 0.0 <= value <= math.log(100.0) + 1e-6
-    # Excluded from weight decay.
-    assert not optimizer._use_weight_decay(trainer.logit_scale)
     # The clamp acts after every update, from above and below.
     for start, bound in ((10.0, math.log(100.0)), (-3.0, 0.0)):
-        trainer.logit_scale.assign(start)
+        scale.log_scale.assign(start)
         run_steps(trainer, 1, seed=1)
-        assert float(trainer.logit_scale.numpy()) == pytest.approx(bound, abs=0.06)
-        assert 0.0 <= float(trainer.logit_scale.numpy()) <= math.log(100.0) + 1e-6
+        assert float(scale.log_scale.numpy()) == pytest.approx(bound, abs=0.06)
+        assert 0.0 <= float(scale.log_scale.numpy()) <= math.log(100.0) + 1e-6
 
 
-def test_fixed_temperature_has_no_variable():
+def test_fixed_temperature_is_not_trained():
     trainer = make_trainer(temperature=0.01)
-    assert trainer.logit_scale is None
-    assert float(trainer.current_logit_scale()) == pytest.approx(100.0)
-    assert make_trainer(temperature="0.05").fixed_temperature == 0.05
+    assert not trainer.logit_scale.learnable
+    assert float(trainer.logit_scale()) == pytest.approx(100.0)
+    assert all(v is not trainer.logit_scale.log_scale for v in trainer.trainable_variables)
+    assert trainer.no_decay_variables() == []
+    assert float(make_trainer(temperature="0.05").logit_scale()) == pytest.approx(20.0)
+    # Above the default clamp: the clamp follows the fixed scale.
+    assert float(make_trainer(temperature=0.005).logit_scale()) == pytest.approx(200.0)
 
 
 # ------------------------------------------------------------- baselines
-def test_dual_mode_trains_both_sides():
-    trainer = make_trainer(mode="dual", queue_size=8)
-    before = [w.copy() for w in trainer.teacher.get_weights()]
+def test_dual_mode_trains_both_sides_and_lowers_the_loss():
+    # Mean pooling: the tiny random model's [CLS] vectors are all alike on both sides.
+    trainer = make_trainer(mode="dual", queue_size=0, pooling="mean")
+    assert trainer.source_mlp is not None and trainer.target_mlp is not None
+    trainable = {id(v) for v in trainer.trainable_variables}
+    assert all(id(v) in trainable for v in trainer.teacher.trainable_weights)
+    assert all(id(v) in trainable for v in trainer.student.trainable_weights)
     compile_trainer(trainer, lr=1e-2)
-    run_steps(trainer, 2, batch_size=4)
-    assert any(not np.array_equal(a, b) for a, b in zip(before, trainer.teacher.get_weights()))
-    assert trainer.source_mlp is not None
+    data = batch(trainer, make_pairs(8))
+    before = eval_loss(trainer, data)
+    for _ in range(5):
+        trainer.train_step(data)
+    assert eval_loss(trainer, data) < 0.98 * before
 
 
 def test_shared_mode_uses_one_encoder():
@@ -211,7 +227,7 @@ def test_shared_mode_uses_one_encoder():
     compile_trainer(trainer)
     run_steps(trainer, 2, batch_size=4)
     assert int(trainer.queue.count.numpy()) == 8
-    assert trainer.finalize().pooling == "cls"
+    assert trainer.candidates() == {"student": trainer.student}
 
 
 def test_argument_validation():
@@ -219,83 +235,29 @@ def test_argument_validation():
     with pytest.raises(ValueError, match="mode"):
         ParallelContrastive(teacher.clone(), teacher, mode="both")
     with pytest.raises(ValueError, match="pooling"):
-        ParallelContrastive(teacher.clone(), teacher, pooling="max")
+        ParallelContrastive(teacher.clone(), teacher, pooling="middle")
+    with pytest.raises(ValueError, match="mlp"):
+        ParallelContrastive(teacher.clone(), teacher, mlp="auto")  # resolved by fit_parallel
     with pytest.raises(ValueError, match="temperature"):
         ParallelContrastive(teacher.clone(), teacher, temperature="hot")
     with pytest.raises(ValueError, match="temperature"):
         ParallelContrastive(teacher.clone(), teacher, temperature=-1.0)
+    with pytest.raises(ValueError, match="init_temperature"):
+        ParallelContrastive(teacher.clone(), teacher, init_temperature=2.0)
+    with pytest.raises(ValueError, match="max_logit_scale"):
+        ParallelContrastive(teacher.clone(), teacher, max_logit_scale=5.0)
     with pytest.raises(ValueError, match="queue_size"):
         ParallelContrastive(teacher.clone(), teacher, queue_size=-1)
     with pytest.raises(ValueError, match="teacher"):
         ParallelContrastive(teacher.clone(), None)
     with pytest.raises(ValueError, match="separate"):
         ParallelContrastive(teacher, teacher)
-
-
-# ------------------------------------------------------------------ data
-def test_load_pairs_tsv_with_extra_columns_list_and_dataset(tmp_path):
-    path = tmp_path / "pairs.tsv"
-    path.write_text("Hi.\t嗨。\tCC-BY attribution\nRun.\t跑。\n\nbad line\n", encoding="utf-8")
-    assert load_parallel_pairs(str(path)) == [("Hi.", "嗨。"), ("Run.", "跑。")]
-    assert load_parallel_pairs([("a", "b"), ["c", "d", "x"]]) == [("a", "b"), ("c", "d")]
-    ds = tf.data.Dataset.from_tensor_slices((["a", "c"], ["b", "d"]))
-    assert load_parallel_pairs(ds) == [("a", "b"), ("c", "d")]
-    ds = tf.data.Dataset.from_tensor_slices({"source": ["a"], "target": ["b"]})
-    assert load_parallel_pairs(ds) == [("a", "b")]
-    with pytest.raises(ValueError, match="tuple"):
-        load_parallel_pairs(["ab"])
-    with pytest.raises(FileNotFoundError):
-        load_parallel_pairs(str(tmp_path / "missing.tsv"))
-
-
-def test_split_is_deterministic_and_leak_free():
-    pairs = make_pairs(200)
-    pairs += [(pairs[0][0], "another translation"), ("new source", pairs[1][1])]
-    train, held = split_pairs(pairs, eval_size=20, seed=0)
-    train2, held2 = split_pairs(list(reversed(pairs)), eval_size=20, seed=0)
-    assert held == held2 and sorted(train) == sorted(train2)
-    assert len(held) == 20
-    held_src = {a for a, _ in held}
-    held_tgt = {b for _, b in held}
-    assert not any(a in held_src or b in held_tgt for a, b in train)
-    assert split_pairs(pairs, eval_size=20, seed=1)[1] != held
-
-
-# ----------------------------------------------------------------- fit api
-def test_fit_parallel_end_to_end(tmp_path):
-    from keras_sentemb.models import SentenceEncoder
-
-    teacher = make_tiny_encoder(num_layers=1)
-    teacher.trainable = False  # a frozen encoder still initialises a trainable student
-    teacher_weights = [w.copy() for w in teacher.get_weights()]
-    out = tmp_path / "student"
-    student = fit_parallel(
-        make_pairs(80), model=teacher, output=str(out), steps=4, batch_size=8,
-        queue_size=32, max_length=16, eval_size=10, track_every=2, verbose=0,
-    )
-    assert student is not teacher and student.pooling == "cls"
-    for a, b in zip(teacher_weights, teacher.get_weights()):
-        np.testing.assert_array_equal(a, b)  # the caller's encoder is untouched
-    assert any(not np.array_equal(a, b) for a, b in zip(teacher_weights, student.get_weights()))
-    report = student.parallel_report
-    assert set(report["retrieval_before"]) >= {"source_to_target", "target_to_source"}
-    assert report["retrieval_after"]["n"] == 10
-    assert [h["step"] for h in report["alignment_uniformity"]] == [0, 2, 4]
-    assert 0 < report["final_temperature"] < 1
-    assert os.path.exists(out / "alignment_uniformity.png")
-    assert json.loads((out / "parallel_report.json").read_text())["heldout_pairs"] == 10
-    loaded = SentenceEncoder.from_preset(str(out))
-    assert loaded.pooling == "cls"
-    np.testing.assert_allclose(loaded.encode(["a man"]), student.encode(["a man"]), atol=1e-5)
-
-
-def test_fit_parallel_validation():
-    with pytest.raises(ValueError, match="mode"):
-        fit_parallel([("a", "b")] * 10, model=make_tiny_encoder(), mode="x")
-    with pytest.raises(ValueError, match="temperature"):
-        fit_parallel([("a", "b")] * 10, model=make_tiny_encoder(), temperature="warm")
-    with pytest.raises(ValueError, match="steps"):
-        fit_parallel([("a", "b")] * 10, model=make_tiny_encoder(), steps=0)
+    with pytest.raises(ValueError, match="shared"):
+        ParallelContrastive(teacher.clone(), teacher, mode="shared")
+    wide = make_tiny_encoder(hidden_dim=16)
+    with pytest.raises(ValueError, match="mlp='train'"):
+        ParallelContrastive(wide, teacher, mlp="none")
+    assert ParallelContrastive(wide, teacher, mlp="train").target_mlp.units == 32
 
 
 # ------------------------------------------------------------ tf.distribute
@@ -308,8 +270,8 @@ MIRRORED = textwrap.dedent(
     tf.config.set_logical_device_configuration(cpu, [tf.config.LogicalDeviceConfiguration()] * 2)
     import keras, numpy as np
     from tests.conftest import make_tiny_encoder
-    from tests.trainers.test_parallel import make_pairs
-    from keras_sentemb.trainers.parallel import ParallelContrastive, make_optimizer
+    from tests.data.test_parallel import make_pairs
+    from keras_sentemb.trainers.parallel import ParallelContrastive
 
     def run(strategy, mode):
         with strategy.scope():
@@ -319,9 +281,10 @@ MIRRORED = textwrap.dedent(
                 for layer in encoder.backbone._flatten_layers():
                     if isinstance(layer, keras.layers.Dropout):
                         layer.rate = 0.0
-            trainer = ParallelContrastive(student, teacher, mode=mode, queue_size=12, pooling="mean")
+            trainer = ParallelContrastive(student, teacher, mode=mode, queue_size=12,
+                                          pooling="mean", mlp="none")
             start = [w.copy() for w in student.get_weights()]
-            trainer.compile(optimizer=make_optimizer(trainer, 1e-2, 5, warmup_ratio=0.0))
+            trainer.compile(optimizer=keras.optimizers.AdamW(1e-2, weight_decay=0.01))
         pairs = make_pairs(40)
         ds = tf.data.Dataset.from_tensor_slices(
             {{"source": [a for a, _ in pairs], "target": [b for _, b in pairs]}}
@@ -337,8 +300,8 @@ MIRRORED = textwrap.dedent(
         stored = trainer.queue.queue.value  # the tf.Variable (a MirroredVariable under the strategy)
         copies = [np.asarray(v) for v in getattr(stored, "values", [stored])]
         return (np.array(losses), student.get_weights(), trainer.queue.ordered().numpy(),
-                int(trainer.queue.count.numpy()), float(trainer.logit_scale.numpy()), copies,
-                start)
+                int(trainer.queue.count.numpy()), float(trainer.logit_scale.log_scale.numpy()),
+                copies, start)
 
     mode = sys.argv[1]
     one = run(tf.distribute.get_strategy(), mode)

@@ -1,54 +1,129 @@
-"""SimCSE trainer: loss closed forms per mode, MLP in training only, fit."""
+"""SimCSE trainer: loss closed forms per mode, MLP in training only, learning."""
 
+import keras
 import numpy as np
 import pytest
 import tensorflow as tf
 
 from keras_sentemb.losses import info_nce_loss
+from keras_sentemb.losses import paraphrase_loss
 from keras_sentemb.trainers.simcse import SimCSE
-from keras_sentemb.trainers.simcse import fit_simcse
-from keras_sentemb.trainers.simcse import paraphrase_loss
 from tests.conftest import make_tiny_encoder
-from tests.trainers.test_consert import SENTENCES, TRIPLETS, packed
+from tests.trainers.test_consert import SENTENCES
+from tests.trainers.test_consert import TRIPLETS
+from tests.trainers.test_consert import packed
+
+COLUMNS = ("sent0", "sent1", "hard_neg")
 
 
-def test_unsup_eval_loss_is_info_nce_of_identical_views():
+def no_dropout(encoder):
+    """Backbone dropout rates to 0: training-mode passes become deterministic."""
+    for layer in encoder.backbone._flatten_layers():
+        if isinstance(layer, keras.layers.Dropout):
+            layer.rate = 0.0
+    return encoder
+
+
+def triplet_batch(encoder, rows=TRIPLETS):
+    return {k: encoder.preprocess(tf.constant([t[i] for t in rows]), 16)
+            for i, k in enumerate(COLUMNS)}
+
+
+def paraphrase_batch(encoder):
+    rows = [(a, b, i % 2) for i, (a, b, _) in enumerate(TRIPLETS)]
+    return {
+        "sentence1": encoder.preprocess(tf.constant([r[0] for r in rows]), 16),
+        "sentence2": encoder.preprocess(tf.constant([r[1] for r in rows]), 16),
+        "label": tf.constant([r[2] for r in rows]),
+    }
+
+
+def test_unsup_eval_loss_is_info_nce_of_identical_views_without_the_mlp():
     encoder = make_tiny_encoder()
     x = packed(encoder)
-    trainer = SimCSE(encoder)  # cls + MLP in training
-    assert encoder.pooling == "cls"
-    z = trainer.mlp(encoder(x, training=False))
+    trainer = SimCSE(encoder)  # the paper's cls + MLP in training
+    assert trainer.mlp is not None and trainer.pooling == "cls"
+    assert encoder.declared_pooling is None  # trainers declare nothing
+    z = encoder(x, training=False, pooling="cls")
     expected = info_nce_loss(z, z, temperature=0.05)
     got = trainer.compute_contrastive_loss({"sentence": x}, training=False)
     np.testing.assert_allclose(got, expected, rtol=1e-5)
-    # Dropout makes the two views differ in training: a larger loss.
-    assert float(trainer.compute_contrastive_loss({"sentence": x}, training=True)) > float(got)
+
+
+def test_unsup_training_loss_goes_through_the_mlp():
+    encoder = no_dropout(make_tiny_encoder())
+    x = packed(encoder)
+    trainer = SimCSE(encoder)
+    z = trainer.mlp(encoder(x, training=False, pooling="cls"))
+    expected = info_nce_loss(z, z, temperature=0.05)
+    got = trainer.compute_contrastive_loss({"sentence": x}, training=True)
+    np.testing.assert_allclose(got, expected, rtol=1e-5)
+
+
+def test_unsup_dropout_makes_the_two_views_of_one_pass_differ():
+    encoder = make_tiny_encoder()
+    x = packed(encoder)
+    trainer = SimCSE(encoder, pooling="mean", mlp="none")
+    doubled = {k: tf.concat([v, v], axis=0) for k, v in x.items()}
+    n = len(SENTENCES)
+    train = trainer.embed(doubled, training=True).numpy()
+    assert np.abs(train[:n] - train[n:]).max() > 1e-3
+    evaluation = trainer.embed(doubled, training=False).numpy()
+    np.testing.assert_array_equal(evaluation[:n], evaluation[n:])
 
 
 def test_sup_loss_uses_hard_negatives():
     encoder = make_tiny_encoder()
     trainer = SimCSE(encoder, mode="sup", pooling="mean", mlp="none", hard_negative_weight=0.5)
-    cols = {k: encoder.preprocess(tf.constant([t[i] for t in TRIPLETS]), 16)
-            for i, k in enumerate(("sent0", "sent1", "hard_neg"))}
-    a, p, n = (encoder(cols[k], pooling="mean") for k in ("sent0", "sent1", "hard_neg"))
+    cols = triplet_batch(encoder)
+    a, p, n = (encoder(cols[k], pooling="mean") for k in COLUMNS)
     expected = info_nce_loss(a, p, hard_negatives=n, temperature=0.05, hard_negative_weight=0.5)
     got = trainer.compute_contrastive_loss(cols, training=False)
     np.testing.assert_allclose(got, expected, rtol=1e-5)
 
 
-def test_paraphrase_loss_closed_form():
-    u = np.array([[1.0, 0.0], [0.0, 1.0], [1.0, 1.0]], "float32")
-    v = np.array([[1.0, 0.2], [0.5, 1.0], [1.0, -1.0]], "float32")
-    labels = np.array([1, 1, 0])
-    loss, parts = paraphrase_loss(u, v, labels, temperature=0.5, negative_margin=-0.5)
-    un = u / np.linalg.norm(u, axis=1, keepdims=True)
-    vn = v / np.linalg.norm(v, axis=1, keepdims=True)
-    logits = un @ vn.T / 0.5
-    ce = [np.log(np.exp(logits[i]).sum()) - logits[i, i] for i in (0, 1)]
-    neg = max(0.0, float(un[2] @ vn[2]) + 0.5)  # cos = 0 -> 0.5
-    np.testing.assert_allclose(parts["positive_loss"], np.mean(ce), rtol=1e-5)
-    np.testing.assert_allclose(parts["negative_loss"], neg, rtol=1e-5, atol=1e-7)
-    np.testing.assert_allclose(loss, np.mean(ce) + neg, rtol=1e-5)
+def test_paraphrase_mode_loss_and_metrics():
+    encoder = make_tiny_encoder()
+    trainer = SimCSE(encoder, mode="paraphrase", pooling="mean", mlp="none",
+                     negative_weight=0.5, negative_margin=0.1)
+    data = paraphrase_batch(encoder)
+    u, v = (encoder(data[k], pooling="mean") for k in ("sentence1", "sentence2"))
+    expected, parts = paraphrase_loss(u, v, data["label"], 0.05, 0.5, 0.1)
+    got, extras = trainer.compute_contrastive_loss(data, training=False)
+    np.testing.assert_allclose(got, expected, rtol=1e-5)
+    np.testing.assert_allclose(extras["positive_loss"], parts["positive_loss"], rtol=1e-5)
+    assert [m.name for m in trainer.metrics] == ["loss", "nonfinite", "positive_loss", "negative_loss"]
+
+
+@pytest.mark.parametrize(
+    "mode,pooling,mlp,make_batch,drop",
+    [
+        ("unsup", "cls", "train", lambda e: {"sentence": packed(e)}, True),
+        ("unsup", "mean", "none", lambda e: {"sentence": packed(e)}, False),
+        ("sup", "mean", "none", triplet_batch, False),
+        ("paraphrase", "mean", "none", paraphrase_batch, False),
+    ],
+    ids=["unsup-cls-mlp", "unsup-mean", "sup", "paraphrase"],
+)
+def test_training_lowers_the_loss_on_a_fixed_batch(mode, pooling, mlp, make_batch, drop):
+    """A sign error in any mode would raise the loss instead."""
+    encoder = make_tiny_encoder()
+    if drop:  # with the MLP: measure the training-mode loss (through the head), deterministically
+        no_dropout(encoder)
+    trainer = SimCSE(encoder, mode=mode, pooling=pooling, mlp=mlp)
+    trainer.compile(optimizer=keras.optimizers.Adam(1e-3))
+    data = make_batch(encoder)
+
+    def loss():
+        out = trainer.compute_contrastive_loss(data, training=drop)
+        return float(out[0] if isinstance(out, tuple) else out)
+
+    before = loss()
+    for _ in range(5):
+        logs = trainer.train_step(data)
+    assert float(logs["nonfinite"]) == 0.0
+    after = loss()
+    assert after < 0.95 * before, (before, after)
 
 
 def test_invalid_arguments():
@@ -56,26 +131,8 @@ def test_invalid_arguments():
         SimCSE(make_tiny_encoder(), mode="semi")
     with pytest.raises(ValueError, match="mlp"):
         SimCSE(make_tiny_encoder(), mlp="always")
-    with pytest.raises(ValueError, match="expects triplets"):
-        fit_simcse(supervised=[("a", "b", 1)] * 8, model=make_tiny_encoder(), mode="sup", dev=None)
+    with pytest.raises(ValueError, match="mlp"):
+        SimCSE(make_tiny_encoder(), mlp="auto")  # resolved by fit_simcse, not the trainer
+    with pytest.raises(ValueError, match="temperature"):
+        SimCSE(make_tiny_encoder(), temperature=0.0)
 
-
-def test_fit_simcse_unsup_keeps_no_mlp(tmp_path):
-    from keras_sentemb.models import SentenceEncoder
-
-    encoder = make_tiny_encoder()
-    out = tmp_path / "simcse"
-    got = fit_simcse(SENTENCES * 2, model=encoder, output=str(out), steps=2, batch_size=4,
-                     max_length=16, dev=None, verbose=0)
-    assert got.projection is None and got.pooling == "cls"
-    assert SentenceEncoder.from_preset(str(out)).pooling == "cls"
-
-
-@pytest.mark.parametrize("mode", ["sup", "paraphrase"])
-def test_fit_simcse_supervised(mode):
-    rows = TRIPLETS * 2 if mode == "sup" else [(a, b, i % 2) for i, (a, b, _) in enumerate(TRIPLETS * 2)]
-    encoder = make_tiny_encoder()
-    before = [w.copy() for w in encoder.get_weights()]
-    fit_simcse(rows, model=encoder, mode=mode, steps=2, batch_size=4, learning_rate=1e-3,
-               max_length=16, pooling="mean", mlp="none", dev=None, verbose=0)
-    assert any(not np.allclose(a, b) for a, b in zip(before, encoder.get_weights()))

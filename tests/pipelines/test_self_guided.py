@@ -1,0 +1,132 @@
+"""`fit_self_guided`: the kept BERT_T, its pooling, frozen parts, patience, CLI flags."""
+
+import json
+
+import numpy as np
+import pytest
+
+import keras_sentemb
+from keras_sentemb.models import SentenceEncoder
+from tests.conftest import make_tiny_encoder
+from tests.trainers.test_self_guided import SENTENCES
+
+DEV = [
+    ("a man is playing guitar", "a man plays guitar", 4.0),
+    ("the dog runs", "a cat sits", 1.0),
+    ("the woman plays piano", "a woman is playing piano", 4.5),
+    ("hello world", "the cat", 0.0),
+]
+
+
+def _embedding_weights(encoder):
+    return [np.array(w) for layer in encoder.adapter.embedding_block_layers() for w in layer.weights]
+
+
+def test_fit_saves_cls_encoder_without_projection_head(tmp_path):
+    encoder = make_tiny_encoder()
+    n_weights = len(encoder.weights)
+    embed_before = _embedding_weights(encoder)
+    out = tmp_path / "sg"
+    kept = keras_sentemb.fit_self_guided(
+        SENTENCES * 2, model=encoder, output=str(out), steps=4, batch_size=4,
+        projection_dim=24, dev=DEV, eval_every=2, learning_rate=1e-3, verbose=0,
+    )
+    assert kept is encoder  # BERT_T is the given encoder, trained in place
+    report = kept.training_report
+    assert report.steps_trained == 4 and report.stopped is None
+    assert [s for s, _ in report.selection["history"]] == [0, 2, 4]
+    assert report.pooling == "cls" and "declares no pooling" in report.pooling_reason
+    assert report.data == {"sentences": 16}
+    assert kept.declared_pooling == "cls"
+    # The embedding block was frozen: bit-identical after training.
+    for a, b in zip(embed_before, _embedding_weights(kept)):
+        np.testing.assert_array_equal(a, b)
+    config = json.loads((out / "sentemb_config.json").read_text())
+    assert config["pooling"] == "cls" and config["projection_dim"] is None
+    assert not (out / "sentemb_projection.npz").exists()
+    saved = json.loads((out / "training_report.json").read_text())
+    assert saved["steps_trained"] == 4 and saved["pooling"] == "cls"
+    loaded = SentenceEncoder.from_preset(str(out))
+    assert loaded.declared_pooling == "cls" and loaded.output_dim == 32
+    assert len(loaded.weights) == n_weights  # no projection head of width 24
+    assert not any(24 in tuple(w.shape) for w in loaded.weights)
+    np.testing.assert_allclose(
+        loaded.encode(SENTENCES[:3]), kept.encode(SENTENCES[:3]), atol=1e-5
+    )
+
+
+def test_declared_mean_pooling_is_kept():
+    kept = keras_sentemb.fit_self_guided(
+        SENTENCES, model=make_tiny_encoder(pooling="mean"), steps=2, batch_size=4,
+        projection_dim=8, dev=None, verbose=0,
+    )
+    report = kept.training_report
+    assert report.pooling == "mean" and report.pooling_reason == "the model declares mean pooling"
+    assert kept.declared_pooling == "mean" and report.selection is None
+    assert report.steps_trained == 2
+
+
+def test_patience_stops_after_evaluations_without_improvement():
+    # A learning rate far below float32 resolution: the weights do not move,
+    # so dev never improves and patience=1 stops at the first evaluation.
+    kept = keras_sentemb.fit_self_guided(
+        SENTENCES * 2, model=make_tiny_encoder(), steps=8, eval_every=2, batch_size=4,
+        projection_dim=8, dev=DEV, learning_rate=1e-20, patience=1, verbose=0,
+    )
+    report = kept.training_report
+    assert report.steps == 8 and report.steps_trained == 2
+    assert "no dev improvement" in report.stopped
+    assert [s for s, _ in report.selection["history"]] == [0, 2]
+    assert report.selection["kept_step"] == 0
+
+
+def test_steps_default_to_epochs_over_the_corpus():
+    kept = keras_sentemb.fit_self_guided(
+        SENTENCES, model=make_tiny_encoder(), batch_size=4, epochs=2,
+        projection_dim=8, dev=None, verbose=0,
+    )
+    assert kept.training_report.steps_trained == 4  # 8 sentences / 4 x 2 epochs
+    assert kept.training_report.resolved["steps"] == 4
+
+
+def test_fit_argument_errors():
+    with pytest.raises(ValueError, match="loss"):
+        keras_sentemb.fit_self_guided(SENTENCES, model=make_tiny_encoder(), loss="sg-opt")
+    with pytest.raises(ValueError, match="batch_size"):
+        keras_sentemb.fit_self_guided(SENTENCES, model=make_tiny_encoder(), batch_size=0)
+    with pytest.raises(ValueError, match="max_grad_norm"):
+        keras_sentemb.fit_self_guided(SENTENCES, model=make_tiny_encoder(), dev=None,
+                                      max_grad_norm=-1.0)
+    with pytest.raises(ValueError):
+        keras_sentemb.fit_self_guided([], model=make_tiny_encoder())
+
+
+def test_cli_flags_mirror_fit_arguments():
+    from keras_sentemb import cli
+
+    parser, fit = cli.method_option_parser("sg")
+    assert fit is keras_sentemb.fit_self_guided
+    options = parser.parse_args(
+        ["--loss", "opt1", "--view-pooling", "mean", "--no-freeze-embeddings",
+         "--reg-weight", "0.2", "--min-layer", "1", "--dev", "none", "--pooling", "cls"]
+    )
+    assert vars(options) == {
+        "loss": "opt1", "view_pooling": "mean", "freeze_embeddings": False,
+        "reg_weight": 0.2, "min_layer": 1, "dev": "none", "pooling": "cls",
+    }
+
+
+def test_cli_train_sg(tmp_path):
+    from keras_sentemb.cli import main
+
+    make_tiny_encoder().save(tmp_path / "tiny")
+    corpus = tmp_path / "corpus.txt"
+    corpus.write_text("\n".join(SENTENCES), encoding="utf-8")
+    rc = main(["train", "sg", "--model", str(tmp_path / "tiny"), "--train-file", str(corpus),
+               "--output", str(tmp_path / "out"), "--steps", "2", "--batch-size", "4",
+               "--projection-dim", "8", "--loss", "base", "--dev", "none", "--verbose", "0"])
+    assert rc == 0
+    report = json.loads((tmp_path / "out" / "training_report.json").read_text())
+    assert report["hyperparameters"]["loss"] == "base" and report["steps_trained"] == 2
+    assert report["pooling"] == "cls"
+    assert SentenceEncoder.from_preset(str(tmp_path / "out")).declared_pooling == "cls"
