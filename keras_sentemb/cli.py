@@ -11,7 +11,8 @@ keras-sentemb train METHOD --model MODEL --train-file FILE --output DIR
 keras-sentemb export   --model MODEL --output saved_models/NAME [--version N]
 ```
 
-User mistakes (missing files, unknown models or pooling, bad values) end with
+Every command that loads MODEL also takes `--num-layers N` (the first N
+Transformer layers of MODEL). User mistakes (missing files, unknown models or pooling, bad values) end with
 one line on stderr and exit status 2, never a traceback.
 """
 
@@ -123,10 +124,10 @@ def _pooling(text):
         raise argparse.ArgumentTypeError(str(e))
 
 
-def _load_encoder(model, pooling=None, max_length=None):
+def _load_encoder(model, pooling=None, max_length=None, num_layers=None):
     from keras_sentemb.models import SentenceEncoder
 
-    encoder = SentenceEncoder.from_preset(model, max_length=max_length)
+    encoder = SentenceEncoder.from_preset(model, max_length=max_length, num_layers=num_layers)
     if pooling is not None:
         # Validate layer:K against this model's depth.
         from keras_sentemb.models.pooling import parse_pooling
@@ -147,7 +148,7 @@ def cmd_encode(args):
     if not os.access(out_dir, os.W_OK):
         raise UsageError(f"output folder is not writable: {out_dir}")
     sentences = read_lines(args.input)
-    encoder = _load_encoder(args.model, args.pooling, args.max_length)
+    encoder = _load_encoder(args.model, args.pooling, args.max_length, args.num_layers)
     import contextlib
 
     with contextlib.redirect_stdout(sys.stderr):  # the progress bar is not a result
@@ -177,7 +178,7 @@ def cmd_evaluate(args):
 
     if not os.path.exists(args.data):
         raise UsageError(f"data folder not found: {args.data}")
-    encoder = _load_encoder(args.model, args.pooling, args.max_length)
+    encoder = _load_encoder(args.model, args.pooling, args.max_length, args.num_layers)
     tasks = args.tasks.split(",") if args.tasks else None
     split = args.split.split(",") if args.split and "," in args.split else args.split
     # stdout carries exactly one JSON line: no progress bar.
@@ -278,6 +279,8 @@ def cmd_train(args, extra):
         )
     check_new_folder(args.output, overwrite=True, what="--output")
     common = {"model": args.model, "output": args.output}
+    if args.num_layers is not None:
+        common["model"] = _load_encoder(args.model, num_layers=args.num_layers)
     for name in ("steps", "batch_size", "learning_rate", "max_length"):
         value = getattr(args, name)
         if value is not None:
@@ -309,7 +312,7 @@ def cmd_train(args, extra):
 def cmd_export(args):
     from keras_sentemb.export.saved_model import export_saved_model
 
-    encoder = _load_encoder(args.model, args.pooling, args.max_length)
+    encoder = _load_encoder(args.model, args.pooling, args.max_length, args.num_layers)
     path = export_saved_model(encoder, args.output, version=args.version)
     print(path)
     return 0
@@ -329,6 +332,8 @@ def build_parser():
             p.add_argument("--pooling", type=_pooling, default=None,
                            help="cls|mean|max|mean_last2|first_last|layer:K (default: the model's)")
         p.add_argument("--max-length", type=_positive_int, default=None)
+        p.add_argument("--num-layers", type=_positive_int, default=None,
+                       help="keep only the first N Transformer layers of MODEL")
 
     p = sub.add_parser("encode", help="encode a text file (one sentence per line) to .npy")
     model_args(p)
@@ -354,6 +359,8 @@ def build_parser():
     p.add_argument("--batch-size", type=_positive_int, default=None)
     p.add_argument("--learning-rate", type=_positive_float, default=None)
     p.add_argument("--max-length", type=_positive_int, default=None)
+    p.add_argument("--num-layers", type=_positive_int, default=None,
+                   help="start from the first N Transformer layers of MODEL")
     p.add_argument("--resume", action=argparse.BooleanOptionalAction, default=True,
                    help="back up every eval_every steps to OUTPUT.backup and continue an "
                         "interrupted run from there (default: on)")

@@ -127,3 +127,16 @@ def test_console_script_runs(tiny_model, tmp_path):
     )
     assert result.returncode == 0, result.stderr[-2000:]
     assert result.stdout == "" and np.load(tmp_path / "o.npy").shape == (1, 32)
+
+
+def test_num_layers_on_every_model_command(tiny_model, tmp_path):
+    (tmp_path / "in.txt").write_text("hello world\n", encoding="utf-8")
+    assert cli.main(["encode", "--model", tiny_model, "--num-layers", "1", "--input",
+                     str(tmp_path / "in.txt"), "--output", str(tmp_path / "o.npy")]) == 0
+    expected = SentenceEncoder.from_preset(tiny_model, num_layers=1).encode(["hello world"])
+    np.testing.assert_allclose(np.load(tmp_path / "o.npy"), expected, atol=1e-6)
+    parser = cli.build_parser()
+    for argv in (["evaluate", "sts", "--model", "m", "--data", "d", "--num-layers", "2"],
+                 ["export", "--model", "m", "--output", "o", "--num-layers", "2"],
+                 ["train", "ct", "--train-file", "f", "--output", "o", "--num-layers", "2"]):
+        assert parser.parse_known_args(argv)[0].num_layers == 2

@@ -110,3 +110,37 @@ class BackboneAdapter:
                 layers.append(self.segment_embedding)
         layers.append(self.layer_norm)
         return layers
+
+
+def truncate_backbone(backbone, num_layers):
+    """A new backbone with the first `num_layers` Transformer layers of `backbone`.
+
+    Built from the backbone's own config with `num_layers` changed; the
+    embedding block, the first `num_layers` layers (and BERT's pooler) get
+    copies of the original weights. The result is a smaller, faster encoder
+    of the same family; it saves, loads and exports like any other.
+
+    Args:
+        backbone: a keras-hub BERT or RoBERTa backbone.
+        num_layers: int in `[1, len(backbone.transformer_layers)]`.
+
+    Returns:
+        A new backbone of the same class.
+    """
+    from keras_sentemb import validation
+
+    total = len(backbone.transformer_layers)
+    num_layers = validation.positive_int(num_layers, "num_layers")
+    if num_layers > total:
+        raise ValueError(
+            f"`num_layers` must be in [1, {total}] for this model (it has {total} "
+            f"Transformer layers). Received: num_layers={num_layers}."
+        )
+    config = backbone.get_config()
+    config["num_layers"] = num_layers
+    smaller = type(backbone).from_config(config)
+    kept = {layer.name for layer in smaller.layers}
+    for layer in backbone.layers:
+        if layer.name in kept and layer.weights:
+            smaller.get_layer(layer.name).set_weights(layer.get_weights())
+    return smaller

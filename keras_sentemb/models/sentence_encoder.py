@@ -633,6 +633,7 @@ class SentenceEncoder(keras.Model):
         normalize=None,
         max_length=None,
         dtype=None,
+        num_layers=None,
         **kwargs,
     ):
         """Load an encoder from `"default"`, a folder, or a keras-hub preset.
@@ -652,13 +653,19 @@ class SentenceEncoder(keras.Model):
             normalize: bool or None. Overrides the stored normalisation.
             max_length: int or None. Overrides the stored maximum length.
             dtype: str or None. The backbone's dtype policy.
+            num_layers: int or None. Keep only the first `num_layers`
+                Transformer layers (a smaller, faster encoder; see
+                `truncate_backbone`). Defaults to all.
 
         Returns:
             A `SentenceEncoder`.
         """
+        from keras_sentemb.models.backbone_adapter import truncate_backbone
         from keras_sentemb.models.loading import load_components
 
         parts = load_components(presets.resolve_model(preset), dtype=dtype)
+        if num_layers is not None:
+            parts.backbone = truncate_backbone(parts.backbone, num_layers)
         settings = parts.settings
         for name, value in (
             ("pooling", pooling),

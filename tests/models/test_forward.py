@@ -121,3 +121,28 @@ def test_training_mlp_follows_cls_pooling():
 
 def test_vocabulary_sanity():
     assert "[CLS]" in TINY_VOCAB
+
+
+@pytest.mark.parametrize("make", [make_tiny_encoder, make_tiny_roberta], ids=["bert", "roberta"])
+def test_truncated_backbone_is_the_first_layers(make, tmp_path):
+    from keras_sentemb.models.backbone_adapter import truncate_backbone
+
+    encoder = make()
+    small = SentenceEncoder(truncate_backbone(encoder.backbone, 1), encoder.tokenizer,
+                            max_length=encoder.max_length)
+    inputs = encoder.preprocess(tf.constant(SENTS))
+    np.testing.assert_array_equal(small.hidden_states(inputs)[-1].numpy(),
+                                  encoder.hidden_states(inputs)[1].numpy())
+    assert small.num_layers == 1 and len(small.backbone.transformer_layers) == 1
+    with pytest.raises(ValueError, match=r"`num_layers` must be in \[1, 2\]"):
+        truncate_backbone(encoder.backbone, 3)
+
+
+def test_from_preset_num_layers_saves_and_reloads(tmp_path):
+    make_tiny_encoder(pooling="max").save(tmp_path / "full")
+    small = SentenceEncoder.from_preset(str(tmp_path / "full"), num_layers=1)
+    assert small.num_layers == 1 and small.declared_pooling == "max"
+    small.save(tmp_path / "small")
+    again = SentenceEncoder.from_preset(str(tmp_path / "small"))
+    assert again.num_layers == 1
+    np.testing.assert_allclose(again.encode(SENTS), small.encode(SENTS), atol=1e-6)
