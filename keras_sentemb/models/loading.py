@@ -1,10 +1,13 @@
 """Loading backbones, tokenizers and settings from each kind of model source."""
 
+import contextlib
 import dataclasses
 import json
 import logging
+import os
 import socket
 import struct
+import tempfile
 from pathlib import Path
 
 import numpy as np
@@ -81,11 +84,71 @@ def _hf_bert_normalization(folder):
     )
 
 
+POOLER_KEYS = ("pooler.dense.weight", "pooler.dense.bias")
+
+
+def _safetensors_keys(folder):
+    """`{key: file name}` of a Hugging Face folder's safetensors weights."""
+    from safetensors import safe_open
+
+    folder = Path(folder)
+    index = folder / "model.safetensors.index.json"
+    if index.is_file():
+        return dict(presets.read_json(index)["weight_map"])
+    path = folder / "model.safetensors"
+    if not path.is_file():
+        return {}
+    with safe_open(str(path), framework="np") as f:
+        return {key: path.name for key in f.keys()}
+
+
+@contextlib.contextmanager
+def _bert_with_pooler(folder, config):
+    """`folder`, or a view of it that supplies the zero pooler a masked-LM checkpoint lacks.
+
+    A BERT folder saved from a masked-LM model (`BertForMaskedLM`) has no
+    pooler weights, and keras-hub's converter requires them. No sentence
+    pooling here uses the pooler, so the view adds a zero pooler in a small
+    extra safetensors file next to links to the real files (through an index
+    file, so nothing large is copied). Prefixed keys (`bert.`) and extra
+    tensors (the MLM head) are read as they are by keras-hub.
+    """
+    keys = _safetensors_keys(folder)
+    if config.get("model_type") != "bert" or not keys or any(
+        k.endswith(POOLER_KEYS[0]) for k in keys
+    ):
+        yield folder
+        return
+    from safetensors.numpy import save_file
+
+    logger.info(
+        "%s has no pooler weights (a masked-LM checkpoint?): the pooler is left at zero; "
+        "no sentence pooling uses it.", folder,
+    )
+    hidden = int(config["hidden_size"])
+    with tempfile.TemporaryDirectory(prefix="sentemb-hf-") as view:
+        view = Path(view)
+        for entry in Path(folder).iterdir():
+            if entry.name != "model.safetensors.index.json":
+                os.symlink(entry.resolve(), view / entry.name)
+        save_file(
+            {POOLER_KEYS[0]: np.zeros((hidden, hidden), "float32"),
+             POOLER_KEYS[1]: np.zeros((hidden,), "float32")},
+            str(view / "sentemb_pooler.safetensors"),
+        )
+        weight_map = dict(keys)
+        weight_map.update({k: "sentemb_pooler.safetensors" for k in POOLER_KEYS})
+        with open(view / "model.safetensors.index.json", "w", encoding="utf-8") as f:
+            json.dump({"metadata": {}, "weight_map": weight_map}, f)
+        yield str(view)
+
+
 def _load_hf(folder, dtype):
     import keras_hub
 
     config = presets.read_json(Path(folder) / "config.json")
-    backbone = keras_hub.models.Backbone.from_preset(folder, dtype=dtype)
+    with _bert_with_pooler(folder, config) as source:
+        backbone = keras_hub.models.Backbone.from_preset(source, dtype=dtype)
     settings = _sentence_transformers_settings(folder)
     if config["model_type"] == "bert":
         settings["text_normalization"] = _hf_bert_normalization(folder)
