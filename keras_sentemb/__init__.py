@@ -22,6 +22,7 @@ _PUBLIC = {
     "fit_self_guided": "keras_sentemb.api",
     "fit_parallel": "keras_sentemb.api",
     "fit_multitask": "keras_sentemb.api",
+    "fit_mlm": "keras_sentemb.api",
     "TrainingReport": "keras_sentemb.pipelines.scaffold",
 }
 

@@ -22,7 +22,7 @@ import json
 import os
 import sys
 
-METHODS = ("ct", "simcse", "consert", "sg", "parallel", "multitask", "sts")
+METHODS = ("ct", "simcse", "consert", "sg", "parallel", "multitask", "sts", "mlm")
 FIT_FUNCTIONS = {
     "ct": "fit_ct",
     "simcse": "fit_simcse",
@@ -31,6 +31,7 @@ FIT_FUNCTIONS = {
     "parallel": "fit_parallel",
     "multitask": "fit_multitask",
     "sts": "fit_sts_regression",
+    "mlm": "fit_mlm",
 }
 # Keyword arguments of the fit_* functions that have fixed flags of their own
 # (or are not expressible on a command line).

@@ -33,6 +33,8 @@ METHODS = {
         CORPUS, batch_size=8, learning_rate=1e-2, projection_dim=16, patience=None, **kw),
     "sts_regression": lambda **kw: keras_sentemb.fit_sts_regression(
         PAIRS, batch_size=8, learning_rate=1e-2, **kw),
+    "mlm": lambda **kw: keras_sentemb.fit_mlm(
+        CORPUS, batch_size=8, learning_rate=1e-2, **kw),
     "parallel": lambda **kw: keras_sentemb.fit_parallel(
         BITEXT, batch_size=8, learning_rate=1e-2, eval_size=10, dev_size=10,
         queue_size=12, track_alignment=False, **kw),

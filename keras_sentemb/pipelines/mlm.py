@@ -1,0 +1,93 @@
+"""`fit_mlm`: masked-language-model training of any backbone."""
+
+from keras_sentemb.pipelines.scaffold import FitScaffold
+from keras_sentemb.pipelines.schedules import adamw_linear_decay
+
+
+def fit_mlm(
+    data,
+    model="default",
+    steps=500,
+    batch_size=128,
+    learning_rate=1e-4,
+    max_length=64,
+    pooling="auto",
+    dev=None,
+    eval_every=100,
+    output=None,
+    strategy=None,
+    callbacks=None,
+    seed=0,
+    verbose="auto",
+    mask_rate=0.15,
+    warmup_ratio=0.1,
+    weight_decay=0.01,
+):
+    """Train an encoder with the masked-language-model objective; return it.
+
+    BERT's pre-training objective (15% of the tokens selected; 80% of those
+    replaced by `[MASK]`, 10% by a random token, 10% kept; a fresh
+    prediction head tied to the word embeddings, dropped afterwards), with
+    AdamW, linear warm-up and decay. Two uses:
+
+    - adapting an encoder to the users' domain before a contrastive method;
+    - making an un-tuned start: MLM alone scrambles a sentence encoder's
+      sentence-level organisation the way an MLM-only encoder has none.
+      `../shared/models/untuned-minilm` is the default model after
+      `fit_mlm("wiki100k.txt", steps=500, batch_size=128, max_length=64,
+      learning_rate=1e-4, warmup_ratio=0.4)` (200 warm-up steps).
+
+    No dev selection by default (`dev=None`): the objective is not STS, and
+    selecting on STS would keep the start. The kept encoder keeps its
+    declared pooling (`pooling="auto"`; the model's own, else mean).
+
+    Args:
+        data: list of str, a text file, a `tf.data.Dataset` of strings or a
+            TFDS name.
+        model: str or `SentenceEncoder`. Defaults to `"default"`.
+        steps: int. Optimizer steps. Defaults to `500`.
+        batch_size: int. Defaults to `128`.
+        learning_rate: float. Peak learning rate. Defaults to `1e-4`.
+        max_length: int. Defaults to `64`.
+        pooling: str. The kept encoder's pooling. Defaults to `"auto"`.
+        dev: STS dev for checkpoint selection, or None. Defaults to `None`.
+        eval_every: int. Steps between dev evaluations / backups. Defaults
+            to `100`.
+        output: str or None. Folder to save the encoder (without the head).
+        strategy: `tf.distribute.Strategy` or None.
+        callbacks: list of Keras callbacks.
+        seed: int. Data order and masking seed. Defaults to `0`.
+        verbose: Keras `fit` verbosity. Defaults to `"auto"`.
+        mask_rate: float. Share of tokens selected. Defaults to `0.15`.
+        warmup_ratio: float. Share of steps of linear warm-up. Defaults to
+            `0.1`.
+        weight_decay: float. AdamW weight decay. Defaults to `0.01`.
+
+    Returns:
+        The trained `SentenceEncoder`.
+
+    Examples:
+
+    ```python
+    adapted = keras_sentemb.fit_mlm("my_domain.txt", steps=2000, output="adapted")
+    encoder = keras_sentemb.fit_simcse("my_domain.txt", model=adapted)
+    ```
+
+    References:
+        - [Devlin et al., 2019. BERT](https://arxiv.org/abs/1810.04805)
+    """
+    from keras_sentemb.data.corpus import load_corpus
+    from keras_sentemb.trainers.masked_language_model import MaskedLanguageModel
+
+    run = FitScaffold.start("mlm", locals(), paper_pooling="mean")
+    sentences = load_corpus(data)
+    run.record_data(sentences=len(sentences))
+    with run.scope():
+        encoder = run.load_encoder()
+        run.pooling_for(encoder)
+        trainer = MaskedLanguageModel(encoder, mask_rate=mask_rate, seed=run.seed or 0)
+        optimizer = adamw_linear_decay(run.learning_rate, run.steps, warmup_ratio, weight_decay)
+        optimizer.exclude_from_weight_decay(var_names=["bias", "gamma", "beta"])
+    run.compile(trainer, optimizer)
+    run.fit(trainer, run.batches(encoder, {"sentence": sentences}))
+    return run.finish(trainer.encoder)
