@@ -28,6 +28,12 @@ def _nli_rows(supervised):
 
     kind, rows = load_supervised(supervised)
     if kind == "triplets":
+        logger.warning(
+            "%s holds (premise, entailment, contradiction) triplets: the classifier "
+            "learns 2 of NLI's 3 classes (no neutral pairs). Pass 3-way labelled pairs "
+            "(sentence1<TAB>sentence2<TAB>label) to keep neutral.",
+            supervised if isinstance(supervised, str) else "the supervised data",
+        )
         rows = triplets_to_nli_pairs(rows)
     num_labels = max(3 if kind == "triplets" else 2, max(r[2] for r in rows) + 1)
     return rows, num_labels
@@ -42,7 +48,7 @@ def fit_consert(
     max_length=64,
     pooling="auto",
     dev="stsb",
-    eval_every=125,
+    eval_every=200,
     output=None,
     strategy=None,
     callbacks=None,
@@ -58,15 +64,22 @@ def fit_consert(
     noise_norm=1.0,
     supervised_steps=None,
     supervised_learning_rate=2e-5,
+    epochs=10,
+    warmup_ratio=0.1,
+    patience=10,
 ):
     """Trains a sentence encoder with ConSERT and returns it.
 
     Unsupervised (default): the sentences of `data` — ideally the unlabeled
     texts of the target domain — seen through two views (token shuffle +
     feature cutoff 0.2), NT-Xent at temperature 0.1, the encoder's dropout
-    off, batch 96, learning rate 5e-7, one epoch (ConSERT's main
-    unsupervised setting), mean pooling (the paper's; the model's own when
-    it declares one). Supervised modes read NLI data (a
+    off, batch 96, learning rate 5e-7 with 10% linear warm-up, 10 epochs with
+    the dev set scored every 200 steps and training stopped after 10
+    evaluations without improvement (ConSERT's main unsupervised setting,
+    `scripts/unsup-consert-base.sh`), mean pooling of the last layer (the
+    paper's training pooling; the model's own when it declares one). The
+    paper reports its tests with the average of the last two layers
+    (`pooling="mean_last2"` when encoding; `recipes/consert.py` reports both). Supervised modes read NLI data (a
     `sent0,sent1,hard_neg` CSV is turned into entailment/contradiction
     pairs; a labelled-pair TSV such as the Quora file is used as is):
 
@@ -87,14 +100,14 @@ def fit_consert(
             supervised file or rows.
         model: str or `SentenceEncoder`. Defaults to `"default"`.
         steps: int or None. Steps of the unsupervised stage (of the only
-            stage in `"sup"` / `"joint"`). Defaults to one epoch.
+            stage in `"sup"` / `"joint"`). Defaults to `epochs` epochs.
         batch_size: int. Defaults to `96`.
         learning_rate: float. Defaults to `5e-7` (ConSERT, unsupervised).
         max_length: int. Tokens per sentence. Defaults to `64`.
         pooling: str. `"auto"` or a pooling name. Defaults to `"auto"`.
         dev: `"stsb"`, None, an STS-B file/folder or a list of
             (s1, s2, score). Defaults to `"stsb"`.
-        eval_every: int. Dev evaluation period in steps. Defaults to `125`.
+        eval_every: int. Dev evaluation period in steps. Defaults to `200`.
         output: str or None. Folder to save the kept encoder.
         strategy: `tf.distribute.Strategy` or None.
         callbacks: list of Keras callbacks.
@@ -114,6 +127,12 @@ def fit_consert(
         supervised_steps: int or None. Steps of the supervised stage of the
             two-stage modes. Defaults to one epoch of the supervised data.
         supervised_learning_rate: float. Defaults to `2e-5`.
+        epochs: int. Passes over the data when `steps` is None. Defaults to
+            `10` (the paper's unsupervised setting).
+        warmup_ratio: float. Share of each stage's steps of linear warm-up.
+            Defaults to `0.1`.
+        patience: int or None. Dev evaluations without improvement before
+            stopping. Defaults to `10`.
 
     Returns:
         The trained `SentenceEncoder` (the dev-selected checkpoint).
@@ -159,17 +178,17 @@ def fit_consert(
         run.record_data(supervised_pairs=len(rows))
         stage = "joint" if mode.startswith("joint") else "sup"
         if supervised_only:
-            steps, lr = run.set_steps(len(rows)), run.learning_rate
+            steps, lr = run.set_steps(len(rows), epochs), run.learning_rate
         else:
             steps = supervised_steps or max(1, len(rows) // run.batch_size)
             lr = supervised_learning_rate
         with run.scope():
             trainer = ConSERT(encoder, views=views, mode=stage, num_labels=num_labels, **common)
-        run.compile(trainer, adamw_linear_decay(lr, steps))
+        run.compile(trainer, adamw_linear_decay(lr, steps, warmup_ratio))
         logger.info("ConSERT %s stage: %d pairs, %d steps", stage, len(rows), steps)
         columns = {"premise": [r[0] for r in rows], "hypothesis": [r[1] for r in rows]}
         run.fit(trainer, run.batches(encoder, columns, extra={"label": [r[2] for r in rows]}),
-                steps=steps, stage=stage)
+                steps=steps, stage=stage, patience=patience)
         encoder = trainer.encoder
     if not supervised_only:
         sentences = load_corpus(data)
@@ -179,8 +198,9 @@ def fit_consert(
             logger.info("The unsupervised stage uses shuffle + feature_cutoff (no adversarial view).")
         with run.scope():
             trainer = ConSERT(encoder, views=views, mode="unsup", **common)
-        steps = run.set_steps(len(sentences))
-        run.compile(trainer, adamw_linear_decay(run.learning_rate, steps))
+        steps = run.set_steps(len(sentences), epochs)
+        run.compile(trainer, adamw_linear_decay(run.learning_rate, steps, warmup_ratio))
         logger.info("ConSERT unsup stage: %d sentences, %d steps", len(sentences), steps)
-        run.fit(trainer, run.batches(encoder, {"sentence": sentences}), stage="unsup")
+        run.fit(trainer, run.batches(encoder, {"sentence": sentences}), stage="unsup",
+                patience=patience)
     return run.finish(trainer.encoder)

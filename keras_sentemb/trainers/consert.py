@@ -36,8 +36,9 @@ class ConSERT(BaseTrainer):
 
     - `"sup"`: SBERT's softmax classifier on `[u, v, |u - v|]` (cross-entropy)
       only.
-    - `"joint"`: cross-entropy + `alpha` x NT-Xent on the views of all
-      premises and hypotheses of the batch.
+    - `"joint"`: cross-entropy + `alpha` x (NT-Xent of the premises' views +
+      NT-Xent of the hypotheses' views), one contrastive loss per side as in
+      the official code.
 
     The two-stage modes `"sup_unsup"` and `"joint_unsup"` are a supervised
     stage followed by an unsupervised one; `fit_consert` runs them. In the
@@ -238,8 +239,11 @@ class ConSERT(BaseTrainer):
             return ce, extras
         pa, pb = self._two_views(premise, training, grads.get("premise"))
         ha, hb = self._two_views(hypothesis, training, grads.get("hypothesis"))
-        contrastive = nt_xent_loss(
-            tf.concat([pa, ha], 0), tf.concat([pb, hb], 0), temperature=self.temperature
+        # One NT-Xent per side, as the official code: an entailed hypothesis
+        # is never a negative of its own premise.
+        contrastive = (
+            nt_xent_loss(pa, pb, temperature=self.temperature)
+            + nt_xent_loss(ha, hb, temperature=self.temperature)
         )
         extras["contrastive_loss"] = contrastive
         return ce + self.alpha * contrastive, extras

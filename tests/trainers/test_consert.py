@@ -197,8 +197,12 @@ def test_supervised_loss_is_ce_plus_alpha_contrastive(mode):
     logits = np.concatenate([u, v, np.abs(u - v)], -1) @ kernel + bias
     labels = data["label"].numpy()
     ce = _cross_entropy(logits, labels)
-    both = tf.concat([u, v], 0)
-    contrastive = float(nt_xent_loss(both, both, temperature=0.1)) if mode == "joint" else 0.0
+    # One NT-Xent per side (the official code): a hypothesis is never a
+    # negative of its own premise.
+    contrastive = 0.0
+    if mode == "joint":
+        contrastive = float(nt_xent_loss(u, u, temperature=0.1)) + float(
+            nt_xent_loss(v, v, temperature=0.1))
     loss, extras = trainer.compute_contrastive_loss(data, training=True)
     np.testing.assert_allclose(float(loss), ce + 0.15 * contrastive, rtol=1e-5)
     np.testing.assert_allclose(float(extras["ce_loss"]), ce, rtol=1e-5)
