@@ -1,4 +1,11 @@
-"""Readers of the CS224N minBERT multitask files (SST-5, Quora, STS).
+"""CS224N minBERT multitask data (SST-5, Quora, STS): readers and tf.data batches.
+
+- `load_multitask_data`: the three tasks' train and dev sets from a folder.
+- `multitask_batches` / `tokenize_multitask`: endless, step-indexed batches
+  of every task for a training procedure (`schedule_position` defines the
+  procedures' schedules), for `MultitaskModel.fit`.
+- `pretraining_examples`: columns for contrastive pre-training with the
+  `SimCSE` trainer.
 
 The folder layout is the one of `shared/data/multitask`:
 
