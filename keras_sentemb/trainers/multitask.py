@@ -1,50 +1,109 @@
-"""`MultitaskModel`: sentiment, paraphrase and similarity heads on one encoder.
-
-Also the training procedures of the report (multitask average loss, batch /
-epoch round robin, PCGrad, single-task fine-tuning, fusion training), the
-dev metrics, and `fit_multitask`.
-"""
+"""`MultitaskModel`: sentiment, paraphrase and similarity heads on one encoder."""
 
 import json
-import math
 import os
-import random
-import time
 from pathlib import Path
 
 import keras
 import numpy as np
 import tensorflow as tf
 
+from keras_sentemb import validation
 from keras_sentemb.data.multitask import NUM_SENTIMENT_CLASSES
 from keras_sentemb.data.multitask import STSB_TEST_LEAKAGE_WARNING
 from keras_sentemb.data.multitask import TASKS
-from keras_sentemb.losses import info_nce_loss
+from keras_sentemb.losses.info_nce import info_nce_loss
+from keras_sentemb.losses.multitask import masked_mean
+from keras_sentemb.losses.multitask import paraphrase_classification_loss
+from keras_sentemb.losses.multitask import sentiment_classification_loss
+from keras_sentemb.losses.multitask import similarity_regression_loss
+from keras_sentemb.models.pooling import parse_pooling
+from keras_sentemb.trainers.base_trainer import BaseTrainer
+from keras_sentemb.trainers.base_trainer import all_finite
 from keras_sentemb.trainers.base_trainer import apply_if_finite
 from keras_sentemb.trainers.pcgrad import flatten_gradients
 from keras_sentemb.trainers.pcgrad import pcgrad_project
 from keras_sentemb.trainers.pcgrad import unflatten_gradients
 
 HEAD_SHARING = ("first_layer", "none", "full")
-PROCEDURES = (
-    "average", "batch_round_robin", "epoch_round_robin", "pcgrad", "single"
-)
 HEADS_FILE = "multitask_heads.npz"
 CONFIG_FILE = "multitask_config.json"
 LEAKAGE_FILE = "LEAKAGE_WARNING.txt"
 
 
-def _check_choice(name, value, choices):
-    if value not in choices:
-        raise ValueError(f"`{name}` must be one of {choices}; received {value!r}")
+def apply_if_active(optimizer, grads_and_vars, finite, active, count=None):
+    """Update only when `active` (and `finite`); an inactive step is not counted.
+
+    PyTorch's semantics for a parameter without a gradient: AdamW leaves it
+    alone entirely (no momentum, no weight decay) and its step count does
+    not advance. `apply_if_finite` already leaves weights and slots alone on
+    a skipped step but counts the step; here the count is taken back when
+    the group was inactive, so `optimizer.iterations` is the number of steps
+    at which the group was trained (Adam's bias correction then matches
+    PyTorch's per-parameter step). A non-finite active step still counts, as
+    everywhere else. Branch-free outside `apply_if_finite`, so it works under
+    `MirroredStrategy` like it.
+
+    Args:
+        optimizer: a built Keras optimizer.
+        grads_and_vars: list of `(gradient, variable)` pairs.
+        finite: boolean scalar tensor, identical on every replica.
+        active: boolean scalar tensor, identical on every replica.
+        count: boolean scalar tensor or None: whether the step counts in
+            `optimizer.iterations`. Defaults to `active` (e.g. the heads pass
+            `active` and "no loss-scale overflow", to count the steps the
+            encoder's `LossScaleOptimizer` counts).
+    """
+    active = tf.convert_to_tensor(active)
+    count = active if count is None else tf.convert_to_tensor(count)
+    apply_if_finite(optimizer, grads_and_vars, tf.logical_and(finite, active))
+    optimizer.iterations.assign_sub(
+        tf.cast(tf.logical_not(count), optimizer.iterations.dtype)
+    )
+
+
+def _copy_optimizer(optimizer, name):
+    """A fresh optimizer with `optimizer`'s class and configuration."""
+    if isinstance(optimizer, keras.optimizers.LossScaleOptimizer):
+        optimizer = optimizer.inner_optimizer
+    config = optimizer.get_config()
+    config["name"] = name
+    return type(optimizer).from_config(config)
+
+
+def _dense(grads):
+    """Embedding gradients (`tf.IndexedSlices`) as dense tensors.
+
+    Keras' Adam squares an `IndexedSlices` gradient slice by slice
+    (`ops.square` is applied before duplicate rows are summed), so a token
+    that occurs several times in a batch gets `sum(g_i^2)` instead of
+    `(sum g_i)^2` in its second moment. Dense gradients give the usual
+    AdamW update (PyTorch's, whose embedding gradients are dense); the
+    optimizer updates every row of the moments anyway.
+    """
+    return [tf.convert_to_tensor(g) if isinstance(g, tf.IndexedSlices) else g for g in grads]
+
+
+def _join_pairs(first, second):
+    """Pad two packed batches to one length and stack them: `[a; b]`."""
+    length = tf.maximum(tf.shape(first["token_ids"])[1], tf.shape(second["token_ids"])[1])
+    out = {}
+    for key in first:
+        parts = [
+            tf.pad(x[key], [[0, 0], [0, length - tf.shape(x[key])[1]]])
+            for x in (first, second)
+        ]
+        out[key] = tf.concat(parts, axis=0)
+    return out
 
 
 @keras.saving.register_keras_serializable(package="keras_sentemb")
-class MultitaskModel(keras.Model):
+class MultitaskModel(BaseTrainer):
     """Three task heads on the pooled embedding of one `SentenceEncoder`.
 
     - Sentiment (5-class SST): an MLP with dropout on the sentence vector,
-      `dropout -> Dense(hidden, relu) -> dropout -> Dense(5)`.
+      `dropout -> Dense(hidden, relu) -> dropout -> Dense(5)`, softmax
+      cross-entropy.
     - Paraphrase (Quora): both sentences are transformed, `t(x) = x +
       W2 relu(W1 x + b1) + b2`, and scored by a bilinear form
       `t(u)^T B t(v) + c`; trained with binary cross-entropy on the logit.
@@ -61,6 +120,29 @@ class MultitaskModel(keras.Model):
     `"full"`: one transform (`W1` and `W2`) used by both (the paraphrase head
     keeps its bilinear form). A shared layer is a single set of weights.
 
+    Training (`fit`): every batch holds every task (see
+    `keras_sentemb.data.multitask.multitask_batches`), each with a per-row
+    `mask`; the tasks of the step have mask 1, the others placeholder rows
+    with mask 0. The loss is the mean of the trained tasks' (masked) losses,
+    or with `pcgrad=True` the per-task gradients are projected with PCGrad
+    (Yu et al.) and averaged. Updates follow PyTorch's AdamW semantics for
+    parameters without a gradient: the encoder is updated by the compiled
+    optimizer (`learning_rate`) at every step; the heads are split into
+    groups of variables used by the same set of tasks (e.g. the shared first
+    layer: paraphrase and similarity), each with its own optimizer
+    (`head_optimizer`, e.g. at `head_learning_rate`), updated only at steps
+    where one of its tasks is trained (`apply_if_active`: weights, slots and
+    step count of the other groups are untouched). With `fusion=True` each
+    similarity batch then also gets one unsupervised SimCSE update of the
+    encoder (two dropout views of its sentences, InfoNCE at
+    `fusion_temperature`) with its own optimizer, so `optimizer.iterations`
+    stays the number of supervised steps. Dropout masks are drawn from
+    `(seed, step)` (`_reseed_dropout`), so a run resumed by
+    `BackupAndRestore` repeats the uninterrupted run exactly. Non-finite
+    steps are skipped as in every trainer; mixed precision scales the loss with the compiled
+    optimizer's `scale_loss` (the heads' gradients are unscaled by the same
+    factor).
+
     Args:
         encoder: `SentenceEncoder`. The shared encoder (trained with the heads).
         head_sharing: str. `"first_layer"`, `"none"` or `"full"`. Defaults to
@@ -70,12 +152,25 @@ class MultitaskModel(keras.Model):
         dropout: float. Dropout of the sentiment MLP and of the pair heads'
             hidden layer. Defaults to `0.1`.
         num_classes: int. Sentiment classes. Defaults to `5`.
+        pooling: str. The pooling the heads read (training and prediction).
+            Defaults to `"cls"` (the CS224N minBERT report's [CLS]).
+        pcgrad: bool. Combine the task gradients with PCGrad instead of
+            averaging the losses. Defaults to `False`.
+        pcgrad_shuffle: bool. Visit the other tasks in a random order (seeded
+            by `(seed, step)`), as in the paper. Defaults to `True`.
+        fusion: bool. Fusion training (see above). Defaults to `False`.
+        fusion_temperature: float. Defaults to `0.05`.
+        seed: int. Seed of PCGrad's task order and of the dropout masks.
+            Defaults to `0`.
 
     Examples:
 
     ```python
     encoder = SentenceEncoder.from_preset("default")
-    model = MultitaskModel(encoder)
+    model = MultitaskModel(encoder, pooling="mean")
+    model.compile(optimizer=keras.optimizers.AdamW(2e-5),
+                  head_optimizer=keras.optimizers.AdamW(1e-3))
+    model.fit(tokenize_multitask(encoder, multitask_batches(train)), steps_per_epoch=300)
     model.predict_sentiment(["A lovely film."])          # class ids 0..4
     model.predict_paraphrase(["How do I cook rice?"], ["How to cook rice?"])
     model.predict_similarity(["A man plays."], ["A man is playing."])  # 0..5
@@ -87,6 +182,7 @@ class MultitaskModel(keras.Model):
         - [Reimers & Gurevych, 2019. Sentence-BERT](https://arxiv.org/abs/1908.10084)
         - [Yu et al., 2020. Gradient Surgery for Multi-Task
           Learning](https://arxiv.org/abs/2001.06782)
+        - [Gao et al., 2021. SimCSE](https://arxiv.org/abs/2104.08821)
     """
 
     def __init__(
@@ -96,29 +192,36 @@ class MultitaskModel(keras.Model):
         hidden_dim=None,
         dropout=0.1,
         num_classes=NUM_SENTIMENT_CLASSES,
+        pooling="cls",
+        pcgrad=False,
+        pcgrad_shuffle=True,
+        fusion=False,
+        fusion_temperature=0.05,
+        seed=0,
         **kwargs,
     ):
-        super().__init__(**kwargs)
-        _check_choice("head_sharing", head_sharing, HEAD_SHARING)
-        if not 0.0 <= float(dropout) < 1.0:
-            raise ValueError(f"`dropout` must be in [0, 1); received {dropout!r}")
-        if int(num_classes) < 2:
-            raise ValueError(f"`num_classes` must be >= 2; received {num_classes!r}")
-        self.encoder = encoder
+        super().__init__(encoder, **kwargs)
+        validation.choice(head_sharing, "head_sharing", HEAD_SHARING)
+        self.dropout_rate = validation.fraction(dropout, "dropout")
+        self.num_classes = validation.positive_int(num_classes, "num_classes")
+        if self.num_classes < 2:
+            raise ValueError(f"`num_classes` must be >= 2. Received: num_classes={num_classes!r}.")
         self.head_sharing = head_sharing
+        self.pooling = parse_pooling(pooling, encoder.num_layers)
+        self.pcgrad = bool(pcgrad)
+        self.pcgrad_shuffle = bool(pcgrad_shuffle)
+        self.fusion = bool(fusion)
+        self.fusion_temperature = validation.positive_float(fusion_temperature, "fusion_temperature")
+        self.seed = validation.non_negative_int(seed, "seed")
         dim = int(encoder.output_dim)
         self.embedding_dim = dim
-        self.hidden_dim = int(hidden_dim or dim)
-        self.dropout_rate = float(dropout)
-        self.num_classes = int(num_classes)
+        self.hidden_dim = validation.positive_int(hidden_dim or dim, "hidden_dim")
         d, h = dim, self.hidden_dim
 
         def dense(units, name, activation=None, initializer="glorot_uniform"):
-            layer = keras.layers.Dense(
-                units, activation=activation, kernel_initializer=initializer,
-                name=name,
+            return keras.layers.Dense(
+                units, activation=activation, kernel_initializer=initializer, name=name
             )
-            return layer
 
         # Sentiment MLP.
         self.sentiment_dropout = keras.layers.Dropout(self.dropout_rate)
@@ -139,27 +242,20 @@ class MultitaskModel(keras.Model):
         if head_sharing == "full":
             self.similarity_second = self.paraphrase_second
         else:
-            self.similarity_second = dense(
-                d, "similarity_second", initializer="zeros"
-            )
-        for layer in {id(x): x for x in (
-            self.paraphrase_first, self.similarity_first
-        )}.values():
+            self.similarity_second = dense(d, "similarity_second", initializer="zeros")
+        for layer in {id(x): x for x in (self.paraphrase_first, self.similarity_first)}.values():
             layer.build((None, d))
-        for layer in {id(x): x for x in (
-            self.paraphrase_second, self.similarity_second
-        )}.values():
+        for layer in {id(x): x for x in (self.paraphrase_second, self.similarity_second)}.values():
             layer.build((None, h))
         # Paraphrase bilinear form.
         self.bilinear = self.add_weight(
             shape=(d, d), initializer="identity", name="paraphrase_bilinear"
         )
-        self.bilinear_bias = self.add_weight(
-            shape=(), initializer="zeros", name="paraphrase_bias"
-        )
-        self._step_fns = {}
-        self._contrastive_fn = None
-        self._optimizers = None
+        self.bilinear_bias = self.add_weight(shape=(), initializer="zeros", name="paraphrase_bias")
+        self.task_trackers = {t: keras.metrics.Mean(name=f"{t}_loss") for t in TASKS}
+        self.fusion_tracker = keras.metrics.Mean(name="fusion_loss")
+        self.head_optimizers = []
+        self.fusion_optimizer = None
         self.built = True
 
     # ----------------------------------------------------------------- heads
@@ -173,12 +269,48 @@ class MultitaskModel(keras.Model):
                 out.append(v)
         return out
 
-    def _variables(self):
-        return list(self.encoder.trainable_variables) + self.head_variables()
+    def head_groups(self):
+        """`[(tasks, variables)]`: the head variables grouped by the tasks using them.
+
+        A variable belongs to the group of exactly the tasks whose loss it
+        takes part in (the shared first layer of `head_sharing="first_layer"`:
+        paraphrase and similarity). Each group has its own optimizer and is
+        updated at the steps where one of its tasks is trained.
+        """
+        pair_first = ("paraphrase", "similarity") if self.head_sharing != "none" else None
+        pair_second = ("paraphrase", "similarity") if self.head_sharing == "full" else None
+        owners = [
+            (self.sentiment_hidden.trainable_variables, ("sentiment",)),
+            (self.sentiment_output.trainable_variables, ("sentiment",)),
+            (self.paraphrase_first.trainable_variables, pair_first or ("paraphrase",)),
+            (self.similarity_first.trainable_variables, pair_first or ("similarity",)),
+            (self.paraphrase_second.trainable_variables, pair_second or ("paraphrase",)),
+            (self.similarity_second.trainable_variables, pair_second or ("similarity",)),
+            ([self.bilinear, self.bilinear_bias], ("paraphrase",)),
+        ]
+        order = [("sentiment",), ("paraphrase",), ("similarity",), ("paraphrase", "similarity")]
+        groups = {tasks: [] for tasks in order}
+        seen = set()
+        for variables, tasks in owners:
+            for v in variables:
+                if id(v) not in seen:
+                    seen.add(id(v))
+                    groups[tasks].append(v)
+        return [(tasks, groups[tasks]) for tasks in order if groups[tasks]]
+
+    def embed(self, inputs, training=False):
+        """Sentence vectors the heads read: the encoder's, with `pooling`.
+
+        The encoder's own normalisation (if it declares one) applies, so
+        training sees the vectors `encode` returns.
+        """
+        return self.encoder.sentence_vectors(
+            inputs, self.pooling, training=training, normalize=self.encoder.normalize
+        )
 
     def call(self, inputs, training=False):
-        """Sentence vectors of packed inputs (the shared encoder's output)."""
-        return self.encoder(inputs, training=training)
+        """Sentence vectors of packed inputs (see `embed`)."""
+        return self.embed(inputs, training=training)
 
     def sentiment_logits(self, embeddings, training=False):
         x = self.sentiment_dropout(embeddings, training=training)
@@ -188,88 +320,301 @@ class MultitaskModel(keras.Model):
 
     def _transform(self, x, task, training):
         first = self.paraphrase_first if task == "paraphrase" else self.similarity_first
-        second = (
-            self.paraphrase_second if task == "paraphrase" else self.similarity_second
-        )
+        second = self.paraphrase_second if task == "paraphrase" else self.similarity_second
         hidden = self.pair_dropout(first(x), training=training)
-        return x + second(hidden)
+        return tf.cast(x, "float32") + tf.cast(second(hidden), "float32")
 
     def paraphrase_logits(self, u, v, training=False):
-        tu = tf.cast(self._transform(u, "paraphrase", training), "float32")
-        tv = tf.cast(self._transform(v, "paraphrase", training), "float32")
-        return (
-            tf.reduce_sum(tf.matmul(tu, self.bilinear) * tv, axis=-1)
-            + self.bilinear_bias
+        tu = self._transform(u, "paraphrase", training)
+        tv = self._transform(v, "paraphrase", training)
+        bilinear = tf.cast(self.bilinear, "float32")
+        return tf.reduce_sum(tf.matmul(tu, bilinear) * tv, axis=-1) + tf.cast(
+            self.bilinear_bias, "float32"
         )
+
+    def similarity_vectors(self, u, v, training=False):
+        """The similarity head's transformed vectors of both sentences."""
+        return self._transform(u, "similarity", training), self._transform(v, "similarity", training)
 
     def similarity_cosine(self, u, v, training=False):
-        tu = tf.math.l2_normalize(
-            tf.cast(self._transform(u, "similarity", training), "float32"), -1, 1e-12
-        )
-        tv = tf.math.l2_normalize(
-            tf.cast(self._transform(v, "similarity", training), "float32"), -1, 1e-12
-        )
+        tu, tv = self.similarity_vectors(u, v, training)
+        tu = tf.math.l2_normalize(tu, -1, 1e-12)
+        tv = tf.math.l2_normalize(tv, -1, 1e-12)
         return tf.reduce_sum(tu * tv, axis=-1)
 
-    def task_loss(self, task, batch, training=True):
-        """Loss of one task on one packed batch (see `make_batch`)."""
-        emb = self.encoder(batch["inputs"], training=training)
-        return self.loss_from_embeddings(task, emb, batch["labels"], training)
+    # ---------------------------------------------------------------- losses
+    def task_losses(self, data, training=True):
+        """Per-task masked losses of one multitask batch.
 
-    def embed_batches(self, batches, tasks, training=True):
-        """Encode several tasks' packed inputs in one forward pass.
+        Args:
+            data: a `tokenize_multitask` element (every task, with masks).
+            training: bool. Dropout on.
 
-        The inputs are padded to a common length, concatenated, encoded once
-        and split back per task (padding is masked, so each sentence's vector
-        is the one it gets alone).
+        Returns:
+            `(losses, metrics)`: `{task: float32 scalar}` (0 for a task
+            whose mask is all 0) and `{"sentiment_accuracy": ...}`.
         """
-        if len(tasks) == 1:
-            return [self.encoder(batches[tasks[0]]["inputs"], training=training)]
-        keys = ("token_ids", "padding_mask", "segment_ids")
-        length = tf.reduce_max(
-            [tf.shape(batches[t]["inputs"]["token_ids"])[1] for t in tasks]
+        losses = {}
+        batch = data["sentiment"]
+        logits = self.sentiment_logits(self.embed(batch["sentence"], training), training)
+        losses["sentiment"], accuracy = sentiment_classification_loss(
+            logits, batch["label"], batch["mask"]
         )
-        joined = {}
-        for key in keys:
-            parts = []
-            for t in tasks:
-                x = batches[t]["inputs"][key]
-                parts.append(tf.pad(x, [[0, 0], [0, length - tf.shape(x)[1]]]))
-            joined[key] = tf.concat(parts, axis=0)
-        emb = self.encoder(joined, training=training)
-        sizes = [tf.shape(batches[t]["inputs"]["token_ids"])[0] for t in tasks]
-        return tf.split(emb, tf.stack(sizes), num=len(tasks), axis=0)
-
-    def loss_from_embeddings(self, task, emb, labels, training=True):
-        """Loss of one task from its sentence vectors (pairs: `[u; v]`)."""
-        if task == "sentiment":
-            logits = self.sentiment_logits(emb, training)
-            return tf.reduce_mean(
-                tf.keras.losses.sparse_categorical_crossentropy(
-                    labels, logits, from_logits=True
+        for task in ("paraphrase", "similarity"):
+            batch = data[task]
+            n = tf.shape(batch["sentence1"]["token_ids"])[0]
+            both = self.embed(_join_pairs(batch["sentence1"], batch["sentence2"]), training)
+            u, v = both[:n], both[n:]
+            if task == "paraphrase":
+                losses[task] = paraphrase_classification_loss(
+                    self.paraphrase_logits(u, v, training), batch["label"], batch["mask"]
                 )
+            else:
+                tu, tv = self.similarity_vectors(u, v, training)
+                losses[task] = similarity_regression_loss(tu, tv, batch["label"], batch["mask"])
+        return losses, {"sentiment_accuracy": accuracy}
+
+    @staticmethod
+    def active_tasks(data):
+        """`{task: bool scalar}`: whether the batch trains that task."""
+        return {t: tf.reduce_any(data[t]["mask"] > 0) for t in TASKS}
+
+    @staticmethod
+    def _mean_of_active(losses, active):
+        count = tf.add_n([tf.cast(active[t], "float32") for t in TASKS])
+        return tf.add_n([losses[t] for t in TASKS]) / tf.maximum(count, 1.0)
+
+    def compute_contrastive_loss(self, data, training=True):
+        """The mean of the trained tasks' losses (and the per-task losses)."""
+        losses, metrics = self.task_losses(data, training)
+        total = self._mean_of_active(losses, self.active_tasks(data))
+        metrics.update({f"{t}_loss": losses[t] for t in TASKS})
+        return total, metrics
+
+    def fusion_loss(self, data, training=True):
+        """Unsupervised SimCSE loss on the similarity batch's sentences.
+
+        All `2B` sentences of the batch (`[sentence1; sentence2]`) go through
+        the encoder twice with dropout; each first view must find its second
+        view among them (InfoNCE at `fusion_temperature`); masked like the
+        task losses.
+        """
+        batch = data["similarity"]
+        x = _join_pairs(batch["sentence1"], batch["sentence2"])
+        n = tf.shape(x["token_ids"])[0]
+        doubled = {k: tf.concat([v, v], axis=0) for k, v in x.items()}
+        z = self.encoder.sentence_vectors(doubled, self.pooling, training=training)
+        per_row = info_nce_loss(
+            z[:n], z[n:], temperature=self.fusion_temperature, reduction="none"
+        )
+        return masked_mean(per_row, tf.concat([batch["mask"], batch["mask"]], axis=0))
+
+    # -------------------------------------------------------------- compile
+    def compile(self, optimizer="adamw", head_optimizer=None, fusion_optimizer=None, **kwargs):
+        """Compile with the encoder's optimizer; build the heads' and fusion's.
+
+        Args:
+            optimizer: the encoder's optimizer (its `iterations` is the step
+                count). Under a `mixed_float16` policy Keras wraps it in a
+                `LossScaleOptimizer`.
+            head_optimizer: an optimizer whose class and configuration every
+                head group gets a fresh copy of (e.g. `AdamW(1e-3)`).
+                Defaults to a copy of `optimizer`.
+            fusion_optimizer: the optimizer of the fusion updates (copied).
+                Defaults to a copy of `optimizer`. Only with `fusion=True`.
+            **kwargs: passed to `keras.Model.compile`; `jit_compile`
+                defaults to False.
+        """
+        kwargs.setdefault("jit_compile", False)
+        keras.Model.compile(self, optimizer=optimizer, **kwargs)
+        encoder_variables = list(self.encoder.trainable_variables)
+        if not self.optimizer.built:
+            self.optimizer.build(encoder_variables)
+        template = head_optimizer if head_optimizer is not None else self.optimizer
+        if isinstance(template, str):
+            template = keras.optimizers.get(template)
+        self.head_optimizers = []
+        for tasks, variables in self.head_groups():
+            opt = _copy_optimizer(template, "head_" + "_".join(tasks))
+            opt.build(variables)
+            self.head_optimizers.append(opt)
+        self.fusion_optimizer = None
+        if self.fusion:
+            template = fusion_optimizer if fusion_optimizer is not None else self.optimizer
+            if isinstance(template, str):
+                template = keras.optimizers.get(template)
+            opt = _copy_optimizer(template, "fusion")
+            if isinstance(self.optimizer, keras.optimizers.LossScaleOptimizer):
+                opt = keras.optimizers.LossScaleOptimizer(opt, name="fusion_loss_scale")
+            opt.build(encoder_variables)
+            self.fusion_optimizer = opt
+
+    # ----------------------------------------------------------------- steps
+    def extra_metrics(self):
+        out = [self.task_trackers[t] for t in TASKS]
+        return out + ([self.fusion_tracker] if self.fusion else [])
+
+    def _task_gradients_pcgrad(self, tape, scaled_losses, active, variables):
+        """PCGrad over the per-task gradients (all-reduced under a strategy).
+
+        `scaled_losses` are the per-task losses divided by the number of
+        replicas and passed through `optimizer.scale_loss`, computed under
+        `tape` (PCGrad is positively homogeneous, so the loss scale passes
+        through the projection unchanged).
+        """
+        ctx = tf.distribute.get_replica_context()
+        replicas = tf.distribute.get_strategy().num_replicas_in_sync
+        flat = tf.stack([
+            flatten_gradients(tape.gradient(scaled_losses[t], variables), variables)
+            for t in TASKS
+        ])
+        if replicas > 1 and ctx is not None:
+            flat = ctx.all_reduce(tf.distribute.ReduceOp.SUM, flat)  # the global task gradients
+        seed = None
+        if self.pcgrad_shuffle:
+            seed = tf.stack([tf.constant(self.seed, tf.int64),
+                             tf.cast(self.optimizer.iterations, tf.int64)])
+        projected = pcgrad_project(flat, shuffle=self.pcgrad_shuffle, seed=seed)
+        weights = tf.stack([tf.cast(active[t], tf.float32) for t in TASKS])
+        combined = tf.reduce_sum(projected * weights[:, None], axis=0) / tf.maximum(
+            tf.reduce_sum(weights), 1.0
+        )
+        if replicas > 1:
+            combined = combined / replicas  # the optimizer sums the replicas' gradients
+        return unflatten_gradients(combined, variables)
+
+    def dropout_seed_states(self):
+        """The state variables of every dropout `SeedGenerator` in the model."""
+        return [v for v in self.variables if v.name == "seed_generator_state"]
+
+    def _reseed_dropout(self):
+        """Make this step's dropout masks a pure function of `(seed, step)`.
+
+        Keras' seed generators are not part of the saved weights, so a run
+        resumed by `BackupAndRestore` would otherwise draw other masks than
+        the uninterrupted run; with every generator restarted from `(seed,
+        generator, step)` at each step the resumed run is the same run.
+        """
+        step = tf.cast(self.optimizer.iterations, tf.int64)
+        for i, state in enumerate(self.dropout_seed_states()):
+            value = tf.stack([tf.constant(self.seed * 100_003 + i, tf.int64), step * 4096])
+            state.assign(tf.cast(value, state.dtype))
+
+    def train_step(self, data):
+        self._reseed_dropout()
+        encoder_variables = list(self.encoder.trainable_variables)
+        groups = self.head_groups()
+        head_variables = [v for _, vs in groups for v in vs]
+        variables = encoder_variables + head_variables
+        replicas = tf.distribute.get_strategy().num_replicas_in_sync
+        loss_scaled = isinstance(self.optimizer, keras.optimizers.LossScaleOptimizer)
+        active = self.active_tasks(data)
+        with tf.GradientTape(persistent=self.pcgrad) as tape:
+            losses, extras = self.task_losses(data, training=True)
+            total = self._mean_of_active(losses, active)
+            scaled = self.optimizer.scale_loss(total / replicas)
+            if self.pcgrad:
+                scaled_losses = {
+                    t: self.optimizer.scale_loss(losses[t] / replicas) for t in TASKS
+                }
+        if self.pcgrad:
+            grads = self._task_gradients_pcgrad(tape, scaled_losses, active, variables)
+            del tape
+        else:
+            grads = _dense(tape.gradient(scaled, variables))
+        finite = all_finite(total, grads, loss_scaled)
+        n_enc = len(encoder_variables)
+        head_grads = grads[n_enc:]
+        grads_finite, overflow = finite, tf.constant(False)
+        if loss_scaled:
+            # Keep the heads in step with the LossScaleOptimizer, which skips
+            # an overflowing step without counting it; the heads' gradients
+            # are unscaled by the scale of this step (read before the
+            # encoder's update may change it).
+            grads_finite = all_finite(total, grads, False)
+            overflow = tf.logical_and(finite, tf.logical_not(grads_finite))
+            scale = tf.cast(tf.identity(self.optimizer.dynamic_scale), "float32")
+            head_grads = [None if g is None else g / tf.cast(scale, g.dtype) for g in head_grads]
+        apply_if_finite(
+            self.optimizer,
+            [(g, v) for g, v in zip(grads[:n_enc], encoder_variables) if g is not None],
+            finite,
+        )
+        start = 0
+        for (tasks, group), optimizer in zip(groups, self.head_optimizers):
+            pairs = [
+                (g, v) for g, v in zip(head_grads[start : start + len(group)], group)
+                if g is not None
+            ]
+            start += len(group)
+            group_active = tf.reduce_any(tf.stack([active[t] for t in tasks]))
+            apply_if_active(optimizer, pairs, grads_finite, group_active,
+                            count=tf.logical_and(group_active, tf.logical_not(overflow)))
+        ok = finite
+        if self.fusion:
+            ok = tf.logical_and(ok, self._fusion_step(data, active["similarity"], encoder_variables))
+        for t in TASKS:
+            self.task_trackers[t].update_state(
+                losses[t], sample_weight=tf.cast(active[t], "float32")
             )
-        u, v = tf.split(emb, 2, axis=0)
-        if task == "paraphrase":
-            logits = self.paraphrase_logits(u, v, training)
-            return tf.reduce_mean(
-                tf.nn.sigmoid_cross_entropy_with_logits(labels, logits)
+        self.loss_tracker.update_state(tf.where(finite, total, 0.0))
+        self.nonfinite_tracker.update_state(1.0 - tf.cast(ok, "float32"))
+        return self._metric_logs()
+
+    def _fusion_step(self, data, active, variables):
+        """One SimCSE update of the encoder on the similarity batch (if trained)."""
+        optimizer = self.fusion_optimizer
+        replicas = tf.distribute.get_strategy().num_replicas_in_sync
+        with tf.GradientTape() as tape:
+            loss = self.fusion_loss(data, training=True)
+            scaled = optimizer.scale_loss(loss / replicas)
+        grads = _dense(tape.gradient(scaled, variables))
+        finite = all_finite(
+            loss, grads, isinstance(optimizer, keras.optimizers.LossScaleOptimizer)
+        )
+        apply_if_active(
+            optimizer, [(g, v) for g, v in zip(grads, variables) if g is not None], finite, active
+        )
+        self.fusion_tracker.update_state(loss, sample_weight=tf.cast(active, "float32"))
+        return tf.logical_or(finite, tf.logical_not(active))
+
+    def test_step(self, data):
+        losses, _ = self.task_losses(data, training=False)
+        active = self.active_tasks(data)
+        for t in TASKS:
+            self.task_trackers[t].update_state(
+                losses[t], sample_weight=tf.cast(active[t], "float32")
             )
-        if task == "similarity":
-            cos = self.similarity_cosine(u, v, training)
-            return tf.reduce_mean(tf.square(cos - labels / 5.0))
-        raise ValueError(f"Unknown task {task!r}; expected one of {TASKS}")
+        self.loss_tracker.update_state(self._mean_of_active(losses, active))
+        return self._metric_logs()
+
+    # ------------------------------------------------------- dev selection
+    def candidates(self):
+        """The whole model (encoder and heads) is the one candidate."""
+        return {"model": self}
+
+    def select(self, name):
+        """Nothing to choose: the kept encoder is always `self.encoder`."""
+        if name not in self.candidates():
+            raise ValueError(f"Unknown candidate {name!r}; expected 'model'.")
 
     # ----------------------------------------------------------- prediction
-    def _embed(self, sentences, batch_size, max_length):
+    def encode(self, sentences, batch_size=128, max_length=None, pooling=None,
+               normalize=False, show_progress=None):
+        """`SentenceEncoder.encode` with the heads' pooling (by default)."""
         return self.encoder.encode(
-            list(sentences), batch_size=batch_size, max_length=max_length,
-            show_progress=False,
+            sentences, batch_size=batch_size, max_length=max_length,
+            pooling=self.pooling if pooling is None else pooling,
+            normalize=normalize, show_progress=show_progress,
         )
 
-    def predict_sentiment(
-        self, sentences, batch_size=128, max_length=None, return_probabilities=False
-    ):
+    def _embed(self, sentences, batch_size, max_length):
+        return self.encode(
+            list(sentences), batch_size=batch_size, max_length=max_length, show_progress=False
+        )
+
+    def predict_sentiment(self, sentences, batch_size=128, max_length=None,
+                          return_probabilities=False):
         """Sentiment class ids (0 = very negative .. 4 = very positive).
 
         Args:
@@ -286,8 +631,8 @@ class MultitaskModel(keras.Model):
     def _pair_embeddings(self, sentences1, sentences2, batch_size, max_length):
         if len(sentences1) != len(sentences2):
             raise ValueError(
-                "`sentences1` and `sentences2` must have the same length; "
-                f"received {len(sentences1)} and {len(sentences2)}"
+                "`sentences1` and `sentences2` must have the same length. "
+                f"Received: {len(sentences1)} and {len(sentences2)}."
             )
         emb = self._embed(list(sentences1) + list(sentences2), batch_size, max_length)
         return emb[: len(sentences1)], emb[len(sentences1):]
@@ -302,22 +647,49 @@ class MultitaskModel(keras.Model):
         u, v = self._pair_embeddings(sentences1, sentences2, batch_size, max_length)
         return 5.0 * self.similarity_cosine(u, v).numpy()
 
+    @property
+    def training_report(self):
+        """The kept encoder's `TrainingReport` (set by `fit_multitask`), or None."""
+        return self.encoder.training_report
+
     # --------------------------------------------------------------- config
-    def get_config(self):
+    def head_config(self):
+        """The constructor arguments that shape the heads (saved with them)."""
         return {
-            "encoder": keras.saving.serialize_keras_object(self.encoder),
             "head_sharing": self.head_sharing,
             "hidden_dim": self.hidden_dim,
             "dropout": self.dropout_rate,
             "num_classes": self.num_classes,
-            "name": self.name,
+            "pooling": self.pooling,
         }
 
-    @classmethod
-    def from_config(cls, config):
-        config = dict(config)
-        config["encoder"] = keras.saving.deserialize_keras_object(config["encoder"])
-        return cls(**config)
+    def get_config(self):
+        config = super().get_config()
+        config.update(self.head_config())
+        config.update(
+            {
+                "pcgrad": self.pcgrad,
+                "pcgrad_shuffle": self.pcgrad_shuffle,
+                "fusion": self.fusion,
+                "fusion_temperature": self.fusion_temperature,
+                "seed": self.seed,
+            }
+        )
+        return config
+
+    def save_heads(self, folder):
+        """Write the heads (`multitask_heads.npz`), their config and the leakage note."""
+        folder = Path(os.fspath(folder))
+        folder.mkdir(parents=True, exist_ok=True)
+        np.savez(
+            folder / HEADS_FILE,
+            **{f"w{i}": np.asarray(v) for i, v in enumerate(self.head_variables())},
+        )
+        with open(folder / CONFIG_FILE, "w", encoding="utf-8") as f:
+            json.dump(self.head_config(), f, indent=2)
+        with open(folder / LEAKAGE_FILE, "w", encoding="utf-8") as f:
+            f.write(STSB_TEST_LEAKAGE_WARNING + "\n")
+        return str(folder)
 
     def save_to_folder(self, folder):
         """Save the encoder (`SentenceEncoder.save`) and the heads to `folder`.
@@ -325,547 +697,35 @@ class MultitaskModel(keras.Model):
         The folder loads as a plain encoder with `SentenceEncoder.from_preset`
         and as the full model with `MultitaskModel.load_from_folder`.
         """
-        folder = Path(os.fspath(folder))
         self.encoder.save(folder)
-        np.savez(
-            folder / HEADS_FILE,
-            **{f"w{i}": np.asarray(v) for i, v in enumerate(self.head_variables())},
-        )
-        with open(folder / CONFIG_FILE, "w", encoding="utf-8") as f:
-            json.dump(
-                {
-                    "head_sharing": self.head_sharing,
-                    "hidden_dim": self.hidden_dim,
-                    "dropout": self.dropout_rate,
-                    "num_classes": self.num_classes,
-                },
-                f,
-                indent=2,
-            )
-        with open(folder / LEAKAGE_FILE, "w", encoding="utf-8") as f:
-            f.write(STSB_TEST_LEAKAGE_WARNING + "\n")
-        return str(folder)
+        return self.save_heads(folder)
 
     @classmethod
     def load_from_folder(cls, folder):
-        """Load a model written by `save_to_folder`."""
+        """Load a model written by `save_to_folder` (or `fit_multitask`)."""
         from keras_sentemb.models import SentenceEncoder
 
         folder = Path(os.fspath(folder))
         with open(folder / CONFIG_FILE, encoding="utf-8") as f:
             config = json.load(f)
         model = cls(SentenceEncoder.from_preset(str(folder)), **config)
-        weights = np.load(folder / HEADS_FILE)
-        for i, v in enumerate(model.head_variables()):
-            v.assign(weights[f"w{i}"])
+        with np.load(folder / HEADS_FILE) as weights:
+            variables = model.head_variables()
+            if len(weights.files) != len(variables):
+                raise ValueError(
+                    f"{folder / HEADS_FILE} holds {len(weights.files)} head weights; "
+                    f"the configuration {config} has {len(variables)}."
+                )
+            for i, v in enumerate(variables):
+                v.assign(weights[f"w{i}"])
         return model
 
-    # ------------------------------------------------------------- training
-    def configure_training(
-        self, learning_rate=2e-5, head_learning_rate=1e-3, weight_decay=0.01
-    ):
-        """Create the optimizers: one for the encoder, one for the heads."""
-        encoder_opt = keras.optimizers.AdamW(
-            learning_rate, weight_decay=weight_decay, name="encoder_adamw"
-        )
-        head_opt = keras.optimizers.AdamW(
-            head_learning_rate, weight_decay=weight_decay, name="head_adamw"
-        )
-        encoder_opt.build(self.encoder.trainable_variables)
-        head_opt.build(self.head_variables())
-        self._optimizers = (encoder_opt, head_opt)
-        self._step_fns = {}
-        self._contrastive_fn = None
 
-    def _apply(self, grads, variables):
-        encoder_ids = {id(v) for v in self.encoder.trainable_variables}
-        finite = tf.constant(True)
-        for g in grads:
-            if g is not None:
-                finite = tf.logical_and(finite, tf.reduce_all(tf.math.is_finite(g)))
-        enc, head = [], []
-        for g, v in zip(grads, variables):
-            if g is not None:
-                (enc if id(v) in encoder_ids else head).append((g, v))
-        for optimizer, pairs in zip(self._optimizers, (enc, head)):
-            if pairs:
-                apply_if_finite(optimizer, pairs, finite)
-        return finite
+def __getattr__(name):
+    # Transitional: `keras_sentemb.api` still imports fit_multitask from here
+    # until it points at keras_sentemb.pipelines.multitask.
+    if name == "fit_multitask":
+        from keras_sentemb.pipelines.multitask import fit_multitask
 
-    def train_tasks_step(self, batches, pcgrad=False):
-        """One optimizer update on `{task: batch}` (mean loss or PCGrad).
-
-        With several tasks the update uses the gradient of the mean of the
-        task losses, or, with `pcgrad=True`, the mean of the PCGrad-projected
-        task gradients (the sum of Yu et al. divided by the number of tasks,
-        so that without conflicts it equals the mean-loss gradient).
-
-        Returns:
-            dict of float losses per task (and `nonfinite`).
-        """
-        if self._optimizers is None:
-            self.configure_training()
-        tasks = tuple(sorted(batches, key=TASKS.index))
-        key = (tasks, bool(pcgrad) and len(tasks) > 1)
-        fn = self._step_fns.get(key)
-        batches = {t: batches[t] for t in tasks}
-        if fn is None:
-            # Dynamic batch and sequence dims: one trace per task set.
-            fn = tf.function(
-                lambda b: self._train_step_impl(b, tasks, key[1]),
-                input_signature=[_dynamic_signature(batches)],
-                autograph=False,
-            )
-            self._step_fns[key] = fn
-        out = fn(batches)
-        return {k: float(v) for k, v in out.items()}
-
-    def _train_step_impl(self, batches, tasks, pcgrad):
-        variables = self._variables()
-        with tf.GradientTape(persistent=pcgrad) as tape:
-            embeddings = self.embed_batches(batches, tasks, training=True)
-            losses = {
-                t: self.loss_from_embeddings(t, e, batches[t]["labels"], True)
-                for t, e in zip(tasks, embeddings)
-            }
-            total = tf.add_n(list(losses.values())) / float(len(tasks))
-        if pcgrad:
-            flat = tf.stack([
-                flatten_gradients(tape.gradient(losses[t], variables), variables)
-                for t in tasks
-            ])
-            del tape
-            combined = tf.reduce_mean(pcgrad_project(flat, shuffle=True), axis=0)
-            grads = unflatten_gradients(combined, variables)
-        else:
-            grads = tape.gradient(total, variables)
-        finite = self._apply(grads, variables)
-        out = {t: losses[t] for t in tasks}
-        out["nonfinite"] = 1.0 - tf.cast(finite, "float32")
-        return out
-
-    def contrastive_step(self, inputs, temperature=0.05):
-        """One unsupervised SimCSE update (two dropout views) on packed inputs.
-
-        Used by fusion training after each supervised similarity update.
-        """
-        if self._optimizers is None:
-            self.configure_training()
-        if self._contrastive_fn is None:
-
-            def impl(packed):
-                variables = self.encoder.trainable_variables
-                with tf.GradientTape() as tape:
-                    a = self.encoder(packed, training=True)
-                    b = self.encoder(packed, training=True)
-                    loss = info_nce_loss(a, b, temperature=temperature)
-                grads = tape.gradient(loss, variables)
-                self._apply(grads, variables)
-                return loss
-
-            self._contrastive_fn = tf.function(
-                impl, input_signature=[_dynamic_signature(inputs)], autograph=False
-            )
-        return float(self._contrastive_fn(inputs))
-
-
-# ------------------------------------------------------------------ batching
-def _dynamic_signature(structure):
-    return tf.nest.map_structure(
-        lambda t: tf.TensorSpec([None] * t.shape.rank, t.dtype), structure
-    )
-
-
-def make_batch(encoder, task, examples, max_length=None):
-    """Pack raw examples of one task into model inputs.
-
-    Sentiment examples `(sentence, label)` give `{"inputs", "labels"}`; pair
-    examples `(s1, s2, label)` give the `2B` sentences `[s1...; s2...]` packed
-    together (one forward pass) and the `B` labels.
-    """
-    if task == "sentiment":
-        sentences = [e[0] for e in examples]
-        labels = tf.constant([int(e[1]) for e in examples], tf.int32)
-    else:
-        sentences = [e[0] for e in examples] + [e[1] for e in examples]
-        labels = tf.constant([float(e[2]) for e in examples], tf.float32)
-    inputs = encoder.preprocess(tf.constant(sentences, tf.string), max_length)
-    return {"inputs": inputs, "labels": labels}
-
-
-class _DownsampledStream:
-    """Batches of a task; each epoch is a fresh random subset of `epoch_size`."""
-
-    def __init__(self, examples, batch_size, epoch_size, rng):
-        self.examples = examples
-        self.batch_size = batch_size
-        self.epoch_size = min(epoch_size, len(examples))
-        self.rng = rng
-        self._queue = []
-        self.epochs = 0
-
-    def next(self):
-        if len(self._queue) < self.batch_size:
-            order = self.rng.sample(range(len(self.examples)), self.epoch_size)
-            self._queue = order
-            self.epochs += 1
-        chosen, self._queue = self._queue[: self.batch_size], self._queue[self.batch_size:]
-        return [self.examples[i] for i in chosen]
-
-
-def task_schedule(procedure, steps, tasks=TASKS, steps_per_epoch=None, task=None):
-    """The tasks trained at each step of a procedure.
-
-    Args:
-        procedure: str. `"average"` / `"pcgrad"`: every task every step;
-            `"batch_round_robin"`: one task per step, in order;
-            `"epoch_round_robin"`: `steps_per_epoch` steps of one task, then
-            the next, in order; `"single"`: `task` only.
-        steps: int. Number of optimizer steps.
-        tasks: sequence of task names. Defaults to all three.
-        steps_per_epoch: int. For `"epoch_round_robin"`.
-        task: str. For `"single"`.
-
-    Returns:
-        list of `steps` tuples of task names.
-    """
-    _check_choice("procedure", procedure, PROCEDURES)
-    tasks = tuple(tasks)
-    if procedure in ("average", "pcgrad"):
-        return [tasks] * steps
-    if procedure == "batch_round_robin":
-        return [(tasks[i % len(tasks)],) for i in range(steps)]
-    if procedure == "epoch_round_robin":
-        if not steps_per_epoch or steps_per_epoch < 1:
-            raise ValueError(
-                "`steps_per_epoch` must be a positive int for epoch round robin; "
-                f"received {steps_per_epoch!r}"
-            )
-        return [
-            (tasks[(i // steps_per_epoch) % len(tasks)],) for i in range(steps)
-        ]
-    _check_choice("task", task, TASKS)
-    return [(task,)] * steps
-
-
-def train_multitask(
-    model,
-    train,
-    procedure="average",
-    steps=300,
-    batch_size=16,
-    max_length=None,
-    single_task="similarity",
-    fusion=False,
-    fusion_temperature=0.05,
-    dev=None,
-    eval_every=0,
-    dev_limit=None,
-    seed=0,
-    verbose=True,
-):
-    """Train the heads and the encoder with one of the report's procedures.
-
-    One step is one optimizer update. `"average"` and `"pcgrad"` take one
-    batch of every task per step; the round-robin procedures and `"single"`
-    one batch of one task. Each task's data are down-sampled to the smallest
-    train set: every (per-task) epoch is a fresh random subset of that size.
-    With `fusion=True`, every similarity batch is trained twice: first with
-    the supervised similarity loss (as part of the step), then with the
-    unsupervised contrastive loss (dropout views of its sentences).
-
-    With `dev` and `eval_every > 0` the model is evaluated on dev every
-    `eval_every` steps and at the end, and the weights with the best overall
-    dev mean are restored.
-
-    Returns:
-        dict with `history` (per-step losses), `dev` (evaluations) and
-        `seconds`.
-    """
-    _check_choice("procedure", procedure, PROCEDURES)
-    if not isinstance(steps, int) or steps < 1:
-        raise ValueError(f"`steps` must be a positive int; received {steps!r}")
-    if not isinstance(batch_size, int) or batch_size < 1:
-        raise ValueError(f"`batch_size` must be a positive int; received {batch_size!r}")
-    rng = random.Random(seed)
-    tasks = (single_task,) if procedure == "single" else TASKS
-    smallest = min(len(train[t]) for t in tasks)
-    streams = {
-        t: _DownsampledStream(train[t], batch_size, smallest, rng) for t in tasks
-    }
-    schedule = task_schedule(
-        procedure,
-        steps,
-        tasks,
-        steps_per_epoch=max(1, smallest // batch_size),
-        task=single_task,
-    )
-    history, evaluations = [], []
-    best = (-math.inf, None, None)
-    encoder = model.encoder
-    start = time.time()
-
-    def evaluate(step):
-        nonlocal best
-        metrics = evaluate_multitask(model, dev, limit=dev_limit)
-        metrics["step"] = step
-        evaluations.append(metrics)
-        if verbose:
-            print(f"[multitask] step {step} dev {json.dumps(metrics)}", flush=True)
-        if metrics["overall"] > best[0]:
-            best = (metrics["overall"], step, [np.array(v) for v in model.weights])
-
-    for step, step_tasks in enumerate(schedule, start=1):
-        batches = {
-            t: make_batch(encoder, t, streams[t].next(), max_length)
-            for t in step_tasks
-        }
-        out = model.train_tasks_step(batches, pcgrad=procedure == "pcgrad")
-        if fusion and "similarity" in batches:
-            out["fusion_contrastive"] = model.contrastive_step(
-                batches["similarity"]["inputs"], fusion_temperature
-            )
-        history.append(out)
-        if out.get("nonfinite"):
-            raise FloatingPointError(f"Non-finite loss or gradients at step {step}.")
-        if verbose and (step % 25 == 0 or step == steps):
-            print(
-                f"[multitask] {procedure} step {step}/{steps} "
-                + " ".join(f"{k}={v:.4f}" for k, v in out.items())
-                + f" ({time.time() - start:.0f}s)",
-                flush=True,
-            )
-        if dev is not None and eval_every and step % eval_every == 0 and step != steps:
-            evaluate(step)
-    if dev is not None and eval_every:
-        evaluate(steps)
-        if best[2] is not None and best[1] != steps:
-            for v, w in zip(model.weights, best[2]):
-                v.assign(w)
-            if verbose:
-                print(f"[multitask] restored the best dev weights (step {best[1]})")
-    return {"history": history, "dev": evaluations, "seconds": time.time() - start}
-
-
-# ------------------------------------------------------------------- metrics
-def evaluate_multitask(model, dev, limit=None, batch_size=128):
-    """Dev metrics: sentiment accuracy, paraphrase accuracy, similarity Pearson.
-
-    `overall` is the plain mean of the three. `model` is a `MultitaskModel`
-    or anything with the `predict_*` surface (e.g. `MultitaskEnsemble`).
-
-    Args:
-        model: the model.
-        dev: dict `{task: examples}` (see `load_multitask_data`).
-        limit: int or None. Use only the first `limit` examples of each task
-            (for quick checks; say so when reporting). Defaults to `None`.
-        batch_size: int. Defaults to `128`.
-    """
-    from scipy.stats import pearsonr
-
-    def take(task):
-        rows = dev[task]
-        return rows[:limit] if limit else rows
-
-    out = {}
-    rows = take("sentiment")
-    pred = model.predict_sentiment([r[0] for r in rows], batch_size=batch_size)
-    out["sentiment_acc"] = float(np.mean(pred == np.array([r[1] for r in rows])))
-    rows = take("paraphrase")
-    prob = model.predict_paraphrase(
-        [r[0] for r in rows], [r[1] for r in rows], batch_size=batch_size
-    )
-    out["paraphrase_acc"] = float(
-        np.mean((prob >= 0.5) == (np.array([r[2] for r in rows]) >= 0.5))
-    )
-    rows = take("similarity")
-    scores = model.predict_similarity(
-        [r[0] for r in rows], [r[1] for r in rows], batch_size=batch_size
-    )
-    out["similarity_pearson"] = float(pearsonr(scores, [r[2] for r in rows])[0])
-    out["overall"] = float(
-        np.mean([out["sentiment_acc"], out["paraphrase_acc"], out["similarity_pearson"]])
-    )
-    return out
-
-
-# ----------------------------------------------------------------------- fit
-def fit_multitask(
-    data_dir,
-    model="default",
-    output=None,
-    steps=300,
-    batch_size=16,
-    learning_rate=2e-5,
-    max_length=128,
-    procedure="average",
-    head_sharing="first_layer",
-    single_task="similarity",
-    fusion=False,
-    pretrain="unsup",
-    pretrain_steps=None,
-    pretrain_learning_rate=3e-5,
-    pretrain_temperature=0.05,
-    nli_file=None,
-    head_learning_rate=1e-3,
-    hidden_dim=None,
-    dropout=0.1,
-    quora_dev_fraction=0.1,
-    eval_every=0,
-    dev_limit=None,
-    evaluate_stsb_test=False,
-    seed=0,
-    verbose=True,
-):
-    """Contrastive pre-training, then the three task heads on one encoder.
-
-    Reads a folder laid out like `shared/data/multitask` (Quora's dev file is
-    split into train/dev by a hash of the pair id, see
-    `keras_sentemb.data.multitask`), optionally pre-trains the encoder with a
-    contrastive objective (`pretrain`), then trains `MultitaskModel` with
-    `procedure`, evaluates on the dev sets, and saves the encoder plus heads
-    to `output`.
-
-    `multitask/sts-train.csv` contains STS-B *test* pairs: a model trained
-    here must never be reported on STS-B test. `evaluate_stsb_test=True`
-    raises `ValueError`.
-
-    Args:
-        data_dir: str. The multitask folder.
-        model: str. Encoder to start from (`"default"`, a preset or a
-            folder). Defaults to `"default"`.
-        output: str or None. Folder to save the encoder (loadable with
-            `SentenceEncoder.from_preset`) and the heads. Defaults to `None`.
-        steps: int. Optimizer steps of the multitask stage. Defaults to `300`.
-        batch_size: int. Examples per task batch. Defaults to `16`.
-        learning_rate: float. Encoder learning rate (AdamW). Defaults to
-            `2e-5`.
-        max_length: int. Token limit per sentence. Defaults to `128`.
-        procedure: str. `"average"` (one batch per task per step, mean loss;
-            the default), `"batch_round_robin"`, `"epoch_round_robin"`,
-            `"pcgrad"` or `"single"`.
-        head_sharing: str. `"first_layer"` (default, the report's best),
-            `"none"` or `"full"`.
-        single_task: str. The task of `procedure="single"`. Defaults to
-            `"similarity"`.
-        fusion: bool. Fusion training (each similarity batch also gets an
-            unsupervised contrastive update). Defaults to `False`.
-        pretrain: str. `"unsup"` (dropout views on the sentences of all three
-            train sets; default), `"paraphrase"` (Quora paraphrases as
-            positives, non-paraphrases as hard negatives), `"nli"`
-            (triplets from `nli_file`) or `"none"`.
-        pretrain_steps: int or None. Pre-training steps; `None` = `steps`.
-        pretrain_learning_rate: float. Defaults to `3e-5`.
-        pretrain_temperature: float. InfoNCE temperature. Defaults to `0.05`.
-        nli_file: str or None. `sent0,sent1,hard_neg` CSV for
-            `pretrain="nli"`; defaults to `shared/data/nli/
-            snli_devtest_triplets.csv` next to `data_dir`.
-        head_learning_rate: float. Learning rate of the heads. Defaults to
-            `1e-3`.
-        hidden_dim: int or None. Head width; defaults to the embedding size.
-        dropout: float. Head dropout. Defaults to `0.1`.
-        quora_dev_fraction: float. Share of quora-dev.csv held out as dev.
-            Defaults to `0.1`.
-        eval_every: int. Evaluate on dev every this many steps and keep the
-            best (0: only evaluate at the end). Defaults to `0`.
-        dev_limit: int or None. Evaluate on the first `dev_limit` dev
-            examples of each task only. Defaults to `None` (all).
-        evaluate_stsb_test: bool. Refused (raises): see the leakage note.
-            Defaults to `False`.
-        seed: int. Defaults to `0`.
-        verbose: bool. Defaults to `True`.
-
-    Returns:
-        The trained `MultitaskModel` (its `.encoder` is the kept
-        `SentenceEncoder`); `.dev_metrics` holds the final dev metrics and
-        `.training` the training log.
-    """
-    from keras_sentemb.data.multitask import load_multitask_data
-    from keras_sentemb.data.multitask import read_nli_triplets
-    from keras_sentemb.models import SentenceEncoder
-    from keras_sentemb.trainers.multitask_pretrainer import PRETRAIN_MODES
-    from keras_sentemb.trainers.multitask_pretrainer import MultitaskContrastivePretrainer
-    from keras_sentemb.trainers.multitask_pretrainer import make_pretraining_dataset
-    from keras_sentemb.trainers.multitask_pretrainer import pretraining_examples
-
-    if evaluate_stsb_test:
-        raise ValueError(
-            "Refusing evaluate_stsb_test=True: " + STSB_TEST_LEAKAGE_WARNING
-        )
-    _check_choice("procedure", procedure, PROCEDURES)
-    _check_choice("head_sharing", head_sharing, HEAD_SHARING)
-    _check_choice("pretrain", pretrain, PRETRAIN_MODES)
-    _check_choice("single_task", single_task, TASKS)
-    for name, value in (("steps", steps), ("batch_size", batch_size)):
-        if not isinstance(value, int) or value < 1:
-            raise ValueError(f"`{name}` must be a positive int; received {value!r}")
-    if pretrain_steps is None:
-        pretrain_steps = steps
-    keras.utils.set_random_seed(seed)
-    data = load_multitask_data(data_dir, quora_dev_fraction, verbose=verbose)
-    if verbose:
-        print("[multitask] WARNING: " + STSB_TEST_LEAKAGE_WARNING, flush=True)
-    encoder = SentenceEncoder.from_preset(model, max_length=max_length)
-
-    if pretrain != "none" and pretrain_steps > 0:
-        triplets = None
-        if pretrain == "nli":
-            nli_file = nli_file or (
-                Path(os.fspath(data_dir)).parent / "nli" / "snli_devtest_triplets.csv"
-            )
-            triplets, bad = read_nli_triplets(nli_file)
-            if verbose and bad:
-                print(f"[multitask] {nli_file}: skipped {bad} malformed row(s)")
-        columns = pretraining_examples(pretrain, data["train"], triplets, seed)
-        dataset = make_pretraining_dataset(
-            encoder, columns, batch_size, max_length, seed
-        )
-        pretrainer = MultitaskContrastivePretrainer(
-            encoder, temperature=pretrain_temperature
-        )
-        pretrainer.compile(
-            optimizer=keras.optimizers.AdamW(pretrain_learning_rate),
-            jit_compile=False,
-        )
-        if verbose:
-            print(
-                f"[multitask] contrastive pre-training ({pretrain}, "
-                f"{len(columns['anchor'])} examples, {pretrain_steps} steps)",
-                flush=True,
-            )
-        pretrainer.fit(
-            dataset, steps_per_epoch=pretrain_steps, epochs=1,
-            verbose=2 if verbose else 0,
-        )
-
-    mt = MultitaskModel(
-        encoder, head_sharing=head_sharing, hidden_dim=hidden_dim, dropout=dropout
-    )
-    mt.configure_training(learning_rate, head_learning_rate)
-    log = train_multitask(
-        mt,
-        data["train"],
-        procedure=procedure,
-        steps=steps,
-        batch_size=batch_size,
-        max_length=max_length,
-        single_task=single_task,
-        fusion=fusion,
-        dev=data["dev"],
-        eval_every=eval_every,
-        dev_limit=dev_limit,
-        seed=seed,
-        verbose=verbose,
-    )
-    if log["dev"]:
-        best = max(log["dev"], key=lambda m: m["overall"])
-        mt.dev_metrics = {k: v for k, v in best.items()}
-    else:
-        mt.dev_metrics = evaluate_multitask(mt, data["dev"], limit=dev_limit)
-    mt.training = log
-    mt.skipped_rows = data["skipped"]
-    if verbose:
-        print(f"[multitask] dev {json.dumps(mt.dev_metrics)}", flush=True)
-    if output is not None:
-        mt.save_to_folder(output)
-    return mt
+        return fit_multitask
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

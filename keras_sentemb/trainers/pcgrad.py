@@ -23,7 +23,13 @@ def pcgrad_project(task_gradients, shuffle=True, seed=None, epsilon=1e-12):
             gradient per task.
         shuffle: bool. Visit the other tasks in a random order (as in the
             paper). Defaults to `True`.
-        seed: int or None. Seed of the shuffle. Defaults to `None`.
+        seed: int, int tensor of shape `[2]`, or None. Seed of the shuffle:
+            an int is an op seed (`tf.random.shuffle`); a shape-`[2]` tensor
+            makes the order a pure function of it
+            (`tf.random.experimental.stateless_shuffle`, task `i` using
+            `[seed[0], seed[1] * num_tasks + i]`), so a training step can be
+            replayed exactly (e.g. seeded by `(seed, step)`). Defaults to
+            `None`.
         epsilon: float. Added to `||g_j||^2`. Defaults to `1e-12`.
 
     Returns:
@@ -51,11 +57,18 @@ def pcgrad_project(task_gradients, shuffle=True, seed=None, epsilon=1e-12):
         raise ValueError("The number of tasks must be known statically.")
     dtype = grads.dtype
     squared_norms = tf.reduce_sum(tf.square(grads), axis=1)
+    stateless = seed is not None and not isinstance(seed, int)
+    if stateless:
+        seed = tf.cast(tf.reshape(seed, [2]), tf.int64)
     projected = []
     for i in range(num_tasks):
         others = tf.constant([j for j in range(num_tasks) if j != i], tf.int32)
         if shuffle and num_tasks > 2:
-            others = tf.random.shuffle(others, seed=seed)
+            if stateless:
+                task_seed = tf.stack([seed[0], seed[1] * num_tasks + i])
+                others = tf.random.experimental.stateless_shuffle(others, seed=task_seed)
+            else:
+                others = tf.random.shuffle(others, seed=seed)
         g = grads[i]
         for k in range(num_tasks - 1):
             j = others[k]
@@ -77,7 +90,8 @@ def pcgrad_combine(task_gradients, shuffle=True, seed=None):
     Args:
         task_gradients: float tensor `[num_tasks, num_params]`.
         shuffle: bool. See `pcgrad_project`. Defaults to `True`.
-        seed: int or None. Defaults to `None`.
+        seed: int, int tensor `[2]` or None. See `pcgrad_project`. Defaults
+            to `None`.
 
     Returns:
         float tensor `[num_params]`.

@@ -57,7 +57,7 @@ class MultitaskEnsemble:
             candidate's name and `.candidate_metrics` holds every candidate's
             dev metrics.
         """
-        from keras_sentemb.trainers.multitask import evaluate_multitask
+        from keras_sentemb.pipelines.multitask import evaluate_multitask
 
         if not isinstance(candidates, dict):
             candidates = {str(i): m for i, m in enumerate(candidates)}
