@@ -720,12 +720,3 @@ class MultitaskModel(BaseTrainer):
                 v.assign(weights[f"w{i}"])
         return model
 
-
-def __getattr__(name):
-    # Transitional: `keras_sentemb.api` still imports fit_multitask from here
-    # until it points at keras_sentemb.pipelines.multitask.
-    if name == "fit_multitask":
-        from keras_sentemb.pipelines.multitask import fit_multitask
-
-        return fit_multitask
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
