@@ -229,6 +229,7 @@ def main(argv=None):
     args = p.parse_args(argv)
     if args.smoke:
         args.models, args.batches, args.ct_batch = "default", "8", 8
+        args.modes = "fp32,mixed_xla"  # every code path (bfloat16, XLA) in few traces
         args.n, args.max_length, args.warmup, args.repeats, args.steps = 32, 32, 1, 1, 1
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
     import tensorflow as tf
