@@ -26,6 +26,11 @@ setup(
         "numpy",
         "matplotlib",
     ],
-    extras_require={"test": ["pytest>=7"]},
+    extras_require={
+        "test": ["pytest>=7"],
+        # keras_sentemb.beam: the newest Apache Beam that resolves beside
+        # TensorFlow 2.21 on Python 3.11 (it needs protobuf < 7, pyarrow < 26).
+        "beam": ["apache-beam>=2.77,<2.78"],
+    },
     entry_points={"console_scripts": ["keras-sentemb=keras_sentemb.cli:main"]},
 )

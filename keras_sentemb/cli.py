@@ -4,6 +4,9 @@
 keras-sentemb encode   --model MODEL --input FILE.txt --output FILE.npy
                        [--pooling cls|mean|max|mean_last2|first_last|layer:K]
                        [--batch-size N] [--max-length N] [--normalize]
+                       [--precision float32|bfloat16]
+keras-sentemb encode   --model MODEL --input FILE_OR_GLOB --output DIR/ --shard-size N
+                       [--shard-format npy|tfrecord] [...]      # streaming, resumable
 keras-sentemb evaluate sts --model MODEL --data DIR [--pooling ...]
 keras-sentemb train METHOD --model MODEL --train-file FILE --output DIR
                        [--steps N] [--batch-size N] [--learning-rate LR]
@@ -138,12 +141,44 @@ def _load_encoder(model, pooling=None, max_length=None, num_layers=None):
 
 
 # ---------------------------------------------------------------- commands
+def cmd_encode_shards(args):
+    """`encode --shard-size N`: stream FILE_OR_GLOB into shards in the folder --output."""
+    import contextlib
+
+    from keras_sentemb.models.sharded_encoding import match_inputs
+
+    if os.path.exists(args.output) and not os.path.isdir(args.output):
+        raise UsageError(f"--output {args.output} is a file; with --shard-size give a folder")
+    try:
+        match_inputs(args.input)
+    except FileNotFoundError as e:
+        raise UsageError(str(e)) from None
+    encoder = _load_encoder(args.model, args.pooling, args.max_length)
+    with contextlib.redirect_stdout(sys.stderr):
+        manifest = encoder.encode_to_files(
+            args.input, args.output, shard_size=args.shard_size, batch_size=args.batch_size,
+            normalize=args.normalize, precision=args.precision,
+            shard_format=args.shard_format, show_progress=True, model_name=args.model,
+        )
+    print(
+        f"wrote {args.output}: {manifest['rows']} rows x {manifest['dim']} float32 in "
+        f"{len(manifest['shards'])} shard(s) ({manifest['shards_skipped']} already there)",
+        file=sys.stderr,
+    )
+    return 0
+
+
 def cmd_encode(args):
     import numpy as np
 
+    if args.shard_size is not None:
+        return cmd_encode_shards(args)
     out_dir = os.path.dirname(os.path.abspath(args.output))
     if os.path.isdir(args.output):
-        raise UsageError(f"--output {args.output} is a folder; give a .npy file path")
+        raise UsageError(
+            f"--output {args.output} is a folder; give a .npy file path, or --shard-size N "
+            "to stream the input into shards in that folder"
+        )
     if not os.path.isdir(out_dir):
         raise UsageError(f"output folder does not exist: {out_dir}")
     if not os.access(out_dir, os.W_OK):
@@ -158,6 +193,7 @@ def cmd_encode(args):
             batch_size=args.batch_size,
             normalize=args.normalize,
             show_progress=None if sys.stderr.isatty() else False,
+            precision=args.precision,
         )
     tmp = f"{args.output}.tmp-{os.getpid()}"
     try:
@@ -342,6 +378,12 @@ def build_parser():
     p.add_argument("--output", required=True)
     p.add_argument("--batch-size", type=_positive_int, default=128)
     p.add_argument("--normalize", action="store_true")
+    p.add_argument("--precision", choices=["float32", "bfloat16"], default="float32",
+                   help="bfloat16: faster on CPUs with AVX512-BF16/AMX and on GPUs")
+    p.add_argument("--shard-size", type=_positive_int, default=None,
+                   help="stream --input (a file or a glob) into shards of N lines in the "
+                        "folder --output; resumable")
+    p.add_argument("--shard-format", choices=["npy", "tfrecord"], default="npy")
 
     p = sub.add_parser("evaluate", help="evaluate an encoder")
     p.add_argument("benchmark", choices=["sts"])

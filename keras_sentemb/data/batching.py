@@ -1,4 +1,13 @@
-"""Batches of training text for tf.data: step-indexed, tokenized, prefetched."""
+"""Batches of training text for tf.data: step-indexed, tokenized, bucket-padded, prefetched.
+
+Every tokenized batch is padded to a length from a small set (the
+`SentenceEncoder` buckets 8, 16, 24, 32, 40, 48, 56, 64, 80, ... capped at
+the training `max_length`), and every batch has the same number of rows. The
+step function therefore meets only a handful of shapes in a whole run: it is
+traced once (its input signature has a dynamic length) and, with
+`jit_compile=True`, XLA compiles it once per bucket instead of once per
+distinct batch length.
+"""
 
 import logging
 
@@ -62,14 +71,38 @@ def shuffled_batches(columns, batch_size, seed=0, start_step=0, extra=None):
         order = tf.random.experimental.stateless_shuffle(
             tf.range(n, dtype=tf.int64), seed=tf.stack([tf.constant(seed, tf.int64), epoch])
         )
-        rows = order[first : first + batch_size]
+        rows = tf.ensure_shape(order[first : first + batch_size], [batch_size])
         return {k: tf.gather(t, rows) for k, t in tensors.items()}
 
     steps = tf.data.Dataset.counter(start=int(start_step), dtype=tf.int64)
     return steps.map(make_batch, num_parallel_calls=tf.data.AUTOTUNE)
 
 
-def tokenize_columns(encoder, dataset, columns, max_length=None, encoders=None):
+def bucket_widths(max_length):
+    """The lengths a batch may be padded to: the buckets below `max_length`, and it."""
+    from keras_sentemb.models.sentence_encoder import BUCKETS
+
+    return tuple(b for b in BUCKETS if b < max_length) + (int(max_length),)
+
+
+def pad_to_bucket(packed, max_length, pad_token_id):
+    """Pad packed inputs `[B, T]` to the smallest bucket width >= T (in graph).
+
+    Padding positions have `padding_mask` 0, so a batch's pooled vectors do
+    not depend on its width.
+    """
+    widths = tf.constant(bucket_widths(max_length), tf.int32)
+    length = tf.shape(packed["token_ids"])[1]
+    width = tf.reduce_min(tf.boolean_mask(widths, widths >= length))
+    extra = [[0, 0], [0, width - length]]
+    out = {}
+    for key, value in packed.items():
+        fill = pad_token_id if key == "token_ids" else 0
+        out[key] = tf.pad(value, extra, constant_values=tf.cast(fill, value.dtype))
+    return out
+
+
+def tokenize_columns(encoder, dataset, columns, max_length=None, encoders=None, buckets=True):
     """Map a dataset of string batches to packed model inputs per column.
 
     Args:
@@ -81,18 +114,26 @@ def tokenize_columns(encoder, dataset, columns, max_length=None, encoders=None):
         encoders: dict column -> `SentenceEncoder` for columns tokenized by
             another encoder (e.g. a teacher with its own vocabulary).
             Defaults to `None`.
+        buckets: bool. Pad each batch to a bucket width (`bucket_widths`)
+            instead of its own maximum. Defaults to `True`.
 
     Returns:
         A dataset of dicts `{column: {"token_ids", "padding_mask",
-        "segment_ids"}, ...}`, each padded to its own batch maximum,
-        prefetched.
+        "segment_ids"}, ...}`, each padded to a bucket width (or its own
+        batch maximum), prefetched.
     """
     encoders = encoders or {}
 
     def pack(element):
         out = dict(element)
         for key in columns:
-            out[key] = encoders.get(key, encoder).preprocess(element[key], max_length)
+            column_encoder = encoders.get(key, encoder)
+            length = column_encoder.max_length if max_length is None else max_length
+            packed = column_encoder.preprocess(element[key], length)
+            if buckets:
+                packed = pad_to_bucket(packed, length, column_encoder.pad_token_id)
+            rows = element[key].shape[0]  # static when the batches are (shuffled_batches)
+            out[key] = {k: tf.ensure_shape(v, [rows, None]) for k, v in packed.items()}
         return out
 
     return dataset.map(pack, num_parallel_calls=tf.data.AUTOTUNE).prefetch(

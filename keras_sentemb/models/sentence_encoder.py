@@ -24,6 +24,21 @@ BUCKETS = (8, 16, 24, 32, 40, 48, 56, 64, 80, 96, 112, 128, 160, 192, 224,
            256, 320, 384, 448, 512)
 
 
+# `precision` -> the Keras dtype policy of the backbone that computes.
+PRECISIONS = {"float32": "float32", "bfloat16": "mixed_bfloat16"}
+
+
+def check_precision(precision):
+    """`None` -> `"float32"`; else one of `PRECISIONS`, or a clear error."""
+    if precision is None:
+        return "float32"
+    if precision not in PRECISIONS:
+        raise ValueError(
+            f"`precision` must be one of {sorted(PRECISIONS)}. Received: precision={precision!r}."
+        )
+    return precision
+
+
 def bucket_length(length, buckets=BUCKETS):
     """Smallest bucket >= `length` (or `length` rounded up to 64 past the last)."""
     for b in buckets:
@@ -150,6 +165,7 @@ class SentenceEncoder(keras.Model):
             self.adapter.pooler.trainable = False
         self._encode_fns = {}
         self._tokenize_graph = None
+        object.__setattr__(self, "_precision_twins", {})
         object.__setattr__(self, "_training_report", None)
         # The backbone (and head) are built, so the encoder is too.
         self.built = True
@@ -437,7 +453,8 @@ class SentenceEncoder(keras.Model):
             def fn(token_ids, padding_mask):
                 inputs = {"token_ids": token_ids, "padding_mask": padding_mask}
                 states = self.hidden_states(inputs, training=False)
-                out = self.head(self.pool(states, padding_mask, pooling))
+                pooled = self.pool(states, padding_mask, pooling)
+                out = self.head(tf.cast(pooled, "float32"))
                 if normalize:
                     out = tf.math.l2_normalize(out, axis=-1, epsilon=1e-12)
                 return out
@@ -468,6 +485,7 @@ class SentenceEncoder(keras.Model):
         pooling=None,
         normalize=False,
         show_progress=None,
+        precision=None,
     ):
         """Encode raw sentences into a float32 numpy array `[n, dim]`.
 
@@ -487,11 +505,25 @@ class SentenceEncoder(keras.Model):
                 normalisation the encoder itself applies). Defaults to `False`.
             show_progress: bool or None. Keras progress bar; `None` shows it
                 for 5,000 sentences or more.
+            precision: str or None. `"float32"` (default) or `"bfloat16"`:
+                the forward pass runs in bfloat16 (Keras' `mixed_bfloat16`
+                policy on a copy of this encoder that takes its current
+                weights; pooling and outputs stay float32). Fast only on
+                CPUs with native bfloat16 (AVX512-BF16 / AMX) and on GPUs.
+                Defaults to `None` (float32).
 
         Returns:
             float32 numpy array `[n, output_dim]`; `[output_dim]` for a single
             str.
         """
+        precision = check_precision(precision)
+        if precision != "float32":
+            twin = self.precision_twin(precision)
+            return twin.encode(
+                sentences, batch_size=batch_size, max_length=max_length,
+                pooling=self.pooling if pooling is None else pooling,
+                normalize=normalize, show_progress=show_progress,
+            )
         single = isinstance(sentences, (str, bytes))
         if single:
             sentences = [sentences]
@@ -530,6 +562,86 @@ class SentenceEncoder(keras.Model):
             if progbar is not None:
                 progbar.add(len(idx))
         return out[0] if single else out
+
+    def precision_twin(self, precision):
+        """This encoder computing in `precision`, with its current weights.
+
+        A copy built once per precision (`clone(dtype=...)`); every call
+        copies this encoder's weights into it, so it follows training.
+        `"float32"` is the encoder itself.
+        """
+        precision = check_precision(precision)
+        policy = PRECISIONS[precision]
+        if policy == self.backbone.dtype_policy.name:
+            return self
+        twin = self._precision_twins.get(precision)
+        if twin is None:
+            twin = self.clone(name=f"{self.name}_{precision}", dtype=policy)
+            self._precision_twins[precision] = twin
+        else:
+            twin.set_weights(self.get_weights())
+        return twin
+
+    def encode_to_files(
+        self,
+        input_glob,
+        output_dir,
+        shard_size=100_000,
+        batch_size=128,
+        max_length=None,
+        pooling=None,
+        normalize=False,
+        precision=None,
+        shard_format="npy",
+        show_progress=None,
+        model_name=None,
+    ):
+        """Encode text files of any size to embedding shards on disk, resumably.
+
+        Streams the lines of every file matching `input_glob` (sorted; one
+        sentence per line, empty lines included, as `encode`'s CLI reads
+        them) and writes one shard per `shard_size` lines of a file: the
+        float32 embeddings and the `(file_index, line)` of each row. Only one
+        shard is in memory at a time, so memory does not grow with the
+        corpus. Shards are written atomically and a `manifest.json` records
+        the settings; running the same call again skips the shards already
+        written (a run with other settings is refused). Paths may be local
+        or any filesystem TensorFlow reads (`gs://...`). Read the result with
+        `keras_sentemb.models.sharded_encoding.read_embedding_shards`.
+
+        Args:
+            input_glob: str. A file, or a glob of files.
+            output_dir: str. Folder of the shards (created).
+            shard_size: int. Lines per shard. Defaults to `100_000`.
+            batch_size, max_length, pooling, normalize, precision: as in
+                `encode`.
+            shard_format: str. `"npy"` (`embeddings-F-S.npy` float32 and
+                `ids-F-S.npy` int64 `[rows, 2]`) or `"tfrecord"`
+                (`embeddings-F-S.tfrecord` of `tf.train.Example`s with
+                `file`, `line` and `embedding`). Defaults to `"npy"`.
+            show_progress: bool or None. One line per shard on stderr.
+                Defaults to `None` (on for more than one shard).
+            model_name: str or None. The model recorded in the manifest
+                (compared when resuming). Defaults to the encoder's name.
+
+        Returns:
+            dict: the manifest (inputs, rows, dimension, shards).
+
+        Examples:
+
+        ```python
+        encoder = SentenceEncoder.from_preset("default")
+        encoder.encode_to_files("corpus/*.txt", "corpus_embeddings", shard_size=50_000)
+        ```
+        """
+        from keras_sentemb.models.sharded_encoding import encode_to_files
+
+        return encode_to_files(
+            self, input_glob, output_dir, shard_size=shard_size, batch_size=batch_size,
+            max_length=max_length, pooling=pooling, normalize=normalize,
+            precision=precision, shard_format=shard_format, show_progress=show_progress,
+            model_name=model_name,
+        )
 
     def packed_batches(self, sentences, batch_size, max_length):
         """Yield `(indices, token_ids, padding_mask)` batches, longest first.
@@ -679,13 +791,21 @@ class SentenceEncoder(keras.Model):
             encoder.projection.set_weights(parts.projection_weights)
         return encoder
 
-    def clone(self, name=None):
+    def clone(self, name=None, dtype=None):
         """An independent copy with identical weights (e.g. for CT's towers).
 
         The backbone and head are rebuilt from their configs and given copies
         of the weights; the tokenizer (which has no weights) is shared.
+
+        Args:
+            name: str or None. Defaults to `"<name>_copy"`.
+            dtype: str or None. A Keras dtype policy for the copy (e.g.
+                `"mixed_bfloat16"`, `"float32"`). Defaults to this encoder's.
         """
-        backbone = type(self.backbone).from_config(self.backbone.get_config())
+        config = self.backbone.get_config()
+        if dtype is not None:
+            config["dtype"] = dtype
+        backbone = type(self.backbone).from_config(config)
         backbone.set_weights(self.backbone.get_weights())
         copy = type(self)(
             backbone,

@@ -67,6 +67,8 @@ def fit_consert(
     epochs=10,
     warmup_ratio=0.1,
     patience=10,
+    precision="float32",
+    mini_batch_size=None,
 ):
     """Trains a sentence encoder with ConSERT and returns it.
 
@@ -133,6 +135,12 @@ def fit_consert(
             Defaults to `0.1`.
         patience: int or None. Dev evaluations without improvement before
             stopping. Defaults to `10`.
+        precision: str. `"float32"` or `"bfloat16"` (compute in bfloat16,
+            weights and losses in float32; for GPUs and CPUs with
+            AVX512-BF16 / AMX). Defaults to `"float32"`.
+        mini_batch_size: int or None. GradCache in the unsupervised stage:
+            embed the batch in chunks of this many rows (same loss and
+            gradients; see `BaseTrainer`). Defaults to `None` (off).
 
     Returns:
         The trained `SentenceEncoder` (the dev-selected checkpoint).
@@ -170,6 +178,11 @@ def fit_consert(
         view_rates=view_rates, temperature=temperature, encoder_dropout=encoder_dropout,
         alpha=alpha, noise_norm=noise_norm, seed=seed,
     )
+    if run.mini_batch_size is not None and mode != "unsup":
+        raise ValueError(
+            "mini_batch_size (GradCache) serves ConSERT's unsupervised loss only; "
+            f"received mode={mode!r}."
+        )
     with run.scope():
         encoder = run.load_encoder()
         common["pooling"] = run.pooling_for(encoder)
@@ -197,7 +210,8 @@ def fit_consert(
             views = UNSUP_VIEWS
             logger.info("The unsupervised stage uses shuffle + feature_cutoff (no adversarial view).")
         with run.scope():
-            trainer = ConSERT(encoder, views=views, mode="unsup", **common)
+            trainer = ConSERT(encoder, views=views, mode="unsup",
+                              mini_batch_size=run.mini_batch_size, **common)
         steps = run.set_steps(len(sentences), epochs)
         run.compile(trainer, adamw_linear_decay(run.learning_rate, steps, warmup_ratio))
         logger.info("ConSERT unsup stage: %d sentences, %d steps", len(sentences), steps)

@@ -47,6 +47,8 @@ def fit_ct(
     keep="best",
     dropout=False,
     optimizer=None,
+    precision="float32",
+    mini_batch_size=None,
 ):
     """Train a sentence encoder with Contrastive Tension; return it.
 
@@ -97,6 +99,13 @@ def fit_ct(
         dropout: bool. Dropout on in the towers. Defaults to `False`.
         optimizer: `keras.optimizers.Optimizer`, an optimizer name (e.g.
             `"adamw"`, run on the same learning-rate schedule) or None.
+        precision: str. `"float32"` or `"bfloat16"` (compute in bfloat16,
+            weights and losses in float32; for GPUs and CPUs with
+            AVX512-BF16 / AMX). Defaults to `"float32"`.
+        mini_batch_size: int or None. GradCache: embed the batch in chunks
+            of this many rows, so `batch_size` is limited by time, not
+            memory (same loss and gradients; see `BaseTrainer`). Defaults
+            to `None` (the whole batch at once).
 
     Returns:
         The trained `SentenceEncoder`; `.training_report` holds the dev
@@ -127,7 +136,7 @@ def fit_ct(
         encoder = run.load_encoder()
         trainer = ContrastiveTension(
             encoder, negatives=negatives, logits=logits, dropout=dropout,
-            pooling=run.pooling_for(encoder),
+            pooling=run.pooling_for(encoder), mini_batch_size=run.mini_batch_size,
         )
         lr = run.learning_rate or (2e-5 if mode == "in_batch" else 1e-5)
         schedule = lr if mode == "in_batch" else ct_learning_rate_schedule(lr)

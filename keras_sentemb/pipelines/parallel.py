@@ -75,6 +75,8 @@ def fit_parallel(
     track_alignment=True,
     track_every=0,
     plot=None,
+    precision="float32",
+    mini_batch_size=None,
 ):
     """Train a target-language student from a frozen source-language teacher.
 
@@ -135,6 +137,13 @@ def fit_parallel(
         track_alignment: bool. Log alignment/uniformity. Defaults to `True`.
         track_every: int. Steps between tracking points (`0`: steps // 10).
         plot: str or None. PNG path of the trajectory plot.
+        precision: str. `"float32"` or `"bfloat16"` (compute in bfloat16,
+            weights and losses in float32; for GPUs and CPUs with
+            AVX512-BF16 / AMX). Defaults to `"float32"`.
+        mini_batch_size: int or None. GradCache: embed the batch in chunks
+            of this many rows, so `batch_size` is limited by time, not
+            memory (same loss and gradients; see `BaseTrainer`). Defaults
+            to `None` (the whole batch at once).
 
     Returns:
         The trained student `SentenceEncoder`. Its `training_report.extras`
@@ -195,6 +204,7 @@ def fit_parallel(
             student_enc, teacher_enc, mode=mode, queue_size=queue_size,
             temperature=temperature, init_temperature=init_temperature,
             max_logit_scale=max_logit_scale, pooling=pooling, mlp=run.training_mlp(mlp),
+            mini_batch_size=run.mini_batch_size,
         )
         optimizer = keras.optimizers.AdamW(
             learning_rate=warmup_cosine_decay(run.learning_rate, run.steps, warmup_ratio),

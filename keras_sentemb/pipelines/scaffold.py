@@ -21,7 +21,11 @@ the same way for every method:
 
 The common arguments of every `fit_*`, in this order after `data`:
 `model, steps, batch_size, learning_rate, max_length, pooling, dev,
-eval_every, output, strategy, callbacks, seed, verbose`.
+eval_every, output, strategy, callbacks, seed, verbose`. Two optional ones
+are read when a `fit_*` declares them: `precision` (`"float32"` or
+`"bfloat16"`: the encoders compute in Keras' `mixed_bfloat16` policy, the
+returned encoder is float32 again) and `mini_batch_size` (GradCache, see
+`keras_sentemb.trainers.BaseTrainer`).
 """
 
 import contextlib
@@ -291,6 +295,12 @@ class FitScaffold:
         if self.seed is not None:
             self.seed = validation.non_negative_int(self.seed, "seed")
         self.verbose = args["verbose"]
+        from keras_sentemb.models.sentence_encoder import check_precision
+
+        self.precision = check_precision(arguments.get("precision"))
+        self.mini_batch_size = validation.optional_positive_int(
+            arguments.get("mini_batch_size"), "mini_batch_size"
+        )
         self.pooling = None
         self.pooling_reason = None
         self.report = TrainingReport(
@@ -335,6 +345,12 @@ class FitScaffold:
         Also caps the run's `max_length` at the backbone's positions.
         """
         encoder = resolve_encoder(self.model if model is None else model)
+        if self.precision != "float32":
+            from keras_sentemb.models.sentence_encoder import PRECISIONS
+
+            # A copy computing in bfloat16 (float32 weights): the caller's
+            # encoder is not trained in place.
+            encoder = encoder.clone(name=encoder.name, dtype=PRECISIONS[self.precision])
         self.max_length = training_length(self.max_length, encoder)
         self.report.resolved["max_length"] = self.max_length or encoder.max_length
         return encoder
@@ -481,7 +497,13 @@ class FitScaffold:
 
     # ---------------------------------------------------------------- finish
     def finish(self, encoder, extras=None):
-        """Set the kept encoder's pooling, attach the report, save; return it."""
+        """Set the kept encoder's pooling, attach the report, save; return it.
+
+        An encoder trained in bfloat16 comes back as a float32 encoder
+        (its float32 weights, a float32 policy).
+        """
+        if encoder.backbone.dtype_policy.name != "float32" and self.precision != "float32":
+            encoder = encoder.clone(name=encoder.name, dtype="float32")
         if self.pooling is not None:
             encoder.pooling = self.pooling
         report = self.report

@@ -44,6 +44,8 @@ def fit_simcse(
     hard_negative_weight=0.0,
     negative_weight=1.0,
     negative_margin=0.0,
+    precision="float32",
+    mini_batch_size=None,
 ):
     """Trains a sentence encoder with SimCSE and returns it.
 
@@ -86,6 +88,13 @@ def fit_simcse(
         hard_negative_weight: float. Defaults to `0.0`.
         negative_weight: float. Paraphrase mode. Defaults to `1.0`.
         negative_margin: float. Paraphrase mode. Defaults to `0.0`.
+        precision: str. `"float32"` or `"bfloat16"` (compute in bfloat16,
+            weights and losses in float32; for GPUs and CPUs with
+            AVX512-BF16 / AMX). Defaults to `"float32"`.
+        mini_batch_size: int or None. GradCache: embed the batch in chunks
+            of this many rows, so `batch_size` is limited by time, not
+            memory (same loss and gradients; see `BaseTrainer`). Defaults
+            to `None` (the whole batch at once).
 
     Returns:
         The trained `SentenceEncoder` (the dev-selected checkpoint).
@@ -122,6 +131,7 @@ def fit_simcse(
             encoder, mode=mode, temperature=temperature, pooling=pooling,
             mlp=run.training_mlp(mlp), hard_negative_weight=hard_negative_weight,
             negative_weight=negative_weight, negative_margin=negative_margin,
+            mini_batch_size=run.mini_batch_size,
         )
     run.compile(trainer, adamw_linear_decay(run.learning_rate, run.steps))
     run.fit(trainer, run.batches(encoder, columns, extra=extra))

@@ -4,11 +4,17 @@ import keras
 import tensorflow as tf
 
 from keras_sentemb import compat
+from keras_sentemb import validation
 from keras_sentemb.losses.distributed import all_replicas_agree
 from keras_sentemb.models.logit_scale import LogitScale
 
 # Counter values reserved per step for each SeedGenerator (draws within a step).
 SEED_STRIDE = 1 << 20
+# Within a step, counter values reserved per GradCache chunk: a chunk's
+# forward pass draws from `step * SEED_STRIDE + (chunk + 1) * CHUNK_STRIDE`
+# on, in the pass without gradients and again in the pass with them.
+CHUNK_STRIDE = 1 << 10
+MAX_CHUNKS = SEED_STRIDE // CHUNK_STRIDE - 1
 
 
 def apply_if_finite(optimizer, grads_and_vars, finite):
@@ -106,16 +112,44 @@ class BaseTrainer(keras.Model):
     constructor argument, the encoders serialized, and `from_config`
     rebuilds them.
 
+    **GradCache** (`mini_batch_size`). A trainer whose loss is split into
+    `embed_batch(data, training)` (per-row embeddings, a nest of `[b, ...]`
+    tensors) and `loss_from_embeddings(embeddings, data, training)` can
+    train a batch of any size in the memory of `mini_batch_size` rows
+    (Gao et al., 2021): (1) embed the batch in chunks of `mini_batch_size`
+    rows without gradients; (2) compute the loss of the whole batch and
+    its gradient with respect to the embeddings (and to the loss's own
+    weights, such as a learnable logit scale); (3) embed each chunk again
+    with gradients and accumulate the vector-Jacobian products
+    `d(sum(embeddings * cached_gradient)) / d(weights)`. Each chunk's
+    random draws (dropout masks, view masks) are replayed exactly: its
+    `SeedGenerator` counters are set to the same `(step, chunk)` values in
+    both passes, so the update equals the full-batch gradient through the
+    same masks. The chunks run one after the other (`tf.while_loop`,
+    `parallel_iterations=1`), so only one chunk's activations live at a
+    time. Every entry of a batch must have one row per example (a last
+    partial chunk is filled with repeated rows whose gradient is zero).
+
     Args:
         encoder: `SentenceEncoder`. The encoder kept for use after training.
+        mini_batch_size: int or None. Rows embedded at once with GradCache;
+            `None` embeds the whole batch at once (no GradCache). Defaults
+            to `None`.
+
+    References:
+        - [Gao, Zhang, Han & Callan, 2021. Scaling Deep Contrastive Learning
+          Batch Size under Memory Limited Setup](https://arxiv.org/abs/2101.06983)
     """
 
     # Constructor arguments holding a SentenceEncoder (serialized in get_config).
     encoder_arguments = ("encoder",)
 
-    def __init__(self, encoder, **kwargs):
+    def __init__(self, encoder, mini_batch_size=None, **kwargs):
         super().__init__(**kwargs)
         self.encoder = encoder
+        self.mini_batch_size = validation.optional_positive_int(
+            mini_batch_size, "mini_batch_size"
+        )
         self.loss_tracker = keras.metrics.Mean(name="loss")
         self.nonfinite_tracker = keras.metrics.Sum(name="nonfinite")
         object.__setattr__(self, "_seed_states", None)
@@ -133,6 +167,13 @@ class BaseTrainer(keras.Model):
         then meet mismatched all-reduces.
         """
         kwargs.setdefault("jit_compile", False)
+        if self.mini_batch_size is not None:
+            reason = self.grad_cache_unsupported()
+            if reason:
+                raise ValueError(
+                    f"mini_batch_size (GradCache) is not available here: {reason}. "
+                    f"Received: mini_batch_size={self.mini_batch_size}."
+                )
         super().compile(optimizer=optimizer, **kwargs)
         optimizer = self.optimizer
         no_decay = self.no_decay_variables()
@@ -158,7 +199,45 @@ class BaseTrainer(keras.Model):
 
     # ------------------------------------------------- subclasses override
     def compute_contrastive_loss(self, data, training=True):
+        """The loss of a batch: `loss_from_embeddings(embed_batch(data))`.
+
+        Trainers override either this or the two halves; GradCache needs
+        the halves.
+        """
+        if not self._splits_loss():
+            raise NotImplementedError(
+                f"{type(self).__name__} implements neither compute_contrastive_loss nor "
+                "embed_batch / loss_from_embeddings."
+            )
+        return self.loss_from_embeddings(self.embed_batch(data, training), data, training)
+
+    def embed_batch(self, data, training=True):
+        """Per-row embeddings of a batch: a nest of float32 `[b, ...]` tensors.
+
+        Everything that depends on one example at a time (encoders, views,
+        projection heads) happens here; nothing may mix rows.
+        """
         raise NotImplementedError
+
+    def loss_from_embeddings(self, embeddings, data, training=True):
+        """The loss (or `(loss, metrics[, aux])`) of `embed_batch`'s output."""
+        raise NotImplementedError
+
+    def _splits_loss(self):
+        cls = type(self)
+        return (
+            cls.embed_batch is not BaseTrainer.embed_batch
+            and cls.loss_from_embeddings is not BaseTrainer.loss_from_embeddings
+        )
+
+    def grad_cache_unsupported(self):
+        """Why `mini_batch_size` cannot be used with this trainer, or None."""
+        if not self._splits_loss():
+            return (
+                f"{type(self).__name__} does not split its loss into embed_batch / "
+                "loss_from_embeddings"
+            )
+        return None
 
     def after_update(self, aux, finite):
         """Called after the (possibly skipped) update with the loss's `aux`."""
@@ -192,14 +271,16 @@ class BaseTrainer(keras.Model):
             return out[0], out[1], None
         return out
 
-    def _reseed(self):
-        """Make this step's random draws a function of (seed, step).
+    def _reseed(self, chunk=None):
+        """Make this step's random draws a function of (seed, step[, chunk]).
 
         Dropout masks, view masks and sampled layers come from Keras
         `SeedGenerator`s, whose counters `save_weights` does not save. Setting
         each counter from the optimizer's step before the step runs makes a
         run resumed by `BackupAndRestore` draw exactly what the uninterrupted
-        run drew.
+        run drew. With `chunk` (a GradCache chunk index, int or int tensor)
+        the counters start at that chunk's own range of the step, so both
+        passes over a chunk draw the same masks.
         """
         if self._seed_states is None:
             # Not tracked: they belong to the layers that own the generators.
@@ -207,20 +288,25 @@ class BaseTrainer(keras.Model):
         if not self._seed_states:
             return
         counter = tf.cast(self.optimizer.iterations, "int64") * SEED_STRIDE
+        if chunk is not None:
+            counter += (tf.cast(chunk, "int64") + 1) * CHUNK_STRIDE
         for state in self._seed_states:
             state.assign(tf.stack([tf.convert_to_tensor(state)[0], counter]))
 
     def train_step(self, data):
         self._reseed()
         variables = self.trainable_variables
-        with tf.GradientTape() as tape:
-            loss, extras, aux = self._unpack(
-                self.compute_contrastive_loss(data, training=True)
-            )
-            loss = tf.cast(loss, "float32")
-            replicas = tf.distribute.get_strategy().num_replicas_in_sync
-            scaled = self.optimizer.scale_loss(loss / replicas)
-        grads = tape.gradient(scaled, variables)
+        if self.mini_batch_size is not None:
+            loss, extras, aux, grads = self.grad_cache_gradients(data, variables)
+        else:
+            with tf.GradientTape() as tape:
+                loss, extras, aux = self._unpack(
+                    self.compute_contrastive_loss(data, training=True)
+                )
+                loss = tf.cast(loss, "float32")
+                replicas = tf.distribute.get_strategy().num_replicas_in_sync
+                scaled = self.optimizer.scale_loss(loss / replicas)
+            grads = tape.gradient(scaled, variables)
         finite = all_finite(
             loss, grads, isinstance(self.optimizer, keras.optimizers.LossScaleOptimizer)
         )
@@ -231,6 +317,117 @@ class BaseTrainer(keras.Model):
         )
         self.after_update(aux, finite)
         return self._update_metrics(loss, extras, finite)
+
+    # ------------------------------------------------------------ GradCache
+    def grad_cache_gradients(self, data, variables=None):
+        """GradCache: `(loss, metrics, aux, gradients)` of a batch, chunk by chunk.
+
+        The gradients are those of `optimizer.scale_loss(loss / replicas)`
+        with respect to `variables` (default: the trainable ones), as the
+        plain `train_step` takes them; `None` for a variable nothing
+        depends on. See the class docstring. Call it after
+        `_reseed()` (as `train_step` does).
+        """
+        variables = self.trainable_variables if variables is None else variables
+        size = self.mini_batch_size
+        first_leaf = tf.nest.flatten(data)[0]
+        batch = tf.shape(first_leaf)[0]
+        static_batch = first_leaf.shape[0]
+        if static_batch is not None:
+            chunks = -(-int(static_batch) // size)
+            if chunks > MAX_CHUNKS:
+                raise ValueError(
+                    f"GradCache handles at most {MAX_CHUNKS} chunks per step; a batch of "
+                    f"{static_batch} rows with mini_batch_size={size} makes {chunks}."
+                )
+        else:
+            chunks = (batch + size - 1) // size
+        # Rows of the padded batch: a last partial chunk repeats rows from
+        # the start; their embeddings get a zero gradient.
+        padded = tf.nest.map_structure(
+            lambda t: tf.gather(t, tf.range(chunks * size) % batch), data
+        )
+
+        def chunk_of(i):
+            return tf.nest.map_structure(lambda t: _rows(t, i * size, size), padded)
+
+        def embed_chunk(i):
+            self._reseed(chunk=i)
+            return self.embed_batch(chunk_of(i), training=True)
+
+        # Pass 1: every chunk's embeddings, no tape (no activations kept).
+        first = embed_chunk(0)
+        structure = first
+        arrays = [
+            tf.TensorArray(t.dtype, size=chunks, element_shape=t.shape).write(0, t)
+            for t in tf.nest.flatten(first)
+        ]
+
+        def embed_body(i, arrays):
+            out = tf.nest.flatten(embed_chunk(i))
+            return i + 1, [a.write(i, o) for a, o in zip(arrays, out)]
+
+        _, arrays = tf.while_loop(
+            lambda i, _: i < chunks, embed_body, (tf.constant(1), arrays),
+            parallel_iterations=1,
+        )
+        flat = [a.concat()[:batch] for a in arrays]
+
+        # Loss of the whole batch; its gradient w.r.t. the embeddings and
+        # w.r.t. the weights the loss uses directly (a logit scale).
+        replicas = tf.distribute.get_strategy().num_replicas_in_sync
+        with tf.GradientTape() as tape:
+            tape.watch(flat)
+            embeddings = tf.nest.pack_sequence_as(structure, flat)
+            loss, extras, aux = self._unpack(
+                self.loss_from_embeddings(embeddings, data, training=True)
+            )
+            loss = tf.cast(loss, "float32")
+            scaled = self.optimizer.scale_loss(loss / replicas)
+        cached, loss_grads = tape.gradient(scaled, (flat, variables))
+        cached = [
+            tf.zeros_like(e) if g is None else tf.concat(
+                [tf.cast(g, e.dtype), tf.zeros_like(_rows(e, 0, chunks * size - batch))], 0
+            )
+            for e, g in zip(flat, cached)
+        ]
+
+        # Pass 2: each chunk again, with the same draws, under a tape;
+        # accumulate d(sum(embeddings * cached gradient)) / d(weights).
+        reached = [False] * len(variables)
+
+        def grad_body(i, sums):
+            pieces = [_rows(g, i * size, size) for g in cached]
+            with tf.GradientTape() as chunk_tape:
+                out = tf.nest.flatten(embed_chunk(i))
+                surrogate = tf.add_n([
+                    tf.reduce_sum(o * tf.stop_gradient(tf.cast(g, o.dtype)))
+                    for o, g in zip(out, pieces)
+                ])
+            grads = chunk_tape.gradient(surrogate, variables)
+            new = []
+            for k, (total, g) in enumerate(zip(sums, grads)):
+                if g is None:
+                    new.append(total)
+                else:
+                    reached[k] = True
+                    new.append(total + tf.cast(tf.convert_to_tensor(g), total.dtype))
+            return i + 1, new
+
+        zeros = [tf.zeros(v.shape, v.dtype) for v in variables]
+        _, sums = tf.while_loop(
+            lambda i, _: i < chunks, grad_body, (tf.constant(0), zeros),
+            parallel_iterations=1,
+        )
+        grads = []
+        for k, (total, direct) in enumerate(zip(sums, loss_grads)):
+            if direct is not None:
+                direct = tf.convert_to_tensor(direct)
+            if reached[k]:
+                grads.append(total if direct is None else total + direct)
+            else:
+                grads.append(direct)
+        return loss, extras, aux, grads
 
     def test_step(self, data):
         loss, extras, _ = self._unpack(
@@ -265,6 +462,7 @@ class BaseTrainer(keras.Model):
         """The constructor arguments; subclasses add theirs to `super()`'s."""
         return {
             "encoder": keras.saving.serialize_keras_object(self.encoder),
+            "mini_batch_size": self.mini_batch_size,
             "name": self.name,
         }
 
@@ -275,3 +473,9 @@ class BaseTrainer(keras.Model):
             if config.get(key) is not None:
                 config[key] = keras.saving.deserialize_keras_object(config[key])
         return cls(**config)
+
+
+def _rows(x, start, size):
+    """Rows `[start, start + size)` of `x` (a static `size`: XLA-friendly)."""
+    rank = x.shape.rank
+    return tf.slice(x, [start] + [0] * (rank - 1), [size] + [-1] * (rank - 1))

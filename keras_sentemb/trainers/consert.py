@@ -73,6 +73,8 @@ class ConSERT(BaseTrainer):
         noise_norm: float. Per-token norm of the adversarial perturbation.
             Defaults to `1.0`.
         seed: int or None. Seed of the view layers. Defaults to `None`.
+        mini_batch_size: int or None. GradCache chunk size in `"unsup"` mode
+            (see `BaseTrainer`). Defaults to `None` (off).
 
     Examples:
 
@@ -201,9 +203,24 @@ class ConSERT(BaseTrainer):
 
     def compute_contrastive_loss(self, data, training=True):
         if self.mode == "unsup":
-            a, b = self._two_views(data["sentence"], training)
-            return nt_xent_loss(a, b, temperature=self.temperature)
+            return super().compute_contrastive_loss(data, training)
         return self._supervised_loss(data, training)
+
+    def embed_batch(self, data, training=True):
+        """Unsupervised mode: the two views' pooled vectors of the batch."""
+        a, b = self._two_views(data["sentence"], training)
+        return {"a": a, "b": b}
+
+    def loss_from_embeddings(self, embeddings, data, training=True):
+        return nt_xent_loss(embeddings["a"], embeddings["b"], temperature=self.temperature)
+
+    def grad_cache_unsupported(self):
+        if self.mode != "unsup":
+            return (
+                f"ConSERT mode={self.mode!r} (the supervised classifier and the "
+                "adversarial view need the whole batch in one pass); use mode='unsup'"
+            )
+        return super().grad_cache_unsupported()
 
     def _supervised_loss(self, data, training):
         premise, hypothesis = data["premise"], data["hypothesis"]

@@ -65,6 +65,9 @@ class ContrastiveTension(BaseTrainer):
         dropout: bool. Run the towers in training mode (dropout on). Defaults
             to `False`.
         pooling: str. The towers' pooling. Defaults to `"mean"` (the paper's).
+        mini_batch_size: int or None. GradCache chunk size (see
+            `BaseTrainer`; useful with `negatives="in_batch"`). Defaults to
+            `None` (off).
 
     Examples:
 
@@ -111,9 +114,15 @@ class ContrastiveTension(BaseTrainer):
             inputs, self.pooling, training=False, dropout=training and self.dropout
         )
 
-    def compute_contrastive_loss(self, data, training=True):
-        reps_1 = self.embed(self.tower1, data["left"], training)
-        reps_2 = self.embed(self.tower2, data["right"], training)
+    def embed_batch(self, data, training=True):
+        """Tower 1's vectors of the left sentences, tower 2's of the right ones."""
+        return {
+            "left": self.embed(self.tower1, data["left"], training),
+            "right": self.embed(self.tower2, data["right"], training),
+        }
+
+    def loss_from_embeddings(self, embeddings, data, training=True):
+        reps_1, reps_2 = embeddings["left"], embeddings["right"]
         if self.mode == "in_batch":
             return contrastive_tension_in_batch_loss(
                 reps_1, reps_2, self.logit_scale.log_scale

@@ -93,6 +93,8 @@ class ParallelContrastive(BaseTrainer):
             to `100`.
         pooling: str. The trained side's pooling. Defaults to `"cls"`.
         mlp: str. `"train"` or `"none"`. Defaults to `"train"`.
+        mini_batch_size: int or None. GradCache chunk size (see
+            `BaseTrainer`). Defaults to `None` (off).
 
     Examples:
 
@@ -242,9 +244,15 @@ class ParallelContrastive(BaseTrainer):
         return self._embed(self.encoder, inputs, training, self.target_mlp)
 
     # ----------------------------------------------------------------- loss
-    def compute_contrastive_loss(self, data, training=True):
-        keys = self.embed_source(data["source"], training=training)
-        queries = self.embed_target(data["target"], training=training)
+    def embed_batch(self, data, training=True):
+        """Teacher keys of the source side, student queries of the target side."""
+        return {
+            "keys": self.embed_source(data["source"], training=training),
+            "queries": self.embed_target(data["target"], training=training),
+        }
+
+    def loss_from_embeddings(self, embeddings, data, training=True):
+        keys, queries = embeddings["keys"], embeddings["queries"]
         # Gathered once here: the same keys are enqueued after the update
         # (no second, unordered collective).
         all_keys, offset = gather_with_offset(keys, tf.shape(queries)[0])

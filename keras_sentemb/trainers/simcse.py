@@ -51,6 +51,9 @@ class SimCSE(BaseTrainer):
             `"paraphrase"`. Defaults to `1.0`.
         negative_margin: float. Cosine below which a not-paraphrase pair is
             no longer pushed. Defaults to `0.0`.
+        mini_batch_size: int or None. GradCache chunk size (see
+            `BaseTrainer`): batches of any size in the memory of this many
+            rows. Defaults to `None` (off).
 
     Examples:
 
@@ -120,25 +123,29 @@ class SimCSE(BaseTrainer):
             x = self.mlp(x)
         return x
 
-    def compute_contrastive_loss(self, data, training=True):
+    def embed_batch(self, data, training=True):
+        """The pooled (and MLP-projected) vectors of every column of the batch."""
         if self.mode == "unsup":
             x = data["sentence"]
             batch = tf.shape(x["token_ids"])[0]
+            # One pass over the doubled batch: the dropout masks make the views.
             doubled = {k: tf.concat([v, v], axis=0) for k, v in x.items()}
             z = self.embed(doubled, training)
-            return info_nce_loss(z[:batch], z[batch:], temperature=self.temperature)
+            return {"first": z[:batch], "second": z[batch:]}
+        columns = ("sent0", "sent1", "hard_neg") if self.mode == "sup" else ("sentence1", "sentence2")
+        return {key: self.embed(data[key], training) for key in columns}
+
+    def loss_from_embeddings(self, embeddings, data, training=True):
+        z = embeddings
+        if self.mode == "unsup":
+            return info_nce_loss(z["first"], z["second"], temperature=self.temperature)
         if self.mode == "sup":
-            anchors = self.embed(data["sent0"], training)
-            positives = self.embed(data["sent1"], training)
-            negatives = self.embed(data["hard_neg"], training)
             return info_nce_loss(
-                anchors, positives, hard_negatives=negatives,
+                z["sent0"], z["sent1"], hard_negatives=z["hard_neg"],
                 temperature=self.temperature,
                 hard_negative_weight=self.hard_negative_weight,
             )
-        u = self.embed(data["sentence1"], training)
-        v = self.embed(data["sentence2"], training)
         return paraphrase_loss(
-            u, v, data["label"], self.temperature,
+            z["sentence1"], z["sentence2"], data["label"], self.temperature,
             self.negative_weight, self.negative_margin,
         )

@@ -1,0 +1,60 @@
+"""Bucket-padded training batches: a handful of static shapes, the same vectors."""
+
+import numpy as np
+import tensorflow as tf
+
+from keras_sentemb.data.batching import bucket_widths
+from keras_sentemb.data.batching import pad_to_bucket
+from keras_sentemb.data.batching import shuffled_batches
+from keras_sentemb.data.batching import tokenize_columns
+from tests.conftest import make_tiny_encoder
+
+CORPUS = [
+    "a man", "the cat sits on the mat and the dog sits on the mat too", "hello world", "x",
+    "the woman plays the piano in the park", "a dog runs", "the man is playing a guitar",
+] * 4
+
+
+def test_bucket_widths_are_capped_at_max_length():
+    assert bucket_widths(32) == (8, 16, 24, 32)
+    assert bucket_widths(20) == (8, 16, 20)
+    assert bucket_widths(75) == (8, 16, 24, 32, 40, 48, 56, 64, 75)
+
+
+def test_batches_take_bucket_widths_and_a_static_batch_size():
+    enc = make_tiny_encoder()
+    ds = tokenize_columns(enc, shuffled_batches({"sentence": CORPUS}, 4, seed=0),
+                          ["sentence"], max_length=20)
+    assert ds.element_spec["sentence"]["token_ids"].shape.as_list() == [4, None]
+    widths = set()
+    for batch in ds.take(30):
+        packed = batch["sentence"]
+        width = packed["token_ids"].shape[1]
+        longest = int(packed["padding_mask"].numpy().sum(1).max())
+        # The smallest bucket that holds the longest row.
+        assert width == min(w for w in bucket_widths(20) if w >= longest)
+        widths.add(width)
+    assert widths <= {8, 16, 20} and len(widths) >= 2
+
+
+def test_bucket_padding_keeps_the_pooled_vectors():
+    enc = make_tiny_encoder()
+    packed = enc.preprocess(tf.constant(CORPUS[4:7]), 64)
+    padded = pad_to_bucket(packed, 64, enc.pad_token_id)
+    assert packed["token_ids"].shape[1] == 10 and padded["token_ids"].shape[1] == 16
+    assert (padded["token_ids"].numpy()[:, 10:] == enc.pad_token_id).all()
+    assert (padded["padding_mask"].numpy()[:, 10:] == 0).all()
+    for pooling in ("mean", "cls", "max"):
+        np.testing.assert_allclose(
+            enc.sentence_vectors(padded, pooling).numpy(),
+            enc.sentence_vectors(packed, pooling).numpy(), atol=1e-5,
+        )
+
+
+def test_unbucketed_batches_keep_their_own_length():
+    enc = make_tiny_encoder()
+    ds = tokenize_columns(enc, shuffled_batches({"sentence": CORPUS}, 4, seed=0),
+                          ["sentence"], max_length=20, buckets=False)
+    for batch in ds.take(10):
+        packed = batch["sentence"]
+        assert packed["token_ids"].shape[1] == int(packed["padding_mask"].numpy().sum(1).max())

@@ -1,0 +1,68 @@
+"""bfloat16 precision: encode close to float32, twins follow the weights, training round trip."""
+
+import numpy as np
+import pytest
+
+from keras_sentemb import cli
+from keras_sentemb.models import SentenceEncoder
+from keras_sentemb.pipelines.simcse import fit_simcse
+from tests.conftest import make_tiny_encoder
+from tests.trainers.test_contrastive_tension import CORPUS
+
+SENTENCES = ["a man plays the guitar", "the cat sits on the mat", "hello world", "x"]
+
+
+def test_bfloat16_encode_is_close_to_float32_and_float32_outputs():
+    enc = make_tiny_encoder()
+    full = enc.encode(SENTENCES)
+    half = enc.encode(SENTENCES, precision="bfloat16")
+    assert half.dtype == np.float32 and half.shape == full.shape
+    # bfloat16 keeps 8 bits of mantissa: ~1e-2 relative error, far from random.
+    cos = (full * half).sum(1) / np.linalg.norm(full, axis=1) / np.linalg.norm(half, axis=1)
+    assert cos.min() > 0.999
+    assert not np.array_equal(full, half)  # it really ran in bfloat16
+    twin = enc.precision_twin("bfloat16")
+    assert twin.backbone.dtype_policy.name == "mixed_bfloat16"
+    assert enc.precision_twin("float32") is enc
+    with pytest.raises(ValueError, match="precision"):
+        enc.encode(SENTENCES, precision="float16")
+
+
+def test_the_bfloat16_twin_follows_the_weights():
+    enc = make_tiny_encoder()
+    before = enc.encode(SENTENCES, precision="bfloat16")
+    enc.set_weights([w * 0.5 for w in enc.get_weights()])
+    after = enc.encode(SENTENCES, precision="bfloat16")
+    np.testing.assert_allclose(after, enc.encode(SENTENCES), rtol=0.05, atol=0.05)
+    assert np.abs(after - before).max() > 0.05
+
+
+def test_fit_in_bfloat16_returns_a_float32_encoder(tmp_path):
+    start = make_tiny_encoder()
+    weights = [w.copy() for w in start.get_weights()]
+    out = fit_simcse(CORPUS[:64], model=start, steps=2, batch_size=8, dev=None,
+                     pooling="mean", mlp="none", precision="bfloat16", verbose=0,
+                     output=tmp_path / "model")
+    assert out.backbone.dtype_policy.name == "float32"
+    assert out.training_report.hyperparameters["precision"] == "bfloat16"
+    assert all(np.array_equal(a, b) for a, b in zip(start.get_weights(), weights))  # not in place
+    assert any(not np.array_equal(a, b) for a, b in zip(out.get_weights(), weights))
+    loaded = SentenceEncoder.from_preset(str(tmp_path / "model"))
+    assert loaded.backbone.dtype_policy.name == "float32"
+    np.testing.assert_allclose(loaded.encode(SENTENCES), out.encode(SENTENCES), atol=1e-5)
+    with pytest.raises(ValueError, match="precision"):
+        fit_simcse(CORPUS[:64], model=start, steps=1, dev=None, precision="half")
+
+
+def test_cli_encode_precision(tmp_path, capsys):
+    model = tmp_path / "model"
+    enc = make_tiny_encoder()
+    enc.save(model)
+    (tmp_path / "in.txt").write_text("\n".join(SENTENCES) + "\n", encoding="utf-8")
+    assert cli.main(["encode", "--model", str(model), "--input", str(tmp_path / "in.txt"),
+                     "--output", str(tmp_path / "out.npy"), "--precision", "bfloat16"]) == 0
+    np.testing.assert_allclose(np.load(tmp_path / "out.npy"),
+                               enc.encode(SENTENCES, precision="bfloat16"), atol=1e-6)
+    with pytest.raises(SystemExit):
+        cli.main(["encode", "--model", str(model), "--input", str(tmp_path / "in.txt"),
+                  "--output", str(tmp_path / "o.npy"), "--precision", "int8"])
