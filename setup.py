@@ -27,7 +27,9 @@ setup(
         "matplotlib",
     ],
     extras_require={
-        "test": ["pytest>=7"],
+        # The suite runs on two processes (pytest-xdist) and tests the Beam
+        # pipeline, so the test extra includes the beam one.
+        "test": ["pytest>=7", "pytest-xdist>=3.5", "apache-beam>=2.77,<2.78"],
         # keras_sentemb.beam: the newest Apache Beam that resolves beside
         # TensorFlow 2.21 on Python 3.11 (it needs protobuf < 7, pyarrow < 26).
         "beam": ["apache-beam>=2.77,<2.78"],

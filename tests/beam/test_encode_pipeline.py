@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 
-beam = pytest.importorskip("apache_beam")
+import apache_beam as beam  # noqa: E402  (the test extra installs it)
 
 from keras_sentemb.beam.encode_pipeline import build_pipeline  # noqa: E402
 from keras_sentemb.beam.encode_pipeline import main  # noqa: E402

@@ -1,0 +1,185 @@
+"""Every unsupervised method lifting an un-tuned encoder: the papers' kind of table, on CPU.
+
+Trains CT (K = 7), CT with in-batch negatives, SimCSE, ConSERT and SG-OPT
+from the same un-tuned start (`../shared/models/untuned-minilm`: the default
+model scrambled by 500 MLM steps) at one budget (same steps, batch, max
+length and corpus for every method; CT with K = 7 keeps its paper's batch 16
+and max length 64, as in the reference figures), selects each method's learning rate
+and checkpoint on STS-B **dev** only, and reads STS-B **test** once for the
+chosen run. Pooling is `auto` for every method (the start declares mean
+pooling), named in the table. Next to ours: sentence-transformers' figures
+from the same start and budget, where it has the method (from the start's
+README; measured there on one H100).
+
+    python benchmarks/methods_table.py --steps 250            # CPU, about an hour or more
+    python benchmarks/methods_table.py --smoke                # a minute: pipeline check only
+    python benchmarks/methods_table.py --methods simcse --learning-rates simcse=3e-5,1e-4
+
+Writes one JSON line per run to `--out` (default `runs/methods_table.jsonl`)
+and prints the markdown table last.
+"""
+
+import argparse
+import json
+import os
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+REPO = Path(__file__).resolve().parents[1]
+SHARED = REPO.parent / "shared"
+START = SHARED / "models" / "untuned-minilm"
+WIKI = SHARED / "data" / "wiki" / "wiki100k.txt"
+
+# sentence-transformers from untuned-minilm, STS-B dev / test (its README;
+# batch 64, max length 32, mean pooling; CT K=7: batch 16, max length 64).
+REFERENCE = {
+    "simcse": {250: (83.19, 78.51), 500: (84.09, 79.99), "setting": "MNRL scale 20, AdamW 3e-5"},
+    "ct_in_batch": {250: (84.23, 79.99), 500: (85.10, 81.33),
+                    "setting": "learnable scale, AdamW 5e-5 (their better of 1e-5 / 5e-5)"},
+    "ct_k7": {250: (80.50, 73.06), 500: (82.51, 76.23),
+              "setting": "batch 16, RMSprop, step schedule from 1e-5"},
+}
+# The papers' learning rates first; more can be tried with --learning-rates.
+DEFAULT_RATES = {
+    "ct_k7": [1e-5],
+    "ct_in_batch": [5e-5],
+    "simcse": [3e-5],
+    "consert": [3e-5],
+    "sg_opt": [5e-5],
+}
+NAMES = {
+    "ct_k7": "CT, K = 7 (dot-product BCE)",
+    "ct_in_batch": "CT, in-batch negatives",
+    "simcse": "SimCSE (unsup)",
+    "consert": "ConSERT (shuffle + feature cutoff)",
+    "sg_opt": "SG-OPT",
+}
+
+
+# CT with K = 7 keeps its paper's (and the reference figures') batch 16 and
+# max length 64; every other method runs at the table's common batch and length.
+OVERRIDES = {"ct_k7": {"batch_size": 16, "max_length": 64}}
+
+
+def settings(method, args):
+    """(batch_size, max_length) of `method` in this table."""
+    own = OVERRIDES.get(method, {}) if not args.smoke else {}
+    return own.get("batch_size", args.batch_size), own.get("max_length", args.max_length)
+
+
+def fit(method, corpus, start, args, learning_rate, dev):
+    import keras_sentemb
+
+    batch_size, max_length = settings(method, args)
+    common = dict(model=start, steps=args.steps, batch_size=batch_size,
+                  learning_rate=learning_rate, max_length=max_length, dev=dev,
+                  eval_every=args.eval_every, seed=args.seed, verbose=0)
+    if method == "ct_k7":
+        return keras_sentemb.fit_ct(corpus, negatives="k7", **common)
+    if method == "ct_in_batch":
+        return keras_sentemb.fit_ct(corpus, negatives="in_batch", **common)
+    if method == "simcse":
+        return keras_sentemb.fit_simcse(corpus, **common)
+    if method == "consert":
+        return keras_sentemb.fit_consert(corpus, **common)
+    if method == "sg_opt":
+        return keras_sentemb.fit_self_guided(corpus, patience=None, **common)
+    raise ValueError(f"unknown method {method!r}")
+
+
+def parse_rates(text):
+    rates = dict(DEFAULT_RATES)
+    for item in filter(None, (text or "").split(";")):
+        name, values = item.split("=")
+        rates[name.strip()] = [float(v) for v in values.split(",")]
+    return rates
+
+
+def markdown(rows, start_row, steps):
+    lines = [
+        f"| method (from untuned-minilm, {steps} steps) | batch / max length | pooling | "
+        "lr (chosen on dev) | kept step | STS-B dev | STS-B test | sentence-transformers dev / test |",
+        "|---|---|---|---|---|---|---|---|",
+        f"| start (no training) | | {start_row['pooling']} | | | {start_row['dev']:.2f} | "
+        f"{start_row['test']:.2f} | 75.77 / 65.54 |",
+    ]
+    for row in rows:
+        ref = REFERENCE.get(row["method"], {}).get(steps)
+        ref_text = f"{ref[0]:.2f} / {ref[1]:.2f}" if ref else "(no such loss)"
+        lines.append(
+            f"| {NAMES[row['method']]} | {row['batch_size']} / {row['max_length']} | "
+            f"{row['pooling']} | {row['learning_rate']:g} | "
+            f"{row['kept_step']} | {row['dev']:.2f} | {row['test']:.2f} | {ref_text} |"
+        )
+    return "\n".join(lines)
+
+
+def main(argv=None):
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--start", default=str(START))
+    p.add_argument("--corpus", default=str(WIKI))
+    p.add_argument("--steps", type=int, default=250)
+    p.add_argument("--batch-size", type=int, default=64)
+    p.add_argument("--max-length", type=int, default=32)
+    p.add_argument("--eval-every", type=int, default=50)
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--methods", default=",".join(DEFAULT_RATES))
+    p.add_argument("--learning-rates", default=None,
+                   help="e.g. 'simcse=3e-5,1e-4;consert=5e-6' (dev chooses among them)")
+    p.add_argument("--out", default=str(REPO / "runs" / "methods_table.jsonl"))
+    p.add_argument("--smoke", action="store_true")
+    args = p.parse_args(argv)
+    if args.steps > 500:
+        p.error("the table's budget is at most 500 steps")
+
+    from keras_sentemb.data.corpus import load_corpus
+    from keras_sentemb.evaluation.readers import load_stsb_pairs
+    from keras_sentemb.models import SentenceEncoder
+    from keras_sentemb.pipelines.callbacks import sts_spearman
+
+    corpus = load_corpus(args.corpus)
+    dev, test = load_stsb_pairs("stsb", "dev"), load_stsb_pairs("stsb", "test")
+    if args.smoke:
+        args.steps, args.eval_every, args.batch_size = 4, 2, 16
+        corpus, dev, test = corpus[:500], dev[:100], test[:100]
+    rates = parse_rates(args.learning_rates)
+    out = Path(args.out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+
+    start = SentenceEncoder.from_preset(args.start)
+    start_row = {"pooling": start.pooling, "dev": sts_spearman(start, dev),
+                 "test": sts_spearman(start, test)}
+    print(json.dumps({"start": start_row}), flush=True)
+    rows = []
+    for method in [m.strip() for m in args.methods.split(",") if m.strip()]:
+        trials = []
+        for lr in rates[method]:
+            t0 = time.time()
+            encoder = fit(method, corpus, SentenceEncoder.from_preset(args.start), args, lr, dev)
+            report = encoder.training_report
+            trial = {"method": method, "learning_rate": lr, "pooling": report.pooling,
+                     "pooling_reason": report.pooling_reason,
+                     "kept": report.selection["kept"], "kept_step": report.selection["kept_step"],
+                     "dev": report.selection["kept_score"], "history": report.selection["history"],
+                     "seconds": round(time.time() - t0, 1), "encoder": encoder}
+            trials.append(trial)
+            print(json.dumps({k: v for k, v in trial.items() if k != "encoder"}), flush=True)
+        best = max(trials, key=lambda t: t["dev"])  # dev only
+        best["test"] = sts_spearman(best.pop("encoder"), test)
+        for t in trials:
+            t.pop("encoder", None)
+        batch_size, max_length = settings(method, args)
+        row = {**best, "steps": args.steps, "batch_size": batch_size, "max_length": max_length, "trials": [t["learning_rate"] for t in trials],
+               "cpus": os.cpu_count(), "smoke": args.smoke}
+        rows.append(row)
+        with open(out, "a", encoding="utf-8") as f:
+            f.write(json.dumps(row) + "\n")
+    print(markdown(rows, start_row, args.steps))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
