@@ -25,6 +25,7 @@ setup(
         "scipy",
         "numpy",
         "matplotlib",
+        "threadpoolctl",  # one BLAS thread for the small products of the SentEval classifier
     ],
     extras_require={"test": ["pytest>=7"]},
     entry_points={"console_scripts": ["keras-sentemb=keras_sentemb.cli:main"]},
