@@ -4,7 +4,10 @@
 keras-sentemb encode   --model MODEL --input FILE.txt --output FILE.npy
                        [--pooling cls|mean|max|mean_last2|first_last|layer:K]
                        [--batch-size N] [--max-length N] [--normalize]
-keras-sentemb evaluate sts --model MODEL --data DIR [--pooling ...]
+keras-sentemb evaluate sts --model MODEL --data DIR [--pooling ...] [--format markdown]
+keras-sentemb evaluate transfer --model MODEL --data DIR
+                       [--tasks MR,CR,SUBJ,MPQA,SST2,TREC,MRPC] [--pooling P] [--seed S]
+keras-sentemb evaluate all --model MODEL --data DIR [--output REPORT]
 keras-sentemb train METHOD --model MODEL --train-file FILE --output DIR
                        [--steps N] [--batch-size N] [--learning-rate LR]
                        [--max-length N] [method options]
@@ -172,25 +175,79 @@ def cmd_encode(args):
     return 0
 
 
+def _split_tasks(text):
+    return [t for t in text.split(",") if t.strip()] if text else None
+
+
+def _write_report(prefix, report, markdown):
+    """`PREFIX.json` and `PREFIX.md`, each written whole (temporary file, then rename)."""
+    folder = os.path.dirname(os.path.abspath(prefix))
+    if not os.path.isdir(folder):
+        raise UsageError(f"--output folder does not exist: {folder}")
+    for suffix, text in ((".json", json.dumps(report, indent=2)), (".md", markdown)):
+        path = prefix + suffix
+        tmp = f"{path}.tmp-{os.getpid()}"
+        with open(tmp, "w", encoding="utf-8") as f:
+            f.write(text)
+        os.replace(tmp, path)
+    print(f"wrote {prefix}.json and {prefix}.md", file=sys.stderr)
+
+
 def cmd_evaluate(args):
+    import contextlib
+    import logging
+
+    from keras_sentemb.evaluation import report as reports
     from keras_sentemb.evaluation.sts import evaluate_sts
+    from keras_sentemb.evaluation.transfer import evaluate_transfer
+    from keras_sentemb.evaluation.transfer_readers import TRANSFER_TASKS
 
     if not os.path.exists(args.data):
         raise UsageError(f"data folder not found: {args.data}")
+    logging.basicConfig(level=logging.INFO, format="%(name)s: %(message)s", stream=sys.stderr)
+    tasks = _split_tasks(args.tasks)
+    if args.benchmark == "sts" and (args.seed is not None or args.config is not None):
+        raise UsageError("--seed and --config belong to 'evaluate transfer' and 'evaluate all'")
+    if args.benchmark != "sts" and args.split is not None:
+        raise UsageError("--split belongs to 'evaluate sts'")
+    if args.update_card:
+        from keras_sentemb.models.presets import SENTEMB_CONFIG
+
+        if not os.path.isfile(os.path.join(args.model, SENTEMB_CONFIG)):
+            raise UsageError(
+                f"--update-card needs a model folder written by keras_sentemb; {args.model} is not one"
+            )
+    options = {"seed": 1111 if args.seed is None else args.seed, "config": args.config or "paper"}
     encoder = _load_encoder(args.model, args.pooling, args.max_length)
-    tasks = args.tasks.split(",") if args.tasks else None
-    split = args.split.split(",") if args.split and "," in args.split else args.split
-    # stdout carries exactly one JSON line: no progress bar.
-    result = evaluate_sts(
-        encoder,
-        args.data,
-        tasks=tasks,
-        batch_size=args.batch_size,
-        split=split,
-        show_progress=False,
-    )
+    # stdout carries exactly the result: no progress bar.
+    with contextlib.redirect_stdout(sys.stderr):
+        if args.benchmark == "sts":
+            split = args.split.split(",") if args.split and "," in args.split else args.split
+            result = evaluate_sts(encoder, args.data, tasks=tasks, batch_size=args.batch_size,
+                                  split=split, show_progress=False)
+            markdown = reports.sts_markdown(result)
+        elif args.benchmark == "transfer":
+            result = evaluate_transfer(encoder, args.data, tasks=tasks, batch_size=args.batch_size,
+                                       mrpc_features=args.mrpc_features, show_progress=False,
+                                       **options)
+            markdown = reports.transfer_markdown(result)
+        else:
+            transfer = [t for t in tasks or [] if t.strip().upper() in TRANSFER_TASKS + ("SST",)]
+            sts = [t for t in tasks or [] if t not in transfer]
+            result = reports.evaluate_all(
+                encoder, args.data, batch_size=args.batch_size,
+                sts_tasks=sts or None, transfer_tasks=transfer or None, **options,
+            )
+            markdown = reports.report_markdown(dict(result, model=args.model))
     result["model"] = args.model
-    print(json.dumps(result))
+    if args.output:
+        _write_report(args.output, result, markdown)
+    if args.update_card:
+        from keras_sentemb.model_card import add_evaluation
+
+        add_evaluation(args.model, args.benchmark, result)
+        print(f"added the {args.benchmark} results to the model card in {args.model}", file=sys.stderr)
+    print(markdown if args.format == "markdown" else json.dumps(result))
     return 0
 
 
@@ -337,13 +394,27 @@ def build_parser():
     p.add_argument("--batch-size", type=_positive_int, default=128)
     p.add_argument("--normalize", action="store_true")
 
-    p = sub.add_parser("evaluate", help="evaluate an encoder")
-    p.add_argument("benchmark", choices=["sts"])
+    p = sub.add_parser("evaluate", help="evaluate an encoder (STS, SentEval transfer tasks, or both)")
+    p.add_argument("benchmark", choices=["sts", "transfer", "all"])
     model_args(p)
-    p.add_argument("--data", required=True, help="SentEval-style folder (or STS-B csv)")
-    p.add_argument("--tasks", default=None, help="comma-separated, e.g. STSBenchmark,STS12")
-    p.add_argument("--split", default=None, help="test (default), dev, train or all")
+    p.add_argument("--data", required=True, help="SentEval-style downstream folder (or STS-B csv)")
+    p.add_argument("--tasks", default=None,
+                   help="comma-separated, e.g. STSBenchmark,STS12,STS17 or MR,CR,SUBJ,MPQA,SST2,TREC,MRPC "
+                        "(default: every task found)")
+    p.add_argument("--split", default=None, help="sts: test (default), dev, train or all")
     p.add_argument("--batch-size", type=_positive_int, default=128)
+    p.add_argument("--seed", type=int, default=None,
+                   help="transfer: seed of the folds and classifiers (default 1111, SentEval's)")
+    p.add_argument("--config", choices=["paper", "fast"], default=None,
+                   help="transfer: SentEval's paper setting (default) or its fast one")
+    p.add_argument("--mrpc-features", choices=["senteval", "concat"], default="senteval",
+                   help="transfer: [|u-v|, u*v] (SentEval's, default) or [u, v, |u-v|, u*v]")
+    p.add_argument("--format", choices=["json", "markdown"], default="json",
+                   help="stdout: one JSON line (default) or the markdown table")
+    p.add_argument("--output", default=None,
+                   help="also write the report to OUTPUT.json and OUTPUT.md")
+    p.add_argument("--update-card", action="store_true",
+                   help="add the results to the model card of the --model folder")
 
     p = sub.add_parser("train", help="train an encoder with a contrastive method")
     p.add_argument("method", choices=METHODS)
