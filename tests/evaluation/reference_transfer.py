@@ -35,7 +35,7 @@ def fit_logreg(x, y, num_classes, l2):
 
     theta0 = np.zeros((d + 1) * num_classes)
     res = optimize.minimize(objective, theta0, jac=True, method="L-BFGS-B",
-                            options={"maxiter": 2000, "gtol": 1e-7})
+                            options={"maxiter": 1000, "gtol": 1e-6})
     return res.x.reshape(d + 1, num_classes)
 
 
