@@ -11,6 +11,8 @@ keras-sentemb evaluate all --model MODEL --data DIR [--output REPORT]
 keras-sentemb train METHOD --model MODEL --train-file FILE --output DIR
                        [--steps N] [--batch-size N] [--learning-rate LR]
                        [--max-length N] [method options]
+keras-sentemb analyze  alignment-uniformity|token-removal|map|layers --model MODEL
+                       [--compare MODEL2] --output DIR
 keras-sentemb export   --model MODEL --output saved_models/NAME [--version N]
 ```
 
@@ -251,6 +253,93 @@ def cmd_evaluate(args):
     return 0
 
 
+ANALYSES = ("alignment-uniformity", "token-removal", "map", "layers")
+
+
+def _model_name(model):
+    return os.path.basename(os.path.normpath(model)) or model
+
+
+def _write_analysis(folder, name, result, rows):
+    """FOLDER/NAME.json (everything) and FOLDER/NAME.csv (the table of `rows`)."""
+    import csv
+
+    with open(os.path.join(folder, f"{name}.json"), "w", encoding="utf-8") as f:
+        json.dump(result, f, indent=2)
+    if rows:
+        with open(os.path.join(folder, f"{name}.csv"), "w", encoding="utf-8", newline="") as f:
+            writer = csv.DictWriter(f, fieldnames=list(rows[0]))
+            writer.writeheader()
+            writer.writerows(rows)
+
+
+def cmd_analyze(args):
+    """Each analysis: one PNG, its numbers as JSON and CSV, in --output."""
+    import contextlib
+
+    from keras_sentemb.evaluation import alignment_uniformity as au
+    from keras_sentemb.evaluation import embedding_map as maps
+    from keras_sentemb.evaluation.layer_survey import layer_survey
+    from keras_sentemb.evaluation.layer_survey import plot_layer_survey
+    from keras_sentemb.evaluation import token_removal as removal
+
+    os.makedirs(args.output, exist_ok=True)
+    models = [args.model] + list(args.compare or [])
+    names = [_model_name(m) for m in models]
+    if len(set(names)) != len(names):
+        names = models
+    data = args.data or "stsb"
+    if data != "stsb" and not os.path.exists(data):
+        raise UsageError(f"data not found: {data}")
+    if args.analysis == "map" and len(models) > 1:
+        raise UsageError("'analyze map' draws one model; run it once per model")
+    results, rows = {}, []
+    with contextlib.redirect_stdout(sys.stderr):
+        for model, name in zip(models, names):
+            encoder = _load_encoder(model, args.pooling, args.max_length)
+            if args.analysis == "alignment-uniformity":
+                res = au.sts_alignment_uniformity(encoder, data, args.split or "dev")
+                rows.append({"model": name, "alignment": res["alignment"], "uniformity": res["uniformity"]})
+            elif args.analysis == "token-removal":
+                top_k = [int(k) for k in args.top_k.split(",")] if args.top_k else removal.DEFAULT_TOP_K
+                res = removal.frequent_token_removal(encoder, data, args.split or "dev", top_k=top_k,
+                                                     frequency_corpus=args.frequency_corpus)
+                rows += [{"model": name, "k": p["k"], "spearman": p["spearman"]} for p in res["points"]]
+            elif args.analysis == "map":
+                split = args.split or ("dev" if args.task in (None, "SST2", "sst2") else
+                                       "test" if args.task.upper() == "TREC" else "all")
+                res = maps.embedding_map(encoder, data, split, task=args.task, method=args.method,
+                                         max_points=args.max_points, seed=args.seed,
+                                         path=os.path.join(args.output, "map.png"))
+                rows += [{"x": p["x"], "y": p["y"], "label": res["label_names"][p["label"]],
+                          "text": p["text"]} for p in res["points"]]
+            else:
+                poolings = tuple(p.strip() for p in args.poolings.split(","))
+                res = layer_survey(encoder, data, args.split or "test", pooling=poolings)
+                rows += [{"model": name, "pooling": pool, "layer": l["layer"], "spearman": l["spearman"]}
+                         for pool, r in res.items() for l in r["layers"]]
+            results[name] = res
+            del encoder
+    stem = args.analysis.replace("-", "_")
+    png = os.path.join(args.output, f"{stem}.png")
+    if args.analysis == "alignment-uniformity":
+        au.plot_alignment_uniformity(results, png)
+    elif args.analysis == "token-removal":
+        removal.plot_token_removal(results, png)
+    elif args.analysis == "layers":
+        curves = {(f"{name} {pool}" if len(models) > 1 else pool): r
+                  for name, res in results.items() for pool, r in res.items()}
+        plot_layer_survey(curves, png)
+    for res in results.values():
+        if isinstance(res, dict) and "plot" in res:
+            res["plot"] = png
+    _write_analysis(args.output, stem, {"analysis": args.analysis, "models": dict(zip(names, models)),
+                                        "results": results}, rows)
+    print(json.dumps({"analysis": args.analysis, "png": png,
+                      "json": os.path.join(args.output, f"{stem}.json")}))
+    return 0
+
+
 def _parse_value(text):
     """A method option value: int, float, bool, none or a string."""
     lowered = text.lower()
@@ -431,6 +520,24 @@ def build_parser():
     p.add_argument("--overwrite", action="store_true",
                    help="replace a model already in --output")
 
+    p = sub.add_parser("analyze", help="analyses as a PNG plus its numbers (JSON, CSV)")
+    p.add_argument("analysis", choices=ANALYSES)
+    model_args(p)
+    p.add_argument("--compare", action="append", default=None, metavar="MODEL",
+                   help="another model on the same plot (repeatable)")
+    p.add_argument("--output", required=True, help="folder for ANALYSIS.png/.json/.csv")
+    p.add_argument("--data", default=None,
+                   help="STS-B csv/folder (default: the STS-B files); for 'map --task', the SentEval folder")
+    p.add_argument("--split", default=None, help="default: dev (layers: test)")
+    p.add_argument("--top-k", default=None, help="token-removal: comma-separated k values")
+    p.add_argument("--frequency-corpus", default=None,
+                   help="token-removal: text file to count token frequencies on (default: the STS sentences)")
+    p.add_argument("--task", default=None, help="map: a SentEval sentence task coloured by class (SST2, TREC, MR...)")
+    p.add_argument("--method", choices=["tsne", "pca"], default="tsne", help="map: t-SNE (default) or PCA")
+    p.add_argument("--max-points", type=_positive_int, default=600, help="map: sentences drawn at most")
+    p.add_argument("--seed", type=int, default=0, help="map: seed of the sample and t-SNE")
+    p.add_argument("--poolings", default="cls,mean,max", help="layers: poolings per layer")
+
     p = sub.add_parser("export", help="export a string-in SavedModel for TF Serving")
     model_args(p)
     p.add_argument("--output", required=True, help="saved_models/NAME")
@@ -478,6 +585,8 @@ def main(argv=None):
             return cmd_evaluate(args)
         if args.command == "train":
             return cmd_train(args, extra)
+        if args.command == "analyze":
+            return cmd_analyze(args)
         return cmd_export(args)
     except (UsageError, ModelNotFoundError, FileNotFoundError, ValueError) as e:
         return _error(str(e).splitlines()[0] if str(e) else type(e).__name__)
