@@ -209,26 +209,20 @@ def sts_alignment_uniformity(encoder, data="stsb", split="dev", threshold=4.0, p
         - [Wang & Isola, 2020](https://arxiv.org/abs/2005.10242)
     """
     from keras_sentemb.evaluation.readers import load_stsb_pairs
+    from keras_sentemb.evaluation.sts_spread import encode_pairs
 
     pairs = load_stsb_pairs(data, split)
-    sentences = sorted({s for p in pairs for s in (p[0], p[1])})
-    kwargs = {"batch_size": batch_size, "show_progress": False}
-    if max_length is not None:
-        kwargs["max_length"] = max_length
-    if pooling is not None:
-        kwargs["pooling"] = pooling
-    vectors = np.asarray(encoder.encode(sentences, **kwargs))
-    index = {s: i for i, s in enumerate(sentences)}
-    positive = [p for p in pairs if p[2] >= threshold]
-    if not positive:
+    if not any(p[2] >= threshold for p in pairs):
         raise ValueError(f"No pair has a gold score >= {threshold}; nothing to align.")
-    a = vectors[[index[p[0]] for p in positive]]
-    b = vectors[[index[p[1]] for p in positive]]
+    vectors, first, second = encode_pairs(encoder, pairs, batch_size, max_length, pooling)
+    positive = [i for i, p in enumerate(pairs) if p[2] >= threshold]
+    a = vectors[[first[i] for i in positive]]
+    b = vectors[[second[i] for i in positive]]
     return {
         "alignment": alignment(a, b),
         "uniformity": uniformity(vectors),
         "num_positive_pairs": len(positive),
-        "num_sentences": len(sentences),
+        "num_sentences": len(vectors),
         "protocol": f"STS-B {split}: alignment (alpha 2) on pairs scored >= {threshold:g}, "
                     "uniformity (t 2) on all sentences, L2-normalised",
         "split": split if not isinstance(data, (list, tuple)) else "custom",

@@ -2,21 +2,21 @@
 
 import logging
 
-import keras
-
-from keras_sentemb.evaluation.alignment_uniformity import plot_alignment_uniformity
+from keras_sentemb.evaluation.alignment_uniformity import AlignmentUniformityTracker
 from keras_sentemb.evaluation.alignment_uniformity import sts_alignment_uniformity
 
 logger = logging.getLogger(__name__)
 
 
-class STSAlignmentUniformityTracker(keras.callbacks.Callback):
+class STSAlignmentUniformityTracker(AlignmentUniformityTracker):
     """Alignment and uniformity of the trainer's encoder on STS-B pairs, every `every` steps.
 
     Works with any trainer exposing `.encoder` (every `fit_*` trainer): pass
     it in `callbacks=[...]`. Measured before training, every `every`
     optimizer steps and at the end (SimCSE's Figure 2 trajectories); the
-    values also go to the Keras logs as `alignment` / `uniformity`.
+    values also go to the Keras logs as `alignment` / `uniformity`. The
+    schedule is `AlignmentUniformityTracker`'s (the parallel-pairs view);
+    only what is measured differs (`sts_alignment_uniformity`).
 
     Args:
         data: `"stsb"`, a path or a list of `(s1, s2, score)`. Defaults to
@@ -40,41 +40,20 @@ class STSAlignmentUniformityTracker(keras.callbacks.Callback):
     """
 
     def __init__(self, data="stsb", split="dev", every=100, threshold=4.0, pooling=None):
-        super().__init__()
         from keras_sentemb import validation
         from keras_sentemb.evaluation.readers import load_stsb_pairs
 
-        self.pairs = load_stsb_pairs(data, split)
-        self.every = validation.positive_int(every, "every")
+        super().__init__(load_stsb_pairs(data, split), validation.positive_int(every, "every"),
+                         target_pooling=pooling)
         self.threshold = float(threshold)
-        self.pooling = pooling
-        self.history = []
 
     def measure(self):
         step = int(self.model.optimizer.iterations.numpy()) if self.model.optimizer else 0
         if self.history and self.history[-1]["step"] == step:
             return self.history[-1]
         result = sts_alignment_uniformity(self.model.encoder, self.pairs, threshold=self.threshold,
-                                          pooling=self.pooling)
+                                          pooling=self.target_pooling)
         point = {"step": step, "alignment": result["alignment"], "uniformity": result["uniformity"]}
         self.history.append(point)
         logger.info("step %d: alignment %.4f uniformity %.4f", step, point["alignment"], point["uniformity"])
         return point
-
-    def on_train_begin(self, logs=None):
-        self.measure()
-
-    def on_train_batch_end(self, batch, logs=None):
-        if int(self.model.optimizer.iterations.numpy()) % self.every == 0:
-            point = self.measure()
-            if logs is not None:
-                logs["alignment"] = point["alignment"]
-                logs["uniformity"] = point["uniformity"]
-
-    def on_train_end(self, logs=None):
-        self.measure()
-
-    def plot(self, path, name="training"):
-        """Save the trajectory to `path` (PNG)."""
-        return plot_alignment_uniformity({name: self.history}, path,
-                                         title="Alignment vs uniformity during training")

@@ -25,16 +25,13 @@ from keras_sentemb.evaluation import _plotting
 DEFAULT_TOP_K = (0, 1, 2, 3, 5, 10, 20, 50, 100)
 
 
-def token_frequencies(encoder, sentences, chunk_size=4096):
-    """Count of every token id over `sentences` (special tokens included), `[vocabulary]`."""
-    import tensorflow as tf
-
-    counts = np.zeros(int(encoder.backbone.vocabulary_size), dtype=np.int64)
-    for i in range(0, len(sentences), chunk_size):
-        chunk = tf.constant([s.encode("utf-8", errors="replace") for s in sentences[i : i + chunk_size]])
-        ids = encoder.tokenize(chunk).flat_values.numpy()
-        counts += np.bincount(ids, minlength=len(counts))[: len(counts)]
-    return counts
+def token_frequencies(encoder, sentences):
+    """Count of every token id over `sentences` (no special tokens added), `[vocabulary]`."""
+    size = int(encoder.backbone.vocabulary_size)
+    if not sentences:
+        return np.zeros(size, dtype=np.int64)
+    ids, _, _ = encoder._tokenize_to_numpy(list(sentences))  # the bulk tokenizer `encode` uses
+    return np.bincount(ids, minlength=size)[:size].astype(np.int64)
 
 
 def frequent_token_removal(
