@@ -25,6 +25,7 @@ setup(
         "scipy",
         "numpy",
         "matplotlib",
+        "threadpoolctl",  # one BLAS thread for the small products of the SentEval classifier
     ],
     extras_require={
         # The suite runs on two processes (pytest-xdist) and tests the Beam

@@ -7,10 +7,15 @@ keras-sentemb encode   --model MODEL --input FILE.txt --output FILE.npy
                        [--precision float32|bfloat16]
 keras-sentemb encode   --model MODEL --input FILE_OR_GLOB --output DIR/ --shard-size N
                        [--shard-format npy|tfrecord] [...]      # streaming, resumable
-keras-sentemb evaluate sts --model MODEL --data DIR [--pooling ...]
+keras-sentemb evaluate sts --model MODEL --data DIR [--pooling ...] [--format markdown]
+keras-sentemb evaluate transfer --model MODEL --data DIR
+                       [--tasks MR,CR,SUBJ,MPQA,SST2,TREC,MRPC] [--pooling P] [--seed S]
+keras-sentemb evaluate all --model MODEL --data DIR [--output REPORT]
 keras-sentemb train METHOD --model MODEL --train-file FILE --output DIR
                        [--steps N] [--batch-size N] [--learning-rate LR]
                        [--max-length N] [method options]
+keras-sentemb analyze  alignment-uniformity|token-removal|map|layers --model MODEL
+                       [--compare MODEL2] --output DIR
 keras-sentemb export   --model MODEL --output saved_models/NAME [--version N]
 ```
 
@@ -153,7 +158,7 @@ def cmd_encode_shards(args):
         match_inputs(args.input)
     except FileNotFoundError as e:
         raise UsageError(str(e)) from None
-    encoder = _load_encoder(args.model, args.pooling, args.max_length)
+    encoder = _load_encoder(args.model, args.pooling, args.max_length, args.num_layers)
     with contextlib.redirect_stdout(sys.stderr):
         manifest = encoder.encode_to_files(
             args.input, args.output, shard_size=args.shard_size, batch_size=args.batch_size,
@@ -210,25 +215,166 @@ def cmd_encode(args):
     return 0
 
 
+def _split_tasks(text):
+    return [t for t in text.split(",") if t.strip()] if text else None
+
+
+def _write_report(prefix, report, markdown):
+    """`PREFIX.json` and `PREFIX.md`, each written whole (temporary file, then rename)."""
+    folder = os.path.dirname(os.path.abspath(prefix))
+    if not os.path.isdir(folder):
+        raise UsageError(f"--output folder does not exist: {folder}")
+    for suffix, text in ((".json", json.dumps(report, indent=2)), (".md", markdown)):
+        path = prefix + suffix
+        tmp = f"{path}.tmp-{os.getpid()}"
+        with open(tmp, "w", encoding="utf-8") as f:
+            f.write(text)
+        os.replace(tmp, path)
+    print(f"wrote {prefix}.json and {prefix}.md", file=sys.stderr)
+
+
 def cmd_evaluate(args):
+    import contextlib
+    import logging
+
+    from keras_sentemb.evaluation import report as reports
     from keras_sentemb.evaluation.sts import evaluate_sts
+    from keras_sentemb.evaluation.transfer import evaluate_transfer
+    from keras_sentemb.evaluation.transfer_readers import TRANSFER_TASKS
 
     if not os.path.exists(args.data):
         raise UsageError(f"data folder not found: {args.data}")
+    logging.basicConfig(level=logging.INFO, format="%(name)s: %(message)s", stream=sys.stderr)
+    tasks = _split_tasks(args.tasks)
+    if args.benchmark == "sts" and (args.seed is not None or args.config is not None):
+        raise UsageError("--seed and --config belong to 'evaluate transfer' and 'evaluate all'")
+    if args.benchmark != "sts" and args.split is not None:
+        raise UsageError("--split belongs to 'evaluate sts'")
+    if args.update_card:
+        from keras_sentemb.models.presets import SENTEMB_CONFIG
+
+        if not os.path.isfile(os.path.join(args.model, SENTEMB_CONFIG)):
+            raise UsageError(
+                f"--update-card needs a model folder written by keras_sentemb; {args.model} is not one"
+            )
+    options = {"seed": 1111 if args.seed is None else args.seed, "config": args.config or "paper"}
     encoder = _load_encoder(args.model, args.pooling, args.max_length, args.num_layers)
-    tasks = args.tasks.split(",") if args.tasks else None
-    split = args.split.split(",") if args.split and "," in args.split else args.split
-    # stdout carries exactly one JSON line: no progress bar.
-    result = evaluate_sts(
-        encoder,
-        args.data,
-        tasks=tasks,
-        batch_size=args.batch_size,
-        split=split,
-        show_progress=False,
-    )
+    # stdout carries exactly the result: no progress bar.
+    with contextlib.redirect_stdout(sys.stderr):
+        if args.benchmark == "sts":
+            split = args.split.split(",") if args.split and "," in args.split else args.split
+            result = evaluate_sts(encoder, args.data, tasks=tasks, batch_size=args.batch_size,
+                                  split=split, show_progress=False)
+            markdown = reports.sts_markdown(result)
+        elif args.benchmark == "transfer":
+            result = evaluate_transfer(encoder, args.data, tasks=tasks, batch_size=args.batch_size,
+                                       mrpc_features=args.mrpc_features, show_progress=False,
+                                       **options)
+            markdown = reports.transfer_markdown(result)
+        else:
+            transfer = [t for t in tasks or [] if t.strip().upper() in TRANSFER_TASKS + ("SST",)]
+            sts = [t for t in tasks or [] if t not in transfer]
+            result = reports.evaluate_all(
+                encoder, args.data, batch_size=args.batch_size,
+                sts_tasks=sts or None, transfer_tasks=transfer or None, **options,
+            )
+            markdown = reports.report_markdown(dict(result, model=args.model))
     result["model"] = args.model
-    print(json.dumps(result))
+    if args.output:
+        _write_report(args.output, result, markdown)
+    if args.update_card:
+        from keras_sentemb.model_card import add_evaluation
+
+        add_evaluation(args.model, args.benchmark, result)
+        print(f"added the {args.benchmark} results to the model card in {args.model}", file=sys.stderr)
+    print(markdown if args.format == "markdown" else json.dumps(result))
+    return 0
+
+
+ANALYSES = ("alignment-uniformity", "token-removal", "map", "layers")
+
+
+def _model_name(model):
+    return os.path.basename(os.path.normpath(model)) or model
+
+
+def _write_analysis(folder, name, result, rows):
+    """FOLDER/NAME.json (everything) and FOLDER/NAME.csv (the table of `rows`)."""
+    import csv
+
+    with open(os.path.join(folder, f"{name}.json"), "w", encoding="utf-8") as f:
+        json.dump(result, f, indent=2)
+    if rows:
+        with open(os.path.join(folder, f"{name}.csv"), "w", encoding="utf-8", newline="") as f:
+            writer = csv.DictWriter(f, fieldnames=list(rows[0]))
+            writer.writeheader()
+            writer.writerows(rows)
+
+
+def cmd_analyze(args):
+    """Each analysis: one PNG, its numbers as JSON and CSV, in --output."""
+    import contextlib
+
+    from keras_sentemb.evaluation import alignment_uniformity as au
+    from keras_sentemb.evaluation import embedding_map as maps
+    from keras_sentemb.evaluation.layer_survey import layer_survey
+    from keras_sentemb.evaluation.layer_survey import plot_layer_survey
+    from keras_sentemb.evaluation import token_removal as removal
+
+    os.makedirs(args.output, exist_ok=True)
+    models = [args.model] + list(args.compare or [])
+    names = [_model_name(m) for m in models]
+    if len(set(names)) != len(names):
+        names = models
+    data = args.data or "stsb"
+    if data != "stsb" and not os.path.exists(data):
+        raise UsageError(f"data not found: {data}")
+    if args.analysis == "map" and len(models) > 1:
+        raise UsageError("'analyze map' draws one model; run it once per model")
+    results, rows = {}, []
+    with contextlib.redirect_stdout(sys.stderr):
+        for model, name in zip(models, names):
+            encoder = _load_encoder(model, args.pooling, args.max_length, args.num_layers)
+            if args.analysis == "alignment-uniformity":
+                res = au.sts_alignment_uniformity(encoder, data, args.split or "dev")
+                rows.append({"model": name, "alignment": res["alignment"], "uniformity": res["uniformity"]})
+            elif args.analysis == "token-removal":
+                top_k = [int(k) for k in args.top_k.split(",")] if args.top_k else removal.DEFAULT_TOP_K
+                res = removal.frequent_token_removal(encoder, data, args.split or "dev", top_k=top_k,
+                                                     frequency_corpus=args.frequency_corpus)
+                rows += [{"model": name, "k": p["k"], "spearman": p["spearman"]} for p in res["points"]]
+            elif args.analysis == "map":
+                split = args.split or ("dev" if args.task in (None, "SST2", "sst2") else
+                                       "test" if args.task.upper() == "TREC" else "all")
+                res = maps.embedding_map(encoder, data, split, task=args.task, method=args.method,
+                                         max_points=args.max_points, seed=args.seed,
+                                         path=os.path.join(args.output, "map.png"))
+                rows += [{"x": p["x"], "y": p["y"], "label": res["label_names"][p["label"]],
+                          "text": p["text"]} for p in res["points"]]
+            else:
+                poolings = tuple(p.strip() for p in args.poolings.split(","))
+                res = layer_survey(encoder, data, args.split or "test", pooling=poolings)
+                rows += [{"model": name, "pooling": pool, "layer": l["layer"], "spearman": l["spearman"]}
+                         for pool, r in res.items() for l in r["layers"]]
+            results[name] = res
+            del encoder
+    stem = args.analysis.replace("-", "_")
+    png = os.path.join(args.output, f"{stem}.png")
+    if args.analysis == "alignment-uniformity":
+        au.plot_alignment_uniformity(results, png)
+    elif args.analysis == "token-removal":
+        removal.plot_token_removal(results, png)
+    elif args.analysis == "layers":
+        curves = {(f"{name} {pool}" if len(models) > 1 else pool): r
+                  for name, res in results.items() for pool, r in res.items()}
+        plot_layer_survey(curves, png)
+    for res in results.values():
+        if isinstance(res, dict) and "plot" in res:
+            res["plot"] = png
+    _write_analysis(args.output, stem, {"analysis": args.analysis, "models": dict(zip(names, models)),
+                                        "results": results}, rows)
+    print(json.dumps({"analysis": args.analysis, "png": png,
+                      "json": os.path.join(args.output, f"{stem}.json")}))
     return 0
 
 
@@ -385,13 +531,27 @@ def build_parser():
                         "folder --output; resumable")
     p.add_argument("--shard-format", choices=["npy", "tfrecord"], default="npy")
 
-    p = sub.add_parser("evaluate", help="evaluate an encoder")
-    p.add_argument("benchmark", choices=["sts"])
+    p = sub.add_parser("evaluate", help="evaluate an encoder (STS, SentEval transfer tasks, or both)")
+    p.add_argument("benchmark", choices=["sts", "transfer", "all"])
     model_args(p)
-    p.add_argument("--data", required=True, help="SentEval-style folder (or STS-B csv)")
-    p.add_argument("--tasks", default=None, help="comma-separated, e.g. STSBenchmark,STS12")
-    p.add_argument("--split", default=None, help="test (default), dev, train or all")
+    p.add_argument("--data", required=True, help="SentEval-style downstream folder (or STS-B csv)")
+    p.add_argument("--tasks", default=None,
+                   help="comma-separated, e.g. STSBenchmark,STS12,STS17 or MR,CR,SUBJ,MPQA,SST2,TREC,MRPC "
+                        "(default: every task found)")
+    p.add_argument("--split", default=None, help="sts: test (default), dev, train or all")
     p.add_argument("--batch-size", type=_positive_int, default=128)
+    p.add_argument("--seed", type=int, default=None,
+                   help="transfer: seed of the folds and classifiers (default 1111, SentEval's)")
+    p.add_argument("--config", choices=["paper", "fast"], default=None,
+                   help="transfer: SentEval's paper setting (default) or its fast one")
+    p.add_argument("--mrpc-features", choices=["senteval", "concat"], default="senteval",
+                   help="transfer: [|u-v|, u*v] (SentEval's, default) or [u, v, |u-v|, u*v]")
+    p.add_argument("--format", choices=["json", "markdown"], default="json",
+                   help="stdout: one JSON line (default) or the markdown table")
+    p.add_argument("--output", default=None,
+                   help="also write the report to OUTPUT.json and OUTPUT.md")
+    p.add_argument("--update-card", action="store_true",
+                   help="add the results to the model card of the --model folder")
 
     p = sub.add_parser("train", help="train an encoder with a contrastive method")
     p.add_argument("method", choices=METHODS)
@@ -409,6 +569,24 @@ def build_parser():
                         "interrupted run from there (default: on)")
     p.add_argument("--overwrite", action="store_true",
                    help="replace a model already in --output")
+
+    p = sub.add_parser("analyze", help="analyses as a PNG plus its numbers (JSON, CSV)")
+    p.add_argument("analysis", choices=ANALYSES)
+    model_args(p)
+    p.add_argument("--compare", action="append", default=None, metavar="MODEL",
+                   help="another model on the same plot (repeatable)")
+    p.add_argument("--output", required=True, help="folder for ANALYSIS.png/.json/.csv")
+    p.add_argument("--data", default=None,
+                   help="STS-B csv/folder (default: the STS-B files); for 'map --task', the SentEval folder")
+    p.add_argument("--split", default=None, help="default: dev (layers: test)")
+    p.add_argument("--top-k", default=None, help="token-removal: comma-separated k values")
+    p.add_argument("--frequency-corpus", default=None,
+                   help="token-removal: text file to count token frequencies on (default: the STS sentences)")
+    p.add_argument("--task", default=None, help="map: a SentEval sentence task coloured by class (SST2, TREC, MR...)")
+    p.add_argument("--method", choices=["tsne", "pca"], default="tsne", help="map: t-SNE (default) or PCA")
+    p.add_argument("--max-points", type=_positive_int, default=600, help="map: sentences drawn at most")
+    p.add_argument("--seed", type=int, default=0, help="map: seed of the sample and t-SNE")
+    p.add_argument("--poolings", default="cls,mean,max", help="layers: poolings per layer")
 
     p = sub.add_parser("export", help="export a string-in SavedModel for TF Serving")
     model_args(p)
@@ -457,6 +635,8 @@ def main(argv=None):
             return cmd_evaluate(args)
         if args.command == "train":
             return cmd_train(args, extra)
+        if args.command == "analyze":
+            return cmd_analyze(args)
         return cmd_export(args)
     except (UsageError, ModelNotFoundError, FileNotFoundError, ValueError) as e:
         return _error(str(e).splitlines()[0] if str(e) else type(e).__name__)

@@ -138,5 +138,40 @@ def test_num_layers_on_every_model_command(tiny_model, tmp_path):
     parser = cli.build_parser()
     for argv in (["evaluate", "sts", "--model", "m", "--data", "d", "--num-layers", "2"],
                  ["export", "--model", "m", "--output", "o", "--num-layers", "2"],
+                 ["analyze", "alignment-uniformity", "--model", "m", "--num-layers", "2"],
                  ["train", "ct", "--train-file", "f", "--output", "o", "--num-layers", "2"]):
         assert parser.parse_known_args(argv)[0].num_layers == 2
+
+
+def test_evaluate_transfer_and_all_from_the_command_line(tiny_model, tmp_path, capsys):
+    from tests.evaluation.test_sts import STSB_TEST, write_stsb
+    from tests.evaluation.test_transfer import write_downstream
+
+    root = write_downstream(tmp_path / "downstream", n=24)
+    write_stsb(root / "STS" / "STSBenchmark", {"test": STSB_TEST})
+    assert cli.main(["evaluate", "transfer", "--model", tiny_model, "--data", str(root),
+                     "--tasks", "SST2,TREC", "--seed", "5", "--config", "fast"]) == 0
+    out = capsys.readouterr().out.strip().splitlines()
+    assert len(out) == 1  # one JSON line, nothing else on stdout
+    result = json.loads(out[0])
+    assert set(result) == {"protocol", "SST2", "TREC", "avg", "model"}
+    assert result["protocol"]["seed"] == 5 and result["protocol"]["pooling"] == "mean"
+    assert 0 <= result["TREC"]["acc"] <= 100
+    assert cli.main(["evaluate", "sts", "--model", tiny_model, "--data", str(root),
+                     "--format", "markdown"]) == 0
+    table = capsys.readouterr().out
+    assert table.startswith("| Spearman x100 | STS-B | Avg. |")
+    report = tmp_path / "report"
+    assert cli.main(["evaluate", "all", "--model", tiny_model, "--data", str(root),
+                     "--tasks", "stsb,MRPC", "--config", "fast", "--output", str(report)]) == 0
+    result = json.loads(capsys.readouterr().out)
+    assert set(result["transfer"]["avg"]["tasks"]) == {"MRPC"}
+    assert list(result["sts"]["avg"]["tasks"]) == ["STSBenchmark"]
+    assert json.loads((tmp_path / "report.json").read_text())["transfer"]["MRPC"] == result["transfer"]["MRPC"]
+    markdown = (tmp_path / "report.md").read_text()
+    assert "## STS" in markdown and "## SentEval transfer tasks" in markdown and "MRPC" in markdown
+    # User mistakes: one line, exit 2.
+    assert cli.main(["evaluate", "sts", "--model", tiny_model, "--data", str(root), "--seed", "1"]) == 2
+    assert cli.main(["evaluate", "transfer", "--model", tiny_model, "--data", str(root),
+                     "--tasks", "SICKE"]) == 2
+    assert "Unknown transfer task" in capsys.readouterr().err

@@ -178,3 +178,86 @@ class AlignmentUniformityTracker(keras.callbacks.Callback):
     def plot(self, path):
         """Save the trajectory to `path` (PNG)."""
         return plot_trajectory(self.history, path)
+
+
+def sts_alignment_uniformity(encoder, data="stsb", split="dev", threshold=4.0, pooling=None,
+                             batch_size=128, max_length=None):
+    """Alignment and uniformity of an encoder on STS-B pairs (SimCSE, Figure 2).
+
+    SimCSE's setting: the positive pairs are the STS-B pairs with a gold
+    score of at least 4 (of 5) and alignment is measured on them (alpha 2);
+    uniformity (t = 2) on every distinct sentence of the split. Vectors are
+    L2-normalised; every distinct sentence is encoded once.
+
+    Args:
+        encoder: `SentenceEncoder` (or an object with a compatible `encode`).
+        data: `"stsb"`, a path to an STS-B csv/folder, or a list of
+            `(s1, s2, score)`. Defaults to `"stsb"`.
+        split: str. Defaults to `"dev"`.
+        threshold: float. Gold score of the positive pairs. Defaults to `4.0`.
+        pooling: str or None. Overrides the encoder's pooling.
+        batch_size: int. Defaults to `128`.
+        max_length: int or None. Defaults to the encoder's.
+
+    Returns:
+        dict: `alignment`, `uniformity`, `num_positive_pairs`,
+        `num_sentences`, `protocol` (a description), `split`, `pooling`.
+
+    References:
+        - [Gao et al., 2021](https://arxiv.org/abs/2104.08821): SimCSE,
+          section 5 and Figure 2.
+        - [Wang & Isola, 2020](https://arxiv.org/abs/2005.10242)
+    """
+    from keras_sentemb.evaluation.readers import load_stsb_pairs
+    from keras_sentemb.evaluation.sts_spread import encode_pairs
+
+    pairs = load_stsb_pairs(data, split)
+    if not any(p[2] >= threshold for p in pairs):
+        raise ValueError(f"No pair has a gold score >= {threshold}; nothing to align.")
+    vectors, first, second = encode_pairs(encoder, pairs, batch_size, max_length, pooling)
+    positive = [i for i, p in enumerate(pairs) if p[2] >= threshold]
+    a = vectors[[first[i] for i in positive]]
+    b = vectors[[second[i] for i in positive]]
+    return {
+        "alignment": alignment(a, b),
+        "uniformity": uniformity(vectors),
+        "num_positive_pairs": len(positive),
+        "num_sentences": len(vectors),
+        "protocol": f"STS-B {split}: alignment (alpha 2) on pairs scored >= {threshold:g}, "
+                    "uniformity (t 2) on all sentences, L2-normalised",
+        "split": split if not isinstance(data, (list, tuple)) else "custom",
+        "pooling": pooling or getattr(encoder, "pooling", None),
+    }
+
+
+def plot_alignment_uniformity(points, path, title="Alignment vs uniformity (STS-B dev)"):
+    """One labelled point per model in the (uniformity, alignment) plane (PNG, Agg).
+
+    Args:
+        points: `{name: {"alignment": a, "uniformity": u}}` (e.g. results of
+            `sts_alignment_uniformity`), or `{name: history}` where a history
+            is a list of `{"step", "alignment", "uniformity"}` (drawn as a
+            trajectory).
+        path: str. The PNG file.
+        title: str. Plot title.
+
+    Returns:
+        `path`.
+    """
+    if not points:
+        raise ValueError("Nothing to plot: `points` is empty.")
+    fig, ax = _plotting.axes(figsize=(5, 4))
+    for name, value in points.items():
+        if isinstance(value, list):
+            u = [h["uniformity"] for h in value]
+            a = [h["alignment"] for h in value]
+            ax.plot(u, a, "o-", alpha=0.8, label=name)
+            ax.annotate(f"step {value[-1]['step']}", (u[-1], a[-1]), textcoords="offset points",
+                        xytext=(5, -10), fontsize=8)
+        else:
+            ax.scatter([value["uniformity"]], [value["alignment"]], s=60, zorder=3, label=name)
+    ax.set_xlabel(r"$\ell_{uniform}$ (lower is better)")
+    ax.set_ylabel(r"$\ell_{align}$ (lower is better)")
+    ax.set_title(title)
+    ax.grid(alpha=0.3)
+    return _plotting.save(fig, path, legend=True)

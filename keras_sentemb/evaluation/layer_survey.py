@@ -20,29 +20,55 @@ import numpy as np
 from keras_sentemb.evaluation import _plotting
 
 
-def encode_all_layers(encoder, sentences, batch_size=128, max_length=None):
-    """Mean-pooled vectors of every layer, from one forward pass per batch.
+LAYER_POOLINGS = ("mean", "cls", "max")
+
+
+def _pool_layer(encoder, states, padding_mask, k, pooling):
+    """Layer `k`'s sentence vector: masked mean (`layer:k`), its first token, or masked max."""
+    import tensorflow as tf
+
+    from keras_sentemb.models.pooling import masked_max
+
+    if pooling == "mean":
+        pooled = encoder.pool(states, padding_mask, f"layer:{k}")
+    elif pooling == "cls":
+        pooled = tf.cast(states[k][:, 0, :], tf.float32)
+    else:
+        pooled = masked_max(states[k], padding_mask)
+    return encoder.head(pooled)
+
+
+def encode_all_layers(encoder, sentences, batch_size=128, max_length=None, poolings=None):
+    """Pooled vectors of every layer, from one forward pass per batch.
 
     Layer `k` (0 = the embedding output, `encoder.num_layers` = the last
     Transformer layer) is pooled as `pooling=f"layer:{k}"` (masked mean)
     and passed through the encoder's head (projection and normalisation, if
     it has them), exactly as `encoder.encode(sentences,
-    pooling=f"layer:{k}")` does. Sentences are length-sorted and bucketed
-    like `encode`.
+    pooling=f"layer:{k}")` does. With `poolings`, each layer is also pooled
+    by its first token (`"cls"`: `encoder.encode(..., pooling="cls")` at the
+    last layer) and by the masked max (`"max"`). Sentences are length-sorted
+    and bucketed like `encode`.
 
     Args:
         encoder: `SentenceEncoder`.
         sentences: list of str.
         batch_size: int. Defaults to `128`.
         max_length: int or None. Defaults to the encoder's `max_length`.
+        poolings: tuple of str or None. Any of `"mean"`, `"cls"`, `"max"`;
+            None means mean only and returns a single array. Defaults to None.
 
     Returns:
-        float32 numpy array `[num_layers + 1, len(sentences), output_dim]`.
+        float32 numpy array `[num_layers + 1, len(sentences), output_dim]`;
+        with `poolings`, a dict `{pooling: such an array}`.
     """
-    import tensorflow as tf
-
     from keras_sentemb.models.sentence_encoder import to_text
 
+    single = poolings is None
+    poolings = ("mean",) if single else tuple(poolings)
+    bad = [p for p in poolings if p not in LAYER_POOLINGS]
+    if bad or not poolings:
+        raise ValueError(f"`poolings` must be a non-empty subset of {LAYER_POOLINGS}. Received: {poolings!r}.")
     if isinstance(batch_size, bool) or not isinstance(batch_size, (int, np.integer)) or batch_size < 1:
         raise ValueError(f"`batch_size` must be a positive int, received {batch_size!r}.")
     max_length = encoder.max_length if max_length is None else max_length
@@ -50,27 +76,26 @@ def encode_all_layers(encoder, sentences, batch_size=128, max_length=None):
     if isinstance(max_length, bool) or not isinstance(max_length, (int, np.integer)) or not 3 <= max_length <= limit:
         raise ValueError(f"`max_length` must be an int in [3, {limit}], received {max_length!r}.")
     sentences = [to_text(s, i) for i, s in enumerate(sentences)]
+    import tensorflow as tf
+
     num_states = encoder.num_layers + 1
     n = len(sentences)
-    out = np.zeros((num_states, n, encoder.output_dim), dtype=np.float32)
-    if n == 0:
-        return out
-    spec = tf.TensorSpec([None, None], tf.int32)
+    out = np.zeros((len(poolings), num_states, n, encoder.output_dim), dtype=np.float32)
+    if n:
+        spec = tf.TensorSpec([None, None], tf.int32)
 
-    @tf.function(input_signature=[spec, spec], reduce_retracing=True)
-    def all_layers(token_ids, padding_mask):
-        inputs = {"token_ids": token_ids, "padding_mask": padding_mask}
-        states = encoder.hidden_states(inputs, training=False)
-        return tf.stack(
-            [
-                encoder.head(encoder.pool(states, padding_mask, f"layer:{k}"))
-                for k in range(num_states)
-            ]
-        )
+        @tf.function(input_signature=[spec, spec], reduce_retracing=True)
+        def all_layers(token_ids, padding_mask):
+            inputs = {"token_ids": token_ids, "padding_mask": padding_mask}
+            states = encoder.hidden_states(inputs, training=False)
+            return tf.stack([
+                tf.stack([_pool_layer(encoder, states, padding_mask, k, p) for k in range(num_states)])
+                for p in poolings
+            ])
 
-    for idx, token_ids, mask in encoder.packed_batches(sentences, batch_size, max_length):
-        out[:, idx] = all_layers(token_ids, mask).numpy()
-    return out
+        for idx, token_ids, mask in encoder.packed_batches(sentences, batch_size, max_length):
+            out[:, :, idx] = all_layers(token_ids, mask).numpy()
+    return out[0] if single else dict(zip(poolings, out))
 
 
 def layer_survey(
@@ -81,8 +106,9 @@ def layer_survey(
     batch_size=128,
     max_length=None,
     title=None,
+    pooling="mean",
 ):
-    """STS Spearman of every layer's mean-pooled output (CT paper, Figure 1).
+    """STS Spearman of every layer's pooled output (CT paper, Figure 1).
 
     Args:
         encoder: `SentenceEncoder`.
@@ -94,12 +120,19 @@ def layer_survey(
         batch_size: int. Defaults to `128`.
         max_length: int or None. Defaults to the encoder's.
         title: str or None. Plot title.
+        pooling: str or tuple of str. How each layer is pooled: `"mean"`
+            (masked mean, `layer:k`), `"cls"` (the first token), `"max"`
+            (masked max), or a tuple of those, all from one forward pass.
+            Defaults to `"mean"`.
 
     Returns:
         A JSON-serialisable dict: `split`, `num_pairs`, `num_layers`,
-        `metric` (`"spearman_x100"`), `layers` (a list of
-        `{"layer": k, "pooling": "layer:k", "spearman": s}` for
-        `k = 0..num_layers`), `best_layer` and `plot` (the PNG path or None).
+        `metric` (`"spearman_x100"`), `layer_pooling`, `layers` (a list of
+        `{"layer": k, "pooling": name, "spearman": s}` for
+        `k = 0..num_layers`, name `layer:k` for mean, `cls@layer:k` /
+        `max@layer:k` otherwise), `best_layer` and `plot` (the PNG path or
+        None). For a tuple of poolings: `{pooling: such a dict}` (one plot
+        with a curve each).
 
     Examples:
 
@@ -122,29 +155,36 @@ def layer_survey(
     a_idx = [index[p[0]] for p in pairs]
     b_idx = [index[p[1]] for p in pairs]
     gold = np.array([p[2] for p in pairs], dtype=np.float64)
-    vectors = encode_all_layers(encoder, sentences, batch_size, max_length)
-    layers = []
-    for k, layer_vectors in enumerate(vectors):
-        rho = spearmanr(cosine_scores(layer_vectors[a_idx], layer_vectors[b_idx]), gold).correlation
-        layers.append(
-            {
-                "layer": k,
-                "pooling": f"layer:{k}",
-                "spearman": None if rho is None or math.isnan(rho) else float(rho * 100),
-            }
-        )
-    scored = [l for l in layers if l["spearman"] is not None]
-    result = {
-        "split": split if not isinstance(data, (list, tuple)) else "custom",
-        "num_pairs": len(pairs),
-        "num_layers": int(encoder.num_layers),
-        "metric": "spearman_x100",
-        "layers": layers,
-        "best_layer": max(scored, key=lambda l: l["spearman"])["layer"] if scored else None,
-        "plot": None,
-    }
+    poolings = (pooling,) if isinstance(pooling, str) else tuple(pooling)
+    vectors = encode_all_layers(encoder, sentences, batch_size, max_length, poolings=poolings)
+    results = {}
+    for name in poolings:
+        layers = []
+        for k, layer_vectors in enumerate(vectors[name]):
+            rho = spearmanr(cosine_scores(layer_vectors[a_idx], layer_vectors[b_idx]), gold).correlation
+            layers.append(
+                {
+                    "layer": k,
+                    "pooling": f"layer:{k}" if name == "mean" else f"{name}@layer:{k}",
+                    "spearman": None if rho is None or math.isnan(rho) else float(rho * 100),
+                }
+            )
+        scored = [l for l in layers if l["spearman"] is not None]
+        results[name] = {
+            "split": split if not isinstance(data, (list, tuple)) else "custom",
+            "num_pairs": len(pairs),
+            "num_layers": int(encoder.num_layers),
+            "metric": "spearman_x100",
+            "layer_pooling": name,
+            "layers": layers,
+            "best_layer": max(scored, key=lambda l: l["spearman"])["layer"] if scored else None,
+            "plot": None,
+        }
+    result = results[pooling] if isinstance(pooling, str) else results
     if path is not None:
-        result["plot"] = str(plot_layer_survey(result, path, title=title))
+        plot = str(plot_layer_survey(result, path, title=title))
+        for r in results.values():
+            r["plot"] = plot
     return result
 
 
@@ -170,6 +210,7 @@ def plot_layer_survey(results, path, title=None):
     split = next(iter(results.values())).get("split")
     ax.set_xlabel("layer (0 = embedding output)")
     ax.set_ylabel("STS Spearman x100" + (f" ({split})" if split not in (None, "custom") else ""))
-    ax.set_title(title or "Layer-wise STS survey (mean pooling)")
+    poolings = {r.get("layer_pooling", "mean") for r in results.values()}
+    ax.set_title(title or f"Layer-wise STS survey ({'/'.join(sorted(poolings))} pooling)")
     ax.grid(alpha=0.3)
     return _plotting.save(fig, path, legend=any(results))

@@ -36,9 +36,17 @@ from scipy import stats
 from keras_sentemb.evaluation import readers
 
 STS_YEAR_TASKS = ("STS12", "STS13", "STS14", "STS15", "STS16")
-# SimCSE's reporting order.
+# SimCSE's reporting order: the seven tasks of the papers' STS tables.
 STS_TASKS = STS_YEAR_TASKS + ("STSBenchmark", "SICKRelatedness")
+# Multilingual / cross-lingual STS 2017 (one subset per track: ar-ar, ar-en,
+# es-es, es-en, en-en, ...). Reported per language pair, outside the 7-task avg.
+STS17 = "STS17"
+# Tasks made of subsets (reported per subset with all / mean / wmean).
+SUBSET_TASKS = STS_YEAR_TASKS + (STS17,)
+ALL_TASKS = STS_TASKS + (STS17,)
 TASK_ALIASES = {
+    "sts2017": STS17,
+    "sts-17": STS17,
     "stsb": "STSBenchmark",
     "sts-b": "STSBenchmark",
     "stsbenchmark": "STSBenchmark",
@@ -50,6 +58,7 @@ TASK_FOLDERS = {
     **{task: (f"{task}-en-test",) for task in STS_YEAR_TASKS},
     "STSBenchmark": readers.STSB_FOLDERS,
     "SICKRelatedness": readers.SICK_FOLDERS,
+    STS17: ("STS17", "STS2017", "STS17-test"),
 }
 AGGREGATIONS = ("all", "mean", "wmean")
 SPLITS = ("train", "dev", "test")
@@ -57,6 +66,8 @@ SPLITS = ("train", "dev", "test")
 # A folder that is an STS12-16 folder of unknown year.
 _UNKNOWN_YEAR = "STS??"
 _YEAR_RE = re.compile(r"STS[-_ ]?(?:20)?(1[2-6])(?!\d)", re.IGNORECASE)
+# STS 2017 subsets: STS.input.track1.ar-ar.txt -> track "1", languages "ar-ar".
+_STS17_SUBSET_RE = re.compile(r"^track(\w+)\.(.+)$")
 
 
 def cosine_scores(a, b):
@@ -112,13 +123,13 @@ def resolve_task_name(task):
     """
     if isinstance(task, str):
         key = task.strip().lower()
-        for name in STS_TASKS:
+        for name in ALL_TASKS:
             if name.lower() == key:
                 return name
         if key in TASK_ALIASES:
             return TASK_ALIASES[key]
     raise ValueError(
-        f"Unknown STS task {task!r}. Valid tasks: {list(STS_TASKS)} "
+        f"Unknown STS task {task!r}. Valid tasks: {list(ALL_TASKS)} "
         "(aliases: 'stsb' for STSBenchmark, 'sickr' for SICKRelatedness)."
     )
 
@@ -176,7 +187,10 @@ def _folder_task(directory):
         return "STSBenchmark"
     if any(f in names for f in readers.SICK_FILES.values()):
         return "SICKRelatedness"
-    if any(readers._STS_INPUT_RE.match(n) for n in names):
+    inputs = [m for m in map(readers._STS_INPUT_RE.match, names) if m]
+    if inputs and all(_STS17_SUBSET_RE.match(m.group(2)) for m in inputs):
+        return STS17
+    if inputs:
         match = _YEAR_RE.search(directory.name)
         return f"STS{match.group(1)}" if match else _UNKNOWN_YEAR
     return None
@@ -227,12 +241,12 @@ def _discover(data_dir):
         )
     if own is not None:
         return [own]
-    found = [task for task in STS_TASKS if _locate(data_dir, task)[0]]
+    found = [task for task in ALL_TASKS if _locate(data_dir, task)[0]]
     if not found:
         raise FileNotFoundError(
             f"No STS task folder found in {data_dir} (nor in "
             f"{data_dir / 'STS'}). Expected SentEval folder names: "
-            + ", ".join(f for t in STS_TASKS for f in TASK_FOLDERS[t])
+            + ", ".join(f for t in ALL_TASKS for f in TASK_FOLDERS[t])
         )
     return found
 
@@ -248,12 +262,13 @@ def _load_groups(data_dir, task, splits):
             f"{task} not found in {data_dir}. Looked for: "
             + ", ".join(str(p) for p in looked)
         )
-    if task in STS_YEAR_TASKS:
+    if task in SUBSET_TASKS:
         if "test" not in splits:
             raise ValueError(
                 f"{task} has only a test split. Received: split={list(splits)}"
             )
-        return readers.read_sts_folder(path), path
+        groups = readers.read_sts_folder(path)
+        return (sts17_subset_names(groups) if task == STS17 else groups), path
     reader = readers.read_stsb if task == "STSBenchmark" else readers.read_sick
     if path.is_file():
         named = _file_split(path)
@@ -265,6 +280,27 @@ def _load_groups(data_dir, task, splits):
         label = named or (splits[0] if len(splits) == 1 else "test")
         return {label: reader(path)}, path
     return {s: reader(path, s) for s in splits}, path
+
+
+def sts17_subset_names(groups):
+    """STS 2017 subsets renamed by language pair: `track1.ar-ar` -> `ar-ar`.
+
+    A language pair met a second time (track 4b, es-en from WMT) keeps its
+    track: `es-en (track4b)`. Names that are not `trackN.xx-yy` stay as they are.
+
+    Examples:
+
+    >>> list(sts17_subset_names({"track4a.es-en": [], "track4b.es-en": [], "track5.en-en": []}))
+    ['es-en', 'es-en (track4b)', 'en-en']
+    """
+    out = {}
+    for name, pairs in groups.items():
+        match = _STS17_SUBSET_RE.match(name)
+        label = match.group(2) if match else name
+        if label in out:
+            label = f"{label} (track{match.group(1)})" if match else name
+        out[label] = pairs
+    return out
 
 
 def load_sts_pairs(data_dir, task, split="test"):
@@ -303,7 +339,7 @@ def load_sts_pairs(data_dir, task, split="test"):
     task = resolve_task_name(task)
     splits = _normalize_splits(split)
     groups, _ = _load_groups(data_dir, task, splits)
-    if task not in STS_YEAR_TASKS and len(groups) == 1 and len(splits) == 1:
+    if task not in SUBSET_TASKS and len(groups) == 1 and len(splits) == 1:
         return next(iter(groups.values()))
     return groups
 
@@ -431,9 +467,10 @@ def evaluate_sts(
             `STS/STS12-en-test`, `SICK`), or a single STS-B csv / SICK file.
         tasks: str, list of str, or None. Task names: `"STS12"` ... `"STS16"`,
             `"STSBenchmark"` (alias `"stsb"`), `"SICKRelatedness"` (alias
-            `"sickr"`). `None` evaluates every task whose folder exists in
-            `data_dir` (STS12-16 only when the test split is requested).
-            Defaults to `None`.
+            `"sickr"`), `"STS17"` (STS 2017, multilingual and cross-lingual:
+            one subset per language pair, outside `avg`). `None` evaluates
+            every task whose folder exists in `data_dir` (STS12-16 and STS17
+            only when the test split is requested). Defaults to `None`.
         batch_size: int. Passed to `encoder.encode`. Defaults to 128.
         pooling: str or None. Passed to `encoder.encode` only when not `None`
             (the encoder's own pooling is used otherwise). Defaults to `None`.
@@ -459,9 +496,16 @@ def evaluate_sts(
                    "all": {...}, "mean": {...}, "wmean": {...}},
          "STSBenchmark": {"test": {"spearman": .., "pearson": .., "n": 1379}},
          "SICKRelatedness": {"test": {...}},
+         "STS17": {"subsets": {"ar-ar": {...}, "en-en": {...}, ...},
+                   "all": {...}, "mean": {...}, "wmean": {...}},
          "avg": {"spearman": .., "pearson": .., "tasks": ["STS12", ...],
-                 "aggregation": "all", "split": "test"}}
+                 "aggregation": "all", "split": "test"},
+         "avg_by_aggregation": {"all": {...}, "mean": {...}, "wmean": {...}}}
         ```
+
+        `avg` is the papers' 7-task average (over the tasks run, STS17
+        excepted); `avg_by_aggregation` gives it under each STS12-16
+        aggregation.
 
     Raises:
         ValueError: for an unknown task, split or aggregation, or an encoder
@@ -500,7 +544,7 @@ def evaluate_sts(
     if tasks is None:
         names = _discover(data_dir)
         if "test" not in splits:
-            names = [t for t in names if t not in STS_YEAR_TASKS]
+            names = [t for t in names if t not in SUBSET_TASKS]
             if not names:
                 raise FileNotFoundError(
                     f"No task with a {list(splits)} split found in {data_dir} "
@@ -558,7 +602,7 @@ def evaluate_sts(
     main = {}
     main_split = "test" if "test" in splits else splits[0]
     for task, (groups, path) in loaded.items():
-        if task in STS_YEAR_TASKS:
+        if task in SUBSET_TASKS:
             per_subset, predicted_all, gold_all = {}, [], []
             for name, pairs in groups.items():
                 predicted, gold = score(pairs)
@@ -573,7 +617,8 @@ def evaluate_sts(
                     np.concatenate(gold_all) if gold_all else np.zeros(0),
                 )
             )
-            main[task] = task_result[aggregation]
+            if task != STS17:  # reported per language pair, not in the 7-task avg
+                main[task] = task_result[aggregation]
             used_splits = ["test"]
         else:
             task_result = {}
@@ -588,11 +633,14 @@ def evaluate_sts(
             "splits": used_splits,
         }
 
-    results["avg"] = {
-        metric: _mean([main[t][metric] for t in main])
-        for metric in ("spearman", "pearson")
-    }
-    results["avg"]["tasks"] = list(main)
-    results["avg"]["aggregation"] = aggregation
-    results["avg"]["split"] = main_split
+    def average(agg):
+        picked = [results[t][agg] if t in STS_YEAR_TASKS else main[t] for t in main]
+        out = {m: _mean([p[m] for p in picked]) for m in ("spearman", "pearson")}
+        out.update(tasks=list(main), aggregation=agg, split=main_split)
+        return out
+
+    if main:
+        results["avg"] = average(aggregation)
+        # The 7-task average under each STS12-16 aggregation (the papers differ).
+        results["avg_by_aggregation"] = {agg: average(agg) for agg in AGGREGATIONS}
     return results

@@ -153,6 +153,17 @@ def pair_cosines(encoder, pairs, batch_size=128, max_length=None, pooling=None):
     """
     from keras_sentemb.evaluation.sts import cosine_scores
 
+    vectors, first, second = encode_pairs(encoder, pairs, batch_size, max_length, pooling)
+    return cosine_scores(vectors[first], vectors[second])
+
+
+def encode_pairs(encoder, pairs, batch_size=128, max_length=None, pooling=None):
+    """Vectors of the distinct sentences of `pairs` (sorted), each encoded once.
+
+    Returns:
+        `(vectors [m, dim], first [n], second [n])`: rows of `vectors` holding
+        each pair's first and second sentence.
+    """
     sentences = sorted({s for p in pairs for s in (p[0], p[1])})
     index = {s: i for i, s in enumerate(sentences)}
     kwargs = {"batch_size": batch_size, "show_progress": False}
@@ -161,9 +172,7 @@ def pair_cosines(encoder, pairs, batch_size=128, max_length=None, pooling=None):
     if pooling is not None:
         kwargs["pooling"] = pooling
     vectors = np.asarray(encoder.encode(sentences, **kwargs))
-    a = vectors[[index[p[0]] for p in pairs]]
-    b = vectors[[index[p[1]] for p in pairs]]
-    return cosine_scores(a, b)
+    return vectors, [index[p[0]] for p in pairs], [index[p[1]] for p in pairs]
 
 
 def sts_spread(

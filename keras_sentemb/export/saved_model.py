@@ -505,7 +505,9 @@ def export_saved_model(
     returns `embeddings` (float32, [None, output_dim]); tokenization
     (with invalid UTF-8 replaced by U+FFFD), truncation to the encoder's
     `max_length`, pooling, the projection head and normalisation all run in
-    the graph, and each request is padded only to its longest sentence. A
+    the graph, and each request is padded only to its longest sentence. The
+    encoder's model card (`keras_sentemb.model_card`, with the export's facts
+    added) goes to `assets.extra/model_card.json` and `MODEL_CARD.md`. A
     second signature, `token_embeddings`, returns the last layer's token
     vectors with their padding mask and token ids.
 
@@ -557,6 +559,9 @@ def export_saved_model(
     # -> "saved_models/minilm/1"; serve with TF Serving, MODEL_NAME=minilm.
     ```
     """
+    from keras_sentemb.model_card import build_model_card
+    from keras_sentemb.model_card import write_model_card
+
     encoder = _as_encoder(encoder)
     chunk_size = _check_chunk_size(chunk_size)
     if version is not None and (
@@ -612,6 +617,15 @@ def export_saved_model(
         (tmp / METADATA_FILE).parent.mkdir(parents=True, exist_ok=True)
         with open(tmp / METADATA_FILE, "w", encoding="utf-8") as f:
             json.dump(meta, f, indent=2)
+        card = build_model_card(encoder)
+        card["export"] = {
+            "version": version,
+            "serving_signature": f"{SERVING_SIGNATURE}: {INPUT_KEY} string [None] -> "
+                                 f"{OUTPUT_KEY} float32 [None, {encoder.output_dim}]",
+            "verified_max_abs_diff": None if report is None else report["max_abs_diff"],
+            "required_custom_ops": meta["required_custom_ops"],
+        }
+        write_model_card(tmp / os.path.dirname(METADATA_FILE), card)
         if final.exists():  # overwrite=True: swap in the verified folder.
             old = base / f"{_TMP_PREFIX}old-{version}-{uuid.uuid4().hex[:8]}"
             os.rename(final, old)

@@ -167,6 +167,7 @@ class SentenceEncoder(keras.Model):
         self._tokenize_graph = None
         object.__setattr__(self, "_precision_twins", {})
         object.__setattr__(self, "_training_report", None)
+        object.__setattr__(self, "_model_card", None)
         # The backbone (and head) are built, so the encoder is too.
         self.built = True
 
@@ -210,6 +211,19 @@ class SentenceEncoder(keras.Model):
     @training_report.setter
     def training_report(self, report):
         object.__setattr__(self, "_training_report", report)
+
+    @property
+    def model_card(self):
+        """The model card (a dict) the encoder was loaded with, or None.
+
+        `save` writes a new card (`keras_sentemb.model_card`) built from the
+        `training_report` and this one.
+        """
+        return self._model_card
+
+    @model_card.setter
+    def model_card(self, card):
+        object.__setattr__(self, "_model_card", card)
 
     # Special token ids are read lazily: when a `.keras` archive is loaded the
     # tokenizer's vocabulary asset arrives after the constructor has run.
@@ -712,7 +726,9 @@ class SentenceEncoder(keras.Model):
         model at `filepath` is replaced only by a complete new one. A folder
         holding anything but a model is refused. A path ending in `.keras`
         is saved as a single Keras archive instead (`keras.saving.load_model`
-        reads it back, `safe_mode=True` included).
+        reads it back, `safe_mode=True` included). A folder also gets the
+        model card (`model_card.json`, `MODEL_CARD.md`; see
+        `keras_sentemb.model_card`).
 
         Args:
             filepath: str or path. The folder (created if needed) or a
@@ -720,6 +736,8 @@ class SentenceEncoder(keras.Model):
             overwrite: bool. Replace an existing model. Defaults to `True`.
         """
         from keras_sentemb.io_utils import atomic_folder
+        from keras_sentemb.model_card import build_model_card
+        from keras_sentemb.model_card import write_model_card
 
         filepath = os.fspath(filepath)
         if filepath.endswith(".keras"):
@@ -733,6 +751,7 @@ class SentenceEncoder(keras.Model):
             if self.training_report is not None:
                 with open(folder / TRAINING_REPORT, "w", encoding="utf-8") as f:
                     json.dump(self.training_report.to_dict(), f, indent=2)
+            write_model_card(folder, build_model_card(self))
             with open(folder / presets.SENTEMB_CONFIG, "w", encoding="utf-8") as f:
                 json.dump(self.sentemb_config(), f, indent=2)
         return filepath
@@ -772,10 +791,12 @@ class SentenceEncoder(keras.Model):
         Returns:
             A `SentenceEncoder`.
         """
+        from keras_sentemb.model_card import read_model_card
         from keras_sentemb.models.backbone_adapter import truncate_backbone
         from keras_sentemb.models.loading import load_components
 
-        parts = load_components(presets.resolve_model(preset), dtype=dtype)
+        resolved = presets.resolve_model(preset)
+        parts = load_components(resolved, dtype=dtype)
         if num_layers is not None:
             parts.backbone = truncate_backbone(parts.backbone, num_layers)
         settings = parts.settings
@@ -789,6 +810,8 @@ class SentenceEncoder(keras.Model):
         encoder = cls(parts.backbone, parts.tokenizer, **settings, **kwargs)
         if parts.projection_weights is not None:
             encoder.projection.set_weights(parts.projection_weights)
+        if resolved.kind == "sentemb":
+            encoder.model_card = read_model_card(resolved.location)
         return encoder
 
     def clone(self, name=None, dtype=None):
@@ -820,4 +843,5 @@ class SentenceEncoder(keras.Model):
         )
         if self.projection is not None:
             copy.projection.set_weights(self.projection.get_weights())
+        copy.model_card = self.model_card
         return copy

@@ -42,3 +42,24 @@ def test_layer_survey_matches_separate_evaluation(tmp_path):
     assert path.exists() and path.read_bytes()[:4] == b"\x89PNG"
     plot_layer_survey({"before": result, "after": result}, tmp_path / "two.png")
     assert (tmp_path / "two.png").exists()
+
+
+def test_cls_and_max_per_layer_from_one_pass(tmp_path):
+    encoder = make_tiny_encoder(num_layers=2)
+    got = encode_all_layers(encoder, SENTENCES, batch_size=3, poolings=("cls", "max", "mean"))
+    np.testing.assert_allclose(got["cls"][-1], encoder.encode(SENTENCES, pooling="cls"), atol=1e-5)
+    np.testing.assert_allclose(got["max"][-1], encoder.encode(SENTENCES, pooling="max"), atol=1e-5)
+    np.testing.assert_allclose(got["mean"][1], encoder.encode(SENTENCES, pooling="layer:1"), atol=1e-5)
+    # Earlier layers: the first token / masked max of that layer's states.
+    inputs = encoder.preprocess(SENTENCES)
+    states = encoder.hidden_states(inputs)
+    mask = inputs["padding_mask"].numpy().astype(bool)
+    first = np.asarray(states[1])[:, 0]
+    masked = np.where(mask[:, :, None], np.asarray(states[1]), -np.inf).max(axis=1)
+    np.testing.assert_allclose(got["cls"][1], first, atol=1e-5)
+    np.testing.assert_allclose(got["max"][1], masked, atol=1e-5)
+    surveys = layer_survey(encoder, data=PAIRS, pooling=("cls", "mean", "max"), path=tmp_path / "p.png")
+    assert list(surveys) == ["cls", "mean", "max"]
+    assert surveys["cls"]["layers"][2]["pooling"] == "cls@layer:2"
+    assert surveys["mean"]["layers"] == layer_survey(encoder, data=PAIRS)["layers"]
+    assert (tmp_path / "p.png").exists()

@@ -377,7 +377,7 @@ def test_load_sts_pairs(downstream):
 def test_evaluate_stsb_locations(downstream, where):
     data_dir = downstream.parent / where
     result = evaluate_sts(FakeEncoder(), data_dir, tasks="stsb")
-    assert set(result) == {"protocol", "STSBenchmark", "avg"}
+    assert set(result) == {"protocol", "STSBenchmark", "avg", "avg_by_aggregation"}
     assert list(result["STSBenchmark"]) == ["test"]
     assert_corr(result["STSBenchmark"]["test"], STSB_TEST)
     assert result["avg"]["spearman"] == result["STSBenchmark"]["test"]["spearman"]
@@ -548,7 +548,9 @@ def test_constant_predictions_give_none_not_nan(downstream):
 
 
 def test_errors(downstream, tmp_path):
-    with pytest.raises(ValueError, match="Valid tasks.*STSBenchmark.*SICKRelatedness"):
+    with pytest.raises(ValueError, match="Valid tasks.*STSBenchmark.*SICKRelatedness.*STS17"):
+        evaluate_sts(FakeEncoder(), downstream, tasks=["STS18"])
+    with pytest.raises(FileNotFoundError, match="STS17"):
         evaluate_sts(FakeEncoder(), downstream, tasks=["STS17"])
     with pytest.raises(FileNotFoundError, match="STS14-en-test"):
         evaluate_sts(FakeEncoder(), downstream, tasks=["STS14"])
@@ -580,8 +582,9 @@ def test_task_aliases():
     assert sts.resolve_task_name("stsb") == "STSBenchmark"
     assert sts.resolve_task_name("SICKR") == "SICKRelatedness"
     assert sts.resolve_task_name("sts12") == "STS12"
+    assert sts.resolve_task_name("sts2017") == "STS17"
     with pytest.raises(ValueError):
-        sts.resolve_task_name("sts17")
+        sts.resolve_task_name("sts18")
 
 
 def test_modules_do_not_import_tensorflow():
@@ -651,3 +654,57 @@ def test_real_stsb_end_to_end():
     assert test["n"] == 1379
     assert -100 <= test["spearman"] <= 100
     assert len(encoder.seen) == len(set(encoder.seen))
+
+
+# --- the 7-task report and STS 2017 ----------------------------------------
+
+STS17_TRACKS = {  # SemEval-2017 file names: STS.input.track<k>.<langs>.txt
+    "track1.ar-ar": [("قطة تجلس .", "قطة تجلس على الحصيرة .", 4.2),
+                     ("رجل يقرأ .", "السماء زرقاء .", 0.4), ("ولد يركض .", "ولد يجري بسرعة .", 3.9)],
+    "track4a.es-en": [("un perro ladra .", "a dog barks .", 5.0),
+                      ("la casa es roja .", "stocks fell today .", 0.2), ("el niño come .", "a boy eats .", 4.6)],
+    "track4b.es-en": [("el tren llega .", "the train arrives late .", 3.8),
+                      ("hace frío .", "a man sings .", 0.6), ("ella baila .", "she dances .", 4.9)],
+    "track5.en-en": [("a man plays the guitar .", "a man is playing a guitar .", 5.0),
+                     ("a cat eats fish .", "markets rallied on friday .", 0.5),
+                     ("kids swim in a pool .", "children are swimming .", 4.1)],
+}
+
+
+def seven_task_folder(root):
+    """All seven tasks of the papers' STS table, each with a couple of subsets, plus STS17."""
+    write_stsb(root / "STS" / "STSBenchmark", {"test": STSB_TEST, "dev": STSB_DEV})
+    write_sick(root / "SICK")
+    for year, subsets in {
+        "STS12": {"MSRpar": STS12_A, "MSRvid": STS12_B},
+        "STS13": {"FNWN": STS12_B[:4], "headlines": STSB_TEST},
+        "STS14": {"images": STS12_B, "tweet-news": STSB_DEV + STS12_A[:2]},
+        "STS15": {"answers-forums": STSB_TEST[:4], "belief": STS12_B},
+        "STS16": {"postediting": STS12_B[1:], "question-question": STSB_TEST},
+    }.items():
+        prefix = "STS2016" if year == "STS16" else "STS"
+        write_sts_year(root / "STS" / f"{year}-en-test", subsets, prefix=prefix)
+    write_sts_year(root / "STS" / "STS17", STS17_TRACKS)
+    return root
+
+
+def test_seven_task_report_and_sts17(tmp_path):
+    root = seven_task_folder(tmp_path / "downstream")
+    result = evaluate_sts(FakeEncoder(), root)
+    assert list(result["avg"]["tasks"]) == list(sts.STS_TASKS)  # STS17 is not in the avg
+    # STS17: subsets named by language pair, the second es-en keeps its track.
+    assert list(result["STS17"]["subsets"]) == ["ar-ar", "es-en", "es-en (track4b)", "en-en"]
+    assert_corr(result["STS17"]["subsets"]["en-en"], STS17_TRACKS["track5.en-en"])
+    assert result["protocol"]["data"]["STS17"]["path"].endswith("STS17")
+    # The 7-task averages, recomputed from the per-task numbers.
+    for agg in sts.AGGREGATIONS:
+        mains = [result[t][agg]["spearman"] for t in sts.STS_YEAR_TASKS]
+        mains += [result["STSBenchmark"]["test"]["spearman"], result["SICKRelatedness"]["test"]["spearman"]]
+        assert result["avg_by_aggregation"][agg]["spearman"] == pytest.approx(np.mean(mains), abs=1e-9)
+    assert result["avg"] == result["avg_by_aggregation"]["all"]
+    # STS12 "all" is one correlation over the concatenated subsets.
+    assert_corr(result["STS12"]["all"], scored(STS12_A) + STS12_B)
+    # Only STS17, from its own folder.
+    only = evaluate_sts(FakeEncoder(), root / "STS" / "STS17")
+    assert set(only) == {"protocol", "STS17"}
+    assert sts.load_sts_pairs(root, "sts17")["ar-ar"] == STS17_TRACKS["track1.ar-ar"]
