@@ -33,7 +33,7 @@ _SCRIPT = "princeton-nlp/SimCSE@49fa580 run_unsup_example.sh"
 # every value below checked against the official script named in its source).
 PAPER = {
     "model": Setting("bert_base_en_uncased", f"{_SCRIPT}: --model_name_or_path bert-base-uncased"),
-    "corpus": Setting("wiki1m_for_simcse.txt", f"{_SCRIPT}: --train_file (1M Wikipedia sentences)"),
+    "data": Setting("wiki1m_for_simcse.txt", f"{_SCRIPT}: --train_file (1M Wikipedia sentences)"),
     "epochs": Setting(1, f"{_SCRIPT}: --num_train_epochs 1 (steps: None = one epoch)"),
     "batch_size": Setting(64, f"{_SCRIPT}: --per_device_train_batch_size 64; README table"),
     "learning_rate": Setting(3e-5, f"{_SCRIPT}: --learning_rate 3e-5; README table (BERT-base)"),
