@@ -77,7 +77,8 @@ def fit_self_guided(
         temperature: float. Defaults to `0.01`.
         view_pooling: str. `"max"` or `"mean"`. Defaults to `"max"`.
         min_layer: int. Skip views below this layer. Defaults to `0`.
-        projection_dim: int. Projection head width. Defaults to `4096`.
+        projection_dim: int or None. Projection head width; `None` trains
+            without the head (the paper's ablation). Defaults to `4096`.
         reg_weight: float. Lambda of the regulariser. Defaults to `0.1`.
         freeze_embeddings: bool. Freeze BERT_T's embedding block. Defaults
             to `True`.

@@ -51,7 +51,9 @@ class SelfGuided(BaseTrainer):
             (its choice for transfer tasks). Defaults to `"max"`.
         min_layer: int. First layer used as a view (0 = embedding output);
             skips the lowest layers. Defaults to `0`.
-        projection_dim: int. Width of the projection head. Defaults to `4096`.
+        projection_dim: int or None. Width of the projection head; `None`
+            removes the head (f = identity: the loss acts on the raw vectors,
+            the paper's ablation without it). Defaults to `4096`.
         reg_weight: float. Weight lambda of the regulariser. Defaults to
             `0.1`.
         freeze_embeddings: bool. Freeze BERT_T's embedding block. Defaults to
@@ -104,7 +106,10 @@ class SelfGuided(BaseTrainer):
         self.temperature = validation.positive_float(temperature, "temperature")
         self.view_pooling = view_pooling
         self.min_layer = min_layer
-        self.projection_dim = validation.positive_int(projection_dim, "projection_dim")
+        self.projection_dim = (
+            None if projection_dim is None
+            else validation.positive_int(projection_dim, "projection_dim")
+        )
         self.reg_weight = validation.non_negative_float(reg_weight, "reg_weight")
         self.freeze_embeddings = bool(freeze_embeddings)
         self.seed = seed
@@ -124,8 +129,15 @@ class SelfGuided(BaseTrainer):
             raise ValueError("The frozen clone's weights do not line up with the encoder's.")
         self._weight_pairs = list(zip(tuned, frozen))
 
+        self.projection_head = None if self.projection_dim is None else self._head(seed)
+        self.seed_generator = keras.random.SeedGenerator(seed)
+        self.sg_loss_tracker = keras.metrics.Mean(name="sg_loss")
+        self.reg_tracker = keras.metrics.Mean(name="reg")
+
+    def _head(self, seed):
+        """f: Linear(d, p), GELU, Linear(p, p), GELU (float32)."""
         init = keras.initializers.RandomNormal(stddev=0.02, seed=seed)
-        self.projection_head = keras.Sequential(
+        head = keras.Sequential(
             [
                 keras.layers.Dense(
                     self.projection_dim, activation="gelu", kernel_initializer=init,
@@ -138,10 +150,8 @@ class SelfGuided(BaseTrainer):
             ],
             name="sg_projection_head",
         )
-        self.projection_head.build((None, encoder.hidden_dim))
-        self.seed_generator = keras.random.SeedGenerator(seed)
-        self.sg_loss_tracker = keras.metrics.Mean(name="sg_loss")
-        self.reg_tracker = keras.metrics.Mean(name="reg")
+        head.build((None, self.encoder.hidden_dim))
+        return head
 
     def extra_metrics(self):
         return [self.sg_loss_tracker, self.reg_tracker]
@@ -173,7 +183,9 @@ class SelfGuided(BaseTrainer):
         return tf.gather(views, index, batch_dims=1)
 
     def project(self, x):
-        """The shared projection head f on [B, d] or [B, V, d] vectors."""
+        """The shared projection head f on [B, d] or [B, V, d] vectors (identity without one)."""
+        if self.projection_head is None:
+            return tf.cast(x, "float32")
         shape = tf.shape(x)
         flat = self.projection_head(tf.reshape(x, [-1, self.encoder.hidden_dim]))
         return tf.reshape(

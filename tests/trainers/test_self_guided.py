@@ -150,3 +150,21 @@ def test_regulariser_value_and_gradient():
     # The embedding block is frozen: not trained, not in the regulariser.
     embed_ids = {id(w) for w in _embedding_weights(encoder)}
     assert not any(id(v) in embed_ids for v in trainer.trainable_variables)
+
+
+def test_without_projection_head_the_loss_acts_on_the_raw_vectors():
+    """`projection_dim=None` (the paper's ablation): f is the identity, and it still trains."""
+    encoder, trainer = _trainer("opt3", projection_dim=None, reg_weight=0.0, lr=1e-3)
+    assert trainer.projection_head is None and trainer.get_config()["projection_dim"] is None
+    assert not [w for w in trainer.weights if "sg_projection" in w.path]
+    data = _batch(encoder)
+    x = data["sentence"]
+    views = trainer.views(x).numpy()
+    cls = trainer.sentence_vectors(x, training=False).numpy()
+    before, _ = trainer.compute_contrastive_loss(data, training=False)
+    np.testing.assert_allclose(float(before), ref_opt3(cls, views, 0.01), rtol=1e-4)
+    for _ in range(5):
+        logs = trainer.train_step(data)
+    assert float(logs["nonfinite"]) == 0.0
+    after = float(trainer.compute_contrastive_loss(data, training=False)[0])
+    assert after < float(before), (float(before), after)

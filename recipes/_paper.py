@@ -1,0 +1,80 @@
+"""Shared pieces of the recipes: the paper-settings table, `--help`, `--seeds`.
+
+Not a recipe. Each recipe keeps ONE table of its paper's main setting,
+`PAPER = {name: Setting(value, source)}`; its argparse defaults are taken
+from that table (`paper_value(PAPER, name)`), and `paper_parser` prints the
+table (value and where it was checked) and what differs here in `--help`.
+"""
+
+import argparse
+import math
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Setting:
+    """One value of a paper's main setting and where it was checked.
+
+    Args:
+        value: the value (as the recipe's flag takes it).
+        source: str. Where the value comes from (paper section, official
+            script and commit), or why it could not be verified.
+    """
+
+    value: object
+    source: str
+
+
+def paper_value(paper, name):
+    """The value of `name` in a recipe's `PAPER` table."""
+    return paper[name].value
+
+
+def paper_epilog(paper, differences):
+    """`--help` text: the paper's settings with their sources, then what differs here."""
+    width = max(len(name) for name in paper)
+    lines = ["The paper's main setting (the defaults):"]
+    for name, setting in paper.items():
+        lines.append(f"  {name:<{width}}  {setting.value!r:<24} {setting.source}")
+    lines.append("")
+    lines.append("What differs here:")
+    lines.extend(f"  - {line}" for line in differences)
+    return "\n".join(lines)
+
+
+def paper_parser(doc, paper, differences):
+    """An `ArgumentParser` whose `--help` shows `doc`, the paper table and the differences."""
+    return argparse.ArgumentParser(
+        description=doc,
+        epilog=paper_epilog(paper, differences),
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+
+
+def add_seeds(parser, default=1, help_runs="the paper's"):
+    """`--seeds N` (repeat the run with seeds seed..seed+N-1) on `parser`."""
+    parser.add_argument(
+        "--seeds", type=int, default=default,
+        help=f"repeat the whole run with N seeds (--seed, --seed+1, ...) and report "
+             f"mean and std of every score ({help_runs} number of runs: see below)",
+    )
+
+
+def mean_std(values):
+    """Mean and sample standard deviation (0 for one value) of a list of floats."""
+    values = [float(v) for v in values]
+    mean = sum(values) / len(values)
+    if len(values) < 2:
+        return {"mean": round(mean, 2), "std": 0.0, "n": len(values)}
+    var = sum((v - mean) ** 2 for v in values) / (len(values) - 1)
+    return {"mean": round(mean, 2), "std": round(math.sqrt(var), 2), "n": len(values)}
+
+
+def summarize_seeds(runs, keys):
+    """`{key: mean_std([...])}` over the per-seed result dicts `runs` (nested keys as "a.b")."""
+    def get(run, key):
+        for part in key.split("."):
+            run = run[part]
+        return run
+
+    return {key: mean_std([get(run, key) for run in runs]) for key in keys}

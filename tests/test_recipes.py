@@ -1,0 +1,107 @@
+"""The recipes' paper configurations: `parse_args([])` against the papers' values.
+
+Fast: imports each recipe and calls its argument parser (no model, no training).
+The table below is written independently of the recipes' own `PAPER` tables,
+from the official scripts (commits named), so a recipe whose defaults drift
+from its paper fails here.
+"""
+
+import importlib.util
+from pathlib import Path
+
+import pytest
+
+RECIPES = Path(__file__).resolve().parents[1] / "recipes"
+
+# recipe -> {argparse dest: the paper's value}. Sources:
+#   simcse: princeton-nlp/SimCSE@49fa580 run_unsup_example.sh (bert-base-uncased, batch 64,
+#           lr 3e-5, max_seq_length 32, temp 0.05, pooler cls, mlp_only_train, eval_steps 125)
+#   consert: yym6472/ConSERT@03c9e8f scripts/unsup-consert-base.sh (batch 96, lr 5e-7, max 64,
+#           eval 200, temp 0.1, 10 epochs, patience 10, seed 1, shuffle + feature cutoff) and
+#           main.py (10 % warm-up, mean pooling)
+#   sg: galsang/SG-BERT@23d5ebe training.py (SG-OPT, cls, lr 5e-5, batch 16, T 0.01, lamb 0.1,
+#       eval 50, es 10, seed 1, 1 epoch, 10 % warm-up) and modules.py (max_seq_length 128);
+#       loss.py (head width 4096)
+#   ct: FreddeFrallan/Contrastive-Tension@75293a8 ExampleTraining.py / Training.py (batch 16,
+#       K 7, max 75, RMSprop from 1e-5, 10 x 500 steps, evaluation every 500), dot logits and
+#       mean pooling (ContrastiveTensionModel.py); fixed-step protocol (issue 21)
+#   multitask: gpoesia/minbert-default-final-project@7ac8260 multitask_classifier.py
+#       (bert-base-uncased, hidden_dropout_prob 0.3, batch 8, lr 1e-5 finetune)
+#   parallel: issue 21 (objective comparison: lr 2e-4, batch 128, queue 0; dev every 250)
+#   ct_sts_regression: issue 21 (model-specific labels, 20 buckets, 8 epochs, 10 runs)
+PAPERS = {
+    "simcse": dict(model="bert_base_en_uncased", batch_size=64, learning_rate=3e-5,
+                   max_length=32, temperature=0.05, pooling="cls", mlp="train",
+                   eval_every=125, steps=None, seeds=1, smoke=False),
+    "consert": dict(model="bert_base_en_uncased", batch_size=96, learning_rate=5e-7,
+                    max_length=64, temperature=0.1, eval_every=200, epochs=10, patience=10,
+                    warmup_ratio=0.1, seed=1, pooling="mean", views="shuffle,feature_cutoff",
+                    texts="all", steps=None, seeds=1, smoke=False),
+    "sg": dict(model="bert_base_en_uncased", loss="opt3", pooling="cls", learning_rate=5e-5,
+               batch_size=16, temperature=0.01, reg_weight=0.1, min_layer=0, eval_every=50,
+               patience=10, seed=1, epochs=1, warmup_ratio=0.1, max_length=128,
+               projection_dim=4096, no_head=False, steps=None, seeds=1, smoke=False),
+    "ct": dict(model="bert_base_en_uncased", batch_size=16, negatives="k7", max_length=75,
+               learning_rate=1e-5, logits="dot", pooling="mean", dropout=False, steps=5000,
+               eval_every=500, protocol="paper", seeds=1, smoke=False),
+    "multitask": dict(model="bert_base_en_uncased", dropout=0.3, batch_size=8,
+                      learning_rate=1e-5, pooling="cls", smoke=False),
+    "parallel": dict(eval_every=250, preset="main", smoke=False),
+    "ct_sts_regression": dict(model="bert_base_en_uncased", labels=["model_specific"],
+                              num_buckets=20, epochs=8, seeds=10, steps=None, smoke=False),
+}
+BASE_PRESETS = {"bert_base_en_uncased", "bert_base_multi", "roberta_base_en"}
+
+
+def load(name):
+    spec = importlib.util.spec_from_file_location(f"recipe_{name}", RECIPES / f"{name}.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.mark.parametrize("name", sorted(PAPERS))
+def test_defaults_are_the_papers(name):
+    args = vars(load(name).parse_args([]))
+    expected = PAPERS[name]
+    assert {k: args[k] for k in expected} == expected
+    assert args["model"] in BASE_PRESETS  # a keras-hub preset of the paper's family
+
+
+@pytest.mark.parametrize("name", sorted(PAPERS))
+def test_one_paper_table_drives_defaults_and_help(name, capsys):
+    recipe = load(name)
+    args = vars(recipe.parse_args([]))
+    for key, setting in recipe.PAPER.items():
+        assert setting.source.strip(), key
+        if key in args:
+            assert args[key] == setting.value or args[key] == [setting.value], key
+    with pytest.raises(SystemExit):
+        recipe.parse_args(["--help"])
+    text = capsys.readouterr().out
+    assert "The paper's main setting" in text and "What differs here" in text
+    for key in recipe.PAPER:
+        assert key in text
+
+
+def test_parallel_objective_comparison_preset():
+    parallel = load("parallel")
+    args = parallel.parse_args(["--preset", "objective-comparison"])
+    assert (args.learning_rate, args.batch_size, args.queue_size) == (2e-4, 128, 0)
+    args = parallel.parse_args(["--preset", "objective-comparison", "--batch-size", "32"])
+    assert (args.learning_rate, args.batch_size, args.queue_size) == (2e-4, 32, 0)
+
+
+def test_ct_protocols_and_sg_head_flags():
+    ct = load("ct").parse_args(["--protocol", "safe", "--keep", "tower1"])
+    assert (ct.protocol, ct.keep) == ("safe", "tower1")
+    assert load("sg").parse_args(["--no-head"]).no_head is True
+
+
+def test_seed_summary_is_mean_and_sample_std():
+    paper = load("simcse").summarize_seeds
+    runs = [{"a": 1.0, "b": {"c": 2.0}}, {"a": 3.0, "b": {"c": 2.0}}]
+    assert paper(runs, ["a", "b.c"]) == {
+        "a": {"mean": 2.0, "std": 1.41, "n": 2},
+        "b.c": {"mean": 2.0, "std": 0.0, "n": 2},
+    }
