@@ -5,8 +5,9 @@ Transformer (0 = the embedding output), the STS-B test Spearman correlation
 of the cosine similarity of mean-pooled token vectors of that layer. For
 BERT the middle layers beat the last one, which motivates CT. The survey
 here encodes the sentences once and pools every layer from that single
-forward pass (`encode_all_layers`), which gives the same vectors as
-`encoder.encode(..., pooling=f"layer:{k}")` for each `k` in `L + 1` passes.
+forward pass (`encode_all_layers`, over `encode_poolings`), which gives the
+same vectors as `encoder.encode(..., pooling=f"layer:{k}")` for each `k` in
+`L + 1` passes.
 
 References:
     - [Carlsson et al., 2021. Semantic Re-tuning with Contrastive
@@ -20,27 +21,30 @@ import numpy as np
 from keras_sentemb.evaluation import _plotting
 
 
-def encode_all_layers(encoder, sentences, batch_size=128, max_length=None):
-    """Mean-pooled vectors of every layer, from one forward pass per batch.
+def encode_poolings(encoder, sentences, poolings, batch_size=128, max_length=None):
+    """Vectors of `sentences` with several poolings, from one forward pass per batch.
 
-    Layer `k` (0 = the embedding output, `encoder.num_layers` = the last
-    Transformer layer) is pooled as `pooling=f"layer:{k}"` (masked mean)
-    and passed through the encoder's head (projection and normalisation, if
-    it has them), exactly as `encoder.encode(sentences,
-    pooling=f"layer:{k}")` does. Sentences are length-sorted and bucketed
-    like `encode`.
+    Each pooling's vectors pass through the encoder's head (projection and
+    normalisation, if it has them) and equal `encoder.encode(sentences,
+    pooling=p, postprocess=False)`: a post-processing layer belongs to the
+    encoder's own pooling, so it is left out. Sentences are length-sorted and
+    bucketed like `encode`. One pass instead of one per pooling: the
+    Transformer runs once.
 
     Args:
         encoder: `SentenceEncoder`.
         sentences: list of str.
+        poolings: list of pooling names (see `parse_pooling`).
         batch_size: int. Defaults to `128`.
         max_length: int or None. Defaults to the encoder's `max_length`.
 
     Returns:
-        float32 numpy array `[num_layers + 1, len(sentences), output_dim]`.
+        dict pooling (as given) -> float32 numpy array `[len(sentences),
+        base_output_dim]`.
     """
     import tensorflow as tf
 
+    from keras_sentemb.models.pooling import parse_pooling
     from keras_sentemb.models.sentence_encoder import to_text
 
     if isinstance(batch_size, bool) or not isinstance(batch_size, (int, np.integer)) or batch_size < 1:
@@ -49,28 +53,47 @@ def encode_all_layers(encoder, sentences, batch_size=128, max_length=None):
     limit = int(encoder.backbone.max_sequence_length)
     if isinstance(max_length, bool) or not isinstance(max_length, (int, np.integer)) or not 3 <= max_length <= limit:
         raise ValueError(f"`max_length` must be an int in [3, {limit}], received {max_length!r}.")
+    poolings = list(poolings)
+    resolved = [parse_pooling(p, encoder.num_layers) for p in poolings]
     sentences = [to_text(s, i) for i, s in enumerate(sentences)]
-    num_states = encoder.num_layers + 1
     n = len(sentences)
-    out = np.zeros((num_states, n, encoder.output_dim), dtype=np.float32)
-    if n == 0:
-        return out
-    spec = tf.TensorSpec([None, None], tf.int32)
+    out = np.zeros((len(poolings), n, encoder.base_output_dim), dtype=np.float32)
+    if n:
+        spec = tf.TensorSpec([None, None], tf.int32)
 
-    @tf.function(input_signature=[spec, spec], reduce_retracing=True)
-    def all_layers(token_ids, padding_mask):
-        inputs = {"token_ids": token_ids, "padding_mask": padding_mask}
-        states = encoder.hidden_states(inputs, training=False)
-        return tf.stack(
-            [
-                encoder.head(encoder.pool(states, padding_mask, f"layer:{k}"))
-                for k in range(num_states)
-            ]
-        )
+        @tf.function(input_signature=[spec, spec], reduce_retracing=True)
+        def pooled(token_ids, padding_mask):
+            inputs = {"token_ids": token_ids, "padding_mask": padding_mask}
+            states = encoder.hidden_states(inputs, training=False)
+            return tf.stack([
+                encoder.head(encoder.pool(states, padding_mask, p), postprocess=False)
+                for p in resolved
+            ])
 
-    for idx, token_ids, mask in encoder.packed_batches(sentences, batch_size, max_length):
-        out[:, idx] = all_layers(token_ids, mask).numpy()
-    return out
+        for idx, token_ids, mask in encoder.packed_batches(sentences, batch_size, max_length):
+            out[:, idx] = pooled(token_ids, mask).numpy()
+    return dict(zip(poolings, out))
+
+
+def encode_all_layers(encoder, sentences, batch_size=128, max_length=None):
+    """Mean-pooled vectors of every layer, from one forward pass per batch.
+
+    Layer `k` (0 = the embedding output, `encoder.num_layers` = the last
+    Transformer layer) is pooled as `pooling=f"layer:{k}"` (masked mean);
+    see `encode_poolings`.
+
+    Args:
+        encoder: `SentenceEncoder`.
+        sentences: list of str.
+        batch_size: int. Defaults to `128`.
+        max_length: int or None. Defaults to the encoder's `max_length`.
+
+    Returns:
+        float32 numpy array `[num_layers + 1, len(sentences), base_output_dim]`.
+    """
+    poolings = [f"layer:{k}" for k in range(encoder.num_layers + 1)]
+    vectors = encode_poolings(encoder, sentences, poolings, batch_size, max_length)
+    return np.stack([vectors[p] for p in poolings])
 
 
 def layer_survey(

@@ -106,6 +106,9 @@ class BaseTrainer(keras.Model):
     constructor argument, the encoders serialized, and `from_config`
     rebuilds them.
 
+    An encoder with a post-processing layer (whitening, a flow) is refused:
+    those are fitted on the frozen encoder's vectors.
+
     Args:
         encoder: `SentenceEncoder`. The encoder kept for use after training.
     """
@@ -114,6 +117,14 @@ class BaseTrainer(keras.Model):
     encoder_arguments = ("encoder",)
 
     def __init__(self, encoder, **kwargs):
+        layer = getattr(encoder, "postprocess", None)
+        if layer is not None:
+            raise ValueError(
+                f"The encoder has a post-processing layer ({type(layer).__name__}, fitted on "
+                "its frozen vectors); training the encoder would invalidate it. Train the "
+                "encoder without it (encoder.postprocess = None, or the model it was fitted "
+                "on) and fit the post-processing again afterwards."
+            )
         super().__init__(**kwargs)
         self.encoder = encoder
         self.loss_tracker = keras.metrics.Mean(name="loss")
