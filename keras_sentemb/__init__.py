@@ -22,6 +22,8 @@ _PUBLIC = {
     "fit_self_guided": "keras_sentemb.api",
     "fit_parallel": "keras_sentemb.api",
     "fit_multitask": "keras_sentemb.api",
+    "fit_whitening": "keras_sentemb.api",
+    "fit_flow": "keras_sentemb.api",
     "Whitening": "keras_sentemb.models.whitening",
     "GlowFlow": "keras_sentemb.models.glow_flow",
     "TrainingReport": "keras_sentemb.pipelines.scaffold",

@@ -2,12 +2,14 @@
 
 ```
 keras-sentemb encode   --model MODEL --input FILE.txt --output FILE.npy
-                       [--pooling cls|mean|max|mean_last2|first_last|layer:K]
+                       [--pooling cls|mean|max|mean_last2|first_last|layer:K|sbert_wk[:S[:W]]]
                        [--batch-size N] [--max-length N] [--normalize]
 keras-sentemb evaluate sts --model MODEL --data DIR [--pooling ...]
 keras-sentemb train METHOD --model MODEL --train-file FILE --output DIR
                        [--steps N] [--batch-size N] [--learning-rate LR]
                        [--max-length N] [method options]
+                       # METHOD: ct | simcse | consert | sg | parallel | multitask | sts
+                       #         | whitening | flow (post-processing fitted on a frozen model)
 keras-sentemb export   --model MODEL --output saved_models/NAME [--version N]
 ```
 
@@ -21,7 +23,7 @@ import json
 import os
 import sys
 
-METHODS = ("ct", "simcse", "consert", "sg", "parallel", "multitask", "sts")
+METHODS = ("ct", "simcse", "consert", "sg", "parallel", "multitask", "sts", "whitening", "flow")
 FIT_FUNCTIONS = {
     "ct": "fit_ct",
     "simcse": "fit_simcse",
@@ -30,6 +32,8 @@ FIT_FUNCTIONS = {
     "parallel": "fit_parallel",
     "multitask": "fit_multitask",
     "sts": "fit_sts_regression",
+    "whitening": "fit_whitening",
+    "flow": "fit_flow",
 }
 # Keyword arguments of the fit_* functions that have fixed flags of their own
 # (or are not expressible on a command line).
@@ -327,7 +331,8 @@ def build_parser():
         p.add_argument("--model", required=True, help="'default', a keras-hub preset, or a model folder")
         if pooling:
             p.add_argument("--pooling", type=_pooling, default=None,
-                           help="cls|mean|max|mean_last2|first_last|layer:K (default: the model's)")
+                           help="cls|mean|max|mean_last2|first_last|layer:K|sbert_wk[:START[:WINDOW]] "
+                                "(default: the model's)")
         p.add_argument("--max-length", type=_positive_int, default=None)
 
     p = sub.add_parser("encode", help="encode a text file (one sentence per line) to .npy")
