@@ -16,9 +16,15 @@ def whitening_weights(vectors, dim=None):
     `dim` columns keeps the directions of largest variance. On the fitting
     set, `(x - mu) @ W` has mean zero and identity covariance.
 
+    `dim=None` keeps every direction the vectors span: the rank of their
+    covariance, which is `d - 1` for vectors pooled from one layer of a
+    Transformer (a LayerNorm's outputs lie in a hyperplane, and so do their
+    averages), so that no direction of zero variance is divided by ~0.
+
     Args:
         vectors: array-like `[n, d]`.
-        dim: int or None. Columns kept (`k`). Defaults to `None` (all `d`).
+        dim: int or None. Columns kept (`k`). Defaults to `None` (all the
+            directions of non-zero variance).
 
     Returns:
         `(mean [d], kernel [d, dim])`, float64 numpy arrays.
@@ -43,12 +49,17 @@ def whitening_weights(vectors, dim=None):
             f"Whitening needs a 2-D array of at least 2 vectors; received shape {x.shape}."
         )
     d = x.shape[1]
+    explicit_dim = dim
     dim = d if dim is None else validation.positive_int(dim, "dim")
     if dim > d:
         raise ValueError(f"`dim` must be in [1, {d}] (the vector size), received {dim}.")
     mean = x.mean(axis=0)
     u, s, _ = np.linalg.svd(np.cov(x.T))
     rank = int(np.sum(s > s[0] * 1e-10)) if s[0] > 0 else 0
+    if explicit_dim is None:
+        if rank == 0:
+            raise ValueError(f"The {x.shape[0]} vectors are all equal: nothing to whiten.")
+        dim = rank
     if rank < dim:
         raise ValueError(
             f"The {x.shape[0]} vectors span only {rank} of {d} dimensions; whitening to "
@@ -116,7 +127,7 @@ class Whitening(PostProcessing):
     def from_vectors(cls, vectors, dim=None, pooling=None, **kwargs):
         """A `Whitening` fitted on `vectors` `[n, d]` (see `whitening_weights`)."""
         mean, kernel = whitening_weights(vectors, dim)
-        layer = cls(kernel.shape[0], dim=dim, pooling=pooling, **kwargs)
+        layer = cls(kernel.shape[0], dim=kernel.shape[1], pooling=pooling, **kwargs)
         layer.build()
         layer.set_weights([mean, kernel])
         return layer

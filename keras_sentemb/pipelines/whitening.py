@@ -10,7 +10,7 @@ logger = logging.getLogger(__name__)
 
 
 def parse_dims(dim):
-    """`dim` -> list of candidate output sizes (None = keep every dimension).
+    """`dim` -> list of candidate output sizes (None = every direction of non-zero variance).
 
     Accepts None, an int, a list/tuple of ints (or None), or a
     comma-separated string such as `"128,256,all"` (`all`/`none` = None).
@@ -101,7 +101,9 @@ def fit_whitening(
         verbose: `"auto"`, 0 or 1. Progress bar of the encoding (`"auto"`:
             for 5,000 sentences or more).
         dim: int, None, a list of them, or a comma-separated string. Output
-            size `k` (`None`: all dimensions). Defaults to `None`.
+            size `k` (`None`: every direction of non-zero variance, `d - 1`
+            for poolings of one layer, see `whitening_weights`). Defaults
+            to `None`.
 
     Returns:
         The `SentenceEncoder` with its `Whitening` post-processing layer.

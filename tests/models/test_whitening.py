@@ -42,8 +42,14 @@ def test_errors_for_bad_dims_and_degenerate_sets():
         whitening_weights(X[:1])
     flat = np.hstack([X[:, :3], X[:, :3] @ RNG.normal(size=(3, 3))])  # rank 3 of 6
     with pytest.raises(ValueError, match="span only 3 of 6 dimensions"):
-        whitening_weights(flat)
-    assert whitening_weights(flat, dim=3)[1].shape == (6, 3)
+        whitening_weights(flat, dim=4)
+    # dim=None keeps the directions of non-zero variance only, and whitens them.
+    mean, kernel = whitening_weights(flat)
+    assert kernel.shape == (6, 3)
+    np.testing.assert_allclose(np.cov(((flat - mean) @ kernel).T), np.eye(3), atol=1e-8)
+    assert Whitening.from_vectors(flat).output_dim == 3
+    with pytest.raises(ValueError, match="all equal"):
+        whitening_weights(np.ones((5, 3)))
     with pytest.raises(ValueError, match="at most input_dim"):
         Whitening(4, dim=5)
 

@@ -19,7 +19,7 @@ def test_fit_keeps_the_best_dev_dim_and_whitens_the_fitting_set(tmp_path):
     encoder = make_tiny_encoder()
     weights = [w.copy() for w in encoder.get_weights()]
     out = tmp_path / "white"
-    kept = keras_sentemb.fit_whitening(CORPUS, model=encoder, dim="8,16,31", dev=DEV,
+    kept = keras_sentemb.fit_whitening(CORPUS, model=encoder, dim="8,16,all", dev=DEV,
                                        output=str(out), verbose=0)
     report = kept.training_report
     # A raw backbone: the paper's first-last average; the encoder is frozen.
@@ -27,7 +27,7 @@ def test_fit_keeps_the_best_dev_dim_and_whitens_the_fitting_set(tmp_path):
     for a, b in zip(weights, kept.get_weights()):
         np.testing.assert_array_equal(a, b)
     scores = report.selection["history"][0][1]
-    assert set(scores) == {"dim=8", "dim=16", "dim=31"}
+    assert set(scores) == {"dim=8", "dim=16", "dim=31"}  # all = the 31 spanned
     best = max(scores, key=scores.get)
     assert report.selection["kept"] == best and f"dim={kept.output_dim}" == best
     assert sts_spearman(kept, DEV) == pytest.approx(scores[best], abs=1e-3)
@@ -55,9 +55,10 @@ def test_precomputed_vectors_give_the_same_layer_and_errors():
         np.testing.assert_allclose(a, b, atol=1e-5)
     with pytest.raises(ValueError, match="takes no learning rate"):
         keras_sentemb.fit_whitening(CORPUS, model=encoder, learning_rate=1e-3)
-    # A random LayerNorm's outputs sum to zero: the vectors span 31 dimensions.
+    # A random LayerNorm's outputs sum to zero: the vectors span 31 dimensions
+    # ("all" keeps those 31, as the dev-selection test shows).
     with pytest.raises(ValueError, match="span only 31 of 32 dimensions"):
-        keras_sentemb.fit_whitening(vectors, model=encoder, dim="all", dev=None)
+        keras_sentemb.fit_whitening(vectors, model=encoder, dim=32, dev=None)
     with pytest.raises(ValueError, match="needs a dev set"):
         keras_sentemb.fit_whitening(CORPUS, model=encoder, dim=[4, 8], dev=None)
     with pytest.raises(ValueError, match="have 5 dimensions; the model outputs 32"):
