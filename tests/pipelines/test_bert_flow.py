@@ -21,16 +21,16 @@ def test_fit_trains_the_flow_only_and_keeps_the_best_dev_step(tmp_path):
     encoder = make_tiny_encoder()
     weights = [w.copy() for w in encoder.get_weights()]
     out = tmp_path / "flow"
-    kept = keras_sentemb.fit_flow(CORPUS[:128], model=encoder, steps=6, batch_size=16,
-                                  eval_every=3, dev=DEV, output=str(out), verbose=0,
+    kept = keras_sentemb.fit_flow(CORPUS[:64], model=encoder, steps=4, batch_size=16,
+                                  eval_every=2, dev=DEV, output=str(out), verbose=0,
                                   learning_rate=1e-2, **FLOW)
     report = kept.training_report
     assert report.pooling == "mean_last2" and kept.declared_pooling == "mean_last2"
-    assert report.steps_trained == 6
+    assert report.steps_trained == 4
     for a, b in zip(weights, kept.get_weights()):  # the encoder is frozen
         np.testing.assert_array_equal(a, b)
     history = report.selection["history"]
-    assert [s for s, _ in history] == [0, 3, 6]
+    assert [s for s, _ in history] == [0, 2, 4]
     best = max(scores["flow"] for _, scores in history)
     assert sts_spearman(kept, DEV) == pytest.approx(best, abs=1e-3)
     assert isinstance(kept.postprocess, GlowFlow) and kept.output_dim == 32
