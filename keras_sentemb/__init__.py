@@ -23,6 +23,10 @@ _PUBLIC = {
     "fit_parallel": "keras_sentemb.api",
     "fit_multitask": "keras_sentemb.api",
     "fit_mlm": "keras_sentemb.api",
+    "fit_whitening": "keras_sentemb.api",
+    "fit_flow": "keras_sentemb.api",
+    "Whitening": "keras_sentemb.models.whitening",
+    "GlowFlow": "keras_sentemb.models.glow_flow",
     "TrainingReport": "keras_sentemb.pipelines.scaffold",
 }
 

@@ -5,6 +5,7 @@ the shared `FitScaffold`; this module gathers them for `keras_sentemb.fit_*`
 and `keras-sentemb train METHOD`.
 """
 
+from keras_sentemb.pipelines.bert_flow import fit_flow  # noqa: F401
 from keras_sentemb.pipelines.consert import fit_consert  # noqa: F401
 from keras_sentemb.pipelines.ct import fit_ct  # noqa: F401
 from keras_sentemb.pipelines.mlm import fit_mlm  # noqa: F401
@@ -13,3 +14,4 @@ from keras_sentemb.pipelines.parallel import fit_parallel  # noqa: F401
 from keras_sentemb.pipelines.self_guided import fit_self_guided  # noqa: F401
 from keras_sentemb.pipelines.simcse import fit_simcse  # noqa: F401
 from keras_sentemb.pipelines.sts_regression import fit_sts_regression  # noqa: F401
+from keras_sentemb.pipelines.whitening import fit_whitening  # noqa: F401

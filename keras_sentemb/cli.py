@@ -2,7 +2,7 @@
 
 ```
 keras-sentemb encode   --model MODEL --input FILE.txt --output FILE.npy
-                       [--pooling cls|mean|max|mean_last2|first_last|layer:K]
+                       [--pooling cls|mean|max|mean_last2|first_last|layer:K|sbert_wk[:S[:W]]]
                        [--batch-size N] [--max-length N] [--normalize]
                        [--precision float32|bfloat16]
 keras-sentemb encode   --model MODEL --input FILE_OR_GLOB --output DIR/ --shard-size N
@@ -14,6 +14,8 @@ keras-sentemb evaluate all --model MODEL --data DIR [--output REPORT]
 keras-sentemb train METHOD --model MODEL --train-file FILE --output DIR
                        [--steps N] [--batch-size N] [--learning-rate LR]
                        [--max-length N] [method options]
+                       # METHOD: ct | simcse | consert | sg | parallel | multitask | sts
+                       #         | mlm | whitening | flow (post-processing fitted on a frozen model)
 keras-sentemb analyze  alignment-uniformity|token-removal|map|layers --model MODEL
                        [--compare MODEL2] --output DIR
 keras-sentemb export   --model MODEL --output saved_models/NAME [--version N]
@@ -30,7 +32,9 @@ import json
 import os
 import sys
 
-METHODS = ("ct", "simcse", "consert", "sg", "parallel", "multitask", "sts", "mlm")
+METHODS = (
+    "ct", "simcse", "consert", "sg", "parallel", "multitask", "sts", "mlm", "whitening", "flow",
+)
 FIT_FUNCTIONS = {
     "ct": "fit_ct",
     "simcse": "fit_simcse",
@@ -40,6 +44,8 @@ FIT_FUNCTIONS = {
     "multitask": "fit_multitask",
     "sts": "fit_sts_regression",
     "mlm": "fit_mlm",
+    "whitening": "fit_whitening",
+    "flow": "fit_flow",
 }
 # Keyword arguments of the fit_* functions that have fixed flags of their own
 # (or are not expressible on a command line).
@@ -513,7 +519,8 @@ def build_parser():
         p.add_argument("--model", required=True, help="'default', a keras-hub preset, or a model folder")
         if pooling:
             p.add_argument("--pooling", type=_pooling, default=None,
-                           help="cls|mean|max|mean_last2|first_last|layer:K (default: the model's)")
+                           help="cls|mean|max|mean_last2|first_last|layer:K|sbert_wk[:START[:WINDOW]] "
+                                "(default: the model's)")
         p.add_argument("--max-length", type=_positive_int, default=None)
         p.add_argument("--num-layers", type=_positive_int, default=None,
                        help="keep only the first N Transformer layers of MODEL")

@@ -30,12 +30,14 @@ def shuffled_batches(columns, batch_size, seed=0, start_step=0, extra=None):
     `start_step` sees exactly the batches the uninterrupted run would have.
 
     Args:
-        columns: dict name -> list of str, all of the same length.
+        columns: dict name -> list of str, all of the same length (may be
+            empty when `extra` has the rows).
         batch_size: int. Rows per batch.
         seed: int. Defaults to `0`.
         start_step: int. Index of the first batch. Defaults to `0`.
-        extra: dict name -> list of numbers, passed through untokenized
-            (e.g. labels). Defaults to `None`.
+        extra: dict name -> list or array of numbers (rows first), passed
+            through untokenized (e.g. labels, precomputed vectors). Defaults
+            to `None`.
 
     Returns:
         A dataset of dicts `{name: tf.string [batch_size], ...}` (plus the
@@ -43,7 +45,9 @@ def shuffled_batches(columns, batch_size, seed=0, start_step=0, extra=None):
     """
     batch_size = validation.positive_int(batch_size, "batch_size")
     names = list(columns)
-    n = len(columns[names[0]])
+    if not names and not extra:
+        raise ValueError("`columns` and `extra` are both empty: there is nothing to batch.")
+    n = len(columns[names[0]]) if names else len(next(iter(extra.values())))
     if any(len(columns[k]) != n for k in names):
         raise ValueError(
             "All columns must have the same length. Received: "

@@ -11,6 +11,9 @@
   supervised objective.
 - `load_supervised`: any of the above from a path or a list, telling which
   kind it is.
+- `load_positive_pairs`: `(sentence, positive)` pairs without negatives, e.g.
+  a sentence and its back-translation, from a two-column TSV, a CSV with
+  `sent0,sent1` columns, or a list.
 
 Malformed rows (wrong column count, empty sentence, label that does not
 parse) are skipped and counted; the count is logged and returned.
@@ -53,31 +56,46 @@ def read_nli_triplets(path, return_skipped=False):
     >>> read_nli_triplets(path, return_skipped=True)
     ([('A man sleeps.', 'A person rests.', 'A man runs.')], 1)
     """
+    return read_csv_columns(path, ("sent0", "sent1", "hard_neg"), return_skipped)
+
+
+def read_csv_columns(path, names, return_skipped=False):
+    """Rows of the named columns of a CSV file with a header; rows with an empty cell are skipped.
+
+    Args:
+        path: str or path. The CSV file.
+        names: tuple of str. The columns wanted, in the order returned.
+        return_skipped: bool. Also return the number of skipped rows.
+
+    Returns:
+        list of str tuples (and the skipped count).
+    """
     lines = read_text_file(path)
     reader = csv.reader(lines)
     header = next(reader, None)
+    wanted = ",".join(names)
     if header is None:
-        raise ValueError(f"{path} is empty; expected a CSV with sent0,sent1,hard_neg.")
+        raise ValueError(f"{path} is empty; expected a CSV with {wanted}.")
     header = [h.strip() for h in header]
-    missing = [c for c in ("sent0", "sent1", "hard_neg") if c not in header]
+    missing = [c for c in names if c not in header]
     if missing:
         raise ValueError(
-            f"{path}: expected a CSV header with columns sent0, sent1, hard_neg; "
+            f"{path}: expected a CSV header with columns {', '.join(names)}; "
             f"received header {header} (missing {missing})."
         )
-    cols = [header.index(c) for c in ("sent0", "sent1", "hard_neg")]
-    triplets, skipped = [], 0
+    cols = [header.index(c) for c in names]
+    rows, skipped = [], 0
     for row in reader:
         if not row:
             continue
         if len(row) < len(header) or not all(row[c].strip() for c in cols):
             skipped += 1
             continue
-        triplets.append(tuple(row[c].strip() for c in cols))
+        rows.append(tuple(row[c].strip() for c in cols))
     _report(path, skipped)
-    if not triplets:
-        raise ValueError(f"{path} holds no valid sent0,sent1,hard_neg row.")
-    return (triplets, skipped) if return_skipped else triplets
+    if not rows:
+        raise ValueError(f"{path} holds no valid {wanted} row.")
+    return (rows, skipped) if return_skipped else rows
 
 
 def _parse_label(text):
@@ -216,6 +234,52 @@ def load_supervised(data):
         )
     raise ValueError(
         "Supervised data must be a file path or a non-empty list of 3-tuples. "
+        f"Received: {type(data).__name__}."
+    )
+
+
+def load_positive_pairs(data):
+    r"""Loads `(sentence, positive)` pairs, e.g. sentences and their back-translations.
+
+    Args:
+        data: a path to a tab-separated file `sentence<TAB>positive` (the
+            first two columns; malformed rows are skipped and counted) or a
+            CSV whose header names `sent0` and `sent1` (SimCSE's layout;
+            other columns such as `hard_neg` are ignored), or a non-empty
+            list of `(str, str)`.
+
+    Returns:
+        list of `(sentence, positive)` str tuples.
+
+    Examples:
+
+    >>> import pathlib, tempfile
+    >>> path = pathlib.Path(tempfile.mkdtemp()) / "bt.tsv"
+    >>> _ = path.write_text("A man sleeps.\tA man is sleeping.\nNo tab here\n")
+    >>> load_positive_pairs(path)
+    [('A man sleeps.', 'A man is sleeping.')]
+    """
+    from keras_sentemb.data.corpus import read_pairs_tsv
+
+    if isinstance(data, (str, os.PathLike)):
+        path = os.fspath(data)
+        if not os.path.isfile(path):
+            raise FileNotFoundError(f"Pair file not found: {path}")
+        first = next((line for line in read_text_file(path) if line.strip()), "")
+        fields = [f.strip() for f in next(csv.reader([first]), [])]
+        if "\t" not in first and {"sent0", "sent1"} <= set(fields):
+            return read_csv_columns(path, ("sent0", "sent1"))
+        return read_pairs_tsv(path)
+    if isinstance(data, (list, tuple)) and data:
+        rows = [tuple(r) for r in data]
+        bad = next((r for r in rows if len(r) != 2 or not all(isinstance(x, str) for x in r)), None)
+        if bad is not None:
+            raise ValueError(
+                f"Positive pairs must be (sentence, positive) pairs of str; received {bad!r}."
+            )
+        return rows
+    raise ValueError(
+        "Positive pairs must be a file path or a non-empty list of (str, str). "
         f"Received: {type(data).__name__}."
     )
 

@@ -5,8 +5,9 @@ Transformer (0 = the embedding output), the STS-B test Spearman correlation
 of the cosine similarity of mean-pooled token vectors of that layer. For
 BERT the middle layers beat the last one, which motivates CT. The survey
 here encodes the sentences once and pools every layer from that single
-forward pass (`encode_all_layers`), which gives the same vectors as
-`encoder.encode(..., pooling=f"layer:{k}")` for each `k` in `L + 1` passes.
+forward pass (`encode_all_layers`, over `encode_poolings`), which gives the
+same vectors as `encoder.encode(..., pooling=f"layer:{k}")` for each `k` in
+`L + 1` passes.
 
 References:
     - [Carlsson et al., 2021. Semantic Re-tuning with Contrastive
@@ -23,19 +24,85 @@ from keras_sentemb.evaluation import _plotting
 LAYER_POOLINGS = ("mean", "cls", "max")
 
 
-def _pool_layer(encoder, states, padding_mask, k, pooling):
-    """Layer `k`'s sentence vector: masked mean (`layer:k`), its first token, or masked max."""
+def _layer_pooling(encoder, k, pooling):
+    """`(states, padding_mask) -> ` layer `k`'s vectors: masked mean (`layer:k`), first token or masked max."""
     import tensorflow as tf
 
     from keras_sentemb.models.pooling import masked_max
 
-    if pooling == "mean":
-        pooled = encoder.pool(states, padding_mask, f"layer:{k}")
-    elif pooling == "cls":
-        pooled = tf.cast(states[k][:, 0, :], tf.float32)
-    else:
-        pooled = masked_max(states[k], padding_mask)
-    return encoder.head(pooled)
+    def pool(states, padding_mask):
+        if pooling == "mean":
+            return encoder.pool(states, padding_mask, f"layer:{k}")
+        if pooling == "cls":
+            return tf.cast(states[k][:, 0, :], tf.float32)
+        return masked_max(states[k], padding_mask)
+
+    return pool
+
+
+def _encode_pooled(encoder, sentences, pool_fns, batch_size, max_length):
+    """`[len(pool_fns), len(sentences), base_output_dim]`: each function's vectors through the head.
+
+    One forward pass per batch, whatever the number of functions; a
+    post-processing layer belongs to the encoder's own pooling, so it is
+    left out (`head(..., postprocess=False)`).
+    """
+    import tensorflow as tf
+
+    from keras_sentemb.models.sentence_encoder import to_text
+
+    if isinstance(batch_size, bool) or not isinstance(batch_size, (int, np.integer)) or batch_size < 1:
+        raise ValueError(f"`batch_size` must be a positive int, received {batch_size!r}.")
+    max_length = encoder.max_length if max_length is None else max_length
+    limit = int(encoder.backbone.max_sequence_length)
+    if isinstance(max_length, bool) or not isinstance(max_length, (int, np.integer)) or not 3 <= max_length <= limit:
+        raise ValueError(f"`max_length` must be an int in [3, {limit}], received {max_length!r}.")
+    sentences = [to_text(s, i) for i, s in enumerate(sentences)]
+    n = len(sentences)
+    out = np.zeros((len(pool_fns), n, encoder.base_output_dim), dtype=np.float32)
+    if n:
+        spec = tf.TensorSpec([None, None], tf.int32)
+
+        @tf.function(input_signature=[spec, spec], reduce_retracing=True)
+        def pooled(token_ids, padding_mask):
+            inputs = {"token_ids": token_ids, "padding_mask": padding_mask}
+            states = encoder.hidden_states(inputs, training=False)
+            return tf.stack([
+                encoder.head(fn(states, padding_mask), postprocess=False) for fn in pool_fns
+            ])
+
+        for idx, token_ids, mask in encoder.packed_batches(sentences, batch_size, max_length):
+            out[:, idx] = pooled(token_ids, mask).numpy()
+    return out
+
+
+def encode_poolings(encoder, sentences, poolings, batch_size=128, max_length=None):
+    """Vectors of `sentences` with several poolings, from one forward pass per batch.
+
+    Each pooling's vectors pass through the encoder's head (projection and
+    normalisation, if it has them) and equal `encoder.encode(sentences,
+    pooling=p, postprocess=False)`: a post-processing layer belongs to the
+    encoder's own pooling, so it is left out. Sentences are length-sorted and
+    bucketed like `encode`. One pass instead of one per pooling: the
+    Transformer runs once.
+
+    Args:
+        encoder: `SentenceEncoder`.
+        sentences: list of str.
+        poolings: list of pooling names (see `parse_pooling`).
+        batch_size: int. Defaults to `128`.
+        max_length: int or None. Defaults to the encoder's `max_length`.
+
+    Returns:
+        dict pooling (as given) -> float32 numpy array `[len(sentences),
+        base_output_dim]`.
+    """
+    from keras_sentemb.models.pooling import parse_pooling
+
+    poolings = list(poolings)
+    resolved = [parse_pooling(p, encoder.num_layers) for p in poolings]
+    fns = [lambda states, mask, name=name: encoder.pool(states, mask, name) for name in resolved]
+    return dict(zip(poolings, _encode_pooled(encoder, sentences, fns, batch_size, max_length)))
 
 
 def encode_all_layers(encoder, sentences, batch_size=128, max_length=None, poolings=None):
@@ -45,10 +112,10 @@ def encode_all_layers(encoder, sentences, batch_size=128, max_length=None, pooli
     Transformer layer) is pooled as `pooling=f"layer:{k}"` (masked mean)
     and passed through the encoder's head (projection and normalisation, if
     it has them), exactly as `encoder.encode(sentences,
-    pooling=f"layer:{k}")` does. With `poolings`, each layer is also pooled
-    by its first token (`"cls"`: `encoder.encode(..., pooling="cls")` at the
-    last layer) and by the masked max (`"max"`). Sentences are length-sorted
-    and bucketed like `encode`.
+    pooling=f"layer:{k}", postprocess=False)` does. With `poolings`, each
+    layer is also pooled by its first token (`"cls"`: `encoder.encode(...,
+    pooling="cls")` at the last layer) and by the masked max (`"max"`).
+    Sentences are length-sorted and bucketed like `encode`.
 
     Args:
         encoder: `SentenceEncoder`.
@@ -59,42 +126,18 @@ def encode_all_layers(encoder, sentences, batch_size=128, max_length=None, pooli
             None means mean only and returns a single array. Defaults to None.
 
     Returns:
-        float32 numpy array `[num_layers + 1, len(sentences), output_dim]`;
+        float32 numpy array `[num_layers + 1, len(sentences), base_output_dim]`;
         with `poolings`, a dict `{pooling: such an array}`.
     """
-    from keras_sentemb.models.sentence_encoder import to_text
-
     single = poolings is None
     poolings = ("mean",) if single else tuple(poolings)
     bad = [p for p in poolings if p not in LAYER_POOLINGS]
     if bad or not poolings:
         raise ValueError(f"`poolings` must be a non-empty subset of {LAYER_POOLINGS}. Received: {poolings!r}.")
-    if isinstance(batch_size, bool) or not isinstance(batch_size, (int, np.integer)) or batch_size < 1:
-        raise ValueError(f"`batch_size` must be a positive int, received {batch_size!r}.")
-    max_length = encoder.max_length if max_length is None else max_length
-    limit = int(encoder.backbone.max_sequence_length)
-    if isinstance(max_length, bool) or not isinstance(max_length, (int, np.integer)) or not 3 <= max_length <= limit:
-        raise ValueError(f"`max_length` must be an int in [3, {limit}], received {max_length!r}.")
-    sentences = [to_text(s, i) for i, s in enumerate(sentences)]
-    import tensorflow as tf
-
     num_states = encoder.num_layers + 1
-    n = len(sentences)
-    out = np.zeros((len(poolings), num_states, n, encoder.output_dim), dtype=np.float32)
-    if n:
-        spec = tf.TensorSpec([None, None], tf.int32)
-
-        @tf.function(input_signature=[spec, spec], reduce_retracing=True)
-        def all_layers(token_ids, padding_mask):
-            inputs = {"token_ids": token_ids, "padding_mask": padding_mask}
-            states = encoder.hidden_states(inputs, training=False)
-            return tf.stack([
-                tf.stack([_pool_layer(encoder, states, padding_mask, k, p) for k in range(num_states)])
-                for p in poolings
-            ])
-
-        for idx, token_ids, mask in encoder.packed_batches(sentences, batch_size, max_length):
-            out[:, :, idx] = all_layers(token_ids, mask).numpy()
+    fns = [_layer_pooling(encoder, k, p) for p in poolings for k in range(num_states)]
+    out = _encode_pooled(encoder, sentences, fns, batch_size, max_length)
+    out = out.reshape((len(poolings), num_states) + out.shape[1:])
     return out[0] if single else dict(zip(poolings, out))
 
 

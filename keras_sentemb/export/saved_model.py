@@ -4,7 +4,8 @@ The exported graph holds the whole pipeline of a `SentenceEncoder`: UTF-8
 repair, the keras-hub tokenizer (tensorflow-text ops), truncation to the
 encoder's `max_length`, `[CLS]`/`[SEP]` packing with padding to the longest
 sentence of the request, the Transformer, pooling, the optional projection
-head and the optional L2 normalisation. TF Serving (or any process with
+head, the optional L2 normalisation and the optional post-processing layer
+(whitening, BERT-flow; `output_dim` is then the layer's). TF Serving (or any process with
 TensorFlow and the tensorflow-text ops registered) runs it; no Keras,
 keras-hub or keras_sentemb code is needed at serving time.
 
@@ -290,7 +291,7 @@ def build_export_archive(
     archive = keras.export.ExportArchive()
     # The tokenizer is tracked for its TF resources (lookup tables, if any).
     # The weights are tracked by `add_endpoint`, which collects every variable
-    # the endpoints use. `track(backbone)` would save each weight twice (the
+    # the endpoints use (the post-processing layer's included). `track(backbone)` would save each weight twice (the
     # Keras variable and the tf.Variable the graph captures: a 2x larger
     # SavedModel), and `track(encoder)` fails on the encoder's cache of
     # compiled functions (a dict with tuple keys).
@@ -474,6 +475,7 @@ def _metadata(encoder, version, chunk_size, token_signature, report, custom_ops)
         "max_length": encoder.max_length,
         "output_dim": encoder.output_dim,
         "projection_dim": encoder.projection_dim,
+        "postprocess": None if encoder.postprocess is None else encoder.postprocess.describe(),
         "chunk_size": chunk_size,
         "required_custom_ops": custom_ops,
         "verification": report,

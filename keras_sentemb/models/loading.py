@@ -14,6 +14,12 @@ import numpy as np
 
 from keras_sentemb.models import presets
 
+# Folders with a post-processing layer are written as format 2 by
+# `SentenceEncoder.save` (older versions, which read format 1, then say the
+# folder is newer); its weights go in POSTPROCESS_WEIGHTS.
+POSTPROCESS_FORMAT_VERSION = 2
+POSTPROCESS_WEIGHTS = "sentemb_postprocess.npz"
+
 logger = logging.getLogger(__name__)
 
 
@@ -23,6 +29,7 @@ class Components:
     tokenizer: object
     settings: dict
     projection_weights: list = None
+    postprocess: object = None
 
 
 def _sentence_transformers_settings(folder):
@@ -184,11 +191,14 @@ def _load_sentemb(folder, dtype):
     parts = _load_keras_hub(str(folder), dtype)
     stored = presets.read_json(folder / presets.SENTEMB_CONFIG)
     version = stored.pop("format_version", 1)
-    if version > 1:
+    if version > POSTPROCESS_FORMAT_VERSION:
         raise ValueError(
             f"{folder} was written by a newer keras_sentemb (format "
-            f"{version}); this version reads format 1."
+            f"{version}); this version reads formats 1 and {POSTPROCESS_FORMAT_VERSION}."
         )
+    postprocess = stored.pop("postprocess", None)
+    if postprocess is not None:
+        parts.postprocess = _load_postprocess(folder, postprocess)
     parts.settings.update(stored)
     weights_file = folder / "sentemb_projection.npz"
     if stored.get("projection_dim") is not None:
@@ -197,6 +207,24 @@ def _load_sentemb(folder, dtype):
         with np.load(weights_file) as data:
             parts.projection_weights = [data["kernel"], data["bias"]]
     return parts
+
+
+def _load_postprocess(folder, config):
+    """The post-processing layer of a keras_sentemb folder, weights loaded."""
+    import keras
+
+    weights_file = folder / POSTPROCESS_WEIGHTS
+    if not weights_file.is_file():
+        raise ModelLoadError(
+            f"{folder} declares a post-processing layer but has no {weights_file.name}."
+        )
+    layer = keras.saving.deserialize_keras_object(config)
+    if not layer.built:
+        layer.build((None, layer.input_dim))
+    with np.load(weights_file) as data:
+        weights = [data[f"w{i}"] for i in range(len(data.files))]
+    layer.set_weights(weights)
+    return layer
 
 
 class ModelLoadError(presets.ModelNotFoundError):

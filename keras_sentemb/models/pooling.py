@@ -7,6 +7,7 @@ from keras import ops
 
 POOLING_MODES = ("cls", "mean", "max", "mean_last2", "first_last")
 _LAYER_RE = re.compile(r"^layer:(-?\d+)$")
+_SBERT_WK_RE = re.compile(r"^sbert_wk(?::(-?\d+)(?::(\d+))?)?$")
 
 
 def parse_pooling(pooling, num_layers=None):
@@ -45,10 +46,32 @@ def parse_pooling(pooling, num_layers=None):
                 )
             k = k % (num_layers + 1)
         return f"layer:{k}"
+    match = _SBERT_WK_RE.match(pooling)
+    if match:
+        return _parse_sbert_wk(pooling, match, num_layers)
     raise ValueError(
         f"Unknown pooling {pooling!r}. Expected one of "
-        f"{', '.join(POOLING_MODES)} or 'layer:K'."
+        f"{', '.join(POOLING_MODES)}, 'layer:K' or 'sbert_wk[:START[:WINDOW]]'."
     )
+
+
+def _parse_sbert_wk(pooling, match, num_layers):
+    from keras_sentemb.models import sbert_wk
+
+    start = sbert_wk.DEFAULT_LAYER_START if match.group(1) is None else int(match.group(1))
+    window = sbert_wk.DEFAULT_WINDOW if match.group(2) is None else int(match.group(2))
+    if num_layers is not None:
+        if not -(num_layers + 1) <= start <= num_layers:
+            raise ValueError(
+                f"`pooling='{pooling}'` is out of range: the model has {num_layers} "
+                f"Transformer layers, so START must be in [0, {num_layers}] or negative "
+                "from the end."
+            )
+        start = start % (num_layers + 1)
+        sbert_wk.check_sbert_wk(start, window, num_layers)
+    elif window < 1:
+        raise ValueError(f"`pooling='{pooling}'`: the SBERT-WK window must be >= 1.")
+    return f"sbert_wk:{start}:{window}"
 
 
 def masked_mean(hidden, padding_mask):
@@ -102,6 +125,11 @@ def pool_hidden_states(hidden_states, padding_mask, pooling):
             masked_mean(hidden_states[1], padding_mask)
             + masked_mean(hidden_states[-1], padding_mask)
         )
+    if pooling.startswith("sbert_wk:"):
+        from keras_sentemb.models.sbert_wk import sbert_wk_pool
+
+        _, start, window = pooling.split(":")
+        return sbert_wk_pool(hidden_states, padding_mask, int(start), int(window))
     k = int(pooling.split(":")[1])
     return masked_mean(hidden_states[k], padding_mask)
 
@@ -116,8 +144,8 @@ class SentencePooling(keras.layers.Layer):
     `cls` (the first token of the last layer), `mean` and `max` (masked, over
     the last layer), `mean_last2` (average of the last two layers' masked
     means), `first_last` (average of the first and last Transformer layers'
-    masked means) and `layer:K` (masked mean of layer `K`, `0` = embedding
-    output).
+    masked means), `layer:K` (masked mean of layer `K`, `0` = embedding
+    output) and `sbert_wk:START:WINDOW` (SBERT-WK, Wang & Kuo 2020).
 
     Args:
         mode: str. The pooling mode. Defaults to `"mean"`.
@@ -132,6 +160,7 @@ class SentencePooling(keras.layers.Layer):
     References:
         - [Reimers & Gurevych, 2019](https://arxiv.org/abs/1908.10084)
         - [Gao et al., 2021](https://arxiv.org/abs/2104.08821) (first-last avg)
+        - [Wang & Kuo, 2020](https://arxiv.org/abs/2002.06652) (SBERT-WK)
     """
 
     def __init__(self, mode="mean", **kwargs):

@@ -10,6 +10,8 @@ import tensorflow as tf
 
 from keras_sentemb.models import presets
 from keras_sentemb.models.backbone_adapter import BackboneAdapter
+from keras_sentemb.models.loading import POSTPROCESS_FORMAT_VERSION
+from keras_sentemb.models.loading import POSTPROCESS_WEIGHTS
 from keras_sentemb.models.pooling import parse_pooling
 from keras_sentemb.models.pooling import pool_hidden_states
 from keras_sentemb.models.text_normalization import check_mode
@@ -99,6 +101,10 @@ class SentenceEncoder(keras.Model):
             leaves the tokenizer as it is. Encoders loaded from Hugging Face
             BERT folders use it, for token-for-token parity with the
             reference tokenizer. Defaults to `None`.
+        postprocess: a `keras_sentemb.models.PostProcessing` layer (e.g.
+            `Whitening`, `GlowFlow`), its serialized config, or None. Runs
+            on the sentence vectors after pooling, the projection head and
+            the L2 normalisation (see `postprocess`). Defaults to `None`.
 
     Examples:
 
@@ -123,6 +129,7 @@ class SentenceEncoder(keras.Model):
         projection_dim=None,
         projection_activation=None,
         text_normalization=None,
+        postprocess=None,
         **kwargs,
     ):
         super().__init__(**kwargs)
@@ -166,6 +173,12 @@ class SentenceEncoder(keras.Model):
         self._encode_fns = {}
         self._tokenize_graph = None
         object.__setattr__(self, "_precision_twins", {})
+        # At most one layer; a tracked list so that replacing it untracks the old one.
+        self._postprocess_layers = []
+        if postprocess is not None:
+            self.postprocess = postprocess
+            if pooling is not None:
+                self.pooling = pooling  # must agree with the layer's
         object.__setattr__(self, "_training_report", None)
         object.__setattr__(self, "_model_card", None)
         # The backbone (and head) are built, so the encoder is too.
@@ -182,9 +195,66 @@ class SentenceEncoder(keras.Model):
         # TensorFlow's AutoTrackable skips `setattr` when the new value *is*
         # the current one, and an undeclared encoder already reads "mean".
         if name == "pooling":
-            object.__setattr__(self, "_declared_pooling", parse_pooling(value, self.num_layers))
+            pooling = parse_pooling(value, self.num_layers)
+            self._check_postprocess_pooling(pooling)
+            object.__setattr__(self, "_declared_pooling", pooling)
+            return
+        if name == "postprocess":
+            self._set_postprocess(value)
             return
         super().__setattr__(name, value)
+
+    # ----------------------------------------------------------- postprocess
+    @property
+    def postprocess(self):
+        """The post-processing layer (`Whitening`, `GlowFlow`, ...) or None.
+
+        It maps the encoder's vectors (after pooling, the projection head and
+        the encoder's L2 normalisation) to its own, in `encode`, in `call`
+        (hence evaluation and the exported SavedModel) and in `save`.
+        Assigning a layer fitted on a pooling makes that pooling the
+        encoder's; encoding with another pooling is then refused. Assign
+        None to remove it.
+        """
+        layers = self.__dict__.get("_postprocess_layers")
+        return layers[0] if layers else None
+
+    def _set_postprocess(self, layer):
+        from keras_sentemb.models.post_processing import PostProcessing
+
+        if isinstance(layer, dict):
+            layer = keras.saving.deserialize_keras_object(layer)
+        if layer is not None and not isinstance(layer, PostProcessing):
+            raise TypeError(
+                "`postprocess` must be a keras_sentemb PostProcessing layer (Whitening, "
+                f"GlowFlow) or None; received {type(layer).__name__}."
+            )
+        if layer is not None:
+            if layer.input_dim != self.base_output_dim:
+                raise ValueError(
+                    f"The post-processing layer takes {layer.input_dim}-dimensional vectors; "
+                    f"this encoder outputs {self.base_output_dim}."
+                )
+            if not layer.built:
+                layer.build((None, layer.input_dim))
+        self._postprocess_layers.clear()
+        self._encode_fns.clear()
+        self.__dict__.get("_precision_twins", {}).clear()  # copies made with the old layer
+        if layer is not None:
+            self._postprocess_layers.append(layer)
+            if layer.pooling is not None:
+                object.__setattr__(
+                    self, "_declared_pooling", parse_pooling(layer.pooling, self.num_layers)
+                )
+
+    def _check_postprocess_pooling(self, pooling):
+        layer = self.postprocess
+        if layer is not None and layer.pooling is not None and pooling != layer.pooling:
+            raise ValueError(
+                f"This encoder's {type(layer).__name__} was fitted on {layer.pooling} "
+                f"pooling; it cannot post-process {pooling} pooling. Encode with "
+                f"pooling={layer.pooling!r}, or remove it (encoder.postprocess = None)."
+            )
 
     @property
     def declared_pooling(self):
@@ -245,9 +315,16 @@ class SentenceEncoder(keras.Model):
         return int(self.backbone.hidden_dim)
 
     @property
+    def base_output_dim(self):
+        """Size of the sentence vectors before the post-processing layer."""
+        return int(self.projection_dim or self.backbone.hidden_dim)
+
+    @property
     def output_dim(self):
         """Size of the sentence vectors."""
-        return int(self.projection_dim or self.backbone.hidden_dim)
+        if self.postprocess is not None:
+            return int(self.postprocess.output_dim)
+        return self.base_output_dim
 
     def embed_tokens(self, token_ids, segment_ids=None, position_ids=None):
         """Embedding output after the embedding LayerNorm, before dropout.
@@ -373,26 +450,37 @@ class SentenceEncoder(keras.Model):
             position_transform=position_transform,
             embedding_transform=embedding_transform,
         )
+        self._check_postprocess_pooling(self._resolve_pooling(pooling))
         pooled = self.pool(states, padding_mask, pooling)
         return tf.cast(self.head(pooled, normalize=normalize), "float32")
 
+    def _resolve_pooling(self, pooling):
+        return self.pooling if pooling is None else parse_pooling(pooling, self.num_layers)
+
     def pool(self, hidden_states, padding_mask, pooling=None):
         """Pool hidden states with `pooling` (default: the encoder's)."""
-        pooling = self.pooling if pooling is None else parse_pooling(
-            pooling, self.num_layers
-        )
-        return pool_hidden_states(hidden_states, padding_mask, pooling)
+        return pool_hidden_states(hidden_states, padding_mask, self._resolve_pooling(pooling))
 
-    def head(self, pooled, normalize=None):
-        """Apply the projection head (if any) and the L2 normalisation."""
+    def head(self, pooled, normalize=None, postprocess=True):
+        """The projection head (if any), the L2 normalisation, then the post-processing.
+
+        Args:
+            pooled: float tensor `[B, hidden_dim]`.
+            normalize: bool or None. Defaults to the encoder's `normalize`.
+            postprocess: bool. Apply the post-processing layer, if any.
+                Defaults to `True`.
+        """
         x = pooled
         if self.projection is not None:
             x = keras.ops.cast(self.projection(x), "float32")
         if self.normalize if normalize is None else normalize:
             x = tf.math.l2_normalize(x, axis=-1, epsilon=1e-12)
+        if postprocess and self.postprocess is not None:
+            x = tf.cast(self.postprocess(x), "float32")
         return x
 
     def call(self, inputs, training=False, pooling=None):
+        self._check_postprocess_pooling(self._resolve_pooling(pooling))
         states = self.hidden_states(inputs, training=training)
         return self.head(self.pool(states, inputs["padding_mask"], pooling))
 
@@ -455,10 +543,11 @@ class SentenceEncoder(keras.Model):
         return self.pack(self.tokenize(sentences), max_length)
 
     # ---------------------------------------------------------------- encode
-    def _encode_fn(self, pooling, normalize):
+    def _encode_fn(self, pooling, normalize, postprocess=True):
         # Everything the trace bakes in is part of the key (a string: TF's
-        # object tracking refuses dicts with tuple keys).
-        key = f"{pooling}|{int(bool(normalize))}|{int(self.normalize)}"
+        # object tracking refuses dicts with tuple keys). Assigning a
+        # post-processing layer clears the cache.
+        key = f"{pooling}|{int(bool(normalize))}|{int(self.normalize)}|{int(bool(postprocess))}"
         fn = self._encode_fns.get(key)
         if fn is None:
             spec = tf.TensorSpec([None, None], tf.int32)
@@ -467,8 +556,8 @@ class SentenceEncoder(keras.Model):
             def fn(token_ids, padding_mask):
                 inputs = {"token_ids": token_ids, "padding_mask": padding_mask}
                 states = self.hidden_states(inputs, training=False)
-                pooled = self.pool(states, padding_mask, pooling)
-                out = self.head(tf.cast(pooled, "float32"))
+                pooled = tf.cast(self.pool(states, padding_mask, pooling), "float32")
+                out = self.head(pooled, postprocess=postprocess)
                 if normalize:
                     out = tf.math.l2_normalize(out, axis=-1, epsilon=1e-12)
                 return out
@@ -500,6 +589,7 @@ class SentenceEncoder(keras.Model):
         normalize=False,
         show_progress=None,
         precision=None,
+        postprocess=True,
     ):
         """Encode raw sentences into a float32 numpy array `[n, dim]`.
 
@@ -525,10 +615,13 @@ class SentenceEncoder(keras.Model):
                 weights; pooling and outputs stay float32). Fast only on
                 CPUs with native bfloat16 (AVX512-BF16 / AMX) and on GPUs.
                 Defaults to `None` (float32).
+            postprocess: bool. Apply the post-processing layer (if any);
+                `False` returns the vectors it takes (what it was fitted
+                on). Defaults to `True`.
 
         Returns:
-            float32 numpy array `[n, output_dim]`; `[output_dim]` for a single
-            str.
+            float32 numpy array `[n, output_dim]` (`[n, base_output_dim]`
+            without post-processing); `[dim]` for a single str.
         """
         precision = check_precision(precision)
         if precision != "float32":
@@ -536,7 +629,7 @@ class SentenceEncoder(keras.Model):
             return twin.encode(
                 sentences, batch_size=batch_size, max_length=max_length,
                 pooling=self.pooling if pooling is None else pooling,
-                normalize=normalize, show_progress=show_progress,
+                normalize=normalize, show_progress=show_progress, postprocess=postprocess,
             )
         single = isinstance(sentences, (str, bytes))
         if single:
@@ -562,12 +655,16 @@ class SentenceEncoder(keras.Model):
             raise ValueError(
                 f"`max_length` must be an int in [3, {limit}], received {max_length!r}."
             )
-        pooling = self.pooling if pooling is None else parse_pooling(pooling, self.num_layers)
+        pooling = self._resolve_pooling(pooling)
+        postprocess = bool(postprocess) and self.postprocess is not None
+        if postprocess:
+            self._check_postprocess_pooling(pooling)
         n = len(sentences)
-        out = np.zeros((n, self.output_dim), dtype=np.float32)
+        dim = self.output_dim if postprocess else self.base_output_dim
+        out = np.zeros((n, dim), dtype=np.float32)
         if n == 0:
             return out[0] if single else out
-        fn = self._encode_fn(pooling, bool(normalize))
+        fn = self._encode_fn(pooling, bool(normalize), postprocess)
         if show_progress is None:
             show_progress = n >= 5000
         progbar = keras.utils.Progbar(n, unit_name="sentence") if show_progress else None
@@ -694,6 +791,10 @@ class SentenceEncoder(keras.Model):
                 "projection_dim": self.projection_dim,
                 "projection_activation": self.projection_activation,
                 "text_normalization": self.text_normalization,
+                "postprocess": (
+                    None if self.postprocess is None
+                    else keras.saving.serialize_keras_object(self.postprocess)
+                ),
             }
         )
         return config
@@ -707,7 +808,7 @@ class SentenceEncoder(keras.Model):
 
     def sentemb_config(self):
         """The settings written to `sentemb_config.json` by `save`."""
-        return {
+        config = {
             "format_version": FORMAT_VERSION,
             "pooling": self.declared_pooling,
             "normalize": self.normalize,
@@ -716,6 +817,10 @@ class SentenceEncoder(keras.Model):
             "projection_activation": self.projection_activation,
             "text_normalization": self.text_normalization,
         }
+        if self.postprocess is not None:
+            config["format_version"] = POSTPROCESS_FORMAT_VERSION
+            config["postprocess"] = keras.saving.serialize_keras_object(self.postprocess)
+        return config
 
     def save(self, filepath, overwrite=True, **kwargs):
         """Save to a folder (a keras-hub preset plus `sentemb_config.json`).
@@ -748,6 +853,10 @@ class SentenceEncoder(keras.Model):
             if self.projection is not None:
                 kernel, bias = (np.asarray(w) for w in self.projection.get_weights())
                 np.savez(folder / PROJECTION_WEIGHTS, kernel=kernel, bias=bias)
+            if self.postprocess is not None:
+                weights = self.postprocess.get_weights()
+                np.savez(folder / POSTPROCESS_WEIGHTS,
+                         **{f"w{i}": np.asarray(w) for i, w in enumerate(weights)})
             if self.training_report is not None:
                 with open(folder / TRAINING_REPORT, "w", encoding="utf-8") as f:
                     json.dump(self.training_report.to_dict(), f, indent=2)
@@ -807,6 +916,8 @@ class SentenceEncoder(keras.Model):
         ):
             if value is not None:
                 settings[name] = value
+        if parts.postprocess is not None:
+            kwargs.setdefault("postprocess", parts.postprocess)
         encoder = cls(parts.backbone, parts.tokenizer, **settings, **kwargs)
         if parts.projection_weights is not None:
             encoder.projection.set_weights(parts.projection_weights)
@@ -844,4 +955,12 @@ class SentenceEncoder(keras.Model):
         if self.projection is not None:
             copy.projection.set_weights(self.projection.get_weights())
         copy.model_card = self.model_card
+        if self.postprocess is not None:
+            layer = keras.saving.deserialize_keras_object(
+                keras.saving.serialize_keras_object(self.postprocess)
+            )
+            if not layer.built:
+                layer.build((None, layer.input_dim))
+            layer.set_weights(self.postprocess.get_weights())
+            copy.postprocess = layer
         return copy

@@ -14,17 +14,34 @@ SELECTION_STATE = "sentemb_dev_selection.json"
 SELECTION_WEIGHTS = "sentemb_dev_selection_best.npz"
 
 
+def pair_sentences(pairs):
+    """The distinct sentences of (s1, s2, score) pairs, sorted."""
+    return sorted({s for a, b, _ in pairs for s in (a, b)})
+
+
 def sts_spearman(encoder, pairs, batch_size=128, pooling=None):
     """Spearman x100 of cosine similarity on (s1, s2, score) pairs."""
+    sentences = pair_sentences(pairs)
+    vectors = encoder.encode(
+        sentences, batch_size=batch_size, pooling=pooling, show_progress=False
+    )
+    return vectors_spearman(vectors, sentences, pairs)
+
+
+def vectors_spearman(vectors, sentences, pairs):
+    """Spearman x100 of cosine similarity on pairs, from the vectors of `sentences`.
+
+    Args:
+        vectors: array `[len(sentences), dim]`, row i for `sentences[i]`.
+        sentences: list of str (e.g. `pair_sentences(pairs)`).
+        pairs: list of (s1, s2, score).
+    """
     from scipy.stats import spearmanr
 
     from keras_sentemb.evaluation.sts import cosine_scores
 
-    sentences = sorted({s for a, b, _ in pairs for s in (a, b)})
     index = {s: i for i, s in enumerate(sentences)}
-    vectors = encoder.encode(
-        sentences, batch_size=batch_size, pooling=pooling, show_progress=False
-    )
+    vectors = np.asarray(vectors)
     a = vectors[[index[p[0]] for p in pairs]]
     b = vectors[[index[p[1]] for p in pairs]]
     gold = np.array([p[2] for p in pairs], dtype=np.float64)

@@ -495,6 +495,17 @@ class FitScaffold:
         self._stages.append(stage_report)
         return selection
 
+    def record_selection(self, summary, stage=None):
+        """Record a dev selection made without `fit` (among fitted candidates).
+
+        Args:
+            summary: dict in `DevSelection.summary()`'s layout (`monitor`,
+                `kept`, `kept_score`, `history`, ...).
+            stage: str or None. Name of the stage.
+        """
+        self._stages.append({"stage": stage, "steps": 0, "steps_trained": 0,
+                             "selection": summary})
+
     # ---------------------------------------------------------------- finish
     def finish(self, encoder, extras=None):
         """Set the kept encoder's pooling, attach the report, save; return it.

@@ -25,13 +25,16 @@ def fit_self_guided(
     temperature=0.01,
     view_pooling="max",
     min_layer=0,
+    max_layer=None,
     projection_dim=4096,
+    projection=True,
     reg_weight=0.1,
     freeze_embeddings=True,
     warmup_ratio=0.1,
     weight_decay=0.0,
     max_grad_norm=1.0,
     patience=10,
+    mode="unsup",
 ):
     """Train a sentence encoder with self-guided contrastive learning (SG-OPT).
 
@@ -49,10 +52,19 @@ def fit_self_guided(
     and [CLS] pooling for BERT_T — the model's own pooling when it declares
     one (`pooling="auto"`).
 
+    With `mode="pairs"` the data are `(sentence, positive)` pairs (a
+    `sentence<TAB>positive` file, a `sent0,sent1` CSV or a list of 2-tuples),
+    e.g. sentences and their back-translations: BERT_T encodes the sentence
+    and BERT_F makes its views of the positive (the SG paper's "BT +
+    SG-OPT"). The ablations of the paper: `projection=False` (no projection
+    head), `view_pooling="mean"`, and the layer range `min_layer` ..
+    `max_layer` of the views.
+
     Args:
         data: list of str, a text file (one sentence per line), a
             `tf.data.Dataset` of strings or a TFDS name. The paper uses the
-            STS-B sentences without labels.
+            STS-B sentences without labels. With `mode="pairs"`: the pair
+            file or a list of `(sentence, positive)`.
         model: str or `SentenceEncoder`. Defaults to `"default"`.
         steps: int or None. Training steps; `None` = `epochs` passes over the
             corpus. Defaults to `None`.
@@ -77,8 +89,12 @@ def fit_self_guided(
         temperature: float. Defaults to `0.01`.
         view_pooling: str. `"max"` or `"mean"`. Defaults to `"max"`.
         min_layer: int. Skip views below this layer. Defaults to `0`.
+        max_layer: int or None. Skip views above this layer. Defaults to
+            `None` (the last layer).
         projection_dim: int or None. Projection head width; `None` trains
-            without the head (the paper's ablation). Defaults to `4096`.
+            without the head, like `projection=False`. Defaults to `4096`.
+        projection: bool. Use the projection head; `False` compares BERT_T's
+            vector and BERT_F's views directly. Defaults to `True`.
         reg_weight: float. Lambda of the regulariser. Defaults to `0.1`.
         freeze_embeddings: bool. Freeze BERT_T's embedding block. Defaults
             to `True`.
@@ -90,6 +106,9 @@ def fit_self_guided(
             `1.0`.
         patience: int or None. Evaluations without improvement before
             stopping. Defaults to `10`.
+        mode: str. `"unsup"` (one sentence feeds both encoders) or
+            `"pairs"` (BERT_T reads the sentence, BERT_F the positive).
+            Defaults to `"unsup"`.
 
     Returns:
         The trained `SentenceEncoder` (BERT_T).
@@ -107,17 +126,25 @@ def fit_self_guided(
           Sentence Representations](https://arxiv.org/abs/2106.07345)
     """
     from keras_sentemb.data.corpus import load_corpus
+    from keras_sentemb.data.nli import load_positive_pairs
     from keras_sentemb.trainers.self_guided import SelfGuided
 
     run = FitScaffold.start("self_guided", locals(), paper_pooling="cls")
-    sentences = load_corpus(data)
-    run.record_data(sentences=len(sentences))
-    run.set_steps(len(sentences), epochs)
+    validation.choice(mode, "mode", ("unsup", "pairs"))
+    if mode == "pairs":
+        pairs = load_positive_pairs(data)
+        columns = {"sentence": [p[0] for p in pairs], "positive": [p[1] for p in pairs]}
+    else:
+        columns = {"sentence": load_corpus(data)}
+    n = len(columns["sentence"])
+    run.record_data(sentences=n, mode=mode)
+    run.set_steps(n, epochs)
     with run.scope():
         encoder = run.load_encoder()
         trainer = SelfGuided(
             encoder, loss=loss, temperature=temperature, view_pooling=view_pooling,
-            min_layer=min_layer, projection_dim=projection_dim, reg_weight=reg_weight,
+            min_layer=min_layer, max_layer=max_layer,
+            projection_dim=projection_dim if projection else None, reg_weight=reg_weight,
             freeze_embeddings=freeze_embeddings, seed=seed,
             pooling=run.pooling_for(encoder),
         )
@@ -129,5 +156,5 @@ def fit_self_guided(
         )
         optimizer.exclude_from_weight_decay(var_names=["bias", "gamma", "beta"])
     run.compile(trainer, optimizer)
-    run.fit(trainer, run.batches(encoder, {"sentence": sentences}), patience=patience)
+    run.fit(trainer, run.batches(encoder, columns), patience=patience)
     return run.finish(trainer.encoder)

@@ -7,7 +7,12 @@ from keras_sentemb.pipelines.schedules import adamw_linear_decay
 
 def supervised_columns(data, mode):
     """Columns (and labels) of supervised SimCSE data for `mode`."""
+    from keras_sentemb.data.nli import load_positive_pairs
     from keras_sentemb.data.nli import load_supervised
+
+    if mode == "pairs":
+        rows = load_positive_pairs(data)
+        return {k: [r[i] for r in rows] for i, k in enumerate(("sent0", "sent1"))}, None, len(rows)
 
     kind, rows = load_supervised(data)
     wanted = "triplets" if mode == "sup" else "labeled_pairs"
@@ -57,14 +62,18 @@ def fit_simcse(
     MLP head in training only (`mlp="auto"`: the head is on exactly when
     [CLS] pooling is). `mode="sup"` trains on `(anchor, positive, hard
     negative)` triplets (a `sent0,sent1,hard_neg` CSV: NLI premise,
-    entailment, contradiction, or a sentence and its back-translation; the
-    paper uses batch 512, lr 5e-5); `mode="paraphrase"` on `(sentence1,
+    entailment, contradiction; the paper uses batch 512, lr 5e-5);
+    `mode="pairs"` on user-supplied `(sentence, positive)` pairs without
+    hard negatives (a `sentence<TAB>positive` file or a `sent0,sent1` CSV),
+    e.g. sentences and their back-translations (the SG paper's
+    "Contrastive (BT)"); `mode="paraphrase"` on `(sentence1,
     sentence2, label)` pairs such as `quora-dev.csv`. With `dev` (STS-B dev
     by default) the best checkpoint, the starting weights included, is kept.
 
     Args:
         data: unsup: list of str, text file, `tf.data.Dataset` or TFDS name;
-            sup / paraphrase: the CSV/TSV path or a list of 3-tuples.
+            sup / paraphrase: the CSV/TSV path or a list of 3-tuples;
+            pairs: the TSV/CSV path or a list of 2-tuples.
         model: str or `SentenceEncoder`. Defaults to `"default"`.
         steps: int or None. Defaults to one epoch.
         batch_size: int. Defaults to `64`.
@@ -81,8 +90,8 @@ def fit_simcse(
         callbacks: list of Keras callbacks. Defaults to `None`.
         seed: int. Defaults to `42`.
         verbose: Keras `fit` verbosity. Defaults to `"auto"`.
-        mode: str. `"unsup"`, `"sup"` or `"paraphrase"`. Defaults to
-            `"unsup"`.
+        mode: str. `"unsup"`, `"sup"`, `"pairs"` or `"paraphrase"`.
+            Defaults to `"unsup"`.
         temperature: float. Defaults to `0.05`.
         mlp: str. `"auto"`, `"train"` or `"none"`. Defaults to `"auto"`.
         hard_negative_weight: float. Defaults to `0.0`.
@@ -104,6 +113,7 @@ def fit_simcse(
     ```python
     encoder = fit_simcse("wiki100k.txt", steps=300)
     encoder = fit_simcse("nli.csv", mode="sup", batch_size=128)
+    encoder = fit_simcse("back_translations.tsv", mode="pairs")
     ```
 
     References:

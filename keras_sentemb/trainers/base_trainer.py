@@ -130,6 +130,9 @@ class BaseTrainer(keras.Model):
     time. Every entry of a batch must have one row per example (a last
     partial chunk is filled with repeated rows whose gradient is zero).
 
+    An encoder with a post-processing layer (whitening, a flow) is refused:
+    those are fitted on the frozen encoder's vectors.
+
     Args:
         encoder: `SentenceEncoder`. The encoder kept for use after training.
         mini_batch_size: int or None. Rows embedded at once with GradCache;
@@ -145,6 +148,14 @@ class BaseTrainer(keras.Model):
     encoder_arguments = ("encoder",)
 
     def __init__(self, encoder, mini_batch_size=None, **kwargs):
+        layer = getattr(encoder, "postprocess", None)
+        if layer is not None:
+            raise ValueError(
+                f"The encoder has a post-processing layer ({type(layer).__name__}, fitted on "
+                "its frozen vectors); training the encoder would invalidate it. Train the "
+                "encoder without it (encoder.postprocess = None, or the model it was fitted "
+                "on) and fit the post-processing again afterwards."
+            )
         super().__init__(**kwargs)
         self.encoder = encoder
         self.mini_batch_size = validation.optional_positive_int(

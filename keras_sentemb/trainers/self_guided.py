@@ -22,11 +22,13 @@ class SelfGuided(BaseTrainer):
     given `encoder`, tuned and kept). BERT_T's embedding block (token,
     position and segment embeddings and the embedding LayerNorm) is frozen
     too. For each sentence, BERT_F supplies views `h_{i,k}`: its hidden
-    states of layer `k = min_layer..L` (0 = the embedding output) pooled with
-    `view_pooling`. BERT_T supplies `c_i`, its last-layer [CLS] vector. Both
-    go through one shared projection head `f` (Linear(d, p), GELU,
-    Linear(p, p), GELU; p = 4096 in the paper) that is not part of the kept
-    encoder, and a contrastive loss pulls `f(c_i)` towards `f(h_i)`:
+    states of layer `k = min_layer..max_layer` (0 = the embedding output,
+    `max_layer` the last layer by default) pooled with `view_pooling`.
+    BERT_T supplies `c_i`, its last-layer [CLS] vector. Both go through one
+    shared projection head `f` (Linear(d, p), GELU, Linear(p, p), GELU;
+    p = 4096 in the paper; `projection_dim=None` removes it, the paper's
+    "w/o projection head" ablation) that is not part of the kept encoder,
+    and a contrastive loss pulls `f(c_i)` towards `f(h_i)`:
 
     - `"opt3"` (SG-OPT, the paper's main method): every view of sentence `i`
       is a positive of `c_i`; the views of the other sentences are negatives.
@@ -41,6 +43,11 @@ class SelfGuided(BaseTrainer):
     After training only BERT_T remains (`.encoder`); it encodes with the
     pooling it was trained for once the fit scaffold sets it.
 
+    Batches are `{"sentence": packed}` (both encoders read the sentence) or
+    `{"sentence": packed, "positive": packed}`: BERT_T encodes `sentence`
+    and BERT_F makes its views of `positive`, e.g. the sentence's
+    back-translation (the SG paper's "BT + SG-OPT").
+
     Args:
         encoder: `SentenceEncoder`. Becomes BERT_T (trained in place).
         loss: str. `"opt3"`, `"base"`, `"opt1"` or `"opt2"`. Defaults to
@@ -51,9 +58,11 @@ class SelfGuided(BaseTrainer):
             (its choice for transfer tasks). Defaults to `"max"`.
         min_layer: int. First layer used as a view (0 = embedding output);
             skips the lowest layers. Defaults to `0`.
+        max_layer: int or None. Last layer used as a view. Defaults to
+            `None` (the last layer).
         projection_dim: int or None. Width of the projection head; `None`
-            removes the head (f = identity: the loss acts on the raw vectors,
-            the paper's ablation without it). Defaults to `4096`.
+            compares `c_i` and the views directly (no head). Defaults to
+            `4096`.
         reg_weight: float. Weight lambda of the regulariser. Defaults to
             `0.1`.
         freeze_embeddings: bool. Freeze BERT_T's embedding block. Defaults to
@@ -85,6 +94,7 @@ class SelfGuided(BaseTrainer):
         temperature=0.01,
         view_pooling="max",
         min_layer=0,
+        max_layer=None,
         projection_dim=4096,
         reg_weight=0.1,
         freeze_embeddings=True,
@@ -101,15 +111,20 @@ class SelfGuided(BaseTrainer):
                 f"`min_layer` must be an int in [0, {num_layers}] (0 = embedding "
                 f"output, {num_layers} = last layer), received {min_layer!r}."
             )
+        max_layer = num_layers if max_layer is None else validation.non_negative_int(
+            max_layer, "max_layer")
+        if not min_layer <= max_layer <= num_layers:
+            raise ValueError(
+                f"`max_layer` must be an int in [min_layer={min_layer}, {num_layers}] "
+                f"({num_layers} = last layer), received {max_layer!r}."
+            )
         super().__init__(encoder, **kwargs)
         self.sg_loss = loss
         self.temperature = validation.positive_float(temperature, "temperature")
         self.view_pooling = view_pooling
         self.min_layer = min_layer
-        self.projection_dim = (
-            None if projection_dim is None
-            else validation.positive_int(projection_dim, "projection_dim")
-        )
+        self.max_layer = max_layer
+        self.projection_dim = validation.optional_positive_int(projection_dim, "projection_dim")
         self.reg_weight = validation.non_negative_float(reg_weight, "reg_weight")
         self.freeze_embeddings = bool(freeze_embeddings)
         self.seed = seed
@@ -129,13 +144,14 @@ class SelfGuided(BaseTrainer):
             raise ValueError("The frozen clone's weights do not line up with the encoder's.")
         self._weight_pairs = list(zip(tuned, frozen))
 
-        self.projection_head = None if self.projection_dim is None else self._head(seed)
+        self.projection_head = None
+        if self.projection_dim is not None:
+            self.projection_head = self._build_projection_head(seed, encoder.hidden_dim)
         self.seed_generator = keras.random.SeedGenerator(seed)
         self.sg_loss_tracker = keras.metrics.Mean(name="sg_loss")
         self.reg_tracker = keras.metrics.Mean(name="reg")
 
-    def _head(self, seed):
-        """f: Linear(d, p), GELU, Linear(p, p), GELU (float32)."""
+    def _build_projection_head(self, seed, hidden_dim):
         init = keras.initializers.RandomNormal(stddev=0.02, seed=seed)
         head = keras.Sequential(
             [
@@ -150,7 +166,7 @@ class SelfGuided(BaseTrainer):
             ],
             name="sg_projection_head",
         )
-        head.build((None, self.encoder.hidden_dim))
+        head.build((None, hidden_dim))
         return head
 
     def extra_metrics(self):
@@ -158,15 +174,15 @@ class SelfGuided(BaseTrainer):
 
     @property
     def num_views(self):
-        return self.encoder.num_layers + 1 - self.min_layer
+        return self.max_layer + 1 - self.min_layer
 
     # -------------------------------------------------------------- pieces
     def views(self, inputs):
-        """Pooled BERT_F hidden states of layers `min_layer..L`: [B, V, d] float32."""
+        """Pooled BERT_F hidden states of layers `min_layer..max_layer`: [B, V, d] float32."""
         states = self.frozen_encoder.hidden_states(inputs, training=False)
         pool = masked_max if self.view_pooling == "max" else masked_mean
         mask = inputs["padding_mask"]
-        pooled = [pool(s, mask) for s in states[self.min_layer :]]
+        pooled = [pool(s, mask) for s in states[self.min_layer : self.max_layer + 1]]
         return tf.stop_gradient(tf.stack(pooled, axis=1))
 
     def sentence_vectors(self, inputs, training=False):
@@ -207,7 +223,7 @@ class SelfGuided(BaseTrainer):
 
     def compute_contrastive_loss(self, data, training=True):
         inputs = data["sentence"]
-        views = self.views(inputs)
+        views = self.views(data.get("positive", inputs))
         cls = self.sentence_vectors(inputs, training=training)
         if self.sg_loss != "opt3":
             views = self.sample_views(views)
@@ -228,6 +244,7 @@ class SelfGuided(BaseTrainer):
             "temperature": self.temperature,
             "view_pooling": self.view_pooling,
             "min_layer": self.min_layer,
+            "max_layer": self.max_layer,
             "projection_dim": self.projection_dim,
             "reg_weight": self.reg_weight,
             "freeze_embeddings": self.freeze_embeddings,

@@ -10,7 +10,7 @@ from keras_sentemb.models.pooling import parse_pooling
 from keras_sentemb.models.projection_mlp import ProjectionMLP
 from keras_sentemb.trainers.base_trainer import BaseTrainer
 
-SIMCSE_MODES = ("unsup", "sup", "paraphrase")
+SIMCSE_MODES = ("unsup", "sup", "pairs", "paraphrase")
 MLP_MODES = ("train", "none")
 
 
@@ -27,6 +27,10 @@ class SimCSE(BaseTrainer):
       positive is the second column, every third column of the batch a
       negative (`hard_negative_weight` adds to each anchor's logit of its own
       hard negative).
+    - `"pairs"`: user-supplied `(sentence, positive)` pairs without hard
+      negatives, e.g. a sentence and its back-translation (the
+      "Contrastive (BT)" baseline of the SG paper): each sentence must find
+      its own positive among the batch's positives (InfoNCE).
     - `"paraphrase"`: `(sentence1, sentence2, label)` pairs as in the CS224N
       multitask report (`keras_sentemb.losses.paraphrase_loss`).
 
@@ -35,13 +39,13 @@ class SimCSE(BaseTrainer):
     only; the kept encoder has no head.
 
     Inputs of `fit`: dict batches `{"sentence": packed}` (unsup),
-    `{"sent0", "sent1", "hard_neg"}` (sup) or `{"sentence1", "sentence2":
+    `{"sent0", "sent1", "hard_neg"}` (sup), `{"sent0", "sent1"}` (pairs) or `{"sentence1", "sentence2":
     packed, "label": int [B]}` (paraphrase).
 
     Args:
         encoder: `SentenceEncoder`. Trained in place; kept as `.encoder`.
-        mode: str. `"unsup"`, `"sup"` or `"paraphrase"`. Defaults to
-            `"unsup"`.
+        mode: str. `"unsup"`, `"sup"`, `"pairs"` or `"paraphrase"`.
+            Defaults to `"unsup"`.
         temperature: float. Defaults to `0.05`.
         pooling: str. The pooling trained. Defaults to `"cls"` (the paper's).
         mlp: str. `"train"` (MLP head in training only) or `"none"`.
@@ -132,13 +136,18 @@ class SimCSE(BaseTrainer):
             doubled = {k: tf.concat([v, v], axis=0) for k, v in x.items()}
             z = self.embed(doubled, training)
             return {"first": z[:batch], "second": z[batch:]}
-        columns = ("sent0", "sent1", "hard_neg") if self.mode == "sup" else ("sentence1", "sentence2")
+        columns = {
+            "sup": ("sent0", "sent1", "hard_neg"),
+            "pairs": ("sent0", "sent1"),
+        }.get(self.mode, ("sentence1", "sentence2"))
         return {key: self.embed(data[key], training) for key in columns}
 
     def loss_from_embeddings(self, embeddings, data, training=True):
         z = embeddings
         if self.mode == "unsup":
             return info_nce_loss(z["first"], z["second"], temperature=self.temperature)
+        if self.mode == "pairs":
+            return info_nce_loss(z["sent0"], z["sent1"], temperature=self.temperature)
         if self.mode == "sup":
             return info_nce_loss(
                 z["sent0"], z["sent1"], hard_negatives=z["hard_neg"],

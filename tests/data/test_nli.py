@@ -43,3 +43,23 @@ def test_malformed_rows_are_counted(tmp_path):
 
 def test_triplets_to_pairs():
     assert triplets_to_nli_pairs([("p", "e", "c")]) == [("p", "e", 0), ("p", "c", 2)]
+
+
+def test_positive_pairs_from_tsv_csv_and_lists(tmp_path):
+    from keras_sentemb.data.nli import load_positive_pairs
+
+    tsv = tmp_path / "bt.tsv"
+    tsv.write_text("a man sleeps\ta man is sleeping\nno tab\n\nthe cat\tthe kitten\n",
+                   encoding="utf-8")
+    assert load_positive_pairs(tsv) == [("a man sleeps", "a man is sleeping"),
+                                        ("the cat", "the kitten")]
+    csv = tmp_path / "bt.csv"
+    csv.write_text("sent0,sent1,hard_neg\na,b,c\nd,,f\ng,h,i\n", encoding="utf-8")
+    assert load_positive_pairs(str(csv)) == [("a", "b"), ("g", "h")]
+    assert load_positive_pairs([("x", "y")]) == [("x", "y")]
+    with pytest.raises(ValueError, match=r"pairs of str; received \('x',\)"):
+        load_positive_pairs([("x",)])
+    with pytest.raises(ValueError, match="non-empty list"):
+        load_positive_pairs([])
+    with pytest.raises(FileNotFoundError, match="Pair file not found"):
+        load_positive_pairs(tmp_path / "missing.tsv")

@@ -36,7 +36,7 @@ def test_fit_saves_cls_encoder_without_projection_head(tmp_path):
     assert report.steps_trained == 4 and report.stopped is None
     assert [s for s, _ in report.selection["history"]] == [0, 2, 4]
     assert report.pooling == "cls" and "declares no pooling" in report.pooling_reason
-    assert report.data == {"sentences": 16}
+    assert report.data == {"sentences": 16, "mode": "unsup"}
     assert kept.declared_pooling == "cls"
     # The embedding block was frozen: bit-identical after training.
     for a, b in zip(embed_before, _embedding_weights(kept)):
@@ -130,3 +130,19 @@ def test_cli_train_sg(tmp_path):
     assert report["hyperparameters"]["loss"] == "base" and report["steps_trained"] == 2
     assert report["pooling"] == "cls"
     assert SentenceEncoder.from_preset(str(tmp_path / "out")).declared_pooling == "cls"
+
+
+def test_back_translation_pairs_without_projection_head(tmp_path):
+    """BT + SG-OPT: BERT_T reads the sentence, BERT_F the positive; the ablations' flags."""
+    pairs = tmp_path / "bt.tsv"
+    pairs.write_text("\n".join(f"{s}\t{s[::-1]}" for s in SENTENCES), encoding="utf-8")
+    kept = keras_sentemb.fit_self_guided(
+        str(pairs), model=make_tiny_encoder(), mode="pairs", projection=False,
+        view_pooling="mean", min_layer=1, max_layer=1, steps=2, batch_size=4, dev=None,
+        verbose=0,
+    )
+    report = kept.training_report
+    assert report.data == {"sentences": 8, "mode": "pairs"} and report.steps_trained == 2
+    assert report.hyperparameters["projection"] is False
+    with pytest.raises(ValueError, match="mode"):
+        keras_sentemb.fit_self_guided(SENTENCES, model=make_tiny_encoder(), mode="bt")

@@ -139,3 +139,14 @@ def test_cli_train_simcse_mlp_none_is_the_string_none(tmp_path):
     assert report["pooling"] == "cls"  # the tiny folder declares none: the paper's cls
     assert report["steps_trained"] == 2
     assert SentenceEncoder.from_preset(str(out)).declared_pooling == "cls"
+
+
+def test_pairs_mode_trains_on_a_sentence_positive_file(tmp_path):
+    """"Contrastive (BT)": (sentence, back-translation) rows, in-batch negatives only."""
+    pairs = tmp_path / "bt.csv"
+    pairs.write_text("sent0,sent1\n" + "\n".join(f"{a},{b}" for a, b, _ in TRIPLETS),
+                     encoding="utf-8")
+    kept = keras_sentemb.fit_simcse(str(pairs), model=make_tiny_encoder(), mode="pairs",
+                                    steps=2, batch_size=4, dev=None, verbose=0)
+    assert kept.training_report.data["mode"] == "pairs"
+    assert kept.training_report.steps_trained == 2

@@ -168,3 +168,25 @@ def test_without_projection_head_the_loss_acts_on_the_raw_vectors():
     assert float(logs["nonfinite"]) == 0.0
     after = float(trainer.compute_contrastive_loss(data, training=False)[0])
     assert after < float(before), (float(before), after)
+
+
+def test_ablations_no_head_layer_range_and_separate_view_inputs():
+    """Without the projection head the loss compares raw vectors; views of layers
+    min_layer..max_layer come from the `positive` input when the batch has one."""
+    encoder, trainer = _trainer("opt3", projection_dim=None, min_layer=1, max_layer=1,
+                                reg_weight=0.0)
+    assert trainer.projection_head is None and trainer.num_views == 1
+    assert trainer.get_config()["projection_dim"] is None
+    sentence = _batch(encoder)["sentence"]
+    positive = _batch(encoder, SENTENCES[::-1])["sentence"]
+    views = trainer.views(positive).numpy()
+    states = trainer.frozen_encoder.hidden_states(positive, training=False)
+    np.testing.assert_allclose(views[:, 0], masked_max(states[1], positive["padding_mask"]),
+                               atol=1e-6)
+    cls = encoder.hidden_states(sentence)[-1].numpy()[:, 0]
+    expected = ref_opt3(cls, views, 0.01)
+    total, _ = trainer.compute_contrastive_loss(
+        {"sentence": sentence, "positive": positive}, training=False)
+    np.testing.assert_allclose(float(total), expected, rtol=1e-4)
+    with pytest.raises(ValueError, match="max_layer"):
+        SelfGuided(encoder, min_layer=2, max_layer=1)

@@ -136,3 +136,15 @@ def test_invalid_arguments():
     with pytest.raises(ValueError, match="temperature"):
         SimCSE(make_tiny_encoder(), temperature=0.0)
 
+
+
+def test_pairs_mode_is_info_nce_between_sentences_and_their_positives():
+    """User-supplied positives (e.g. back-translations): no hard negatives."""
+    encoder = make_tiny_encoder()
+    trainer = SimCSE(encoder, mode="pairs", pooling="mean", mlp="none")
+    cols = triplet_batch(encoder)
+    batch = {"sent0": cols["sent0"], "sent1": cols["sent1"]}
+    a, p = (encoder(batch[k], pooling="mean") for k in ("sent0", "sent1"))
+    expected = info_nce_loss(a, p, temperature=0.05)
+    got = trainer.compute_contrastive_loss(batch, training=False)
+    np.testing.assert_allclose(got, expected, rtol=1e-5)

@@ -1,0 +1,105 @@
+"""Shared steps of the post-processing fits (whitening, BERT-flow): a frozen encoder's vectors."""
+
+import logging
+import os
+
+import numpy as np
+
+from keras_sentemb.pipelines.callbacks import pair_sentences
+from keras_sentemb.pipelines.callbacks import vectors_spearman
+
+logger = logging.getLogger(__name__)
+
+
+def load_frozen_encoder(run):
+    """The run's encoder without a post-processing layer, and its resolved pooling.
+
+    A post-processing layer the model already has is removed (the new one
+    replaces it; it is fitted on the vectors before post-processing).
+    """
+    encoder = run.load_encoder()
+    if encoder.postprocess is not None:
+        logger.info("%s: replacing the model's %s", run.method,
+                    type(encoder.postprocess).__name__)
+        encoder.postprocess = None
+    return encoder, run.pooling_for(encoder)
+
+
+def frozen_vectors(run, encoder, sentences, batch_size, verbose="auto", max_length=None):
+    """The encoder's vectors of `sentences` with the run's pooling (no post-processing).
+
+    `max_length` defaults to the encoder's own (what it encodes with after
+    the fit).
+    """
+    show = None if verbose == "auto" else bool(verbose)
+    return encoder.encode(
+        sentences, batch_size=batch_size, max_length=max_length, pooling=run.pooling,
+        show_progress=show, postprocess=False,
+    )
+
+
+class FittingData:
+    """What a post-processing layer is fitted on: sentences, or their precomputed vectors.
+
+    `data` is a corpus (see `load_corpus`) or precomputed vectors: a 2-D
+    float array or a `.npy` file of one, e.g. written by `keras-sentemb
+    encode --pooling P` with the same model and the run's pooling (a corpus
+    encoded once serves several fits).
+
+    Args:
+        data: the `data` argument of the fit.
+        limit: int or None. Keep the first `limit` rows.
+    """
+
+    def __init__(self, data, limit=None):
+        from keras_sentemb.data.corpus import load_corpus
+
+        self.sentences = self.given_vectors = None
+        is_npy = isinstance(data, (str, os.PathLike)) and os.fspath(data).endswith(".npy")
+        if isinstance(data, np.ndarray) or is_npy:
+            vectors = np.load(os.fspath(data)) if is_npy else data
+            if vectors.ndim != 2 or not np.issubdtype(vectors.dtype, np.floating):
+                raise ValueError(
+                    "Precomputed vectors must be a 2-D float array [n, dim]; received "
+                    f"{vectors.dtype} of shape {vectors.shape}."
+                )
+            if not np.isfinite(vectors).all():
+                raise ValueError("The precomputed vectors hold NaN or infinite values.")
+            self.given_vectors = np.asarray(vectors[:limit], np.float32)
+        else:
+            self.sentences = load_corpus(data)[:limit]
+        self.count = len(self.sentences if self.given_vectors is None else self.given_vectors)
+
+    def describe(self):
+        """Data counts for the training report."""
+        if self.given_vectors is None:
+            return {"sentences": self.count}
+        return {"vectors": self.count, "precomputed": True}
+
+    def vectors(self, run, encoder, batch_size, verbose="auto"):
+        """The fitting vectors: encoded (truncated to the run's `max_length`) or as given."""
+        if self.given_vectors is None:
+            return frozen_vectors(run, encoder, self.sentences, batch_size, verbose,
+                                  run.max_length)
+        if self.given_vectors.shape[1] != encoder.base_output_dim:
+            raise ValueError(
+                f"The precomputed vectors have {self.given_vectors.shape[1]} dimensions; the "
+                f"model outputs {encoder.base_output_dim}. Encode the corpus with this model."
+            )
+        logger.info("%s: fitting on %d precomputed vectors (taken to be %s pooling)",
+                    run.method, self.count, run.pooling)
+        return self.given_vectors
+
+
+class DevVectors:
+    """The run's dev pairs, their sentences' frozen vectors, and scoring of a transform."""
+
+    def __init__(self, run, encoder, batch_size=128):
+        self.pairs = run.dev_pairs
+        self.sentences = pair_sentences(self.pairs)
+        self.vectors = frozen_vectors(run, encoder, self.sentences, batch_size, verbose=0)
+
+    def spearman(self, transform=None):
+        """Spearman x100 of the dev pairs' cosines after `transform` (a layer or None)."""
+        vectors = self.vectors if transform is None else transform(self.vectors)
+        return vectors_spearman(vectors, self.sentences, self.pairs)

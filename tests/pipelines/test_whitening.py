@@ -1,0 +1,82 @@
+"""`fit_whitening`: closed-form fit on the frozen encoder's vectors, dim chosen on dev, saving, CLI."""
+
+import json
+
+import numpy as np
+import pytest
+
+import keras_sentemb
+from keras_sentemb import cli
+from keras_sentemb.models import SentenceEncoder
+from keras_sentemb.models.whitening import Whitening
+from keras_sentemb.pipelines.callbacks import sts_spearman
+from keras_sentemb.pipelines.whitening import parse_dims
+from tests.conftest import make_tiny_encoder
+from tests.trainers.test_contrastive_tension import CORPUS, DEV
+
+
+def test_fit_keeps_the_best_dev_dim_and_whitens_the_fitting_set(tmp_path):
+    encoder = make_tiny_encoder()
+    weights = [w.copy() for w in encoder.get_weights()]
+    out = tmp_path / "white"
+    kept = keras_sentemb.fit_whitening(CORPUS, model=encoder, dim="8,16,all", dev=DEV,
+                                       output=str(out), verbose=0)
+    report = kept.training_report
+    # A raw backbone: the paper's first-last average; the encoder is frozen.
+    assert report.pooling == "first_last" and kept.declared_pooling == "first_last"
+    for a, b in zip(weights, kept.get_weights()):
+        np.testing.assert_array_equal(a, b)
+    scores = report.selection["history"][0][1]
+    assert set(scores) == {"dim=8", "dim=16", "dim=31"}  # all = the 31 spanned
+    best = max(scores, key=scores.get)
+    assert report.selection["kept"] == best and f"dim={kept.output_dim}" == best
+    assert sts_spearman(kept, DEV) == pytest.approx(scores[best], abs=1e-3)
+    assert report.data == {"sentences": 300} and report.steps_trained == 0
+    # The kept layer whitens exactly the vectors it was fitted on.
+    whitened = kept.encode(CORPUS)
+    np.testing.assert_allclose(np.cov(whitened.T), np.eye(kept.output_dim), atol=1e-3)
+    raw = kept.encode(CORPUS, postprocess=False)
+    np.testing.assert_allclose(whitened, np.asarray(kept.postprocess(raw)), atol=1e-6)
+    saved = json.loads((out / "training_report.json").read_text())
+    assert saved["extras"]["fitted_on"] == {"vectors": 300, "input_dim": 32}
+    loaded = SentenceEncoder.from_preset(str(out))
+    np.testing.assert_allclose(loaded.encode(CORPUS[:6]), whitened[:6], atol=1e-5)
+
+
+def test_precomputed_vectors_give_the_same_layer_and_errors():
+    encoder = make_tiny_encoder()
+    vectors = encoder.encode(CORPUS, pooling="mean")
+    from_sentences = keras_sentemb.fit_whitening(CORPUS, model=encoder, pooling="mean",
+                                                 dim=8, dev=None).postprocess.get_weights()
+    encoder.postprocess = None
+    from_vectors = keras_sentemb.fit_whitening(vectors, model=encoder, pooling="mean",
+                                               dim=8, dev=None).postprocess.get_weights()
+    for a, b in zip(from_sentences, from_vectors):
+        np.testing.assert_allclose(a, b, atol=1e-5)
+    with pytest.raises(ValueError, match="takes no learning rate"):
+        keras_sentemb.fit_whitening(CORPUS, model=encoder, learning_rate=1e-3)
+    # A random LayerNorm's outputs sum to zero: the vectors span 31 dimensions
+    # ("all" keeps those 31, as the dev-selection test shows).
+    with pytest.raises(ValueError, match="span only 31 of 32 dimensions"):
+        keras_sentemb.fit_whitening(vectors, model=encoder, dim=32, dev=None)
+    with pytest.raises(ValueError, match="needs a dev set"):
+        keras_sentemb.fit_whitening(CORPUS, model=encoder, dim=[4, 8], dev=None)
+    with pytest.raises(ValueError, match="have 5 dimensions; the model outputs 32"):
+        keras_sentemb.fit_whitening(np.ones((10, 5)), model=encoder, dev=None)
+    assert parse_dims("128, all,128") == [128, None] and parse_dims(None) == [None]
+    with pytest.raises(ValueError, match="comma-separated"):
+        parse_dims("12,x")
+
+
+def test_train_whitening_from_the_command_line(tmp_path, capsys):
+    model = tmp_path / "tiny"
+    make_tiny_encoder().save(model)
+    corpus = tmp_path / "corpus.txt"
+    corpus.write_text("\n".join(CORPUS), encoding="utf-8")
+    out = tmp_path / "white"
+    assert cli.main(["train", "whitening", "--model", str(model), "--train-file", str(corpus),
+                     "--output", str(out), "--dim", "8", "--pooling", "mean", "--dev", "none",
+                     "--verbose", "0"]) == 0
+    loaded = SentenceEncoder.from_preset(str(out))
+    assert isinstance(loaded.postprocess, Whitening) and loaded.output_dim == 8
+    assert loaded.declared_pooling == "mean"
