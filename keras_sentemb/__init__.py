@@ -23,6 +23,7 @@ _PUBLIC = {
     "fit_parallel": "keras_sentemb.api",
     "fit_multitask": "keras_sentemb.api",
     "TrainingReport": "keras_sentemb.pipelines.scaffold",
+    "extend_vocabulary": "keras_sentemb.models.vocabulary",
 }
 
 __all__ = sorted(_PUBLIC)
