@@ -69,7 +69,7 @@ def main(argv=None):
     p.add_argument("--eval-size", type=int, default=1000, help="step A's held-out test pairs")
     p.add_argument("--dev-size", type=int, default=500, help="step A's held-out dev pairs")
     p.add_argument("--eval-every", type=int, default=100)
-    p.add_argument("--extend-vocabulary", type=int, default=8000,
+    p.add_argument("--extend-vocabulary", type=int, default=10000,
                    help="at most this many new student tokens (0: keep the vocabulary)")
     p.add_argument("--vocabulary-init", default="aligned",
                    choices=["aligned", "mean", "pieces", "normal"])

@@ -103,6 +103,7 @@ def evaluate_bitext_retrieval(
     max_length=None,
     source_pooling=None,
     target_pooling=None,
+    k=1,
 ):
     """Bitext retrieval accuracy of two encoders on (source, target) pairs.
 
@@ -118,6 +119,7 @@ def evaluate_bitext_retrieval(
         max_length: int or None. Token limit. Defaults to the encoders'.
         source_pooling: str or None. Overrides the source encoder's pooling.
         target_pooling: str or None. Overrides the target encoder's pooling.
+        k: int. Top-k accuracy. Defaults to `1`.
 
     Returns:
         The dict of `bitext_retrieval_accuracy`.
@@ -133,4 +135,4 @@ def evaluate_bitext_retrieval(
         [b for _, b in pairs], batch_size=batch_size, max_length=max_length,
         pooling=target_pooling, show_progress=False,
     )
-    return bitext_retrieval_accuracy(src, tgt)
+    return bitext_retrieval_accuracy(src, tgt, k=k)

@@ -43,11 +43,16 @@ ALIGNMENT_ITERATIONS = 5
 CHUNK = 4096
 
 
-def _check_wordpiece(encoder):
+def can_extend(encoder):
+    """Whether `extend_vocabulary` supports the encoder's tokenizer (WordPiece)."""
     import keras_hub
 
+    return isinstance(encoder.tokenizer, keras_hub.tokenizers.WordPieceTokenizer)
+
+
+def _check_wordpiece(encoder):
     tokenizer = encoder.tokenizer
-    if not isinstance(tokenizer, keras_hub.tokenizers.WordPieceTokenizer):
+    if not can_extend(encoder):
         raise ValueError(
             "Vocabulary extension supports WordPiece tokenizers (BERT-family models); "
             f"this encoder's tokenizer is a {type(tokenizer).__name__}. Byte-level BPE "

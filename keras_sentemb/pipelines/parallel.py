@@ -75,9 +75,9 @@ def fit_parallel(
     track_alignment=True,
     track_every=0,
     plot=None,
-    extend_vocabulary=0,
+    extend_vocabulary=10000,
     vocabulary_min_count=2,
-    vocabulary_init="mean",
+    vocabulary_init="aligned",
 ):
     """Train a target-language student from a frozen source-language teacher.
 
@@ -99,13 +99,17 @@ def fit_parallel(
     [CLS] with a training-only MLP head (`mlp="auto"`).
 
     A student whose vocabulary lacks the target script (an English model
-    and Chinese targets: most characters are `[UNK]`) cannot learn it;
-    `extend_vocabulary=N` first adds up to N text units of the training
-    targets that its tokenizer maps to `[UNK]` (`keras_sentemb.
-    extend_vocabulary`: characters whole, WordPiece pieces for longer
-    unknown words) with new trainable embedding rows. Only the student's
-    vocabulary grows; the teacher keeps its own and tokenizes the source
-    side.
+    and Chinese targets: most characters are `[UNK]`) cannot learn it, so
+    first up to `extend_vocabulary` text units of the training targets that
+    its tokenizer maps to `[UNK]` are added to its vocabulary
+    (`keras_sentemb.extend_vocabulary`: characters whole, WordPiece pieces
+    for longer unknown words) with new trainable embedding rows, by default
+    initialised from the rows of the source tokens they align with in the
+    training pairs (`vocabulary_init="aligned"`, IBM Model 1). A vocabulary
+    that already covers the targets gains nothing, and byte-level BPE
+    (RoBERTa), which has no unknown token, is left as it is. Only the
+    student's vocabulary grows; the teacher keeps its own and tokenizes the
+    source side.
 
     Args:
         data: TSV path (`source<TAB>target[<TAB>...]`), list of
@@ -149,14 +153,14 @@ def fit_parallel(
         plot: str or None. PNG path of the trajectory plot.
         extend_vocabulary: int. At most this many new tokens for the student,
             learned on the training targets (`0`: keep its vocabulary).
-            Defaults to `0`.
+            Defaults to `10000`.
         vocabulary_min_count: int. Minimum occurrences of a new token in
             the training targets. Defaults to `2`.
         vocabulary_init: str. Initial embedding rows of new tokens:
             `"aligned"` (the rows of the source tokens each new token is
             aligned with in the training pairs, by IBM Model 1), `"mean"`,
             `"pieces"` or `"normal"` (see `add_vocabulary`). Defaults to
-            `"mean"`.
+            `"aligned"`.
 
     Returns:
         The trained student `SentenceEncoder`. Its `training_report.extras`
@@ -168,8 +172,8 @@ def fit_parallel(
 
     ```python
     student = fit_parallel("cmn-eng.tsv", steps=300, batch_size=32,
-                           max_length=48, extend_vocabulary=8000,
-                           output="zh_student")
+                           max_length=48, output="zh_student")
+    print(student.training_report.extras["vocabulary"])  # {'added': ...}
     ```
 
     References:
@@ -181,6 +185,7 @@ def fit_parallel(
     from keras_sentemb.evaluation.alignment_uniformity import AlignmentUniformityTracker
     from keras_sentemb.evaluation.retrieval import evaluate_bitext_retrieval
     from keras_sentemb.models.vocabulary import INITS
+    from keras_sentemb.models.vocabulary import can_extend
     from keras_sentemb.models.vocabulary import extend_vocabulary as grow_vocabulary
     from keras_sentemb.models.vocabulary import unknown_token_share
     from keras_sentemb.trainers.parallel import MODES
@@ -216,7 +221,10 @@ def fit_parallel(
         student_enc = start.clone(name="student")
         targets = [b for _, b in train_pairs]
         vocabulary = {"unk_share_train_targets_before": unknown_token_share(student_enc, targets)}
-        if extend_vocabulary:
+        if extend_vocabulary and not can_extend(student_enc):
+            logger.info("parallel: the student's %s has no unknown token; its vocabulary is kept",
+                        type(student_enc.tokenizer).__name__)
+        elif extend_vocabulary:
             student_enc = grow_vocabulary(
                 student_enc, targets, max_new_tokens=extend_vocabulary,
                 min_count=vocabulary_min_count, init=vocabulary_init, seed=run.seed or 0,
@@ -228,7 +236,7 @@ def fit_parallel(
         elif vocabulary["unk_share_train_targets_before"] > 0.05:
             logger.warning(
                 "parallel: %.0f%% of the student's target tokens are the unknown token; "
-                "it cannot learn them. extend_vocabulary=N adds them to its vocabulary.",
+                "it cannot learn them. extend_vocabulary > 0 adds them to its vocabulary.",
                 100 * vocabulary["unk_share_train_targets_before"],
             )
         if heldout:

@@ -185,13 +185,25 @@ def test_extend_vocabulary_grows_the_student_only(tmp_path):
 
 
 def test_without_extension_an_unknown_script_is_reported(caplog):
-    caplog.set_level("WARNING")
+    caplog.set_level("INFO")
     student = keras_sentemb.fit_parallel(
         zh_pairs(30), model=make_tiny_encoder(num_layers=1), steps=1, batch_size=8,
         queue_size=0, eval_size=0, dev=None, track_alignment=False, verbose=0,
+        extend_vocabulary=0,
     )
     assert student.training_report.extras["vocabulary"]["unk_share_train_targets_before"] > 0.5
-    assert "extend_vocabulary" in caplog.text
+    assert "added" not in student.training_report.extras["vocabulary"]
+    assert "extend_vocabulary > 0" in caplog.text
+    # Byte-level BPE has no unknown token: the default extension leaves it as it is.
+    from tests.models.test_forward import make_tiny_roberta
+
+    roberta = make_tiny_roberta()
+    student = keras_sentemb.fit_parallel(
+        zh_pairs(30), model=roberta, steps=1, batch_size=8, queue_size=0, eval_size=0,
+        dev=None, track_alignment=False, verbose=0,
+    )
+    assert student.tokenizer.vocabulary_size() == roberta.tokenizer.vocabulary_size()
+    assert "has no unknown token" in caplog.text
     with pytest.raises(ValueError, match="vocabulary_init"):
         keras_sentemb.fit_parallel(zh_pairs(30), model=make_tiny_encoder(), vocabulary_init="x")
     with pytest.raises(ValueError, match="extend_vocabulary"):
