@@ -40,6 +40,10 @@ logger = logging.getLogger(__name__)
 
 INITS = ("mean", "pieces", "normal", "aligned")
 ALIGNMENT_ITERATIONS = 5
+# Model 1's EM holds one entry per (source token, target token) of every
+# pair: ~100 per Tatoeba pair, a few hundred for longer sentences; at most
+# this many pairs (evenly spaced) keep that to a few GB.
+ALIGNMENT_MAX_PAIRS = 100000
 CHUNK = 4096
 
 
@@ -254,7 +258,8 @@ def _flat_ids(encoder, sentences):
     return flat.astype(np.int64), starts
 
 
-def alignment_probabilities(encoder, corpus, translations, iterations=ALIGNMENT_ITERATIONS):
+def alignment_probabilities(encoder, corpus, translations, iterations=ALIGNMENT_ITERATIONS,
+                            max_pairs=ALIGNMENT_MAX_PAIRS):
     """IBM Model 1 translation probabilities t(source token | target token).
 
     Each target sentence (`corpus[i]`, tokenized by `encoder`) generates the
@@ -269,6 +274,9 @@ def alignment_probabilities(encoder, corpus, translations, iterations=ALIGNMENT_
         corpus: list of str. Target sentences.
         translations: list of str. Their translations, aligned with `corpus`.
         iterations: int. EM rounds. Defaults to `5`.
+        max_pairs: int. Larger corpora are subsampled to this many evenly
+            spaced pairs (EM memory grows with the pairs). Defaults to
+            `100000`.
 
     Returns:
         `(target_ids, source_ids, probabilities)`: three aligned 1-D arrays
@@ -286,6 +294,11 @@ def alignment_probabilities(encoder, corpus, translations, iterations=ALIGNMENT_
             f"translations for {len(corpus)} sentences."
         )
     iterations = validation.positive_int(iterations, "iterations")
+    max_pairs = validation.positive_int(max_pairs, "max_pairs")
+    if len(corpus) > max_pairs:
+        keep = np.unique(np.linspace(0, len(corpus) - 1, max_pairs).astype(np.int64))
+        corpus = [corpus[i] for i in keep]
+        translations = [translations[i] for i in keep]
     target, target_starts = _flat_ids(encoder, corpus)
     source, source_starts = _flat_ids(encoder, translations)
     n = len(corpus)

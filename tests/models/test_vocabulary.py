@@ -8,6 +8,7 @@ import keras_sentemb
 from keras_sentemb.models import SentenceEncoder
 from keras_sentemb.models.vocabulary import add_vocabulary
 from keras_sentemb.models.vocabulary import alignment_probabilities
+from keras_sentemb.models.vocabulary import can_extend
 from keras_sentemb.models.vocabulary import extend_vocabulary
 from keras_sentemb.models.vocabulary import new_vocabulary_units
 from keras_sentemb.models.vocabulary import unknown_token_share
@@ -207,6 +208,8 @@ def test_errors():
         add_vocabulary(encoder, ["猫", "猫"])
     with pytest.raises(ValueError, match="white space"):
         add_vocabulary(encoder, ["a b"])
+    # Byte-level BPE has no unknown token (fit_parallel keeps its vocabulary).
+    assert can_extend(encoder) and not can_extend(make_tiny_roberta())
     with pytest.raises(ValueError, match="WordPiece"):
         extend_vocabulary(make_tiny_roberta(), CORPUS)
 
@@ -230,3 +233,42 @@ def test_default_model_learns_chinese_and_keeps_english_exactly(default_encoder)
     english = [s for a, b, _ in read_stsb(bundled_sts_dir(), "dev")[:100] for s in (a, b)]
     assert ids(grown, english) == ids(default_encoder, english)
     np.testing.assert_array_equal(grown.encode(english), default_encoder.encode(english))
+
+
+def naive_model1(corpus_ids, translation_ids, iterations):
+    """IBM Model 1 EM written out with dicts (Brown et al., 1993, eq. 2-4 with NULL)."""
+    pairs = [(list(f) + [-1], list(e)) for f, e in zip(corpus_ids, translation_ids)]
+    t = {(f, e): 1.0 for fs, es in pairs for f in fs for e in es}
+    for _ in range(iterations):
+        counts, totals = {}, {}
+        for fs, es in pairs:
+            for e in es:
+                z = sum(t[(f, e)] for f in fs)
+                for f in fs:
+                    c = t[(f, e)] / z
+                    counts[(f, e)] = counts.get((f, e), 0.0) + c
+                    totals[f] = totals.get(f, 0.0) + c
+        t = {(f, e): c / totals[f] for (f, e), c in counts.items()}
+    return t
+
+
+def test_alignment_probabilities_equal_a_naive_model1():
+    iterations = 3
+    encoder = add_vocabulary(make_tiny_encoder(), ["猫", "狗", "鸟"])
+    corpus = ["猫 狗", "猫 猫 。", "狗", "鸟 猫", "the 狗 鸟"]
+    translations = ["cat and dog", "the cat", "a dog", "bird , cat", "the dog and the bird"]
+    target, source, t = alignment_probabilities(encoder, corpus, translations, iterations=iterations)
+    expected = naive_model1(ids(encoder, corpus), ids(encoder, translations), iterations)
+    got = {(int(f), int(e)): float(p) for f, e, p in zip(target, source, t)}
+    assert got.keys() == expected.keys()
+    for key, p in expected.items():
+        assert got[key] == pytest.approx(p, rel=1e-9)
+    # More pairs than `max_pairs`: evenly spaced pairs, the first and last kept.
+    sub = alignment_probabilities(encoder, corpus, translations, iterations=iterations, max_pairs=3)
+    keep = [0, 2, 4]
+    expected = naive_model1(ids(encoder, [corpus[i] for i in keep]),
+                            ids(encoder, [translations[i] for i in keep]), iterations)
+    got = {(int(f), int(e)): float(p) for f, e, p in zip(*sub)}
+    assert got == pytest.approx(expected, rel=1e-9)
+    with pytest.raises(ValueError, match="max_pairs"):
+        alignment_probabilities(encoder, corpus, translations, max_pairs=0)
