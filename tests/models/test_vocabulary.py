@@ -131,7 +131,6 @@ def test_gradients_reach_the_new_rows():
 
 def test_save_load_and_export_use_the_new_vocabulary(tmp_path):
     from keras_sentemb.export.saved_model import export_saved_model
-    from keras_sentemb.export.standalone import run_standalone
 
     encoder = make_tiny_encoder(pooling="mean")
     grown = extend_vocabulary(encoder, CORPUS, min_count=1, init="normal")
@@ -146,7 +145,6 @@ def test_save_load_and_export_use_the_new_vocabulary(tmp_path):
         sentences=tf.constant(sentences))["embeddings"].numpy()
     np.testing.assert_allclose(served, grown.encode(sentences), atol=1e-5)
     assert not np.allclose(served[0], encoder.encode(sentences)[0], atol=1e-3)
-    np.testing.assert_allclose(run_standalone(path, sentences), served, atol=1e-6)
 
 
 def test_alignment_probabilities_find_the_translation():
