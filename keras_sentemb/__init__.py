@@ -28,6 +28,7 @@ _PUBLIC = {
     "Whitening": "keras_sentemb.models.whitening",
     "GlowFlow": "keras_sentemb.models.glow_flow",
     "TrainingReport": "keras_sentemb.pipelines.scaffold",
+    "extend_vocabulary": "keras_sentemb.models.vocabulary",
 }
 
 __all__ = sorted(_PUBLIC)

@@ -76,6 +76,30 @@ def has_symbolic_build():
     return hasattr(keras.Model, symbolic_build_method_name())
 
 
+def wordpiece_words(tokenizer, text):
+    """The words a keras-hub `WordPieceTokenizer` hands to WordPiece.
+
+    Mirrors `WordPieceTokenizer._tokenize_tf` up to the WordPiece lookup:
+    keras-hub's `pretokenize` (keras_hub/src/tokenizers/word_piece_tokenizer.py)
+    with the tokenizer's lowercasing, accent stripping, splitting, CJK
+    splitting (every CJK ideograph its own word) and special-token pattern.
+
+    Args:
+        tokenizer: a keras-hub `WordPieceTokenizer` (e.g. `BertTokenizer`).
+        text: string tensor `[N]`.
+
+    Returns:
+        Ragged string tensor `[N, None]` of words.
+    """
+    from keras_hub.src.tokenizers import word_piece_tokenizer as wp
+
+    pattern = wp.get_special_tokens_pattern(tokenizer._special_tokens_for_splitting())
+    return wp.pretokenize(
+        text, tokenizer.lowercase, tokenizer.strip_accents, tokenizer.split,
+        tokenizer.split_on_cjk, pattern,
+    )
+
+
 # Keras' `SeedGenerator` keeps `[seed, counter]` in a variable of this name
 # (keras/src/random/seed_generator.py); `Model.variables` lists it, but
 # `save_weights` does not save it.

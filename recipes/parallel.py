@@ -1,18 +1,28 @@
-"""Cross-lingual frozen-teacher contrastive learning: the two-step pipeline.
+"""Cross-lingual frozen-teacher contrastive learning: the paper's two-step pipeline.
 
 Step A: a frozen English teacher supervises a Chinese student on en-zh
-translation pairs (memory queue, learnable temperature). Step B: that
-Chinese student, frozen, supervises an English student on the reversed pairs.
-Optionally the English student is then fine-tuned with supervised SimCSE on
-NLI triplets (premise, entailment, contradiction).
+translation pairs (memory queue, learnable temperature), with the student's
+vocabulary first extended by the characters it maps to [UNK] (their new
+embedding rows start from the English tokens they align with, `--vocabulary-init
+aligned`), the checkpoint selected on a held-out dev split by retrieval.
+Optionally the Chinese student is then fine-tuned with supervised SimCSE on
+NLI triplets in Chinese (`--zh-nli-file`, none is bundled).
+Step B: that Chinese student, frozen, supervises an English student on the
+same pairs reversed (the paper's final model), selected on STS-B dev;
+optionally fine-tuned with supervised SimCSE on English NLI triplets
+(`--nli`). Baseline: unsupervised SimCSE on the English side of the same
+pairs with the same steps, batch and max length (`--simcse-baseline`).
 
-Evaluation: held-out bitext retrieval accuracy (both directions, before and
-after) and STS-B dev Spearman of the students. `--compare-dual` also trains
-the both-trained dual encoder on the same budget (the paper's ablation).
+Splits: step A holds out `--eval-size` test pairs (retrieval reported before
+and after, both directions) and `--dev-size` dev pairs (checkpoint selection);
+step B and the SimCSE baseline train on step A's training + dev pairs only,
+so step A's test pairs are never trained on.
 
-    python recipes/parallel.py --smoke                # ~1-2 min on CPU
-    python recipes/parallel.py --steps 300 --batch-size 32 --max-length 48 \
-        --pooling mean --compare-dual --out /tmp/parallel_run
+    python recipes/parallel.py --smoke                # every step, tiny, CPU
+    python recipes/parallel.py --steps 300 --batch-size 32 --max-length 48 \\
+        --learning-rate 5e-5 --step-b --simcse-baseline --out /tmp/parallel_run
+    python recipes/parallel.py --step-a-model /tmp/parallel_run/A_frozen_teacher \\
+        --step-b --simcse-baseline ...            # reuse a trained step-A student
 
 References:
     - Learning Monolingual Sentence Embeddings with Large-scale Parallel
@@ -64,28 +74,14 @@ DIFFERENCES = [
 ]
 
 
+
 def _report(student):
     """The run's record, without the per-step alignment/uniformity history."""
     report = student.training_report
     out = dict(report.extras, pooling=report.pooling, pooling_reason=report.pooling_reason,
-               data=report.data, selection=report.selection)
+               data=report.data, selection=report.selection, seconds=report.seconds)
     out.pop("alignment_uniformity", None)
     return out
-
-
-def unk_stats(encoder, sentences):
-    """Share of [UNK] tokens and tokens per character on `sentences`."""
-    import numpy as np
-
-    ragged = encoder.tokenize(sentences)
-    flat = ragged.flat_values.numpy()
-    unk = encoder.tokenizer.token_to_id("[UNK]")
-    chars = sum(len(s.replace(" ", "")) for s in sentences)
-    return {
-        "unk_token_share": float(np.mean(flat == unk)),
-        "sentences_all_unk": float(np.mean([np.all(r == unk) for r in ragged.numpy()])),
-        "tokens_per_char": float(len(flat) / max(chars, 1)),
-    }
 
 
 def build_parser():
@@ -100,21 +96,31 @@ def build_parser():
     p.add_argument("--learning-rate", type=float, default=paper_value(PAPER, "learning_rate"))
     p.add_argument("--queue-size", type=int, default=paper_value(PAPER, "queue_size"))
     p.add_argument("--temperature", default=paper_value(PAPER, "temperature"))
+    p.add_argument("--pooling", default="auto",
+                   help="the students' pooling; auto: the model's own, else the paper's cls")
+    p.add_argument("--mlp", default="auto", choices=["auto", "train", "none"])
+    p.add_argument("--eval-size", type=int, default=1000, help="step A's held-out test pairs")
+    p.add_argument("--dev-size", type=int, default=500, help="step A's held-out dev pairs")
     p.add_argument("--eval-every", type=int, default=paper_value(PAPER, "eval_every"),
                    help="dev evaluation interval (best checkpoint kept)")
-    p.add_argument("--pooling", default="auto",
-                   help="the student's pooling; auto: the model's own, else the paper's cls")
-    p.add_argument("--mlp", default="auto", choices=["auto", "train", "none"])
-    p.add_argument("--eval-size", type=int, default=1000)
-    p.add_argument("--compare-dual", action="store_true", help="also train mode='dual' on the same budget")
-    p.add_argument("--compare-shared", action="store_true", help="also train mode='shared'")
-    p.add_argument("--modes", default=None,
-                   help="comma-separated step-A modes to run (overrides --compare-*)")
+    p.add_argument("--extend-vocabulary", type=int, default=10000,
+                   help="at most this many new student tokens (0: keep the vocabulary)")
+    p.add_argument("--vocabulary-init", default="aligned",
+                   choices=["aligned", "mean", "pieces", "normal"])
+    p.add_argument("--vocabulary-min-count", type=int, default=2)
+    p.add_argument("--modes", default="frozen_teacher",
+                   help="comma-separated step-A modes (frozen_teacher, dual, shared)")
+    p.add_argument("--step-a-model", default=None,
+                   help="a trained step-A student folder: skip step A's training")
+    p.add_argument("--zh-nli-file", default=None,
+                   help="Chinese NLI triplets (sent0,sent1,hard_neg) to fine-tune the step-A student")
     p.add_argument("--step-b", action="store_true", help="run step B (zh student frozen -> en student)")
+    p.add_argument("--simcse-baseline", action="store_true",
+                   help="unsupervised SimCSE on the English side, same steps/batch/max length")
     p.add_argument("--nli", action="store_true", help="supervised SimCSE finetune of the step-B student")
     p.add_argument("--nli-file", default=str(DATA / "nli" / "snli_devtest_triplets.csv"))
     p.add_argument("--nli-steps", type=int, default=200)
-    p.add_argument("--sts-limit", type=int, default=None, help="use the first N STS-B dev pairs")
+    p.add_argument("--sts-limit", type=int, default=None, help="use the first N STS-B pairs")
     p.add_argument("--out", default="/tmp/parallel_recipe")
     p.add_argument("--smoke", action="store_true", help="tiny CPU run of every step on the default model")
     return p
@@ -134,75 +140,97 @@ def main(argv=None):
     if args.smoke:
         if args.model == paper_value(PAPER, "model"):
             args.model = "default"
-        args.steps, args.batch_size, args.max_length = 8, 8, 32
-        args.queue_size, args.eval_size, args.sts_limit = 64, 100, 200
-        args.step_b = args.nli = args.compare_dual = True
+        args.steps, args.batch_size, args.max_length, args.eval_every = 8, 8, 32, 4
+        args.queue_size, args.eval_size, args.dev_size, args.sts_limit = 64, 100, 50, 200
+        args.step_b = args.nli = args.simcse_baseline = True
         args.nli_steps = 4
 
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s")
-    from keras_sentemb.data.resources import bundled_sts_dir
-    from keras_sentemb.evaluation.readers import read_stsb
-    from keras_sentemb.evaluation.retrieval import evaluate_bitext_retrieval
-    from keras_sentemb.models import SentenceEncoder
-    from keras_sentemb.pipelines.callbacks import sts_spearman
     from keras_sentemb.api import fit_parallel
     from keras_sentemb.api import fit_simcse
     from keras_sentemb.data.parallel import load_parallel_pairs
     from keras_sentemb.data.parallel import split_pairs
+    from keras_sentemb.data.resources import bundled_sts_dir
+    from keras_sentemb.evaluation.readers import read_stsb
+    from keras_sentemb.evaluation.retrieval import evaluate_bitext_retrieval
+    from keras_sentemb.models import SentenceEncoder
+    from keras_sentemb.models.vocabulary import unknown_token_share
+    from keras_sentemb.pipelines.callbacks import sts_spearman
 
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
-    sts_dev = read_stsb(bundled_sts_dir(), "dev")[: args.sts_limit]
+    sts = {split: read_stsb(bundled_sts_dir(), split)[: args.sts_limit] for split in ("dev", "test")}
+
+    def stsb(encoder):
+        return {split: round(sts_spearman(encoder, pairs), 2) for split, pairs in sts.items()}
+
     pairs = load_parallel_pairs(args.pairs)
     if args.smoke:
         pairs = pairs[::10]
-    _, heldout = split_pairs(pairs, eval_size=args.eval_size)
-    results = {"args": vars(args), "sts_dev_pairs": len(sts_dev)}
+    train_a, heldout = split_pairs(pairs, eval_size=args.eval_size)  # what fit_parallel holds out
+    results = {"args": vars(args), "sts_pairs": {k: len(v) for k, v in sts.items()},
+               "pairs": len(pairs), "step_a_test_pairs": len(heldout)}
     base = SentenceEncoder.from_preset(args.model)
-    results["tokenizer_on_heldout_zh"] = unk_stats(base, [b for _, b in heldout])
-    results["tokenizer_on_heldout_en"] = unk_stats(base, [a for a, _ in heldout])
     results["initial"] = {
-        "sts_dev": sts_spearman(base, sts_dev),
+        "stsb": stsb(base),
         "retrieval": evaluate_bitext_retrieval(base, base, heldout, max_length=args.max_length),
+        "unk_share_test_zh": unknown_token_share(base, [b for _, b in heldout]),
+        "unk_share_test_en": unknown_token_share(base, [a for a, _ in heldout]),
     }
     common = dict(
-        model=base, steps=args.steps, batch_size=args.batch_size, max_length=args.max_length,
+        steps=args.steps, batch_size=args.batch_size, max_length=args.max_length,
         learning_rate=args.learning_rate, queue_size=args.queue_size,
         temperature=args.temperature, pooling=args.pooling, mlp=args.mlp,
-        eval_size=args.eval_size, eval_every=args.eval_every, verbose=2,
+        eval_every=args.eval_every, verbose=2,
     )
-    modes = ["frozen_teacher"] + ["dual"] * args.compare_dual + ["shared"] * args.compare_shared
-    if args.modes:
-        modes = [m.strip() for m in args.modes.split(",") if m.strip()]
-    if args.step_b and "frozen_teacher" not in modes:
-        build_parser().error("--step-b needs the frozen_teacher step A (add it to --modes)")
-    students = {}
-    for mode in modes:
-        t0 = time.time()
-        source = pairs  # en -> zh: English teacher, Chinese student
-        student = fit_parallel(source, mode=mode, output=str(out / f"A_{mode}"),
-                               plot=str(out / f"A_{mode}_alignment_uniformity.png"), **common)
-        report = _report(student)
-        report["seconds"] = time.time() - t0
-        report["sts_dev"] = sts_spearman(student, sts_dev)
-        report.pop("alignment_uniformity", None)
-        results[f"A_{mode}"] = report
-        students[mode] = student
-        logging.info("step A %s: %s", mode, json.dumps(report))
 
-    if args.step_b:
-        zh_student = students["frozen_teacher"]
-        reversed_pairs = [(b, a) for a, b in pairs]  # zh -> en
-        t0 = time.time()
-        en_student = fit_parallel(
-            reversed_pairs, teacher=zh_student, student=args.model,
-            output=str(out / "B_frozen_teacher"),
-            **{**common, "model": args.model, "dev": "stsb"},
+    def save_results():
+        with open(out / "results.json", "w", encoding="utf-8") as f:
+            json.dump(results, f, indent=2, ensure_ascii=False)
+
+    # ---------------------------------------------------------------- step A
+    students = {}
+    if args.step_a_model:
+        zh = SentenceEncoder.from_preset(args.step_a_model)
+        students["frozen_teacher"] = zh
+        results["A_given"] = {
+            "model": args.step_a_model,
+            "retrieval": evaluate_bitext_retrieval(base, zh, heldout, max_length=args.max_length),
+        }
+    else:
+        for mode in [m.strip() for m in args.modes.split(",") if m.strip()]:
+            student = fit_parallel(
+                pairs, model=base, mode=mode, eval_size=args.eval_size, dev_size=args.dev_size,
+                extend_vocabulary=args.extend_vocabulary, vocabulary_init=args.vocabulary_init,
+                vocabulary_min_count=args.vocabulary_min_count, output=str(out / f"A_{mode}"),
+                plot=str(out / f"A_{mode}_alignment_uniformity.png"), **common,
+            )
+            results[f"A_{mode}"] = dict(_report(student), stsb=stsb(student))
+            students[mode] = student
+            logging.info("step A %s: %s", mode, json.dumps(results[f"A_{mode}"]))
+            save_results()
+    if args.zh_nli_file and "frozen_teacher" in students:
+        zh_nli = fit_simcse(
+            args.zh_nli_file, model=students["frozen_teacher"], mode="sup",
+            steps=args.nli_steps, batch_size=args.batch_size, max_length=args.max_length,
+            dev=None, output=str(out / "A_nli"), verbose=2,
         )
-        report = _report(en_student)
-        report["seconds"] = time.time() - t0
-        report["sts_dev"] = sts_spearman(en_student, sts_dev)
-        results["B_frozen_teacher"] = report
+        results["A_nli"] = {"retrieval": evaluate_bitext_retrieval(
+            base, zh_nli, heldout, max_length=args.max_length), "nli_steps": args.nli_steps}
+        students["frozen_teacher"] = zh_nli
+
+    # ---------------------------------------------------------------- step B
+    reversed_pairs = [(b, a) for a, b in train_a]  # zh -> en, never step A's test pairs
+    if args.step_b:
+        if "frozen_teacher" not in students:
+            p.error("--step-b needs the frozen_teacher step A (in --modes or --step-a-model)")
+        en_student = fit_parallel(
+            reversed_pairs, model=args.model, teacher=students["frozen_teacher"],
+            dev="stsb", eval_size=min(args.eval_size, len(reversed_pairs) // 10),
+            output=str(out / "B_frozen_teacher"), track_alignment=False, **common,
+        )
+        results["B_frozen_teacher"] = dict(_report(en_student), stsb=stsb(en_student))
+        save_results()
         if args.nli:
             # Supervised SimCSE on NLI triplets (premise, entailment, contradiction).
             nli_student = fit_simcse(
@@ -210,11 +238,26 @@ def main(argv=None):
                 batch_size=args.batch_size, max_length=args.max_length,
                 output=str(out / "B_nli"), verbose=2,
             )
-            results["B_nli"] = {"sts_dev": sts_spearman(nli_student, sts_dev),
-                                "nli_steps": args.nli_steps,
-                                "pooling": nli_student.training_report.pooling}
-    with open(out / "results.json", "w", encoding="utf-8") as f:
-        json.dump(results, f, indent=2, ensure_ascii=False)
+            results["B_nli"] = {"stsb": stsb(nli_student), "nli_steps": args.nli_steps,
+                                "pooling": nli_student.training_report.pooling,
+                                "selection": nli_student.training_report.selection}
+            save_results()
+
+    # ------------------------------------------------- SimCSE, same budget
+    if args.simcse_baseline:
+        english = sorted({b for _, b in reversed_pairs})
+        t0 = time.time()
+        simcse = fit_simcse(
+            english, model=args.model, steps=args.steps, batch_size=args.batch_size,
+            max_length=args.max_length, learning_rate=args.learning_rate, pooling=args.pooling,
+            mlp=args.mlp, eval_every=args.eval_every, output=str(out / "simcse_english"), verbose=2,
+        )
+        results["simcse_english"] = {
+            "stsb": stsb(simcse), "sentences": len(english), "seconds": time.time() - t0,
+            "pooling": simcse.training_report.pooling,
+            "selection": simcse.training_report.selection,
+        }
+    save_results()
     print(json.dumps(results, indent=2, ensure_ascii=False))
     return 0
 

@@ -77,3 +77,19 @@ def test_other_backend_is_refused_with_a_clear_error(monkeypatch):
     monkeypatch.setattr(keras.backend, "backend", lambda: "jax")
     with pytest.raises(ImportError, match="needs Keras' TensorFlow backend; Keras is using 'jax'"):
         compat.require_tensorflow_backend()
+
+
+def test_wordpiece_words_are_what_wordpiece_sees():
+    from tests.conftest import make_tiny_encoder
+
+    tokenizer = make_tiny_encoder().tokenizer  # lowercases and strips accents
+    text = tf.constant(["The man, 中文猫!", "Résumé  café"])
+    words = compat.wordpiece_words(tokenizer, text).to_list()
+    assert words == [
+        [b"the", b"man", b",", "中".encode(), "文".encode(), "猫".encode(), b"!"],
+        [b"resume", b"cafe"],
+    ]
+    tokenize = tf.function(tokenizer)
+    for sentence, row in zip(text, words):
+        pieces = tokenize(tf.constant(row)).flat_values.numpy().tolist()
+        assert pieces == tokenize(sentence[None]).flat_values.numpy().tolist()

@@ -500,15 +500,27 @@ class SentenceEncoder(keras.Model):
             return self._tokenize_graph(tf.convert_to_tensor(sentences, tf.string))
         return self._tokenize(sentences)
 
-    def _tokenize(self, sentences):
+    def clean_text(self, sentences):
+        """What the tokenizer receives: UTF-8 repaired, then `text_normalization`.
+
+        Invalid UTF-8 becomes U+FFFD; see `normalize_text` for the rest.
+
+        Args:
+            sentences: string tensor `[N]`.
+
+        Returns:
+            string tensor `[N]`.
+        """
         sentences = tf.strings.unicode_transcode(
             sentences,
             input_encoding="UTF-8",
             output_encoding="UTF-8",
             errors="replace",
         )
-        sentences = normalize_text(sentences, self.text_normalization)
-        tokens = self.tokenizer(sentences)
+        return normalize_text(sentences, self.text_normalization)
+
+    def _tokenize(self, sentences):
+        tokens = self.tokenizer(self.clean_text(sentences))
         if not isinstance(tokens, tf.RaggedTensor):
             tokens = tf.RaggedTensor.from_tensor(tokens)
         return tf.cast(tokens, "int32")
@@ -925,25 +937,33 @@ class SentenceEncoder(keras.Model):
             encoder.model_card = read_model_card(resolved.location)
         return encoder
 
-    def clone(self, name=None, dtype=None):
+    def clone(self, name=None, dtype=None, backbone=None, tokenizer=None):
         """An independent copy with identical weights (e.g. for CT's towers).
 
         The backbone and head are rebuilt from their configs and given copies
         of the weights; the tokenizer (which has no weights) is shared.
 
         Args:
-            name: str or None. Defaults to `"<name>_copy"`.
+            name: str or None. The copy's name. Defaults to `"<name>_copy"`.
             dtype: str or None. A Keras dtype policy for the copy (e.g.
                 `"mixed_bfloat16"`, `"float32"`). Defaults to this encoder's.
+            backbone: a keras-hub backbone or None. Used instead of a copy of
+                this one (e.g. one with a grown vocabulary, see
+                `add_vocabulary`); settings and head are copied as usual.
+            tokenizer: a keras-hub tokenizer or None. Used instead of this
+                one's.
         """
-        config = self.backbone.get_config()
-        if dtype is not None:
-            config["dtype"] = dtype
-        backbone = type(self.backbone).from_config(config)
-        backbone.set_weights(self.backbone.get_weights())
+        if backbone is None:
+            config = self.backbone.get_config()
+            if dtype is not None:
+                config["dtype"] = dtype
+            backbone = type(self.backbone).from_config(config)
+            backbone.set_weights(self.backbone.get_weights())
+        elif dtype is not None:
+            raise ValueError("Pass either `backbone` or `dtype` to `clone`, not both.")
         copy = type(self)(
             backbone,
-            self.tokenizer,
+            self.tokenizer if tokenizer is None else tokenizer,
             pooling=self.declared_pooling,
             normalize=self.normalize,
             max_length=self.max_length,

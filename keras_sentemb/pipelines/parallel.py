@@ -75,6 +75,9 @@ def fit_parallel(
     track_alignment=True,
     track_every=0,
     plot=None,
+    extend_vocabulary=10000,
+    vocabulary_min_count=2,
+    vocabulary_init="aligned",
     precision="float32",
     mini_batch_size=None,
 ):
@@ -96,6 +99,19 @@ def fit_parallel(
 
     Pooling of the student: its own when it declares one, else the paper's
     [CLS] with a training-only MLP head (`mlp="auto"`).
+
+    A student whose vocabulary lacks the target script (an English model
+    and Chinese targets: most characters are `[UNK]`) cannot learn it, so
+    first up to `extend_vocabulary` text units of the training targets that
+    its tokenizer maps to `[UNK]` are added to its vocabulary
+    (`keras_sentemb.extend_vocabulary`: characters whole, WordPiece pieces
+    for longer unknown words) with new trainable embedding rows, by default
+    initialised from the rows of the source tokens they align with in the
+    training pairs (`vocabulary_init="aligned"`, IBM Model 1). A vocabulary
+    that already covers the targets gains nothing, and byte-level BPE
+    (RoBERTa), which has no unknown token, is left as it is. Only the
+    student's vocabulary grows; the teacher keeps its own and tokenizes the
+    source side.
 
     Args:
         data: TSV path (`source<TAB>target[<TAB>...]`), list of
@@ -137,6 +153,16 @@ def fit_parallel(
         track_alignment: bool. Log alignment/uniformity. Defaults to `True`.
         track_every: int. Steps between tracking points (`0`: steps // 10).
         plot: str or None. PNG path of the trajectory plot.
+        extend_vocabulary: int. At most this many new tokens for the student,
+            learned on the training targets (`0`: keep its vocabulary).
+            Defaults to `10000`.
+        vocabulary_min_count: int. Minimum occurrences of a new token in
+            the training targets. Defaults to `2`.
+        vocabulary_init: str. Initial embedding rows of new tokens:
+            `"aligned"` (the rows of the source tokens each new token is
+            aligned with in the training pairs, by IBM Model 1), `"mean"`,
+            `"pieces"` or `"normal"` (see `add_vocabulary`). Defaults to
+            `"aligned"`.
         precision: str. `"float32"` or `"bfloat16"` (compute in bfloat16,
             weights and losses in float32; for GPUs and CPUs with
             AVX512-BF16 / AMX). Defaults to `"float32"`.
@@ -147,14 +173,16 @@ def fit_parallel(
 
     Returns:
         The trained student `SentenceEncoder`. Its `training_report.extras`
-        hold the held-out retrieval before and after training and the
-        alignment/uniformity history.
+        hold the held-out retrieval before and after training, the
+        alignment/uniformity history and the `[UNK]` share of the targets
+        (and the vocabulary extension, if any).
 
     Examples:
 
     ```python
     student = fit_parallel("cmn-eng.tsv", steps=300, batch_size=32,
                            max_length=48, output="zh_student")
+    print(student.training_report.extras["vocabulary"])  # {'added': ...}
     ```
 
     References:
@@ -165,6 +193,10 @@ def fit_parallel(
     from keras_sentemb.data.parallel import split_pairs
     from keras_sentemb.evaluation.alignment_uniformity import AlignmentUniformityTracker
     from keras_sentemb.evaluation.retrieval import evaluate_bitext_retrieval
+    from keras_sentemb.models.vocabulary import INITS
+    from keras_sentemb.models.vocabulary import can_extend
+    from keras_sentemb.models.vocabulary import extend_vocabulary as grow_vocabulary
+    from keras_sentemb.models.vocabulary import unknown_token_share
     from keras_sentemb.trainers.parallel import MODES
     from keras_sentemb.trainers.parallel import ParallelContrastive
     from keras_sentemb.trainers.parallel import resolve_temperature
@@ -176,6 +208,9 @@ def fit_parallel(
     resolve_temperature(temperature)
     eval_size = validation.non_negative_int(eval_size, "eval_size")
     dev_size = validation.non_negative_int(dev_size, "dev_size")
+    extend_vocabulary = validation.non_negative_int(extend_vocabulary, "extend_vocabulary")
+    vocabulary_min_count = validation.positive_int(vocabulary_min_count, "vocabulary_min_count")
+    validation.choice(vocabulary_init, "vocabulary_init", INITS)
     all_pairs = load_parallel_pairs(data)
     train_pairs, heldout = split_pairs(all_pairs, eval_size=eval_size, seed=seed)
     dev_pairs = []
@@ -193,6 +228,29 @@ def fit_parallel(
         # The student is always a fresh copy (the caller's encoder is never
         # trained in place); so is a dual-mode teacher, which is trained too.
         student_enc = start.clone(name="student")
+        targets = [b for _, b in train_pairs]
+        vocabulary = {"unk_share_train_targets_before": unknown_token_share(student_enc, targets)}
+        if extend_vocabulary and not can_extend(student_enc):
+            logger.info("parallel: the student's %s has no unknown token; its vocabulary is kept",
+                        type(student_enc.tokenizer).__name__)
+        elif extend_vocabulary:
+            student_enc = grow_vocabulary(
+                student_enc, targets, max_new_tokens=extend_vocabulary,
+                min_count=vocabulary_min_count, init=vocabulary_init, seed=run.seed or 0,
+                translations=[a for a, _ in train_pairs],
+            )
+            added = student_enc.tokenizer.vocabulary_size() - start.tokenizer.vocabulary_size()
+            vocabulary.update(added=added, init=vocabulary_init, min_count=vocabulary_min_count,
+                              unk_share_train_targets_after=unknown_token_share(student_enc, targets))
+        elif vocabulary["unk_share_train_targets_before"] > 0.05:
+            logger.warning(
+                "parallel: %.0f%% of the student's target tokens are the unknown token; "
+                "it cannot learn them. extend_vocabulary > 0 adds them to its vocabulary.",
+                100 * vocabulary["unk_share_train_targets_before"],
+            )
+        if heldout:
+            vocabulary["unk_share_test_targets"] = unknown_token_share(
+                student_enc, [b for _, b in heldout])
         set_trainable(student_enc, True)  # a clone of a frozen encoder inherits the flag
         if mode == "shared":
             teacher_enc = None
@@ -219,7 +277,7 @@ def fit_parallel(
             max_length=run.max_length, target_pooling=pooling,
         )
 
-    extras = {"mode": mode}
+    extras = {"mode": mode, "vocabulary": vocabulary}
     if heldout:
         extras["retrieval_before"] = retrieval(trainer.student)
         logger.info("held-out retrieval before: %s", extras["retrieval_before"])
