@@ -14,6 +14,7 @@ _PUBLIC = {
     "SentenceEncoder": "keras_sentemb.models.sentence_encoder",
     "SentencePooling": "keras_sentemb.models.pooling",
     "evaluate_sts": "keras_sentemb.evaluation.sts",
+    "evaluate_transfer": "keras_sentemb.evaluation.transfer",
     "export_saved_model": "keras_sentemb.export.saved_model",
     "fit_ct": "keras_sentemb.api",
     "fit_sts_regression": "keras_sentemb.api",
