@@ -138,7 +138,7 @@ def test_num_layers_on_every_model_command(tiny_model, tmp_path):
     parser = cli.build_parser()
     for argv in (["evaluate", "sts", "--model", "m", "--data", "d", "--num-layers", "2"],
                  ["export", "--model", "m", "--output", "o", "--num-layers", "2"],
-                 ["analyze", "alignment-uniformity", "--model", "m", "--num-layers", "2"],
+                 ["analyze", "alignment-uniformity", "--model", "m", "--output", "o", "--num-layers", "2"],
                  ["train", "ct", "--train-file", "f", "--output", "o", "--num-layers", "2"]):
         assert parser.parse_known_args(argv)[0].num_layers == 2
 

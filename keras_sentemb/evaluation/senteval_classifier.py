@@ -75,7 +75,7 @@ class SentEvalClassifier:
     >>> rng = np.random.default_rng(0)
     >>> x = np.concatenate([rng.normal(-2, 1, (40, 3)), rng.normal(2, 1, (40, 3))])
     >>> y = np.array([0] * 40 + [1] * 40)
-    >>> clf = SentEvalClassifier(2, l2_regs=(1e-5, 1e-2), epoch_size=1)
+    >>> clf = SentEvalClassifier(2, l2_regs=(1e-5, 1e-2))
     >>> clf.fit(x, y, validation_data=(x, y)).round(2).tolist()
     [1.0, 1.0]
     >>> clf.predict(x[:2]).tolist()

@@ -70,8 +70,16 @@ def default_model_dir():
 
 
 def read_json(path):
-    with open(path, encoding="utf-8") as f:
-        return json.load(f)
+    """A model folder's JSON file; a one-line error naming it when it is empty or invalid."""
+    with open(path, "rb") as f:
+        data = f.read()
+    if not data.strip():
+        raise ModelNotFoundError(f"{path} is empty (expected JSON).")
+    try:
+        return json.loads(data)
+    except (UnicodeDecodeError, json.JSONDecodeError) as e:
+        where = f" (line {e.lineno})" if isinstance(e, json.JSONDecodeError) else ""
+        raise ModelNotFoundError(f"{path} is not valid JSON{where}.") from None
 
 
 def _classify_folder(path):

@@ -80,6 +80,24 @@ def test_broken_safetensors(tmp_path, damage, message):
     assert message in str(error.value) and "\n" not in str(error.value)
 
 
+@pytest.mark.parametrize(
+    "content, message",
+    [('{"model_type": "bert", ', "config.json is not valid JSON (line 1)"),
+     ("", "config.json is empty (expected JSON)")],
+    ids=["invalid", "empty"],
+)
+def test_broken_hugging_face_config(tmp_path, content, message):
+    """The folder's kind is read from config.json: its error names the file too."""
+    folder = tmp_path / "hf"
+    folder.mkdir()
+    (folder / "config.json").write_text(content)
+    (folder / "vocab.txt").write_text("[PAD]\n[UNK]\n[CLS]\n[SEP]\n")
+    with pytest.raises(ValueError) as error:
+        SentenceEncoder.from_preset(str(folder))
+    assert message in str(error.value) and str(folder) in str(error.value)
+    assert "\n" not in str(error.value)
+
+
 def test_cli_reports_one_line_and_exit_2(saved, tmp_path, capsys):
     folder = _copy(saved, tmp_path / "m")
     (folder / "model.weights.h5").write_bytes(b"\x89HDF\r\n")
