@@ -18,12 +18,12 @@ import numpy as np
 from benchmarks._common import REPO
 
 sys.path.insert(0, str(REPO / "tests" / "evaluation"))
-import reference_transfer as reference  # noqa: E402  (tests/evaluation, not a package dependency)
+import reference_transfer as reference  # tests/evaluation, not a package dependency
 
-from keras_sentemb import SentenceEncoder  # noqa: E402
-from keras_sentemb.evaluation import transfer_protocols as protocols  # noqa: E402
-from keras_sentemb.evaluation.transfer import pair_features  # noqa: E402
-from keras_sentemb.evaluation.transfer_readers import read_transfer_task  # noqa: E402
+from keras_sentemb import SentenceEncoder
+from keras_sentemb.evaluation import transfer_protocols as protocols
+from keras_sentemb.evaluation.transfer import pair_features
+from keras_sentemb.evaluation.transfer_readers import read_transfer_task
 
 SUPPORTED = ("SST2", "TREC", "MRPC")
 
