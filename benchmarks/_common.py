@@ -44,3 +44,15 @@ def run_st(script, args, python=None):
     cmd = [python, str(HERE / script)] + [str(a) for a in args]
     out = subprocess.run(cmd, capture_output=True, text=True, check=True)
     return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def st_encode_rates(path, n, batch_size, max_length, repeats, python=None):
+    """sentence-transformers' encode speed (sentences/s) in `repeats` runs; [] if ST is unavailable."""
+    rates = []
+    for _ in range(repeats):
+        st = run_st("st_encode.py", ["--sentences", path, "--n", n, "--batch-size", batch_size,
+                                     "--max-length", max_length], python)
+        if st is None:
+            break
+        rates.append(st["sentences_per_s"])
+    return rates

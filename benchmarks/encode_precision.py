@@ -20,7 +20,7 @@ import sys
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from _common import read_lines, run_st, sentences_file  # noqa: E402
+from _common import read_lines, sentences_file, st_encode_rates  # noqa: E402
 
 
 def cpu_bf16_flags():
@@ -63,14 +63,8 @@ def main():
             encoder.encode(sentences, **kwargs)
             rates.append(len(sentences) / (time.perf_counter() - t))
         result[f"keras_sentemb_{precision}_sentences_per_s"] = round(max(rates), 1)
-    st_runs = []
-    for _ in range(args.repeats):
-        st = run_st("st_encode.py", ["--sentences", path, "--n", args.n,
-                                     "--batch-size", args.batch_size,
-                                     "--max-length", args.max_length], args.st_python)
-        if st is None:
-            break
-        st_runs.append(st["sentences_per_s"])
+    st_runs = st_encode_rates(path, args.n, args.batch_size, args.max_length, args.repeats,
+                              args.st_python)
     if st_runs:
         st_rate = max(st_runs)
         result["sentence_transformers_fp32_sentences_per_s"] = round(st_rate, 1)

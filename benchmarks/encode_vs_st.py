@@ -18,7 +18,7 @@ import sys
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from _common import read_lines, run_st, sentences_file  # noqa: E402
+from _common import read_lines, sentences_file, st_encode_rates  # noqa: E402
 
 
 def main():
@@ -42,14 +42,8 @@ def main():
         t = time.perf_counter()
         encoder.encode(sentences, batch_size=args.batch_size, max_length=args.max_length)
         ours.append(len(sentences) / (time.perf_counter() - t))
-    st_runs = []
-    for _ in range(args.repeats):
-        st = run_st("st_encode.py", ["--sentences", path, "--n", args.n,
-                                     "--batch-size", args.batch_size,
-                                     "--max-length", args.max_length], args.st_python)
-        if st is None:
-            break
-        st_runs.append(st["sentences_per_s"])
+    st_runs = st_encode_rates(path, args.n, args.batch_size, args.max_length, args.repeats,
+                              args.st_python)
     result = {
         "benchmark": "encode",
         "n": len(sentences),
