@@ -18,6 +18,27 @@ def sentences_file(path=None):
     return DEFAULT_SENTENCES if DEFAULT_SENTENCES.exists() else BUNDLED_SENTENCES
 
 
+def cpu_info():
+    """What the CPU is and which vector instructions it has (speed ratios depend on them).
+
+    TensorFlow's and torch's CPU kernels differ most on AVX-512 (and native
+    bfloat16 needs AVX512-BF16 or AMX), so every speed record names them.
+    """
+    model, flags = None, set()
+    if os.path.exists("/proc/cpuinfo"):
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if model is None and line.startswith("model name"):
+                    model = line.split(":", 1)[1].strip()
+                elif not flags and line.startswith("flags"):
+                    flags = set(line.split(":", 1)[1].split())
+                if model is not None and flags:
+                    break
+    return {"cpus": os.cpu_count(), "cpu_model": model,
+            "cpu_flags": {f: f in flags for f in
+                          ("avx2", "avx512f", "avx512_bf16", "amx_bf16", "amx_tile")}}
+
+
 def read_lines(path, n):
     out = []
     with open(path, encoding="utf-8") as f:

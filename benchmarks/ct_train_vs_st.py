@@ -20,7 +20,7 @@ import sys
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from _common import read_lines, run_st, sentences_file  # noqa: E402
+from _common import cpu_info, read_lines, run_st, sentences_file  # noqa: E402
 
 
 def ours_steps_per_s(sentences, steps, warmup, batch_size, max_length, negatives, dropout):
@@ -81,7 +81,7 @@ def main():
         "batch_size": args.batch_size,
         "max_length": args.max_length,
         "dropout": args.dropout,
-        "cpus": os.cpu_count(),
+        **cpu_info(),
         "keras_sentemb_steps_per_s": round(ours, 3),
         "sentence_transformers_steps_per_s": round(st["steps_per_s"], 3) if st else None,
     }

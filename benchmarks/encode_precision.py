@@ -20,18 +20,7 @@ import sys
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from _common import read_lines, sentences_file, st_encode_rates  # noqa: E402
-
-
-def cpu_bf16_flags():
-    flags = set()
-    if os.path.exists("/proc/cpuinfo"):
-        with open("/proc/cpuinfo") as f:
-            for line in f:
-                if line.startswith("flags"):
-                    flags = set(line.split(":", 1)[1].split())
-                    break
-    return {f: f in flags for f in ("avx512f", "avx512_bf16", "amx_bf16", "amx_tile", "avx2")}
+from _common import cpu_info, read_lines, sentences_file, st_encode_rates  # noqa: E402
 
 
 def main():
@@ -52,7 +41,7 @@ def main():
 
     encoder = SentenceEncoder.from_preset("default")
     result = {"benchmark": "encode_precision", "n": len(sentences), "batch_size": args.batch_size,
-              "max_length": args.max_length, "cpus": os.cpu_count(), "cpu_flags": cpu_bf16_flags()}
+              "max_length": args.max_length, **cpu_info()}
     for precision in ("float32", "bfloat16"):
         kwargs = dict(batch_size=args.batch_size, max_length=args.max_length,
                       precision=precision, show_progress=False)

@@ -18,7 +18,7 @@ import sys
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from _common import read_lines, sentences_file, st_encode_rates  # noqa: E402
+from _common import cpu_info, read_lines, sentences_file, st_encode_rates  # noqa: E402
 
 
 def main():
@@ -49,7 +49,7 @@ def main():
         "n": len(sentences),
         "batch_size": args.batch_size,
         "max_length": args.max_length,
-        "cpus": os.cpu_count(),
+        **cpu_info(),
         "keras_sentemb_sentences_per_s": round(max(ours), 1),
         "sentence_transformers_sentences_per_s": round(max(st_runs), 1) if st_runs else None,
     }
