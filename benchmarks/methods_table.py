@@ -4,8 +4,9 @@ Trains CT (K = 7), CT with in-batch negatives, SimCSE, ConSERT and SG-OPT
 from the same un-tuned start (`../shared/models/untuned-minilm`: the default
 model scrambled by 500 MLM steps) at one budget (same steps, batch, max
 length and corpus for every method; CT with K = 7 keeps its paper's batch 16
-and max length 64, as in the reference figures), selects each method's learning rate
-and checkpoint on STS-B **dev** only, and reads STS-B **test** once for the
+and max length 64, as in the reference figures), selects each method's learning rate,
+variant (`VARIANTS`: CT in-batch with the towers' dropout off, as `fit_ct` and the official code
+train, or on, as sentence-transformers trains) and checkpoint on STS-B **dev** only, and reads STS-B **test** once for the
 chosen run. Pooling is `auto` for every method (the start declares mean
 pooling), named in the table. Next to ours: sentence-transformers' figures
 from the same start and budget, where it has the method (from the start's
@@ -14,6 +15,7 @@ README; measured there on one H100).
     python benchmarks/methods_table.py --steps 250            # CPU, about an hour or more
     python benchmarks/methods_table.py --smoke                # a minute: pipeline check only
     python benchmarks/methods_table.py --methods simcse --learning-rates simcse=3e-5,1e-4
+    python benchmarks/methods_table.py --methods ct_in_batch --variants ct_in_batch=dropout
 
 Writes one JSON line per run to `--out` (default `runs/methods_table.jsonl`)
 and prints the markdown table last.
@@ -50,6 +52,13 @@ DEFAULT_RATES = {
     "consert": [3e-5],
     "sg_opt": [5e-5],
 }
+# Settings tried per method besides the learning rate (also chosen on dev):
+# sentence-transformers trains CT in train mode (dropout on in both towers);
+# fit_ct follows the official code (dropout off), where the two towers of the
+# in-batch loss see identical inputs and stay identical.
+VARIANTS = {
+    "ct_in_batch": {"no_dropout": {"dropout": False}, "dropout": {"dropout": True}},
+}
 NAMES = {
     "ct_k7": "CT, K = 7 (dot-product BCE)",
     "ct_in_batch": "CT, in-batch negatives",
@@ -70,17 +79,19 @@ def settings(method, args):
     return own.get("batch_size", args.batch_size), own.get("max_length", args.max_length)
 
 
-def fit(method, corpus, start, args, learning_rate, dev):
+def fit(method, corpus, start, args, learning_rate, dev, options=None):
     import keras_sentemb
+
+    options = dict(options or {})
 
     batch_size, max_length = settings(method, args)
     common = dict(model=start, steps=args.steps, batch_size=batch_size,
                   learning_rate=learning_rate, max_length=max_length, dev=dev,
                   eval_every=args.eval_every, seed=args.seed, verbose=0)
     if method == "ct_k7":
-        return keras_sentemb.fit_ct(corpus, negatives="k7", **common)
+        return keras_sentemb.fit_ct(corpus, negatives="k7", **common, **options)
     if method == "ct_in_batch":
-        return keras_sentemb.fit_ct(corpus, negatives="in_batch", **common)
+        return keras_sentemb.fit_ct(corpus, negatives="in_batch", **common, **options)
     if method == "simcse":
         return keras_sentemb.fit_simcse(corpus, **common)
     if method == "consert":
@@ -98,6 +109,24 @@ def parse_rates(text):
     return rates
 
 
+def variant_text(row):
+    variant = row.get("variant")
+    return f" ({variant.replace('_', ' ')}, chosen on dev)" if variant else ""
+
+
+def parse_variants(text):
+    """`name=v1,v2;...` -> {method: [variant names]} (default: every variant)."""
+    chosen = {m: list(v) for m, v in VARIANTS.items()}
+    for item in filter(None, (text or "").split(";")):
+        name, values = item.split("=")
+        names = [v.strip() for v in values.split(",")]
+        unknown = set(names) - set(VARIANTS.get(name.strip(), {}))
+        if unknown:
+            raise SystemExit(f"unknown variant(s) {sorted(unknown)} for {name.strip()}")
+        chosen[name.strip()] = names
+    return chosen
+
+
 def markdown(rows, start_row, steps):
     lines = [
         f"| method (from untuned-minilm, {steps} steps) | batch / max length | pooling | "
@@ -110,7 +139,7 @@ def markdown(rows, start_row, steps):
         ref = REFERENCE.get(row["method"], {}).get(steps)
         ref_text = f"{ref[0]:.2f} / {ref[1]:.2f}" if ref else "(no such loss)"
         lines.append(
-            f"| {NAMES[row['method']]} | {row['batch_size']} / {row['max_length']} | "
+            f"| {NAMES[row['method']]}{variant_text(row)} | {row['batch_size']} / {row['max_length']} | "
             f"{row['pooling']} | {row['learning_rate']:g} | "
             f"{row['kept_step']} | {row['dev']:.2f} | {row['test']:.2f} | {ref_text} |"
         )
@@ -129,6 +158,8 @@ def main(argv=None):
     p.add_argument("--methods", default=",".join(DEFAULT_RATES))
     p.add_argument("--learning-rates", default=None,
                    help="e.g. 'simcse=3e-5,1e-4;consert=5e-6' (dev chooses among them)")
+    p.add_argument("--variants", default=None,
+                   help="e.g. ct_in_batch=dropout (default: every variant in VARIANTS)")
     p.add_argument("--out", default=str(REPO / "runs" / "methods_table.jsonl"))
     p.add_argument("--smoke", action="store_true")
     args = p.parse_args(argv)
@@ -146,6 +177,7 @@ def main(argv=None):
         args.steps, args.eval_every, args.batch_size = 4, 2, 16
         corpus, dev, test = corpus[:500], dev[:100], test[:100]
     rates = parse_rates(args.learning_rates)
+    variants = parse_variants(args.variants)
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)
 
@@ -156,11 +188,15 @@ def main(argv=None):
     rows = []
     for method in [m.strip() for m in args.methods.split(",") if m.strip()]:
         trials = []
-        for lr in rates[method]:
+        configs = [(lr, v) for lr in rates[method] for v in (variants.get(method) or [None])]
+        for lr, variant in configs:
             t0 = time.time()
-            encoder = fit(method, corpus, SentenceEncoder.from_preset(args.start), args, lr, dev)
+            options = VARIANTS[method][variant] if variant else None
+            encoder = fit(method, corpus, SentenceEncoder.from_preset(args.start), args, lr, dev,
+                          options)
             report = encoder.training_report
-            trial = {"method": method, "learning_rate": lr, "pooling": report.pooling,
+            trial = {"method": method, "learning_rate": lr, "variant": variant,
+                     "pooling": report.pooling,
                      "pooling_reason": report.pooling_reason,
                      "kept": report.selection["kept"], "kept_step": report.selection["kept_step"],
                      "dev": report.selection["kept_score"], "history": report.selection["history"],
@@ -172,7 +208,9 @@ def main(argv=None):
         for t in trials:
             t.pop("encoder", None)
         batch_size, max_length = settings(method, args)
-        row = {**best, "steps": args.steps, "batch_size": batch_size, "max_length": max_length, "trials": [t["learning_rate"] for t in trials],
+        row = {**best, "steps": args.steps, "batch_size": batch_size, "max_length": max_length,
+               "trials": [{"learning_rate": t["learning_rate"], "variant": t["variant"],
+                           "dev": t["dev"]} for t in trials],
                "cpus": os.cpu_count(), "smoke": args.smoke}
         rows.append(row)
         with open(out, "a", encoding="utf-8") as f:
