@@ -1,0 +1,62 @@
+"""benchmarks/methods_table.py: what it tries per method and how it names the choice; cpu_info."""
+
+import importlib.util
+import sys
+
+import pytest
+
+from tests.conftest import REPO
+
+
+def load(name):
+    sys.path.insert(0, str(REPO / "benchmarks"))
+    try:
+        spec = importlib.util.spec_from_file_location(name, REPO / "benchmarks" / f"{name}.py")
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+        return module
+    finally:
+        sys.path.remove(str(REPO / "benchmarks"))
+
+
+@pytest.fixture(scope="module")
+def table():
+    return load("methods_table")
+
+
+def test_every_variant_is_tried_by_default_and_can_be_narrowed(table):
+    assert table.parse_variants(None) == {"ct_in_batch": ["no_dropout", "dropout"]}
+    assert table.parse_variants("ct_in_batch=dropout") == {"ct_in_batch": ["dropout"]}
+    with pytest.raises(SystemExit, match="unknown variant"):
+        table.parse_variants("ct_in_batch=dropout,sideways")
+    assert table.VARIANTS["ct_in_batch"]["dropout"] == {"dropout": True}
+    assert table.VARIANTS["ct_in_batch"]["no_dropout"] == {"dropout": False}
+
+
+def test_learning_rates_override_one_method_only(table):
+    rates = table.parse_rates("simcse=3e-5,1e-4")
+    assert rates["simcse"] == [3e-5, 1e-4]
+    assert rates["ct_k7"] == table.DEFAULT_RATES["ct_k7"]
+
+
+def test_markdown_names_the_dev_chosen_variant_and_the_reference(table):
+    start = {"pooling": "mean", "dev": 75.77, "test": 65.54}
+    rows = [
+        {"method": "ct_in_batch", "variant": "dropout", "batch_size": 64, "max_length": 32,
+         "pooling": "mean", "learning_rate": 5e-5, "kept_step": 250, "dev": 83.8, "test": 79.58},
+        {"method": "consert", "variant": None, "batch_size": 64, "max_length": 32,
+         "pooling": "mean", "learning_rate": 3e-5, "kept_step": 250, "dev": 84.8, "test": 81.2},
+    ]
+    lines = table.markdown(rows, start, 250).splitlines()
+    assert lines[2].startswith("| start (no training) |") and "75.77 | 65.54" in lines[2]
+    assert "CT, in-batch negatives (dropout, chosen on dev)" in lines[3]
+    assert lines[3].endswith("| 84.23 / 79.99 |")
+    assert "ConSERT (shuffle + feature cutoff) |" in lines[4]
+    assert lines[4].endswith("| (no such loss) |")
+
+
+def test_cpu_info_names_the_vector_instructions():
+    info = load("_common").cpu_info()
+    assert info["cpus"] >= 1
+    assert set(info["cpu_flags"]) == {"avx2", "avx512f", "avx512_bf16", "amx_bf16", "amx_tile"}
+    assert all(isinstance(v, bool) for v in info["cpu_flags"].values())
