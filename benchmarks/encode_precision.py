@@ -17,10 +17,11 @@ import argparse
 import json
 import os
 import sys
-import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from _common import cpu_info, read_lines, sentences_file, st_encode_rates  # noqa: E402
+from _common import (  # noqa: E402
+    cpu_info, our_encode_rate, read_lines, sentences_file, st_encode_rates,
+)
 
 
 def main():
@@ -45,13 +46,8 @@ def main():
     for precision in ("float32", "bfloat16"):
         kwargs = dict(batch_size=args.batch_size, max_length=args.max_length,
                       precision=precision, show_progress=False)
-        encoder.encode(sentences, **kwargs)
-        rates = []
-        for _ in range(args.repeats):
-            t = time.perf_counter()
-            encoder.encode(sentences, **kwargs)
-            rates.append(len(sentences) / (time.perf_counter() - t))
-        result[f"keras_sentemb_{precision}_sentences_per_s"] = round(max(rates), 1)
+        rate = our_encode_rate(encoder, sentences, args.repeats, **kwargs)
+        result[f"keras_sentemb_{precision}_sentences_per_s"] = round(rate, 1)
     st_runs = st_encode_rates(path, args.n, args.batch_size, args.max_length, args.repeats,
                               args.st_python)
     if st_runs:

@@ -15,10 +15,11 @@ import argparse
 import json
 import os
 import sys
-import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from _common import cpu_info, read_lines, sentences_file, st_encode_rates  # noqa: E402
+from _common import (  # noqa: E402
+    cpu_info, our_encode_rate, read_lines, sentences_file, st_encode_rates,
+)
 
 
 def main():
@@ -36,12 +37,8 @@ def main():
     from keras_sentemb import SentenceEncoder
 
     encoder = SentenceEncoder.from_preset("default")
-    encoder.encode(sentences, batch_size=args.batch_size, max_length=args.max_length)
-    ours = []
-    for _ in range(args.repeats):
-        t = time.perf_counter()
-        encoder.encode(sentences, batch_size=args.batch_size, max_length=args.max_length)
-        ours.append(len(sentences) / (time.perf_counter() - t))
+    ours = our_encode_rate(encoder, sentences, args.repeats, batch_size=args.batch_size,
+                           max_length=args.max_length)
     st_runs = st_encode_rates(path, args.n, args.batch_size, args.max_length, args.repeats,
                               args.st_python)
     result = {
@@ -50,11 +47,11 @@ def main():
         "batch_size": args.batch_size,
         "max_length": args.max_length,
         **cpu_info(),
-        "keras_sentemb_sentences_per_s": round(max(ours), 1),
+        "keras_sentemb_sentences_per_s": round(ours, 1),
         "sentence_transformers_sentences_per_s": round(max(st_runs), 1) if st_runs else None,
     }
     if st_runs:
-        result["ratio"] = round(max(ours) / max(st_runs), 2)
+        result["ratio"] = round(ours / max(st_runs), 2)
     print(json.dumps(result))
 
 
