@@ -284,6 +284,8 @@ def build_export_archive(
     Returns:
         A `keras.export.ExportArchive`.
     """
+    from keras_sentemb.models.fused_gelu import plain_gelu
+
     encoder = _as_encoder(encoder)
     chunk_size = _check_chunk_size(chunk_size)
     # Building the tokenizer (and its tensorflow-text model) before tracking.
@@ -298,9 +300,12 @@ def build_export_archive(
     archive.track(encoder.tokenizer)
     embed, token_outputs = _serving_functions(encoder, chunk_size)
     spec = tf.TensorSpec([None], tf.string, name=INPUT_KEY)
-    archive.add_endpoint(SERVING_SIGNATURE, embed, input_signature=[spec])
-    if token_signature:
-        archive.add_endpoint(TOKEN_SIGNATURE, token_outputs, input_signature=[spec])
+    # Plain GELU ops in the exported graph: no XLA-compiled calls, which a
+    # TF Serving build without XLA could not run.
+    with plain_gelu():
+        archive.add_endpoint(SERVING_SIGNATURE, embed, input_signature=[spec])
+        if token_signature:
+            archive.add_endpoint(TOKEN_SIGNATURE, token_outputs, input_signature=[spec])
     return archive
 
 
@@ -563,6 +568,7 @@ def export_saved_model(
     """
     from keras_sentemb.model_card import build_model_card
     from keras_sentemb.model_card import write_model_card
+    from keras_sentemb.models.fused_gelu import plain_gelu
 
     encoder = _as_encoder(encoder)
     chunk_size = _check_chunk_size(chunk_size)
@@ -594,7 +600,8 @@ def export_saved_model(
     tmp = base / f"{_TMP_PREFIX}{version}-{os.getpid()}-{uuid.uuid4().hex[:8]}"
     try:
         archive = build_export_archive(encoder, token_signature, chunk_size)
-        archive.write_out(str(tmp), verbose=False)
+        with plain_gelu():
+            archive.write_out(str(tmp), verbose=False)
         del archive
         report = None
         if verify:

@@ -10,6 +10,7 @@ import tensorflow as tf
 
 from keras_sentemb.models import presets
 from keras_sentemb.models.backbone_adapter import BackboneAdapter
+from keras_sentemb.models.fused_gelu import fuse_gelu
 from keras_sentemb.models.loading import POSTPROCESS_FORMAT_VERSION
 from keras_sentemb.models.loading import POSTPROCESS_WEIGHTS
 from keras_sentemb.models.pooling import parse_pooling
@@ -134,6 +135,8 @@ class SentenceEncoder(keras.Model):
     ):
         super().__init__(**kwargs)
         self.adapter = BackboneAdapter(backbone)
+        # One fused XLA kernel per GELU forward / backward (see fused_gelu).
+        fuse_gelu(self.adapter.transformer_layers)
         self.text_normalization = check_mode(text_normalization)
         if text_normalization is not None:
             tokenizer.lowercase = False

@@ -74,7 +74,10 @@ def all_finite(loss, grads, loss_scaled):
         # scale, so only a non-finite loss counts there.
         for g in grads:
             if g is not None:
-                finite = tf.logical_and(finite, tf.reduce_all(tf.math.is_finite(g)))
+                # An embedding's gradient is IndexedSlices: check its rows
+                # (converting it would build a dense vocabulary-sized tensor).
+                values = g.values if isinstance(g, tf.IndexedSlices) else g
+                finite = tf.logical_and(finite, tf.reduce_all(tf.math.is_finite(values)))
     return all_replicas_agree(finite)  # one replica's NaN skips the step everywhere
 
 

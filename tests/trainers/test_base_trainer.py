@@ -10,6 +10,7 @@ import pytest
 import tensorflow as tf
 
 from keras_sentemb.trainers.base_trainer import BaseTrainer
+from keras_sentemb.trainers.base_trainer import all_finite
 from keras_sentemb.pipelines.callbacks import NonFiniteGuard
 from tests.conftest import REPO
 
@@ -57,6 +58,19 @@ def test_nonfinite_step_leaves_weights_and_optimizer_state_untouched(optimizer):
         np.testing.assert_array_equal(a, b)
     assert any(not np.array_equal(a, b) for a, b in zip(states[1][0], states[2][0]))
     assert int(trainer.optimizer.iterations) == 3  # the skipped step still counts
+
+
+@pytest.mark.parametrize("bad", [None, np.nan, np.inf])
+def test_all_finite_checks_embedding_rows_without_densifying(bad):
+    values = np.ones((2, 3), np.float32)
+    if bad is not None:
+        values[1, 2] = bad
+    sparse = tf.IndexedSlices(tf.constant(values), tf.constant([4, 9]), tf.constant([30522, 3]))
+    dense = tf.ones([3])
+    assert bool(all_finite(tf.constant(1.0), [dense, sparse, None], False)) == (bad is None)
+    # With loss scaling only the loss counts.
+    assert bool(all_finite(tf.constant(1.0), [sparse], True))
+    assert not bool(all_finite(tf.constant(np.nan), [dense], True))
 
 
 def test_guard_stops_and_keeps_last_finite_weights():

@@ -1,0 +1,140 @@
+"""The fused GELU: same values and gradients as keras-hub's, installed where it should be."""
+
+import keras
+import numpy as np
+import pytest
+import tensorflow as tf
+from keras_hub.src.utils.keras_utils import gelu_approximate
+
+from keras_sentemb.models.fused_gelu import DISABLE_ENV
+from keras_sentemb.models.fused_gelu import FusedGelu
+from keras_sentemb.models.fused_gelu import fuse_gelu
+from keras_sentemb.models.fused_gelu import fused_gelu_approximate
+from keras_sentemb.models.fused_gelu import fused_gelu_exact
+from keras_sentemb.models.fused_gelu import plain_gelu
+from keras_sentemb.models.fused_gelu import unfuse_gelu
+from tests.conftest import make_tiny_encoder
+from tests.models.test_forward import make_tiny_roberta
+
+
+def xla_compiled_functions(path):
+    """Names of functions / call nodes in a SavedModel marked for XLA compilation."""
+    from tensorflow.core.protobuf import saved_model_pb2
+
+    proto = saved_model_pb2.SavedModel()
+    proto.ParseFromString((path / "saved_model.pb").read_bytes() if hasattr(path, "read_bytes")
+                          else open(f"{path}/saved_model.pb", "rb").read())
+    marked = []
+    for meta_graph in proto.meta_graphs:
+        library = meta_graph.graph_def.library
+        for function in library.function:
+            if function.attr["_XlaMustCompile"].b:
+                marked.append(function.signature.name)
+            marked += [n.name for n in function.node_def if n.attr["_XlaMustCompile"].b]
+        marked += [n.name for n in meta_graph.graph_def.node if n.attr["_XlaMustCompile"].b]
+    return marked
+
+
+def value_and_grad(fn, x, dy):
+    @tf.function
+    def run(x, dy):
+        with tf.GradientTape() as tape:
+            tape.watch(x)
+            y = fn(x)
+        return y, tape.gradient(y, x, output_gradients=dy)
+
+    return [v.numpy() for v in run(x, dy)]
+
+
+@pytest.mark.parametrize(
+    "fused, reference",
+    [
+        (fused_gelu_approximate, gelu_approximate),
+        (fused_gelu_exact, lambda x: keras.activations.gelu(x, approximate=False)),
+    ],
+    ids=["tanh", "exact"],
+)
+def test_values_and_gradients_equal_the_composed_ops(fused, reference):
+    rng = np.random.default_rng(0)
+    # Wide range: the tails (tanh saturating, erf near +-1) included.
+    x = tf.constant(rng.normal(scale=3.0, size=(7, 13, 48)), tf.float32)
+    dy = tf.constant(rng.normal(size=(7, 13, 48)), tf.float32)
+    got_y, got_dx = value_and_grad(fused, x, dy)
+    want_y, want_dx = value_and_grad(reference, x, dy)
+    np.testing.assert_allclose(got_y, want_y, atol=2e-6, rtol=1e-5)
+    np.testing.assert_allclose(got_dx, want_dx, atol=2e-5, rtol=1e-5)
+    # Closed forms at 0: GELU(0) = 0, GELU'(0) = 1/2 (both forms).
+    y0, dx0 = value_and_grad(fused, tf.zeros([1]), tf.ones([1]))
+    assert y0[0] == 0.0 and dx0[0] == pytest.approx(0.5, abs=1e-7)
+
+
+def test_bfloat16_inputs_stay_bfloat16():
+    x = tf.constant(np.linspace(-4, 4, 64), tf.bfloat16)
+    y, dx = value_and_grad(fused_gelu_approximate, x, tf.ones_like(x))
+    assert y.dtype == tf.bfloat16.as_numpy_dtype and dx.dtype == y.dtype
+    want = gelu_approximate(tf.cast(x, tf.float32)).numpy()
+    np.testing.assert_allclose(y.astype(np.float32), want, atol=0.03, rtol=0.02)
+
+
+@pytest.mark.parametrize("make, approximate", [(make_tiny_encoder, True), (make_tiny_roberta, False)],
+                         ids=["bert", "roberta"])
+def test_encoder_installs_the_fused_gelu_on_every_layer(make, approximate):
+    encoder = make()
+    activations = [layer._feedforward_intermediate_dense.activation
+                   for layer in encoder.backbone.transformer_layers]
+    assert len(activations) == encoder.num_layers
+    assert all(isinstance(a, FusedGelu) and a.approximate == approximate for a in activations)
+    # Idempotent, and reversible.
+    assert fuse_gelu(encoder.backbone.transformer_layers) == 0
+    assert unfuse_gelu(encoder.backbone.transformer_layers) == encoder.num_layers
+    assert not any(isinstance(layer._feedforward_intermediate_dense.activation, FusedGelu)
+                   for layer in encoder.backbone.transformer_layers)
+
+
+def test_other_activations_are_left_alone():
+    layer = keras.layers.Dense(4, activation="relu")
+    holder = type("Layer", (), {"_feedforward_intermediate_dense": layer})()
+    assert fuse_gelu([holder]) == 0
+    assert layer.activation is keras.activations.relu
+
+
+def test_training_forward_and_gradients_equal_plain_gelu():
+    encoder = make_tiny_encoder()
+    inputs = encoder.preprocess(["the man plays the guitar .", "a dog sits on the mat"])
+
+    def loss_and_grads():
+        with tf.GradientTape() as tape:
+            vectors = encoder.sentence_vectors(inputs, "mean", training=False)  # no dropout
+            loss = tf.reduce_sum(vectors * vectors)
+        grads = tape.gradient(loss, encoder.trainable_variables)
+        return vectors.numpy(), [tf.convert_to_tensor(g).numpy() for g in grads if g is not None]
+
+    fused_vectors, fused_grads = loss_and_grads()
+    with plain_gelu():
+        plain_vectors, plain_grads = loss_and_grads()
+    np.testing.assert_allclose(fused_vectors, plain_vectors, atol=1e-5)
+    assert len(fused_grads) == len(plain_grads) > 0
+    for got, want in zip(fused_grads, plain_grads):
+        np.testing.assert_allclose(got, want, atol=1e-4, rtol=1e-4)
+
+
+def test_environment_variable_switches_it_off(monkeypatch):
+    activation = FusedGelu(gelu_approximate, approximate=True)
+    calls = []
+    activation._fused = lambda x: calls.append("fused") or fused_gelu_approximate(x)
+    x = tf.constant([0.5, -1.0])
+    activation(x)
+    monkeypatch.setenv(DISABLE_ENV, "1")
+    activation(x)
+    assert calls == ["fused"]
+
+
+def test_export_graph_has_no_xla_compiled_function(tmp_path):
+    from keras_sentemb.export import export_saved_model
+
+    encoder = make_tiny_encoder()
+    version = export_saved_model(encoder, tmp_path / "m")
+    assert xla_compiled_functions(version) == []
+    # The encoder itself still runs the fused kernels after the export.
+    assert isinstance(encoder.backbone.transformer_layers[0]._feedforward_intermediate_dense
+                      .activation, FusedGelu)
