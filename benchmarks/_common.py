@@ -80,12 +80,29 @@ def our_encode_rate(encoder, sentences, repeats, **kwargs):
     return best
 
 
-def st_encode_rates(path, n, batch_size, max_length, repeats, python=None):
+def configure_ours(threads=None, plain_gelu=False):
+    """Our side's knobs, set before TensorFlow runs anything.
+
+    `threads`: TensorFlow's intra- and inter-op threads (None: its own
+    choice). `plain_gelu`: keras-hub's composed GELU ops instead of the fused
+    kernels (`keras_sentemb.models.fused_gelu`).
+    """
+    if plain_gelu:
+        os.environ["KERAS_SENTEMB_PLAIN_GELU"] = "1"
+    if threads:
+        import tensorflow as tf
+
+        tf.config.threading.set_intra_op_parallelism_threads(threads)
+        tf.config.threading.set_inter_op_parallelism_threads(threads)
+
+
+def st_encode_rates(path, n, batch_size, max_length, repeats, python=None, threads=None):
     """sentence-transformers' encode speed (sentences/s) in `repeats` runs; [] if ST is unavailable."""
     rates = []
     for _ in range(repeats):
         st = run_st("st_encode.py", ["--sentences", path, "--n", n, "--batch-size", batch_size,
-                                     "--max-length", max_length], python)
+                                     "--max-length", max_length,
+                                     *(["--threads", threads] if threads else [])], python)
         if st is None:
             break
         rates.append(st["sentences_per_s"])

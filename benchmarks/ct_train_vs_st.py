@@ -20,7 +20,9 @@ import sys
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from _common import cpu_info, read_lines, run_st, sentences_file  # noqa: E402
+from _common import (  # noqa: E402
+    configure_ours, cpu_info, read_lines, run_st, sentences_file,
+)
 
 
 def ours_steps_per_s(sentences, steps, warmup, batch_size, max_length, negatives, dropout):
@@ -64,7 +66,12 @@ def main():
     p.add_argument("--negatives", choices=["k7", "in_batch"], default="k7")
     p.add_argument("--dropout", action=argparse.BooleanOptionalAction, default=True)
     p.add_argument("--st-python", default=None)
+    p.add_argument("--threads", type=int, default=None,
+                   help="threads for both toolkits (default: TensorFlow's and torch's own)")
+    p.add_argument("--plain-gelu", action="store_true",
+                   help="ours with keras-hub's composed GELU ops instead of the fused kernels")
     args = p.parse_args()
+    configure_ours(args.threads, args.plain_gelu)
     path = sentences_file(args.sentences)
     sentences = read_lines(path, args.pool)
     ours = ours_steps_per_s(sentences, args.steps, args.warmup, args.batch_size,
@@ -73,7 +80,8 @@ def main():
                                    "--steps", args.steps, "--warmup", args.warmup,
                                    "--batch-size", args.batch_size,
                                    "--max-length", args.max_length,
-                                   "--negatives", "bce" if args.negatives == "k7" else "in_batch"],
+                                   "--negatives", "bce" if args.negatives == "k7" else "in_batch",
+                                   *(["--threads", args.threads] if args.threads else [])],
                 args.st_python)
     result = {
         "benchmark": "ct_train",
@@ -81,6 +89,8 @@ def main():
         "batch_size": args.batch_size,
         "max_length": args.max_length,
         "dropout": args.dropout,
+        "threads": args.threads,
+        "fused_gelu": not args.plain_gelu,
         **cpu_info(),
         "keras_sentemb_steps_per_s": round(ours, 3),
         "sentence_transformers_steps_per_s": round(st["steps_per_s"], 3) if st else None,

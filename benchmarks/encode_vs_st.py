@@ -18,7 +18,7 @@ import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from _common import (  # noqa: E402
-    cpu_info, our_encode_rate, read_lines, sentences_file, st_encode_rates,
+    configure_ours, cpu_info, our_encode_rate, read_lines, sentences_file, st_encode_rates,
 )
 
 
@@ -30,7 +30,12 @@ def main():
     p.add_argument("--max-length", type=int, default=256)
     p.add_argument("--repeats", type=int, default=3)
     p.add_argument("--st-python", default=None)
+    p.add_argument("--threads", type=int, default=None,
+                   help="threads for both toolkits (default: TensorFlow's and torch's own)")
+    p.add_argument("--plain-gelu", action="store_true",
+                   help="ours with keras-hub's composed GELU ops instead of the fused kernels")
     args = p.parse_args()
+    configure_ours(args.threads, args.plain_gelu)
     path = sentences_file(args.sentences)
     sentences = read_lines(path, args.n)
 
@@ -40,12 +45,14 @@ def main():
     ours = our_encode_rate(encoder, sentences, args.repeats, batch_size=args.batch_size,
                            max_length=args.max_length)
     st_runs = st_encode_rates(path, args.n, args.batch_size, args.max_length, args.repeats,
-                              args.st_python)
+                              args.st_python, args.threads)
     result = {
         "benchmark": "encode",
         "n": len(sentences),
         "batch_size": args.batch_size,
         "max_length": args.max_length,
+        "threads": args.threads,
+        "fused_gelu": not args.plain_gelu,
         **cpu_info(),
         "keras_sentemb_sentences_per_s": round(ours, 1),
         "sentence_transformers_sentences_per_s": round(max(st_runs), 1) if st_runs else None,
