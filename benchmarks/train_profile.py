@@ -11,7 +11,8 @@ step of each op type (or of each op node with `--by-node`), with the share of
 all op time. Op times are summed over TensorFlow's threads, so they add up
 to more than the wall time when ops run side by side; the shares are what to
 read. One JSON line per group, the heaviest first, after a header line with
-the wall time per step and `cpu_info`.
+the wall time per step and `cpu_info`. `ExecuteAsyncOnStream` is XLA running a
+compiled function (here the fused GELU kernels).
 
 It found the GELU (about 20 element-wise ops forward and backward on the
 largest activation, where PyTorch runs two kernels), now one fused kernel
@@ -32,8 +33,15 @@ import time
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from _common import cpu_info, read_lines, sentences_file  # noqa: E402
 
-# Events of the trace that are not single ops (executor spans, containers).
-NOT_OPS = ("Process",)
+# Events of the trace that are not single ops: executor spans and function
+# calls that contain other events, and tf.data's work on its own threads.
+NOT_OPS = ("Process", "Run", "Start")
+
+
+def is_op(op):
+    op = op.strip()
+    return not (op in NOT_OPS or op.startswith("__inference")
+                or "Dataset" in op or "Iterator" in op or op.startswith("ParallelMap"))
 
 
 def op_times(logdir, by_node=False, only=None):
@@ -53,7 +61,7 @@ def op_times(logdir, by_node=False, only=None):
                 if ":" not in name:
                     continue
                 node, op = name.rsplit(":", 1)
-                if op in NOT_OPS or (only and op not in only):
+                if not is_op(op) or (only and op not in only):
                     continue
                 if by_node:
                     node = re.sub(r"transformer_layer_\d+", "transformer_layer_N", node)
