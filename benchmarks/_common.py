@@ -80,20 +80,30 @@ def our_encode_rate(encoder, sentences, repeats, **kwargs):
     return best
 
 
-def configure_ours(threads=None, plain_gelu=False):
+def configure_ours(threads=None, plain_gelu=False, parallel_batches=None):
     """Our side's knobs, set before TensorFlow runs anything.
 
-    `threads`: TensorFlow's intra- and inter-op threads (None: its own
-    choice). `plain_gelu`: keras-hub's composed GELU ops instead of the fused
-    kernels (`keras_sentemb.models.fused_gelu`).
+    `threads`: TensorFlow's intra- and inter-op threads, one batch at a time
+    (None: as `keras-sentemb encode` runs, `cpu_threads.configure_encode_threads`:
+    `parallel_batches` batches side by side, each on its share of the cores).
+    `plain_gelu`: keras-hub's composed GELU ops instead of the fused kernels
+    (`keras_sentemb.models.fused_gelu`). Returns the `parallel_batches` to
+    pass to `encode`.
     """
     if plain_gelu:
         os.environ["KERAS_SENTEMB_PLAIN_GELU"] = "1"
-    if threads:
-        import tensorflow as tf
+    import tensorflow as tf
 
+    from keras_sentemb.models.cpu_threads import check_parallel_batches
+    from keras_sentemb.models.cpu_threads import configure_encode_threads
+
+    if threads:
         tf.config.threading.set_intra_op_parallelism_threads(threads)
         tf.config.threading.set_inter_op_parallelism_threads(threads)
+        return 1 if parallel_batches is None else parallel_batches
+    parallel_batches = check_parallel_batches(parallel_batches)
+    configure_encode_threads(parallel_batches)
+    return parallel_batches
 
 
 def st_encode_rates(path, n, batch_size, max_length, repeats, python=None, threads=None):

@@ -71,7 +71,7 @@ def main():
     p.add_argument("--plain-gelu", action="store_true",
                    help="ours with keras-hub's composed GELU ops instead of the fused kernels")
     args = p.parse_args()
-    configure_ours(args.threads, args.plain_gelu)
+    configure_ours(args.threads, args.plain_gelu, parallel_batches=1)  # training: every thread per op
     path = sentences_file(args.sentences)
     sentences = read_lines(path, args.pool)
     ours = ours_steps_per_s(sentences, args.steps, args.warmup, args.batch_size,

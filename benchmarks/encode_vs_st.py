@@ -32,10 +32,13 @@ def main():
     p.add_argument("--st-python", default=None)
     p.add_argument("--threads", type=int, default=None,
                    help="threads for both toolkits (default: TensorFlow's and torch's own)")
+    p.add_argument("--parallel-batches", type=int, default=None,
+                   help="our batches computed at once (default: the toolkit's, 2 on a CPU-only "
+                        "host; 1 with --threads)")
     p.add_argument("--plain-gelu", action="store_true",
                    help="ours with keras-hub's composed GELU ops instead of the fused kernels")
     args = p.parse_args()
-    configure_ours(args.threads, args.plain_gelu)
+    parallel = configure_ours(args.threads, args.plain_gelu, args.parallel_batches)
     path = sentences_file(args.sentences)
     sentences = read_lines(path, args.n)
 
@@ -43,7 +46,7 @@ def main():
 
     encoder = SentenceEncoder.from_preset("default")
     ours = our_encode_rate(encoder, sentences, args.repeats, batch_size=args.batch_size,
-                           max_length=args.max_length)
+                           max_length=args.max_length, parallel_batches=parallel)
     st_runs = st_encode_rates(path, args.n, args.batch_size, args.max_length, args.repeats,
                               args.st_python, args.threads)
     result = {
@@ -52,6 +55,7 @@ def main():
         "batch_size": args.batch_size,
         "max_length": args.max_length,
         "threads": args.threads,
+        "parallel_batches": parallel,
         "fused_gelu": not args.plain_gelu,
         **cpu_info(),
         "keras_sentemb_sentences_per_s": round(ours, 1),

@@ -10,7 +10,11 @@ it, in a fresh process:
 
 The child's own peak resident memory (`ru_maxrss` from `os.wait4`) and the
 wall time are reported, with the rate and the time per 100k lines; linear
-time means a constant rate. One JSON line per size, then a summary.
+time means a constant rate. While the child runs, its resident memory is read
+every `--sample-s` seconds and each shard's progress line is stamped, so one
+run also gives a trajectory: rows done, seconds and RSS at every shard (flat
+memory and a constant rate within the run). One JSON line per size, then a
+summary.
 """
 
 import argparse
@@ -20,6 +24,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import re
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -38,6 +43,35 @@ def make_input(path, source, n):
             written += len(take)
 
 
+SHARD_LINE = re.compile(r"^shard \S+: \d+ rows \((\d+) in all")
+
+
+def resident_mib(pid):
+    """Current resident memory of `pid` in MiB (None where /proc does not tell)."""
+    try:
+        with open(f"/proc/{pid}/status") as f:
+            for line in f:
+                if line.startswith("VmRSS:"):
+                    return round(int(line.split()[1]) / 1024, 1)
+    except OSError:
+        pass
+    return None
+
+
+def stamp_shards(log, offset, trajectory, seconds, rss):
+    """Append `{rows, seconds, rss_mib}` for each new shard line of `log`; the new offset."""
+    with open(log, "rb") as f:
+        f.seek(offset)
+        data = f.read()
+    end = data.rfind(b"\n") + 1
+    for line in data[:end].decode("utf-8", errors="replace").splitlines():
+        m = SHARD_LINE.match(line)
+        if m:
+            trajectory.append({"rows": int(m.group(1)), "seconds": round(seconds, 1),
+                               "rss_mib": rss})
+    return offset + end
+
+
 def run_one(n, args, scratch, source):
     text = os.path.join(scratch, f"in_{n}.txt")
     out = os.path.join(scratch, f"out_{n}")
@@ -53,8 +87,16 @@ def run_one(n, args, scratch, source):
     t = time.perf_counter()
     with open(log, "wb") as stderr:
         proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=stderr, env=env)
-        _, status, usage = os.wait4(proc.pid, 0)  # this child's own peak RSS
+        trajectory, rss_mib, read = [], [], 0
+        while True:  # os.wait4, not Popen.poll: it gives this child's own peak RSS
+            pid, status, usage = os.wait4(proc.pid, os.WNOHANG)
+            if pid:
+                break
+            time.sleep(args.sample_s)
+            rss_mib.append(resident_mib(proc.pid))
+            read = stamp_shards(log, read, trajectory, time.perf_counter() - t, rss_mib[-1])
     seconds = time.perf_counter() - t
+    stamp_shards(log, read, trajectory, seconds, None)
     if os.waitstatus_to_exitcode(status) != 0:
         with open(log, encoding="utf-8", errors="replace") as f:
             raise SystemExit(f.read()[-3000:])
@@ -63,6 +105,10 @@ def run_one(n, args, scratch, source):
         "seconds": round(seconds, 1), "lines_per_s": round(n / seconds, 1),
         "seconds_per_100k": round(seconds / n * 1e5, 1),
         "peak_rss_mib": round(usage.ru_maxrss / 1024, 1),
+        "sampled_rss_mib": {"first": next((r for r in rss_mib if r), None),
+                            "max": max((r for r in rss_mib if r), default=None),
+                            "last": next((r for r in reversed(rss_mib) if r), None)},
+        "trajectory": trajectory,
         "command": " ".join(cmd[1:]),
     }
     shutil.rmtree(out, ignore_errors=True)
@@ -79,6 +125,8 @@ def main():
     p.add_argument("--model", default="default")
     p.add_argument("--sentences", default=None)
     p.add_argument("--scratch", default=None)
+    p.add_argument("--sample-s", type=float, default=2.0,
+                   help="seconds between readings of the child's memory and progress")
     args = p.parse_args()
     source = sentences_file(args.sentences)
     scratch = args.scratch or tempfile.mkdtemp(prefix="stream_encode_")

@@ -182,6 +182,11 @@ def cmd_encode_shards(args):
 def cmd_encode(args):
     import numpy as np
 
+    from keras_sentemb.models.cpu_threads import configure_encode_threads
+
+    # This process only encodes: two batches side by side, each on its share
+    # of the cores, beat one batch on all of them (keras_sentemb.models.cpu_threads).
+    configure_encode_threads()
     if args.shard_size is not None:
         return cmd_encode_shards(args)
     out_dir = os.path.dirname(os.path.abspath(args.output))

@@ -10,6 +10,7 @@ import tensorflow as tf
 
 from keras_sentemb.models import presets
 from keras_sentemb.models.backbone_adapter import BackboneAdapter
+from keras_sentemb.models.cpu_threads import run_batches
 from keras_sentemb.models.fused_gelu import fuse_gelu
 from keras_sentemb.models.loading import POSTPROCESS_FORMAT_VERSION
 from keras_sentemb.models.loading import POSTPROCESS_WEIGHTS
@@ -605,6 +606,7 @@ class SentenceEncoder(keras.Model):
         show_progress=None,
         precision=None,
         postprocess=True,
+        parallel_batches=None,
     ):
         """Encode raw sentences into a float32 numpy array `[n, dim]`.
 
@@ -633,6 +635,10 @@ class SentenceEncoder(keras.Model):
             postprocess: bool. Apply the post-processing layer (if any);
                 `False` returns the vectors it takes (what it was fitted
                 on). Defaults to `True`.
+            parallel_batches: int or None. Batches computed at the same time
+                (on Python threads; see `keras_sentemb.models.cpu_threads`).
+                Defaults to `None`: 2 on a host without GPU or TPU, else 1.
+                The vectors do not depend on it.
 
         Returns:
             float32 numpy array `[n, output_dim]` (`[n, base_output_dim]`
@@ -645,6 +651,7 @@ class SentenceEncoder(keras.Model):
                 sentences, batch_size=batch_size, max_length=max_length,
                 pooling=self.pooling if pooling is None else pooling,
                 normalize=normalize, show_progress=show_progress, postprocess=postprocess,
+                parallel_batches=parallel_batches,
             )
         single = isinstance(sentences, (str, bytes))
         if single:
@@ -683,8 +690,9 @@ class SentenceEncoder(keras.Model):
         if show_progress is None:
             show_progress = n >= 5000
         progbar = keras.utils.Progbar(n, unit_name="sentence") if show_progress else None
-        for idx, token_ids, mask in self.packed_batches(sentences, batch_size, max_length):
-            out[idx] = fn(token_ids, mask).numpy()
+        batches = self.packed_batches(sentences, batch_size, max_length)
+        for idx, vectors in run_batches(fn, batches, parallel_batches):
+            out[idx] = vectors
             if progbar is not None:
                 progbar.add(len(idx))
         return out[0] if single else out
@@ -775,14 +783,27 @@ class SentenceEncoder(keras.Model):
         All sentences are tokenized in bulk, sorted by length, and each batch
         is padded to the smallest bucket length that holds its longest
         sentence (capped at `max_length`), so a handful of shapes serve any
-        input. `indices` are the batch rows' positions in `sentences`.
+        input. A batch ends early where the next sentence's own bucket is at
+        most half the batch's width: a few long outliers then make a small
+        batch of their own instead of padding up to `batch_size` short
+        sentences to their length. `indices` are the batch rows' positions
+        in `sentences`.
         """
         flat, offsets, lengths = self._tokenize_to_numpy(sentences)
         kept = np.minimum(lengths, max_length - 2)
         order = np.argsort(-kept, kind="stable")
-        for begin in range(0, len(sentences), batch_size):
-            idx = order[begin : begin + batch_size]
-            width = min(bucket_length(int(kept[idx].max()) + 2), max_length)
+        widths = np.minimum(
+            [bucket_length(int(k) + 2) for k in range(int(kept.max(initial=0)) + 1)], max_length
+        )[kept[order]]  # each sorted sentence's own padded width
+        begin, n = 0, len(sentences)
+        while begin < n:
+            width = int(widths[begin])
+            end = min(begin + batch_size, n)
+            shorter = np.flatnonzero(widths[begin + 1 : end] * 2 <= width)
+            if shorter.size:
+                end = begin + 1 + int(shorter[0])
+            idx = order[begin:end]
+            begin = end
             token_ids = np.full((len(idx), width), self.pad_token_id, np.int32)
             mask = np.zeros((len(idx), width), np.int32)
             for row, i in enumerate(idx):
