@@ -5,6 +5,7 @@ import keras
 from keras_sentemb import validation
 from keras_sentemb.pipelines.scaffold import FitScaffold
 from keras_sentemb.pipelines.schedules import ct_learning_rate_schedule
+from keras_sentemb.trainers import optimizers
 
 KEEP = ("best", "tower1", "tower2")
 
@@ -12,16 +13,10 @@ KEEP = ("best", "tower1", "tower2")
 def _optimizer(name, schedule, in_batch):
     if name is None:
         if in_batch:
-            return keras.optimizers.AdamW(learning_rate=schedule, weight_decay=0.01)
-        return keras.optimizers.RMSprop(learning_rate=schedule)
-    if isinstance(name, keras.optimizers.Optimizer):
-        return name
-    if isinstance(name, str):
-        try:
-            cls = type(keras.optimizers.get(name))
-        except ValueError as e:
-            raise ValueError(f"Unknown optimizer {name!r}: {e}") from e
-        return cls(learning_rate=schedule)
+            return optimizers.AdamW(learning_rate=schedule, weight_decay=0.01)
+        return optimizers.RMSprop(learning_rate=schedule)
+    if isinstance(name, (str, keras.optimizers.Optimizer)):
+        return optimizers.get(name, learning_rate=schedule)
     raise ValueError(
         f"`optimizer` must be a keras Optimizer, a name or None; received {name!r}."
     )

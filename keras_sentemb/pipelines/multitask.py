@@ -12,6 +12,7 @@ from keras_sentemb import validation
 from keras_sentemb.pipelines.callbacks import DevSelection
 from keras_sentemb.pipelines.scaffold import FitScaffold
 from keras_sentemb.pipelines.schedules import adamw_linear_decay
+from keras_sentemb.trainers import optimizers
 
 logger = logging.getLogger(__name__)
 
@@ -299,9 +300,9 @@ def fit_multitask(
         )
         run.compile(
             trainer,
-            keras.optimizers.AdamW(run.learning_rate, weight_decay=WEIGHT_DECAY, name="encoder_adamw"),
-            head_optimizer=keras.optimizers.AdamW(head_learning_rate, weight_decay=WEIGHT_DECAY),
-            fusion_optimizer=keras.optimizers.AdamW(run.learning_rate, weight_decay=WEIGHT_DECAY),
+            optimizers.AdamW(run.learning_rate, weight_decay=WEIGHT_DECAY, name="encoder_adamw"),
+            head_optimizer=optimizers.AdamW(head_learning_rate, weight_decay=WEIGHT_DECAY),
+            fusion_optimizer=optimizers.AdamW(run.learning_rate, weight_decay=WEIGHT_DECAY),
         )
 
     def make_dataset(start_step):

@@ -119,10 +119,13 @@ def adamw_linear_decay(learning_rate, steps, warmup_ratio=0.0, weight_decay=0.0,
     """AdamW (epsilon 1e-6, as Hugging Face's) on a `LinearWarmupDecay` schedule.
 
     Extra keyword arguments go to `keras.optimizers.AdamW` (e.g. `beta_2`,
-    `global_clipnorm`).
+    `global_clipnorm`); the class is its fused form
+    (`keras_sentemb.trainers.optimizers.AdamW`).
     """
+    from keras_sentemb.trainers.optimizers import AdamW
+
     kwargs.setdefault("epsilon", 1e-6)
-    return keras.optimizers.AdamW(
+    return AdamW(
         learning_rate=linear_warmup_decay(learning_rate, steps, warmup_ratio),
         weight_decay=validation.non_negative_float(weight_decay, "weight_decay"),
         **kwargs,

@@ -17,6 +17,23 @@ CHUNK_STRIDE = 1 << 10
 MAX_CHUNKS = SEED_STRIDE // CHUNK_STRIDE - 1
 
 
+def dense_gradients(grads):
+    """Embedding gradients (`tf.IndexedSlices`) as dense tensors; others unchanged.
+
+    A token embedding's gradient holds one row per occurrence of a token in
+    the batch. Keras 3's Adam and RMSprop square such a gradient slice by
+    slice (`ops.square` is applied before duplicate rows are summed), so a
+    token that occurs k times gets `sum(g_i^2)` instead of `(sum g_i)^2` in
+    its second moment: up to sqrt(k) times larger steps for [CLS], [SEP] and
+    frequent words. Dense gradients give the usual update (PyTorch's, whose
+    embedding gradients are dense; the papers' code), under every strategy
+    (an all-reduce of dense gradients sums rows; of sparse ones it would
+    concatenate them again). The optimizers update every row of their
+    moments anyway.
+    """
+    return [tf.convert_to_tensor(g) if isinstance(g, tf.IndexedSlices) else g for g in grads]
+
+
 def apply_if_finite(optimizer, grads_and_vars, finite):
     """`optimizer.apply_gradients(grads_and_vars)` if `finite`, else skip the update.
 
@@ -33,11 +50,16 @@ def apply_if_finite(optimizer, grads_and_vars, finite):
     is evaluated in the cross-replica context and the update re-entered per
     replica, as Keras' `LossScaleOptimizer` does.
 
+    Sparse gradients are made dense first (`dense_gradients`).
+
     Args:
         optimizer: a built Keras optimizer.
         grads_and_vars: list of `(gradient, variable)` pairs.
         finite: boolean scalar tensor.
     """
+
+    grads, variables = zip(*grads_and_vars) if grads_and_vars else ((), ())
+    grads_and_vars = list(zip(dense_gradients(grads), variables))
 
     def apply(pairs):
         optimizer.apply_gradients(pairs)
@@ -172,6 +194,10 @@ class BaseTrainer(keras.Model):
     def compile(self, optimizer="rmsprop", **kwargs):
         """Keras `compile`, with `jit_compile=False` and the optimizer built now.
 
+        An optimizer given by name is this toolkit's fused form where there is
+        one (`keras_sentemb.trainers.optimizers.get`: `"rmsprop"`, `"adam"`,
+        `"adamw"`).
+
         Dynamic shapes (every batch is padded to its own length) make XLA
         recompile per shape, so it is off by default. `no_decay_variables()`
         (the learnable logit scale) are excluded from weight decay. The optimizer's slots are created here,
@@ -188,6 +214,10 @@ class BaseTrainer(keras.Model):
                     f"mini_batch_size (GradCache) is not available here: {reason}. "
                     f"Received: mini_batch_size={self.mini_batch_size}."
                 )
+        if isinstance(optimizer, str):  # RMSprop / Adam / AdamW: their fused forms
+            from keras_sentemb.trainers.optimizers import get
+
+            optimizer = get(optimizer)
         super().compile(optimizer=optimizer, **kwargs)
         optimizer = self.optimizer
         no_decay = self.no_decay_variables()

@@ -21,6 +21,7 @@ from keras_sentemb.models.pooling import parse_pooling
 from keras_sentemb.trainers.base_trainer import BaseTrainer
 from keras_sentemb.trainers.base_trainer import all_finite
 from keras_sentemb.trainers.base_trainer import apply_if_finite
+from keras_sentemb.trainers.base_trainer import dense_gradients
 from keras_sentemb.trainers.pcgrad import flatten_gradients
 from keras_sentemb.trainers.pcgrad import pcgrad_project
 from keras_sentemb.trainers.pcgrad import unflatten_gradients
@@ -69,19 +70,6 @@ def _copy_optimizer(optimizer, name):
     config = optimizer.get_config()
     config["name"] = name
     return type(optimizer).from_config(config)
-
-
-def _dense(grads):
-    """Embedding gradients (`tf.IndexedSlices`) as dense tensors.
-
-    Keras' Adam squares an `IndexedSlices` gradient slice by slice
-    (`ops.square` is applied before duplicate rows are summed), so a token
-    that occurs several times in a batch gets `sum(g_i^2)` instead of
-    `(sum g_i)^2` in its second moment. Dense gradients give the usual
-    AdamW update (PyTorch's, whose embedding gradients are dense); the
-    optimizer updates every row of the moments anyway.
-    """
-    return [tf.convert_to_tensor(g) if isinstance(g, tf.IndexedSlices) else g for g in grads]
 
 
 def _join_pairs(first, second):
@@ -521,7 +509,7 @@ class MultitaskModel(BaseTrainer):
             grads = self._task_gradients_pcgrad(tape, scaled_losses, active, variables)
             del tape
         else:
-            grads = _dense(tape.gradient(scaled, variables))
+            grads = dense_gradients(tape.gradient(scaled, variables))
         finite = all_finite(total, grads, loss_scaled)
         n_enc = len(encoder_variables)
         head_grads = grads[n_enc:]
@@ -568,7 +556,7 @@ class MultitaskModel(BaseTrainer):
         with tf.GradientTape() as tape:
             loss = self.fusion_loss(data, training=True)
             scaled = optimizer.scale_loss(loss / replicas)
-        grads = _dense(tape.gradient(scaled, variables))
+        grads = dense_gradients(tape.gradient(scaled, variables))
         finite = all_finite(
             loss, grads, isinstance(optimizer, keras.optimizers.LossScaleOptimizer)
         )

@@ -11,6 +11,7 @@ import tensorflow as tf
 
 from keras_sentemb.trainers.base_trainer import BaseTrainer
 from keras_sentemb.trainers.base_trainer import all_finite
+from keras_sentemb.trainers.base_trainer import apply_if_finite
 from keras_sentemb.pipelines.callbacks import NonFiniteGuard
 from tests.conftest import REPO
 
@@ -71,6 +72,33 @@ def test_all_finite_checks_embedding_rows_without_densifying(bad):
     # With loss scaling only the loss counts.
     assert bool(all_finite(tf.constant(1.0), [sparse], True))
     assert not bool(all_finite(tf.constant(np.nan), [dense], True))
+
+
+def embedding_step(optimizer, gradient):
+    table = keras.Variable(np.ones((5, 2), np.float32), name="table")
+    optimizer.build([table])
+    for _ in range(2):
+        apply_if_finite(optimizer, [(gradient, table)], tf.constant(True))
+    return table.numpy()
+
+
+@pytest.mark.parametrize("name", ["RMSprop", "Adam"])
+def test_a_repeated_token_gets_the_dense_update_with_any_optimizer(name):
+    # Row 0 occurs three times (a token repeated in the batch). Keras' own
+    # sparse update squares the three slices one by one; the trainers hand
+    # it the dense gradient, whose row 0 is their sum.
+    values = tf.constant([[0.1, -0.2], [0.3, 0.1], [0.2, 0.2], [0.5, -0.5]])
+    sparse = tf.IndexedSlices(values, tf.constant([0, 0, 3, 0]), tf.constant([5, 2]))
+    make = getattr(keras.optimizers, name)
+    got = embedding_step(make(0.1), sparse)
+    want = embedding_step(make(0.1), tf.convert_to_tensor(sparse))
+    np.testing.assert_allclose(got, want, rtol=1e-6)
+    table = keras.Variable(np.ones((5, 2), np.float32))
+    plain = make(0.1)
+    plain.build([table])
+    for _ in range(2):
+        plain.apply([sparse], [table])
+    assert not np.allclose(table.numpy()[0], want[0], rtol=1e-3)  # what Keras alone does
 
 
 def test_guard_stops_and_keeps_last_finite_weights():
