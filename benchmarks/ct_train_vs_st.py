@@ -32,14 +32,16 @@ def ours_steps_per_s(sentences, steps, warmup, batch_size, max_length, negatives
     from keras_sentemb.data.batching import tokenize_columns
     from keras_sentemb.data.ct_sampler import ct_pair_dataset
     from keras_sentemb.pipelines.schedules import ct_learning_rate_schedule
+    from keras_sentemb.trainers import optimizers
     from keras_sentemb.trainers.contrastive_tension import ContrastiveTension
 
     encoder = SentenceEncoder.from_preset("default", max_length=max_length)
     trainer = ContrastiveTension(encoder, negatives=negatives, dropout=dropout)
-    # As fit_ct: RMSprop on CT's step schedule (AdamW for in-batch negatives).
+    # As fit_ct: RMSprop on CT's step schedule (AdamW for in-batch negatives),
+    # fused unless KERAS_SENTEMB_PLAIN_OPTIMIZER=1 (--plain-optimizer).
     trainer.compile(
-        optimizer=keras.optimizers.AdamW(2e-5, weight_decay=0.01) if negatives == "in_batch"
-        else keras.optimizers.RMSprop(ct_learning_rate_schedule())
+        optimizer=optimizers.AdamW(2e-5, weight_decay=0.01) if negatives == "in_batch"
+        else optimizers.RMSprop(ct_learning_rate_schedule())
     )
     k = 0 if negatives == "in_batch" else 7
     data = tokenize_columns(
@@ -70,7 +72,11 @@ def main():
                    help="threads for both toolkits (default: TensorFlow's and torch's own)")
     p.add_argument("--plain-gelu", action="store_true",
                    help="ours with keras-hub's composed GELU ops instead of the fused kernels")
+    p.add_argument("--plain-optimizer", action="store_true",
+                   help="ours with Keras' own optimizer update instead of the fused kernels")
     args = p.parse_args()
+    if args.plain_optimizer:
+        os.environ["KERAS_SENTEMB_PLAIN_OPTIMIZER"] = "1"
     configure_ours(args.threads, args.plain_gelu, parallel_batches=1)  # training: every thread per op
     path = sentences_file(args.sentences)
     sentences = read_lines(path, args.pool)
@@ -91,6 +97,7 @@ def main():
         "dropout": args.dropout,
         "threads": args.threads,
         "fused_gelu": not args.plain_gelu,
+        "fused_optimizer": not args.plain_optimizer,
         **cpu_info(),
         "keras_sentemb_steps_per_s": round(ours, 3),
         "sentence_transformers_steps_per_s": round(st["steps_per_s"], 3) if st else None,

@@ -89,19 +89,19 @@ def main():
     if args.plain_gelu:
         os.environ["KERAS_SENTEMB_PLAIN_GELU"] = "1"
 
-    import keras
     import tensorflow as tf
 
     from keras_sentemb import SentenceEncoder
     from keras_sentemb.data.batching import tokenize_columns
     from keras_sentemb.data.ct_sampler import ct_pair_dataset
     from keras_sentemb.pipelines.schedules import ct_learning_rate_schedule
+    from keras_sentemb.trainers import optimizers
     from keras_sentemb.trainers.contrastive_tension import ContrastiveTension
 
     sentences = read_lines(sentences_file(None), 10000)
     encoder = SentenceEncoder.from_preset("default", max_length=args.max_length)
     trainer = ContrastiveTension(encoder, negatives="k7", dropout=True)
-    trainer.compile(optimizer=keras.optimizers.RMSprop(ct_learning_rate_schedule()))
+    trainer.compile(optimizer=optimizers.RMSprop(ct_learning_rate_schedule()))  # as fit_ct
     data = tokenize_columns(
         encoder, ct_pair_dataset(sentences, args.batch_size, 7, seed=0), ["left", "right"]
     )
