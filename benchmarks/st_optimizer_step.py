@@ -10,19 +10,16 @@ Prints one JSON line `{"impl": "torch", "rmsprop_ms": ..., "adamw_ms": ...}`.
 
 import argparse
 import json
-import time
+import os
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from st_gemm import best_time  # noqa: E402
 
 
-def best_ms(fn, repeats=3, calls=5):
-    fn()
-    fn()
-    best = float("inf")
-    for _ in range(repeats):
-        start = time.perf_counter()
-        for _ in range(calls):
-            fn()
-        best = min(best, (time.perf_counter() - start) / calls)
-    return round(best * 1000, 1)
+def best_ms(fn):
+    """Best milliseconds per call of `fn` (3 runs of 5 calls, after 2 warm-up calls)."""
+    return round(best_time(fn, repeats=3, calls=5) * 1000, 1)
 
 
 def main():
