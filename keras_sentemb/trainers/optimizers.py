@@ -78,7 +78,8 @@ def _adam_kernel(beta_1, beta_2, epsilon, decay):
 class _FusedUpdate:
     """Shared logic: when to fuse, the decay bookkeeping, config."""
 
-    def _init_fused(self, fused):
+    def __init__(self, *args, fused=True, **kwargs):
+        super().__init__(*args, **kwargs)
         self.fused = bool(fused)
         self._decayed_keys = None
 
@@ -139,10 +140,6 @@ class RMSprop(_FusedUpdate, keras.optimizers.RMSprop):
     ```
     """
 
-    def __init__(self, *args, fused=True, **kwargs):
-        super().__init__(*args, **kwargs)
-        self._init_fused(fused)
-
     def update_step(self, gradient, variable, learning_rate):
         if not self._fuses() or self.centered:
             return super().update_step(self._dense(gradient, variable), variable, learning_rate)
@@ -176,10 +173,6 @@ class Adam(_FusedUpdate, keras.optimizers.Adam):
     trainer.compile(optimizer=Adam(3e-5))
     ```
     """
-
-    def __init__(self, *args, fused=True, **kwargs):
-        super().__init__(*args, **kwargs)
-        self._init_fused(fused)
 
     def update_step(self, gradient, variable, learning_rate):
         if not self._fuses() or self.amsgrad:
