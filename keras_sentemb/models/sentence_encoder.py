@@ -10,6 +10,7 @@ import tensorflow as tf
 
 from keras_sentemb.models import presets
 from keras_sentemb.models.backbone_adapter import BackboneAdapter
+from keras_sentemb.models.cpu_threads import check_max_batch_tokens
 from keras_sentemb.models.cpu_threads import run_batches
 from keras_sentemb.models.fused_gelu import fuse_gelu
 from keras_sentemb.models.loading import POSTPROCESS_FORMAT_VERSION
@@ -607,6 +608,7 @@ class SentenceEncoder(keras.Model):
         precision=None,
         postprocess=True,
         parallel_batches=None,
+        max_batch_tokens=None,
     ):
         """Encode raw sentences into a float32 numpy array `[n, dim]`.
 
@@ -651,7 +653,7 @@ class SentenceEncoder(keras.Model):
                 sentences, batch_size=batch_size, max_length=max_length,
                 pooling=self.pooling if pooling is None else pooling,
                 normalize=normalize, show_progress=show_progress, postprocess=postprocess,
-                parallel_batches=parallel_batches,
+                parallel_batches=parallel_batches, max_batch_tokens=max_batch_tokens,
             )
         single = isinstance(sentences, (str, bytes))
         if single:
@@ -690,7 +692,9 @@ class SentenceEncoder(keras.Model):
         if show_progress is None:
             show_progress = n >= 5000
         progbar = keras.utils.Progbar(n, unit_name="sentence") if show_progress else None
-        batches = self.packed_batches(sentences, batch_size, max_length)
+        batches = self.packed_batches(
+            sentences, batch_size, max_length, check_max_batch_tokens(max_batch_tokens)
+        )
         for idx, vectors in run_batches(fn, batches, parallel_batches):
             out[idx] = vectors
             if progbar is not None:
@@ -729,6 +733,7 @@ class SentenceEncoder(keras.Model):
         shard_format="npy",
         show_progress=None,
         model_name=None,
+        max_batch_tokens=None,
     ):
         """Encode text files of any size to embedding shards on disk, resumably.
 
@@ -747,8 +752,8 @@ class SentenceEncoder(keras.Model):
             input_glob: str. A file, or a glob of files.
             output_dir: str. Folder of the shards (created).
             shard_size: int. Lines per shard. Defaults to `100_000`.
-            batch_size, max_length, pooling, normalize, precision: as in
-                `encode`.
+            batch_size, max_length, pooling, normalize, precision,
+                max_batch_tokens: as in `encode`.
             shard_format: str. `"npy"` (`embeddings-F-S.npy` float32 and
                 `ids-F-S.npy` int64 `[rows, 2]`) or `"tfrecord"`
                 (`embeddings-F-S.tfrecord` of `tf.train.Example`s with
@@ -774,10 +779,10 @@ class SentenceEncoder(keras.Model):
             self, input_glob, output_dir, shard_size=shard_size, batch_size=batch_size,
             max_length=max_length, pooling=pooling, normalize=normalize,
             precision=precision, shard_format=shard_format, show_progress=show_progress,
-            model_name=model_name,
+            model_name=model_name, max_batch_tokens=max_batch_tokens,
         )
 
-    def packed_batches(self, sentences, batch_size, max_length):
+    def packed_batches(self, sentences, batch_size, max_length, max_batch_tokens=None):
         """Yield `(indices, token_ids, padding_mask)` batches, longest first.
 
         All sentences are tokenized in bulk, sorted by length, and each batch
@@ -786,8 +791,10 @@ class SentenceEncoder(keras.Model):
         input. A batch ends early where the next sentence's own bucket is at
         most half the batch's width: a few long outliers then make a small
         batch of their own instead of padding up to `batch_size` short
-        sentences to their length. `indices` are the batch rows' positions
-        in `sentences`.
+        sentences to their length. A batch also holds at most
+        `max_batch_tokens // width` rows (at least one; `None`: no cap), which
+        bounds its activations: wide batches get fewer rows. `indices` are
+        the batch rows' positions in `sentences`.
         """
         flat, offsets, lengths = self._tokenize_to_numpy(sentences)
         kept = np.minimum(lengths, max_length - 2)
@@ -798,7 +805,8 @@ class SentenceEncoder(keras.Model):
         begin, n = 0, len(sentences)
         while begin < n:
             width = int(widths[begin])
-            end = min(begin + batch_size, n)
+            rows = batch_size if max_batch_tokens is None else max(1, max_batch_tokens // width)
+            end = min(begin + min(batch_size, rows), n)
             shorter = np.flatnonzero(widths[begin + 1 : end] * 2 <= width)
             if shorter.size:
                 end = begin + 1 + int(shorter[0])

@@ -199,6 +199,7 @@ def encode_to_files(
     shard_format="npy",
     show_progress=None,
     model_name=None,
+    max_batch_tokens=None,
 ):
     """See `SentenceEncoder.encode_to_files` (this is its implementation).
 
@@ -251,6 +252,7 @@ def encode_to_files(
         vectors = encoder.encode(
             lines, batch_size=batch_size, max_length=max_length, pooling=pooling,
             normalize=normalize, show_progress=False, precision=precision,
+            max_batch_tokens=max_batch_tokens,
         )
         ids = np.stack([np.full(len(lines), file_index), np.arange(len(lines)) + first_line], 1)
         write_shard(output_dir, name, ids, vectors, shard_format)

@@ -10,6 +10,8 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
+from keras_sentemb.models import cpu_threads
+from keras_sentemb.models.cpu_threads import check_max_batch_tokens
 from keras_sentemb.models.cpu_threads import check_parallel_batches
 from keras_sentemb.models.cpu_threads import configure_encode_threads
 from keras_sentemb.models.cpu_threads import run_batches
@@ -164,3 +166,53 @@ def test_long_outliers_get_a_batch_of_their_own(tiny_encoder):
         tiny_encoder.encode(sentences, batch_size=32)[200:],
         tiny_encoder.encode(sentences[200:], batch_size=32), atol=1e-5,
     )
+
+
+def test_a_batch_holds_at_most_max_batch_tokens(tiny_encoder):
+    rng = np.random.default_rng(2)
+    lengths = [int(x) for x in rng.integers(1, 30, size=300)]
+    sentences = [" ".join(["man"] * k) for k in lengths]
+    batches = list(tiny_encoder.packed_batches(sentences, 32, 64, max_batch_tokens=256))
+    seen = np.concatenate([idx for idx, _, _ in batches])
+    assert sorted(seen.tolist()) == list(range(len(sentences)))
+    for idx, token_ids, _ in batches:
+        assert token_ids.size <= 256 and len(idx) <= 32
+    # Longest first: the widest bucket (32) gives the first batch 256 // 32 = 8 rows,
+    # and short sentences still fill `batch_size` rows under the cap (8 x 32 = 256).
+    assert batches[0][1].shape == (8, 32)
+    assert max(len(idx) for idx, _, _ in batches) == 32
+    uncapped = list(tiny_encoder.packed_batches(sentences, 32, 64))
+    assert len(uncapped) < len(batches)
+
+
+def test_a_sentence_wider_than_the_cap_gets_a_batch_of_one(tiny_encoder):
+    sentences = [" ".join(["man"] * 40), "a man", "a dog runs"]
+    batches = list(tiny_encoder.packed_batches(sentences, 32, 64, max_batch_tokens=8))
+    assert [idx.tolist() for idx, _, _ in batches][0] == [0]
+    assert batches[0][1].shape == (1, 48)
+    assert sorted(np.concatenate([idx for idx, _, _ in batches]).tolist()) == [0, 1, 2]
+
+
+def test_vectors_do_not_depend_on_max_batch_tokens(tiny_encoder):
+    rng = np.random.default_rng(3)
+    sentences = [" ".join(rng.choice(WORDS, size=rng.integers(1, 40))) for _ in range(60)]
+    full = tiny_encoder.encode(sentences, batch_size=16, max_batch_tokens=10**6)
+    for cap in (1, 64, 300, None):
+        np.testing.assert_allclose(
+            tiny_encoder.encode(sentences, batch_size=16, max_batch_tokens=cap), full, atol=1e-5
+        )
+
+
+@pytest.mark.parametrize("bad", [0, -8, 2.5, True, "2048"])
+def test_max_batch_tokens_must_be_a_positive_int(bad, tiny_encoder):
+    with pytest.raises(ValueError, match="max_batch_tokens"):
+        check_max_batch_tokens(bad)
+    with pytest.raises(ValueError, match="max_batch_tokens"):
+        tiny_encoder.encode(["a man"], max_batch_tokens=bad)
+
+
+def test_default_cap_is_for_cpus_only(monkeypatch):
+    assert check_max_batch_tokens(None) == cpu_threads.CPU_MAX_BATCH_TOKENS == 2048
+    assert check_max_batch_tokens(np.int64(512)) == 512
+    monkeypatch.setattr(cpu_threads, "has_accelerator", lambda: True)
+    assert check_max_batch_tokens(None) is None
