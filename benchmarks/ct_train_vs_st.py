@@ -57,6 +57,13 @@ def ours_steps_per_s(sentences, steps, warmup, batch_size, max_length, negatives
     return steps / (times[-1] - times[warmup - 1])
 
 
+def tf_threads(kind):
+    """TensorFlow's intra- or inter-op thread setting as it ran (0: TensorFlow's default)."""
+    import tensorflow as tf
+
+    return getattr(tf.config.threading, f"get_{kind}_op_parallelism_threads")()
+
+
 def main():
     p = argparse.ArgumentParser()
     p.add_argument("--sentences", default=None)
@@ -72,12 +79,23 @@ def main():
                    help="threads for both toolkits (default: TensorFlow's and torch's own)")
     p.add_argument("--plain-gelu", action="store_true",
                    help="ours with keras-hub's composed GELU ops instead of the fused kernels")
+    p.add_argument("--intra-op-threads", type=int, default=None,
+                   help="ours only: TensorFlow's intra-op threads (overrides --threads)")
+    p.add_argument("--inter-op-threads", type=int, default=None,
+                   help="ours only: TensorFlow's inter-op threads (overrides --threads)")
     p.add_argument("--plain-optimizer", action="store_true",
                    help="ours with Keras' own optimizer update instead of the fused kernels")
     args = p.parse_args()
     if args.plain_optimizer:
         os.environ["KERAS_SENTEMB_PLAIN_OPTIMIZER"] = "1"
     configure_ours(args.threads, args.plain_gelu, parallel_batches=1)  # training: every thread per op
+    if args.intra_op_threads or args.inter_op_threads:
+        import tensorflow as tf
+
+        if args.intra_op_threads:
+            tf.config.threading.set_intra_op_parallelism_threads(args.intra_op_threads)
+        if args.inter_op_threads:
+            tf.config.threading.set_inter_op_parallelism_threads(args.inter_op_threads)
     path = sentences_file(args.sentences)
     sentences = read_lines(path, args.pool)
     ours = ours_steps_per_s(sentences, args.steps, args.warmup, args.batch_size,
@@ -96,6 +114,8 @@ def main():
         "max_length": args.max_length,
         "dropout": args.dropout,
         "threads": args.threads,
+        "intra_op_threads": tf_threads("intra"),
+        "inter_op_threads": tf_threads("inter"),
         "fused_gelu": not args.plain_gelu,
         "fused_optimizer": not args.plain_optimizer,
         **cpu_info(),

@@ -679,6 +679,7 @@ class SentenceEncoder(keras.Model):
             raise ValueError(
                 f"`max_length` must be an int in [3, {limit}], received {max_length!r}."
             )
+        max_batch_tokens = check_max_batch_tokens(max_batch_tokens)
         pooling = self._resolve_pooling(pooling)
         postprocess = bool(postprocess) and self.postprocess is not None
         if postprocess:
@@ -692,9 +693,7 @@ class SentenceEncoder(keras.Model):
         if show_progress is None:
             show_progress = n >= 5000
         progbar = keras.utils.Progbar(n, unit_name="sentence") if show_progress else None
-        batches = self.packed_batches(
-            sentences, batch_size, max_length, check_max_batch_tokens(max_batch_tokens)
-        )
+        batches = self.packed_batches(sentences, batch_size, max_length, max_batch_tokens)
         for idx, vectors in run_batches(fn, batches, parallel_batches):
             out[idx] = vectors
             if progbar is not None:
