@@ -20,7 +20,8 @@ batches at once, each on its share of the cores, keeps every core busy:
 
 Measured on a 2-core AVX2 host, 2,000 wiki sentences, batch 128 (README):
 one batch at a time 139 sentences/s; two at once with TensorFlow's default
-threads 148; two at once with one intra-op thread each 158.
+threads 148; two at once with one intra-op thread each 158; the same with at
+most 2,048 padded tokens per batch 177.
 """
 
 import os
@@ -36,8 +37,11 @@ QUEUED_PER_THREAD = 4
 # Padded tokens (rows x width) per batch on a CPU-only host. The hidden
 # states of 2,048 tokens take 3 MiB at width 384 and the FFN's 12 MiB, so a
 # batch's working set stays in the last-level cache; bigger batches run out
-# of it. 1,024-2,048 were equally fast, 4,096 8 % and no cap 25 % slower
-# (README), and the cap also bounds a batch's activation memory.
+# of it. On 2,000 wiki sentences 1,024-4,096 were equally fast and 8,192 or
+# no cap 12 % slower; on the 2,000 longest, 1,024-4,096 within 4 % and no
+# cap 25 % slower (README, benchmarks/encode_batch_tokens.py). Smaller caps
+# use less memory; 2,048 keeps batches of 16 rows at width 128. It also
+# bounds a batch's activation memory.
 CPU_MAX_BATCH_TOKENS = 2048
 
 
