@@ -69,30 +69,27 @@ def default_max_batch_tokens():
     return None if has_accelerator() else CPU_MAX_BATCH_TOKENS
 
 
+def _positive_int_or_default(value, name, default):
+    """`None` -> `default()`; else `value` as a positive int, or a clear error."""
+    if value is None:
+        return default()
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
+        raise ValueError(f"`{name}` must be a positive int or None. Received: {name}={value!r}.")
+    return int(value)
+
+
 def check_max_batch_tokens(max_batch_tokens):
     """`None` -> `default_max_batch_tokens()`; else a positive int, or a clear error."""
-    if max_batch_tokens is None:
-        return default_max_batch_tokens()
-    if (isinstance(max_batch_tokens, bool)
-            or not isinstance(max_batch_tokens, (int, np.integer)) or max_batch_tokens < 1):
-        raise ValueError(
-            "`max_batch_tokens` must be a positive int or None. "
-            f"Received: max_batch_tokens={max_batch_tokens!r}."
-        )
-    return int(max_batch_tokens)
+    return _positive_int_or_default(
+        max_batch_tokens, "max_batch_tokens", default_max_batch_tokens
+    )
 
 
 def check_parallel_batches(parallel_batches):
     """`None` -> `default_parallel_batches()`; else a positive int, or a clear error."""
-    if parallel_batches is None:
-        return default_parallel_batches()
-    if (isinstance(parallel_batches, bool)
-            or not isinstance(parallel_batches, int) or parallel_batches < 1):
-        raise ValueError(
-            "`parallel_batches` must be a positive int or None. "
-            f"Received: parallel_batches={parallel_batches!r}."
-        )
-    return parallel_batches
+    return _positive_int_or_default(
+        parallel_batches, "parallel_batches", default_parallel_batches
+    )
 
 
 def configure_encode_threads(parallel_batches=None):
