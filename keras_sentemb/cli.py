@@ -480,10 +480,9 @@ def cmd_train(args, extra):
         raise UsageError(f"train file not found: {args.train_file}")
     import contextlib
 
-    import keras
-
     from keras_sentemb import compat
     from keras_sentemb.io_utils import check_new_folder
+    from keras_sentemb.pipelines.backup import TrainingBackup
     from keras_sentemb.io_utils import looks_like_model
 
     backup_dir = f"{os.path.abspath(args.output)}.backup"
@@ -503,7 +502,7 @@ def cmd_train(args, extra):
             common[name] = value
     callbacks = []
     if args.resume:
-        backup = keras.callbacks.BackupAndRestore(backup_dir)
+        backup = TrainingBackup(backup_dir)
         callbacks.append(backup)
         if resuming:
             print(f"resuming the interrupted run from its backup in {backup_dir}", file=sys.stderr)

@@ -11,6 +11,7 @@ from keras_sentemb import compat
 from keras_sentemb import validation
 from keras_sentemb.pipelines.callbacks import DevSelection
 from keras_sentemb.pipelines.arguments import fit_function
+from keras_sentemb.pipelines.backup import TrainingBackup
 from keras_sentemb.pipelines.schedules import adamw_linear_decay
 from keras_sentemb.trainers import optimizers
 
@@ -352,8 +353,8 @@ def _pretrain(run, encoder, mode, train, steps, learning_rate, temperature, nli_
     user_callbacks = run.callbacks
     stage_callbacks = [cb for cb in user_callbacks if cb is not backup]
     if backup is not None:
-        stage_callbacks.append(keras.callbacks.BackupAndRestore(
-            os.path.join(os.fspath(backup.backup_dir), "pretrain"), save_freq="epoch",
+        stage_callbacks.append(TrainingBackup(
+            os.path.join(os.fspath(backup.backup_dir), "pretrain"),
         ))
     run.callbacks = stage_callbacks
     try:
