@@ -294,7 +294,7 @@ def cmd_evaluate(args):
     if args.output:
         _write_report(args.output, result, markdown)
     if args.update_card:
-        from keras_sentemb.model_card import add_evaluation
+        from keras_sentemb.evaluation.card_results import add_evaluation
 
         add_evaluation(args.model, args.benchmark, result)
         print(f"added the {args.benchmark} results to the model card in {args.model}", file=sys.stderr)
@@ -425,12 +425,14 @@ def method_option_parser(method, add_help=False):
         prog=f"keras-sentemb train {method}", add_help=False
     )
     group = parser.add_argument_group(f"{method} options (the arguments of {fit.__name__})")
+    parser.method_flags = []
     for name, param in inspect.signature(fit).parameters.items():
         if name in COMMON_FIT_ARGS or param.kind in (
             param.VAR_KEYWORD, param.VAR_POSITIONAL
         ):
             continue
         flag = "--" + name.replace("_", "-")
+        parser.method_flags.append(flag)
         default = param.default
         text = docs.get(name, "")
         if "Defaults to" not in text:
@@ -471,7 +473,7 @@ def cmd_train(args, extra):
     parser, fit = method_option_parser(args.method)
     options, unknown = parser.parse_known_args(extra)
     if unknown:
-        valid = sorted(a.option_strings[0] for a in parser._actions)
+        valid = sorted(parser.method_flags)
         raise UsageError(
             f"unknown option(s) for 'train {args.method}': {' '.join(unknown)}; "
             f"valid method options: {' '.join(valid) or '(none)'}"
