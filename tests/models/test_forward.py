@@ -119,8 +119,28 @@ def test_training_mlp_follows_cls_pooling():
         resolve_training_mlp("always", "cls")
 
 
-def test_vocabulary_sanity():
-    assert "[CLS]" in TINY_VOCAB
+def test_packing_wraps_the_tiny_vocabulary_ids_in_cls_sep_pad():
+    # The ids are the positions in TINY_VOCAB: [PAD] 0, [CLS] 2, [SEP] 3; the
+    # tokenizer lower-cases and splits "guitars!" into guitar ##s !.
+    encoder = make_tiny_encoder()
+    vocab = {t: i for i, t in enumerate(TINY_VOCAB)}
+    words = [["a", "man", "plays", "guitar", "##s", "!"], ["hello"], []]
+    inputs = encoder.preprocess(tf.constant(["A man plays guitars!", "hello", ""]))
+    width = len(words[0]) + 2
+    expected = [[vocab["[CLS]"]] + [vocab[w] for w in row] + [vocab["[SEP]"]] for row in words]
+    expected = [row + [vocab["[PAD]"]] * (width - len(row)) for row in expected]
+    assert inputs["token_ids"].numpy().tolist() == expected
+    assert inputs["padding_mask"].numpy().tolist() == [
+        [1] * (len(row) + 2) + [0] * (width - len(row) - 2) for row in words
+    ]
+    assert inputs["segment_ids"].numpy().tolist() == [[0] * width] * 3
+    # Truncation keeps [CLS] first and [SEP] last.
+    short = encoder.preprocess(tf.constant(["A man plays guitars!"]), max_length=4)
+    assert short["token_ids"].numpy().tolist() == [[2, vocab["a"], vocab["man"], 3]]
+    # "cls" pooling reads the last layer at the [CLS] position.
+    states, _ = encoder.forward(inputs)
+    np.testing.assert_array_equal(encoder.sentence_vectors(inputs, pooling="cls").numpy(),
+                                  states[-1][:, 0].numpy())
 
 
 @pytest.mark.parametrize("make", [make_tiny_encoder, make_tiny_roberta], ids=["bert", "roberta"])
