@@ -212,8 +212,19 @@ def test_errors():
         extend_vocabulary(make_tiny_roberta(), CORPUS)
 
 
-def test_public_api():
-    assert keras_sentemb.extend_vocabulary is extend_vocabulary
+def test_public_extend_vocabulary_keeps_units_seen_twice_with_mean_rows():
+    # The documented defaults: min_count=2 (猫 x3, 狗 x2 kept; 。 and 鸟 once
+    # each stay unknown), most frequent first, init="mean".
+    assert "extend_vocabulary" in keras_sentemb.__all__
+    encoder = make_tiny_encoder()
+    grown = keras_sentemb.extend_vocabulary(encoder, ["猫 猫 狗", "猫 狗 。", "the 鸟"])
+    n_old = len(TINY_VOCAB)
+    assert grown.tokenizer.get_vocabulary() == TINY_VOCAB + ["猫", "狗"]
+    assert ids(grown, ["狗 猫 。 鸟 man"]) == [[n_old + 1, n_old, 1, 1, TINY_VOCAB.index("man")]]
+    old, new = token_table(encoder), token_table(grown)
+    np.testing.assert_array_equal(new[:n_old], old)
+    mean = old.astype(np.float64).mean(axis=0)
+    np.testing.assert_allclose(new[n_old:], np.tile(mean, (2, 1)), rtol=1e-6, atol=0)
 
 
 def test_default_model_learns_chinese_and_keeps_english_exactly(default_encoder):
