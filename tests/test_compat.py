@@ -14,13 +14,33 @@ import tensorflow as tf
 from keras_sentemb import compat
 
 
-def test_strategy_supports_no_merge_call_is_callable():
-    assert compat.strategy_supports_no_merge_call() in (True, False)
+def test_merge_call_is_needed_exactly_under_a_cpu_mirrored_strategy():
+    # No strategy: updates run in pure replica context. A MirroredStrategy on
+    # CPU (merge_call is skipped only under XLA on all-GPU devices) needs
+    # merge_call, both in its scope and inside `strategy.run`, where the
+    # trainers apply their updates.
+    assert compat.strategy_supports_no_merge_call() is True
+    strategy = tf.distribute.MirroredStrategy(["/cpu:0"])
+    with strategy.scope():
+        assert compat.strategy_supports_no_merge_call() is False
+
+    @tf.function
+    def in_replica():
+        return strategy.run(lambda: tf.constant(compat.strategy_supports_no_merge_call()))
+
+    assert bool(in_replica()) is False
+    assert compat.strategy_supports_no_merge_call() is True  # the scope is left
 
 
-def test_multi_worker_mode_probe():
+def test_multi_worker_mode_is_a_collective_strategy_spanning_workers():
     assert compat.in_multi_worker_mode(tf.distribute.get_strategy()) is False
-    assert hasattr(tf.distribute.MultiWorkerMirroredStrategy, "extended")
+    assert compat.in_multi_worker_mode(tf.distribute.MirroredStrategy(["/cpu:0"])) is False
+    # Without a cluster (no TF_CONFIG) the collective strategy is one worker.
+    local = tf.distribute.MultiWorkerMirroredStrategy()
+    assert compat.in_multi_worker_mode(local) is False
+    # What decides is the strategy's own probe (a real cluster: test_multi_worker).
+    local.extended._in_multi_worker_mode = lambda: True
+    assert compat.in_multi_worker_mode(local) is True
 
 
 def test_symbolic_build_hook_exists():

@@ -70,7 +70,8 @@ class BertFlow(BaseTrainer):
         return nll, {"bits_per_dim": bits}
 
     def get_config(self):
-        return {"flow": keras.saving.serialize_keras_object(self.flow), "name": self.name}
+        return {"flow": keras.saving.serialize_keras_object(self.flow),
+                "mini_batch_size": self.mini_batch_size, "name": self.name}
 
     @classmethod
     def from_config(cls, config):

@@ -87,10 +87,6 @@ class MaskedLanguageModel(BaseTrainer):
         if self.mask_rate == 0.0:
             raise ValueError("`mask_rate` must be > 0.")
         self.seed = validation.non_negative_int(seed, "seed")
-        tokenizer = encoder.tokenizer
-        self.mask_token_id = int(tokenizer.mask_token_id)
-        self.special_ids = sorted({int(tokenizer.start_token_id), int(tokenizer.end_token_id),
-                                   int(tokenizer.pad_token_id)})
         self.vocabulary_size = int(encoder.backbone.vocabulary_size)
         self.head = keras_hub.layers.MaskedLMHead(
             vocabulary_size=self.vocabulary_size,
@@ -102,6 +98,18 @@ class MaskedLanguageModel(BaseTrainer):
         )
         self.head.build((None, None, encoder.hidden_dim), (None, None))
         self.accuracy_tracker = keras.metrics.Mean(name="accuracy")
+
+    # Read from the tokenizer when masking: a trainer rebuilt by `from_config`
+    # gets its tokenizer's vocabulary (an asset) only after construction.
+    @property
+    def mask_token_id(self):
+        return int(self.encoder.tokenizer.mask_token_id)
+
+    @property
+    def special_ids(self):
+        tokenizer = self.encoder.tokenizer
+        return sorted({int(tokenizer.start_token_id), int(tokenizer.end_token_id),
+                       int(tokenizer.pad_token_id)})
 
     def extra_metrics(self):
         return [self.accuracy_tracker]

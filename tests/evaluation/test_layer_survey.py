@@ -11,6 +11,7 @@ from keras_sentemb.evaluation.layer_survey import plot_layer_survey
 from keras_sentemb.evaluation.sts import cosine_scores
 from tests.conftest import make_tiny_encoder
 from tests.evaluation.test_sts_spread import PAIRS, SENTENCES
+from tests.numeric import assert_close_vectors
 
 
 def test_encode_all_layers_equals_layer_pooling():
@@ -20,7 +21,7 @@ def test_encode_all_layers_equals_layer_pooling():
     assert got.shape == (4, len(sentences), encoder.output_dim)
     for k in range(4):
         want = encoder.encode(sentences, pooling=f"layer:{k}", batch_size=3)
-        np.testing.assert_allclose(got[k], want, atol=1e-5)
+        assert_close_vectors(got[k], want, rtol=1e-5)
     assert encode_all_layers(encoder, []).shape == (4, 0, encoder.output_dim)
 
 
@@ -47,17 +48,17 @@ def test_layer_survey_matches_separate_evaluation(tmp_path):
 def test_cls_and_max_per_layer_from_one_pass(tmp_path):
     encoder = make_tiny_encoder(num_layers=2)
     got = encode_all_layers(encoder, SENTENCES, batch_size=3, poolings=("cls", "max", "mean"))
-    np.testing.assert_allclose(got["cls"][-1], encoder.encode(SENTENCES, pooling="cls"), atol=1e-5)
-    np.testing.assert_allclose(got["max"][-1], encoder.encode(SENTENCES, pooling="max"), atol=1e-5)
-    np.testing.assert_allclose(got["mean"][1], encoder.encode(SENTENCES, pooling="layer:1"), atol=1e-5)
+    assert_close_vectors(got["cls"][-1], encoder.encode(SENTENCES, pooling="cls"), rtol=1e-5)
+    assert_close_vectors(got["max"][-1], encoder.encode(SENTENCES, pooling="max"), rtol=1e-5)
+    assert_close_vectors(got["mean"][1], encoder.encode(SENTENCES, pooling="layer:1"), rtol=1e-5)
     # Earlier layers: the first token / masked max of that layer's states.
     inputs = encoder.preprocess(SENTENCES)
     states = encoder.hidden_states(inputs)
     mask = inputs["padding_mask"].numpy().astype(bool)
     first = np.asarray(states[1])[:, 0]
     masked = np.where(mask[:, :, None], np.asarray(states[1]), -np.inf).max(axis=1)
-    np.testing.assert_allclose(got["cls"][1], first, atol=1e-5)
-    np.testing.assert_allclose(got["max"][1], masked, atol=1e-5)
+    assert_close_vectors(got["cls"][1], first, rtol=1e-5)
+    assert_close_vectors(got["max"][1], masked, rtol=1e-5)
     surveys = layer_survey(encoder, data=PAIRS, pooling=("cls", "mean", "max"), path=tmp_path / "p.png")
     assert list(surveys) == ["cls", "mean", "max"]
     assert surveys["cls"]["layers"][2]["pooling"] == "cls@layer:2"

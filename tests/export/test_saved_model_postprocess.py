@@ -13,6 +13,7 @@ from keras_sentemb.export.standalone import run_standalone
 from keras_sentemb.models.glow_flow import GlowFlow
 from keras_sentemb.models.whitening import Whitening
 from tests.conftest import make_tiny_encoder
+from tests.numeric import assert_close_vectors
 from tests.trainers.test_contrastive_tension import CORPUS
 
 SENTS = ["a man is playing a guitar .", "", "the cat sits on the mat", "résumé café 中文"]
@@ -46,11 +47,11 @@ def test_export_applies_the_post_processing(make_layer, dim, tmp_path):
     served = signature(sentences=tf.constant(SENTS))["embeddings"].numpy()
     expected = np.asarray(layer(encoder.encode(SENTS, postprocess=False)))
     assert served.shape == (len(SENTS), dim)
-    np.testing.assert_allclose(served, expected, atol=1e-5)
-    np.testing.assert_allclose(served, encoder.encode(SENTS), atol=1e-5)
+    assert_close_vectors(served, expected, rtol=1e-5)
+    assert_close_vectors(served, encoder.encode(SENTS), rtol=1e-5)
     assert meta["verification"]["max_abs_diff"] <= 1e-5
     if isinstance(layer, GlowFlow):
         # The flow's ops (coupling networks, sigmoid, LU product) need no Python code at
         # serving time; the whitening's matmul is covered by the plain export's check.
         standalone = run_standalone(path, SENTS, strict=True)
-        np.testing.assert_allclose(standalone, served, atol=1e-6)
+        assert_close_vectors(standalone, served, rtol=1e-5)

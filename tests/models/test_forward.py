@@ -12,6 +12,7 @@ from keras_sentemb.models.backbone_adapter import BackboneAdapter
 from keras_sentemb.pipelines.scaffold import resolve_pooling
 from keras_sentemb.pipelines.scaffold import resolve_training_mlp
 from tests.conftest import TINY_VOCAB, make_tiny_encoder
+from tests.numeric import assert_close_vectors
 
 SENTS = ["a man is playing a guitar .", "the cat sits on the mat", "hello"]
 
@@ -36,7 +37,7 @@ def test_forward_equals_the_backbone_and_reports_its_mask(make):
     ref = ref["sequence_output"] if isinstance(ref, dict) else ref
     states, mask = encoder.forward(inputs)
     assert len(states) == encoder.num_layers + 1
-    np.testing.assert_allclose(states[-1].numpy(), ref.numpy(), atol=1e-5)
+    assert_close_vectors(states[-1].numpy(), ref.numpy(), rtol=1e-5)
     np.testing.assert_array_equal(mask.numpy(), inputs["padding_mask"].numpy())
     assert encoder.adapter.family == ("roberta" if make is make_tiny_roberta else "bert")
 
@@ -59,11 +60,11 @@ def test_hooks_act_where_the_views_act():
     np.testing.assert_array_equal(states[0].numpy(), 0.0)  # the transform's output goes on
     reversed_positions = tf.reverse(seen["positions"], axis=[1])
     plain = encoder.adapter.embed(inputs["token_ids"], None, reversed_positions)
-    np.testing.assert_allclose(seen["embeddings"].numpy(), plain.numpy(), atol=1e-6)
+    assert_close_vectors(seen["embeddings"].numpy(), plain.numpy(), rtol=1e-5)
     # A view through sentence_vectors: identity out of training, active in training.
     view = make_view("feature_cutoff", rate=0.5, seed=1)
     a = encoder.sentence_vectors(inputs, "mean", training=False, view=view)
-    np.testing.assert_allclose(a.numpy(), encoder(inputs).numpy(), atol=1e-6)
+    assert_close_vectors(a.numpy(), encoder(inputs).numpy(), rtol=1e-5)
     b = encoder.sentence_vectors(inputs, "mean", training=True, dropout=False, view=view)
     assert not np.allclose(a.numpy(), b.numpy())
 
@@ -119,8 +120,28 @@ def test_training_mlp_follows_cls_pooling():
         resolve_training_mlp("always", "cls")
 
 
-def test_vocabulary_sanity():
-    assert "[CLS]" in TINY_VOCAB
+def test_packing_wraps_the_tiny_vocabulary_ids_in_cls_sep_pad():
+    # The ids are the positions in TINY_VOCAB: [PAD] 0, [CLS] 2, [SEP] 3; the
+    # tokenizer lower-cases and splits "guitars!" into guitar ##s !.
+    encoder = make_tiny_encoder()
+    vocab = {t: i for i, t in enumerate(TINY_VOCAB)}
+    words = [["a", "man", "plays", "guitar", "##s", "!"], ["hello"], []]
+    inputs = encoder.preprocess(tf.constant(["A man plays guitars!", "hello", ""]))
+    width = len(words[0]) + 2
+    expected = [[vocab["[CLS]"]] + [vocab[w] for w in row] + [vocab["[SEP]"]] for row in words]
+    expected = [row + [vocab["[PAD]"]] * (width - len(row)) for row in expected]
+    assert inputs["token_ids"].numpy().tolist() == expected
+    assert inputs["padding_mask"].numpy().tolist() == [
+        [1] * (len(row) + 2) + [0] * (width - len(row) - 2) for row in words
+    ]
+    assert inputs["segment_ids"].numpy().tolist() == [[0] * width] * 3
+    # Truncation keeps [CLS] first and [SEP] last.
+    short = encoder.preprocess(tf.constant(["A man plays guitars!"]), max_length=4)
+    assert short["token_ids"].numpy().tolist() == [[2, vocab["a"], vocab["man"], 3]]
+    # "cls" pooling reads the last layer at the [CLS] position.
+    states, _ = encoder.forward(inputs)
+    np.testing.assert_array_equal(encoder.sentence_vectors(inputs, pooling="cls").numpy(),
+                                  states[-1][:, 0].numpy())
 
 
 @pytest.mark.parametrize("make", [make_tiny_encoder, make_tiny_roberta], ids=["bert", "roberta"])
@@ -145,4 +166,4 @@ def test_from_preset_num_layers_saves_and_reloads(tmp_path):
     small.save(tmp_path / "small")
     again = SentenceEncoder.from_preset(str(tmp_path / "small"))
     assert again.num_layers == 1
-    np.testing.assert_allclose(again.encode(SENTS), small.encode(SENTS), atol=1e-6)
+    assert_close_vectors(again.encode(SENTS), small.encode(SENTS), rtol=1e-5)

@@ -16,6 +16,7 @@ from keras_sentemb.models.vocabulary import unknown_words
 from tests.conftest import TINY_VOCAB
 from tests.conftest import make_tiny_encoder
 from tests.models.test_forward import make_tiny_roberta
+from tests.numeric import assert_close_vectors
 
 # 猫 x3, 狗 x2, "。" x1 (unknown single characters); αβγ x2, αβδ x1 (an
 # alphabet the tiny vocabulary lacks); 中文 / the / man are known.
@@ -139,11 +140,11 @@ def test_save_load_and_export_use_the_new_vocabulary(tmp_path):
     loaded = SentenceEncoder.from_preset(str(tmp_path / "grown"))
     assert loaded.tokenizer.get_vocabulary() == grown.tokenizer.get_vocabulary()
     assert ids(loaded, sentences) == ids(grown, sentences)
-    np.testing.assert_allclose(loaded.encode(sentences), grown.encode(sentences), atol=1e-6)
+    assert_close_vectors(loaded.encode(sentences), grown.encode(sentences), rtol=1e-5)
     path = export_saved_model(grown, tmp_path / "served", probe_sentences=sentences)  # verified
     served = tf.saved_model.load(path).signatures["serving_default"](
         sentences=tf.constant(sentences))["embeddings"].numpy()
-    np.testing.assert_allclose(served, grown.encode(sentences), atol=1e-5)
+    assert_close_vectors(served, grown.encode(sentences), rtol=1e-5)
     assert not np.allclose(served[0], encoder.encode(sentences)[0], atol=1e-3)
 
 
@@ -212,8 +213,19 @@ def test_errors():
         extend_vocabulary(make_tiny_roberta(), CORPUS)
 
 
-def test_public_api():
-    assert keras_sentemb.extend_vocabulary is extend_vocabulary
+def test_public_extend_vocabulary_keeps_units_seen_twice_with_mean_rows():
+    # The documented defaults: min_count=2 (猫 x3, 狗 x2 kept; 。 and 鸟 once
+    # each stay unknown), most frequent first, init="mean".
+    assert "extend_vocabulary" in keras_sentemb.__all__
+    encoder = make_tiny_encoder()
+    grown = keras_sentemb.extend_vocabulary(encoder, ["猫 猫 狗", "猫 狗 。", "the 鸟"])
+    n_old = len(TINY_VOCAB)
+    assert grown.tokenizer.get_vocabulary() == TINY_VOCAB + ["猫", "狗"]
+    assert ids(grown, ["狗 猫 。 鸟 man"]) == [[n_old + 1, n_old, 1, 1, TINY_VOCAB.index("man")]]
+    old, new = token_table(encoder), token_table(grown)
+    np.testing.assert_array_equal(new[:n_old], old)
+    mean = old.astype(np.float64).mean(axis=0)
+    np.testing.assert_allclose(new[n_old:], np.tile(mean, (2, 1)), rtol=1e-6, atol=0)
 
 
 def test_default_model_learns_chinese_and_keeps_english_exactly(default_encoder):

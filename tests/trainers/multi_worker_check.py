@@ -3,7 +3,7 @@
 `tests/trainers/test_multi_worker.py` starts this file twice, with TF_CONFIG
 describing a two-worker cluster on localhost (one CPU replica per worker), and
 once with `--single` for the single-device reference on the global batch. Each
-run writes a JSON file: per-step `nonfinite` logs and the trained weights.
+run writes a JSON file: per-step `nonfinite` logs, the starting and the trained weights.
 
 Cases:
 - `quadratic`: `tests.trainers.test_base_trainer.Quadratic` on data whose
@@ -71,7 +71,8 @@ class Record(keras.callbacks.Callback):
         logs_seen.append({k: float(np.asarray(v).reshape(())) for k, v in logs.items()})
 
 
+start = [w.tolist() for w in weights()]
 trainer.fit(dataset, epochs=1, steps_per_epoch=steps, verbose=0, callbacks=[Record()])
 with open(out, "w") as f:
-    json.dump({"logs": logs_seen, "weights": [w.tolist() for w in weights()]}, f)
+    json.dump({"logs": logs_seen, "start": start, "weights": [w.tolist() for w in weights()]}, f)
 print("done")

@@ -16,6 +16,7 @@ import numpy as np
 import pytest
 
 from tests.conftest import REPO
+from tests.numeric import assert_moved_alike
 
 SCRIPT = REPO / "tests" / "trainers" / "multi_worker_check.py"
 
@@ -78,7 +79,10 @@ def test_nan_in_one_workers_shard_skips_the_step_everywhere(tmp_path):
 def test_ct_in_batch_two_workers_equal_one_device(tmp_path):
     single, workers = _run("ct_in_batch", tmp_path)
     _assert_same(workers[0], workers[1], rtol=0, atol=0)
-    _assert_same(single, workers[0], atol=1e-5)
+    # SGD on a random encoder: the step's size (not the test) sets the scale
+    # of the summation-order differences, so compare them with how far it moved.
+    assert_moved_alike(single["start"], single["weights"], workers[0]["weights"], rtol=1e-4,
+                       min_moved=1e-4)
     losses = [[step["loss"] for step in run["logs"]] for run in (single, workers[0])]
     np.testing.assert_allclose(losses[0], losses[1], rtol=1e-4)
     assert all(step["nonfinite"] == 0.0 for step in workers[0]["logs"])

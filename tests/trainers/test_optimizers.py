@@ -148,6 +148,7 @@ MIRRORED = textwrap.dedent(
     tf.config.set_logical_device_configuration(cpu, [tf.config.LogicalDeviceConfiguration()] * 2)
     import numpy as np, keras
     from keras_sentemb.trainers import optimizers as fused
+    from tests.numeric import assert_moved_alike
 
     def run(strategy, module):
         with strategy.scope():
@@ -166,16 +167,18 @@ MIRRORED = textwrap.dedent(
                 opt.apply(grads, layer.trainable_variables)
             strategy.run(replica, args=(x,))
 
+        start = [v.numpy() for v in layer.trainable_variables]
         for _ in range(3):
             step(x)
-        return [v.numpy() for v in layer.trainable_variables]
+        return [v.numpy() for v in layer.trainable_variables], start
 
     keras.utils.set_random_seed(0)
-    single = run(tf.distribute.get_strategy(), keras.optimizers)
+    single, start = run(tf.distribute.get_strategy(), keras.optimizers)
     keras.utils.set_random_seed(0)
-    mirrored = run(tf.distribute.MirroredStrategy(["/cpu:0", "/cpu:1"]), fused)
-    for a, b in zip(single, mirrored):
-        assert np.allclose(a, b, rtol=1e-5, atol=1e-6), (a, b)
+    mirrored, _ = run(tf.distribute.MirroredStrategy(["/cpu:0", "/cpu:1"]), fused)
+    # AdamW moves each weight by about the learning rate whatever the
+    # gradient's size: compare the runs with how far they moved.
+    assert_moved_alike(start, single, mirrored, rtol=1e-4, min_moved=1e-2)
     print("OK")
     """
 )

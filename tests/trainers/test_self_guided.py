@@ -10,6 +10,7 @@ from keras_sentemb.models.pooling import masked_mean
 from keras_sentemb.trainers.self_guided import SelfGuided
 from tests.conftest import make_tiny_encoder
 from tests.losses.test_self_guided import ref_opt3
+from tests.numeric import assert_close_vectors
 
 SENTENCES = [
     "a man is playing guitar", "the dog runs in the park", "a cat sits on the mat",
@@ -54,8 +55,8 @@ def test_views_pool_every_frozen_layer(pooling, fn):
     states = trainer.frozen_encoder.hidden_states(batch, training=False)
     assert views.shape == (len(SENTENCES), 2, 32)  # layers 1 and 2
     for k in (1, 2):
-        np.testing.assert_allclose(
-            views[:, k - 1], fn(states[k], batch["padding_mask"]).numpy(), atol=1e-6
+        assert_close_vectors(
+            views[:, k - 1], fn(states[k], batch["padding_mask"]).numpy(), rtol=1e-5
         )
     sampled = trainer.sample_views(tf.constant(views)).numpy()
     for i in range(len(SENTENCES)):
@@ -68,9 +69,10 @@ def test_sentence_vectors_use_the_trainers_pooling_not_the_encoders(pooling):
     trainer = SelfGuided(encoder, pooling=pooling, projection_dim=8)
     assert encoder.declared_pooling is None  # the trainer declares nothing
     x = _batch(encoder)["sentence"]
-    np.testing.assert_allclose(
+    assert_close_vectors(
         trainer.sentence_vectors(x, training=False).numpy(),
-        encoder(x, training=False, pooling=pooling).numpy(), atol=1e-6,
+        encoder(x, training=False, pooling=pooling).numpy(),
+        rtol=1e-5,
     )
 
 
@@ -181,8 +183,7 @@ def test_ablations_no_head_layer_range_and_separate_view_inputs():
     positive = _batch(encoder, SENTENCES[::-1])["sentence"]
     views = trainer.views(positive).numpy()
     states = trainer.frozen_encoder.hidden_states(positive, training=False)
-    np.testing.assert_allclose(views[:, 0], masked_max(states[1], positive["padding_mask"]),
-                               atol=1e-6)
+    assert_close_vectors(views[:, 0], masked_max(states[1], positive["padding_mask"]), rtol=1e-5)
     cls = encoder.hidden_states(sentence)[-1].numpy()[:, 0]
     expected = ref_opt3(cls, views, 0.01)
     total, _ = trainer.compute_contrastive_loss(
