@@ -56,6 +56,14 @@ ST_TYPES = {
 WHITENING_SUFFIX = "_Whitening"
 
 
+_NORMALIZATION_HINT = (
+    "The encoder cleans text with keras-hub's tokenizer (text_normalization=None), which "
+    "differs from Hugging Face's BERT tokenizer on some text (U+FFFD, control and format "
+    "characters, NFKC forms); build it with text_normalization='bert_uncased' or "
+    "'bert_cased' (what the folder runs) before exporting."
+)
+
+
 class NotExportableError(ValueError):
     """The encoder computes something the requested folder format cannot express."""
 
@@ -180,7 +188,8 @@ def verify_huggingface(path, encoder, format="sentence-transformers", sentences=
     A sentence-transformers folder must give `encode()`'s vectors on
     `PROBE_SENTENCES` (plus `sentences`); a transformers folder the same
     token ids and last-layer token vectors. Rows are compared by relative
-    error (`keras_sentemb.export.parity`).
+    error (`keras_sentemb.export.parity`). An encoder that computes in
+    bfloat16 is compared in float32, as the folder computes.
 
     Returns:
         dict with `max_rel_diff`, `min_cosine`, `max_abs_diff`, `tolerance`
@@ -198,15 +207,27 @@ def verify_huggingface(path, encoder, format="sentence-transformers", sentences=
 
     probes = [to_text(s) for s in list(PROBE_SENTENCES) + list(sentences or [])]
     what = f"The exported {format} folder"
+    # The folder computes in float32 (its weights are the encoder's variables);
+    # an encoder that computes in bfloat16 is compared through its float32 twin.
+    if encoder.backbone.dtype_policy.compute_dtype != "float32":
+        encoder = encoder.precision_twin("float32")
     if format == "sentence-transformers":
         loaded = SentenceEncoder.from_preset(os.fspath(path))
-        report = compare(loaded.encode(probes), encoder.encode(probes), tolerance, what, probes)
+        try:
+            report = compare(loaded.encode(probes), encoder.encode(probes), tolerance, what, probes)
+        except ExportVerificationError as e:
+            if encoder.text_normalization is None and encoder.adapter.family == "bert":
+                raise ExportVerificationError(f"{e} {_NORMALIZATION_HINT}") from None
+            raise
     else:
         loaded = SentenceEncoder.from_preset(os.fspath(path), max_length=encoder.max_length)
         batch = tf.constant([p.encode("utf-8") for p in probes])
         ours, theirs = encoder.preprocess(batch), loaded.preprocess(batch)
         if not np.array_equal(ours["token_ids"].numpy(), theirs["token_ids"].numpy()):
-            raise ExportVerificationError(f"{what} tokenizes differently from the encoder.")
+            hint = _NORMALIZATION_HINT if encoder.text_normalization is None else ""
+            raise ExportVerificationError(
+                f"{what} tokenizes differently from the encoder. {hint}".strip()
+            )
         mask = ours["padding_mask"].numpy().reshape(-1).astype(bool)
         dim = encoder.hidden_dim
         report = compare(

@@ -22,8 +22,7 @@ def prefixed_view(folder, config):
     from safetensors.numpy import load_file
     from safetensors.numpy import save_file
 
-    folder = Path(folder)
-    weights = folder / "model.safetensors"
+    weights = Path(folder) / "model.safetensors"
     if config.get("model_type") != "roberta" or not weights.is_file():
         yield folder
         return
@@ -33,7 +32,7 @@ def prefixed_view(folder, config):
         return
     with tempfile.TemporaryDirectory(prefix="sentemb-roberta-") as view:
         view = Path(view)
-        for entry in folder.iterdir():
+        for entry in Path(folder).iterdir():
             if entry.name != weights.name:
                 os.symlink(entry.resolve(), view / entry.name)
         save_file({PREFIX + k: v for k, v in tensors.items()}, str(view / weights.name))
