@@ -116,3 +116,30 @@ def test_default_model_round_trips_through_sentence_transformers(default_encoder
     export_huggingface(default_encoder, tmp_path / "minilm")
     theirs = _st_vectors(tmp_path / "minilm", sentences)
     assert _min_cosine(theirs, default_encoder.encode(sentences)) >= 0.99999
+
+
+@pytest.mark.integration
+@pytest.mark.slow
+@pytest.mark.parametrize("method,extra", [("ct", ["--steps", "2", "--batch-size", "8", "--dev", "none"]),
+                                          ("whitening", ["--pooling", "cls", "--dev", "none"])])
+def test_cli_train_export_loads_in_sentence_transformers(method, extra, tmp_path, capsys):
+    # The round trip on a fresh checkout: train from the default model, export as a
+    # sentence-transformers folder, load it with the real library.
+    from keras_sentemb.cli import main
+    from keras_sentemb.data.resources import bundled_corpus
+    from keras_sentemb.data.resources import bundled_sts_dir
+    from keras_sentemb.evaluation.readers import read_stsb
+    from keras_sentemb.models import SentenceEncoder
+
+    corpus = tmp_path / "corpus.txt"
+    lines = open(bundled_corpus(), encoding="utf-8").read().splitlines()[:400]
+    corpus.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    assert main(["train", method, "--model", "default", "--train-file", str(corpus),
+                 "--output", str(tmp_path / "model"), "--verbose", "0"] + extra) == 0
+    assert main(["export", "--model", str(tmp_path / "model"), "--format", "sentence-transformers",
+                 "--output", str(tmp_path / "hf")]) == 0
+    assert capsys.readouterr().out.strip() == str(tmp_path / "hf")
+    pairs = read_stsb(bundled_sts_dir(), "test")
+    sentences = list(dict.fromkeys(s for pair in pairs[:100] for s in pair[:2]))
+    ours = SentenceEncoder.from_preset(str(tmp_path / "model")).encode(sentences)
+    assert _min_cosine(_st_vectors(tmp_path / "hf", sentences), ours) >= 0.99999
