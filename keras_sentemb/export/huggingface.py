@@ -21,6 +21,7 @@ from keras_sentemb.export.parity import check_tolerance
 from keras_sentemb.export.parity import compare
 from keras_sentemb.export.saved_model import PROBE_SENTENCES
 from keras_sentemb.export.saved_model import _as_encoder
+from keras_sentemb.version import __version__
 
 logger = logging.getLogger(__name__)
 
@@ -170,10 +171,8 @@ def write_st_modules(encoder, folder, dtype="float32", prompts=None):
     ])
     _write_json(folder / "sentence_bert_config.json",
                 {"max_seq_length": encoder.max_length, "do_lower_case": False})
-    import keras_sentemb
-
     _write_json(folder / "config_sentence_transformers.json", {
-        "__version__": {"keras_sentemb": keras_sentemb.__version__},
+        "__version__": {"keras_sentemb": __version__},
         "model_type": "SentenceTransformer",
         "prompts": dict(prompts or {}),
         "default_prompt_name": None,
@@ -201,7 +200,7 @@ def verify_huggingface(path, encoder, format="sentence-transformers", sentences=
     import numpy as np
     import tensorflow as tf
 
-    from keras_sentemb.export.saved_model import ExportVerificationError
+    from keras_sentemb.export.parity import ExportVerificationError
     from keras_sentemb.models.sentence_encoder import SentenceEncoder
     from keras_sentemb.models.sentence_encoder import to_text
 

@@ -15,6 +15,10 @@ import numpy as np
 DEFAULT_TOLERANCE = 1e-4
 
 
+class ExportVerificationError(ValueError):
+    """An export does not reproduce `encode` within tolerance."""
+
+
 def check_tolerance(tolerance):
     """A positive finite float, or a clear error."""
     if (
@@ -71,8 +75,6 @@ def compare(got, ref, tolerance, what, probes=None):
         ExportVerificationError: shapes differ, an output is not finite, or
             an error exceeds `tolerance`.
     """
-    from keras_sentemb.export.saved_model import ExportVerificationError
-
     got, ref = np.asarray(got), np.asarray(ref)
     if got.shape != ref.shape or not np.isfinite(got).all():
         raise ExportVerificationError(
