@@ -202,7 +202,7 @@ def verify_huggingface(path, encoder, format="sentence-transformers", sentences=
 
     from keras_sentemb.export.parity import ExportVerificationError
     from keras_sentemb.models.sentence_encoder import SentenceEncoder
-    from keras_sentemb.models.sentence_encoder import to_text
+    from keras_sentemb.models.encoding_engine import to_text
 
     probes = [to_text(s) for s in list(PROBE_SENTENCES) + list(sentences or [])]
     what = f"The exported {format} folder"
