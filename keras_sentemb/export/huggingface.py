@@ -82,6 +82,18 @@ def check_exportable(encoder, format="sentence-transformers"):
 
     if format not in FORMATS:
         raise ValueError(f"`format` must be one of {FORMATS}. Received: format={format!r}.")
+    import keras_hub
+
+    tokenizer = encoder.tokenizer
+    kinds = (keras_hub.tokenizers.WordPieceTokenizer, keras_hub.tokenizers.BytePairTokenizer)
+    if not isinstance(tokenizer, kinds) or (
+        isinstance(tokenizer, kinds[1]) != (encoder.adapter.family == "roberta")
+    ):
+        raise NotExportableError(
+            f"Only BERT (WordPiece) and RoBERTa (byte-level BPE) models export to Hugging Face "
+            f"folders; this encoder has a {type(encoder.backbone).__name__} with a "
+            f"{type(tokenizer).__name__}."
+        )
     post = encoder.postprocess
     if format == "transformers":
         parts = [name for name, present in (
