@@ -617,6 +617,7 @@ def export_saved_model(
             "version": version,
             "serving_signature": f"{SERVING_SIGNATURE}: {INPUT_KEY} string [None] -> "
                                  f"{OUTPUT_KEY} float32 [None, {encoder.output_dim}]",
+            "verified_max_abs_diff": None if report is None else report["max_abs_diff"],
             "verified_max_rel_diff": None if report is None else report["max_rel_diff"],
             "required_custom_ops": meta["required_custom_ops"],
         }
