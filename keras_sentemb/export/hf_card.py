@@ -10,6 +10,7 @@ as `model_card.json`.
 import json
 import re
 
+from keras_sentemb.model_card import CARD_JSON
 from keras_sentemb.model_card import build_model_card
 from keras_sentemb.model_card import render_markdown
 from keras_sentemb.models import presets
@@ -94,8 +95,6 @@ def front_matter(card, format, name, license=None, datasets=None):
 
 def write_hf_card(folder, encoder, format, report=None, license=None, datasets=None):
     """Write `README.md` (front matter + card) and `model_card.json` into `folder`."""
-    from keras_sentemb.model_card import CARD_JSON
-
     card = build_model_card(encoder)
     card["export"] = {
         "format": format,

@@ -15,6 +15,14 @@ transformers tokenize it the same way.
 
 import json
 
+from tokenizers import AddedToken
+from tokenizers import Tokenizer
+from tokenizers import decoders
+from tokenizers import models
+from tokenizers import normalizers
+from tokenizers import pre_tokenizers
+from tokenizers import processors
+
 from keras_sentemb.models.backbone_adapter import BackboneAdapter
 
 
@@ -47,13 +55,6 @@ def bert_casing(encoder):
 
 
 def _bert_files(encoder, folder, max_length):
-    from tokenizers import Tokenizer
-    from tokenizers import decoders
-    from tokenizers import models
-    from tokenizers import normalizers
-    from tokenizers import pre_tokenizers
-    from tokenizers import processors
-
     tokenizer = encoder.tokenizer
     vocab = [str(t) for t in tokenizer.get_vocabulary()]
     lowercase, _ = bert_casing(encoder)
@@ -95,12 +96,6 @@ def _bert_files(encoder, folder, max_length):
 
 
 def _roberta_files(encoder, folder, max_length):
-    from tokenizers import Tokenizer
-    from tokenizers import decoders
-    from tokenizers import models
-    from tokenizers import pre_tokenizers
-    from tokenizers import processors
-
     tokenizer = encoder.tokenizer
     if getattr(tokenizer, "add_prefix_space", False):
         raise ValueError(
@@ -151,8 +146,6 @@ def write_tokenizer_files(encoder, folder, max_length=None):
     Returns:
         list of the file names written.
     """
-    from tokenizers import AddedToken
-
     max_length = int(encoder.max_length if max_length is None else max_length)
     family = BackboneAdapter(encoder.backbone).family
     make = _bert_files if family == "bert" else _roberta_files

@@ -10,9 +10,13 @@ pooler is written (keras-hub BERT backbones always have one); RoBERTa
 backbones have none, as most RoBERTa checkpoints.
 """
 
+import ml_dtypes
 import numpy as np
+from safetensors.numpy import save_file
 
 from keras_sentemb.models.backbone_adapter import BackboneAdapter
+from keras_sentemb.models.fused_gelu import FusedGelu
+from keras_sentemb.models.fused_gelu import _gelu_kind
 
 # RoBERTa's reserved position rows (`padding_idx + 1`).
 ROBERTA_POSITION_OFFSET = 2
@@ -25,7 +29,6 @@ def _np_dtype(dtype):
     if dtype not in WEIGHT_DTYPES:
         raise ValueError(f"`dtype` must be one of {WEIGHT_DTYPES}. Received: dtype={dtype!r}.")
     if dtype == "bfloat16":
-        import ml_dtypes
 
         return ml_dtypes.bfloat16
     return np.dtype(dtype)
@@ -52,9 +55,6 @@ def hidden_act(backbone):
     `gelu_new`), its RoBERTa the exact GELU (`gelu`). The folder states what
     the encoder computes, so that it reproduces `encode()`.
     """
-    from keras_sentemb.models.fused_gelu import FusedGelu
-    from keras_sentemb.models.fused_gelu import _gelu_kind
-
     activation = backbone.transformer_layers[0]._feedforward_intermediate_dense.activation
     kind = activation.approximate if isinstance(activation, FusedGelu) else _gelu_kind(activation)
     if kind is None:
@@ -171,6 +171,4 @@ def save_safetensors(tensors, path):
     The metadata marks the file as PyTorch's layout, as `save_pretrained`
     writes it (transformers refuses files without it).
     """
-    from safetensors.numpy import save_file
-
     save_file(tensors, str(path), metadata={"format": "pt"})

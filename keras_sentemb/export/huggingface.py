@@ -12,15 +12,26 @@ safetensors and tokenizers; it never imports PyTorch.
 import json
 import logging
 import os
+import sys
 from pathlib import Path
+
+import keras_hub
+import numpy as np
+import tensorflow as tf
 
 from keras_sentemb.export import hf_tokenizer
 from keras_sentemb.export import hf_weights
+from keras_sentemb.export.hf_card import write_hf_card
 from keras_sentemb.export.parity import DEFAULT_TOLERANCE
+from keras_sentemb.export.parity import ExportVerificationError
 from keras_sentemb.export.parity import check_tolerance
 from keras_sentemb.export.parity import compare
 from keras_sentemb.export.saved_model import PROBE_SENTENCES
 from keras_sentemb.export.saved_model import _as_encoder
+from keras_sentemb.io_utils import atomic_folder
+from keras_sentemb.models.encoding_engine import to_text
+from keras_sentemb.models.sentence_encoder import SentenceEncoder
+from keras_sentemb.models.whitening import Whitening
 from keras_sentemb.version import __version__
 
 logger = logging.getLogger(__name__)
@@ -78,11 +89,8 @@ def check_exportable(encoder, format="sentence-transformers"):
     bare transformers folder has the backbone only, so a projection head or
     post-processing layer cannot go there.
     """
-    from keras_sentemb.models.whitening import Whitening
-
     if format not in FORMATS:
         raise ValueError(f"`format` must be one of {FORMATS}. Received: format={format!r}.")
-    import keras_hub
 
     tokenizer = encoder.tokenizer
     kinds = (keras_hub.tokenizers.WordPieceTokenizer, keras_hub.tokenizers.BytePairTokenizer)
@@ -135,8 +143,6 @@ def _write_json(path, data):
 
 def _dense(folder, name, kernel, bias, activation, dtype):
     """A sentence-transformers `Dense` module: `activation(x @ kernel + bias)`."""
-    import numpy as np
-
     target = hf_weights._np_dtype(dtype)
     kernel, bias = np.asarray(kernel, np.float64), np.asarray(bias, np.float64)
     _write_json(folder / name / "config.json", {
@@ -209,13 +215,6 @@ def verify_huggingface(path, encoder, format="sentence-transformers", sentences=
     Raises:
         ExportVerificationError: when the folder computes something else.
     """
-    import numpy as np
-    import tensorflow as tf
-
-    from keras_sentemb.export.parity import ExportVerificationError
-    from keras_sentemb.models.sentence_encoder import SentenceEncoder
-    from keras_sentemb.models.encoding_engine import to_text
-
     probes = [to_text(s) for s in list(PROBE_SENTENCES) + list(sentences or [])]
     what = f"The exported {format} folder"
     # The folder computes in float32 (its weights are the encoder's variables);
@@ -333,11 +332,6 @@ def export_huggingface(
     References:
         - [Reimers & Gurevych, 2019](https://arxiv.org/abs/1908.10084)
     """
-    import sys
-
-    from keras_sentemb.export.hf_card import write_hf_card
-    from keras_sentemb.io_utils import atomic_folder
-
     encoder = _as_encoder(encoder)
     check_exportable(encoder, format)
     hf_weights._np_dtype(dtype)

@@ -13,15 +13,15 @@ import os
 import tempfile
 from pathlib import Path
 
+from safetensors.numpy import load_file
+from safetensors.numpy import save_file
+
 PREFIX = "roberta."
 
 
 @contextlib.contextmanager
 def prefixed_view(folder, config):
     """`folder`, or a temporary view of it with `roberta.`-prefixed weight names."""
-    from safetensors.numpy import load_file
-    from safetensors.numpy import save_file
-
     weights = Path(folder) / "model.safetensors"
     if config.get("model_type") != "roberta" or not weights.is_file():
         yield folder

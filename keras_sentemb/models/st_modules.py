@@ -22,8 +22,10 @@ import logging
 from pathlib import Path
 
 import numpy as np
+from safetensors.numpy import load_file
 
 from keras_sentemb.models import presets
+from keras_sentemb.models.whitening import Whitening
 
 logger = logging.getLogger(__name__)
 
@@ -40,8 +42,6 @@ WHITENING_SUFFIX = "_Whitening"
 
 def _read_dense(folder, module):
     """`(kernel [in, out], bias [out], activation)` of a Dense module, or None."""
-    from safetensors.numpy import load_file
-
     path = folder / module["path"]
     config = presets.read_json(path / "config.json")
     weights = path / "model.safetensors"
@@ -67,8 +67,6 @@ def _read_dense(folder, module):
 
 
 def _whitening(kernel, bias, pooling, where):
-    from keras_sentemb.models.whitening import Whitening
-
     # Least squares (minimum norm): exact when K has full column rank.
     mean = np.linalg.lstsq(kernel.T, -bias, rcond=None)[0]
     if not np.allclose(mean @ kernel, -bias, rtol=1e-6, atol=1e-6 * (np.abs(bias).max() + 1)):
