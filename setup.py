@@ -22,6 +22,8 @@ setup(
         "tensorflow-text>=2.18,<2.22",
         "tensorflow-datasets",
         "safetensors",
+        # tokenizer.json of exported Hugging Face folders (keras-hub depends on it too).
+        "tokenizers",
         "scipy",
         "numpy",
         "matplotlib",
@@ -30,7 +32,10 @@ setup(
     extras_require={
         # The suite runs on two processes (pytest-xdist) and tests the Beam
         # pipeline, so the test extra includes the beam one.
-        "test": ["pytest>=7", "pytest-xdist>=3.5", "apache-beam>=2.77,<2.78"],
+        # torch, transformers and sentence-transformers check exported Hugging Face
+        # folders with the real libraries; the package itself never imports them.
+        "test": ["pytest>=7", "pytest-xdist>=3.5", "apache-beam>=2.77,<2.78", "torch",
+                 "transformers", "sentence-transformers", "tokenizers"],
         # keras_sentemb.beam: the newest Apache Beam that resolves beside
         # TensorFlow 2.21 on Python 3.11 (it needs protobuf < 7, pyarrow < 26).
         "beam": ["apache-beam>=2.77,<2.78"],

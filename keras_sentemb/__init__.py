@@ -16,6 +16,7 @@ _PUBLIC = {
     "evaluate_sts": "keras_sentemb.evaluation.sts",
     "evaluate_transfer": "keras_sentemb.evaluation.transfer",
     "export_saved_model": "keras_sentemb.export.saved_model",
+    "export_huggingface": "keras_sentemb.export.huggingface",
     "fit_ct": "keras_sentemb.api",
     "fit_sts_regression": "keras_sentemb.api",
     "fit_simcse": "keras_sentemb.api",

@@ -19,6 +19,8 @@ keras-sentemb train METHOD --model MODEL --train-file FILE --output DIR
 keras-sentemb analyze  alignment-uniformity|token-removal|map|layers --model MODEL
                        [--compare MODEL2] --output DIR
 keras-sentemb export   --model MODEL --output saved_models/NAME [--version N]
+                       [--format saved-model|sentence-transformers|transformers]
+                       [--overwrite] [--dtype float32|float16|bfloat16] [--tolerance T]
 ```
 
 Every command that loads MODEL also takes `--num-layers N` (the first N
@@ -498,8 +500,22 @@ def cmd_train(args, extra):
 
 
 def cmd_export(args):
+    saved_model = args.format == "saved-model"
+    if saved_model and args.dtype is not None:
+        raise UsageError("--dtype applies to the Hugging Face formats; a SavedModel computes in float32")
+    if not saved_model and args.version is not None:
+        raise UsageError(f"--version applies to --format saved-model, not {args.format}")
     encoder = _load_encoder(args.model, args.pooling, args.max_length, args.num_layers)
-    path = export.saved_model.export_saved_model(encoder, args.output, version=args.version)
+    tolerance = {} if args.tolerance is None else {"tolerance": args.tolerance}
+    if saved_model:
+        path = export.saved_model.export_saved_model(
+            encoder, args.output, version=args.version, overwrite=args.overwrite, **tolerance
+        )
+    else:
+        path = export.huggingface.export_huggingface(
+            encoder, args.output, format=args.format, overwrite=args.overwrite,
+            dtype=args.dtype or "float32", **tolerance,
+        )
     print(path)
     return 0
 
@@ -602,10 +618,18 @@ def build_parser():
     p.add_argument("--seed", type=int, default=0, help="map: seed of the sample and t-SNE")
     p.add_argument("--poolings", default="cls,mean,max", help="layers: poolings per layer")
 
-    p = sub.add_parser("export", help="export a string-in SavedModel for TF Serving")
+    p = sub.add_parser("export", help="export a SavedModel for TF Serving, or a Hugging Face folder")
     model_args(p)
-    p.add_argument("--output", required=True, help="saved_models/NAME")
+    p.add_argument("--output", required=True, help="saved_models/NAME (a SavedModel), else the folder")
     p.add_argument("--version", type=_positive_int, default=None)
+    p.add_argument("--format", choices=["saved-model", "sentence-transformers", "transformers"],
+                   default="saved-model")
+    p.add_argument("--overwrite", action="store_true",
+                   help="replace an existing export (SavedModel version or folder), atomically")
+    p.add_argument("--dtype", choices=["float32", "float16", "bfloat16"], default=None,
+                   help="weights of a Hugging Face folder (default float32)")
+    p.add_argument("--tolerance", type=_positive_float, default=None,
+                   help="largest relative error of the export against encode() (default 1e-4)")
     return parser
 
 
@@ -655,7 +679,8 @@ def main(argv=None):
         if args.command == "analyze":
             return cmd_analyze(args)
         return cmd_export(args)
-    except (UsageError, models.presets.ModelNotFoundError, FileNotFoundError, ValueError) as e:
+    except (UsageError, models.presets.ModelNotFoundError, FileNotFoundError, FileExistsError,
+            ValueError) as e:
         return _error(str(e).splitlines()[0] if str(e) else type(e).__name__)
     except KeyboardInterrupt:
         return _error("interrupted")

@@ -6,6 +6,10 @@ layout `saved_models/NAME/<version>/`. The `serving_default` signature takes
 [None, dim]); tokenization, truncation, pooling and normalisation run inside
 the graph. The graph needs TensorFlow and the tensorflow-text ops only.
 
+`export_huggingface(encoder, "NAME")` writes a sentence-transformers folder
+(or, with `format="transformers"`, a bare `BertModel` / `RobertaModel`
+folder) that the Hugging Face libraries load directly.
+
 Names are loaded lazily so that `python -m keras_sentemb.export.saved_model_cli`
 does not import Keras.
 """
@@ -26,6 +30,10 @@ _PUBLIC = {
     "INPUT_KEY": "keras_sentemb.export.saved_model",
     "OUTPUT_KEY": "keras_sentemb.export.saved_model",
     "run_standalone": "keras_sentemb.export.standalone",
+    "export_huggingface": "keras_sentemb.export.huggingface",
+    "verify_huggingface": "keras_sentemb.export.huggingface",
+    "check_exportable": "keras_sentemb.export.huggingface",
+    "NotExportableError": "keras_sentemb.export.huggingface",
 }
 
 __getattr__, __dir__, __all__ = lazy_exports(__name__, _PUBLIC)

@@ -33,6 +33,10 @@ import tensorflow as tf
 import tensorflow_text
 
 from keras_sentemb import compat
+from keras_sentemb.export.parity import DEFAULT_TOLERANCE
+from keras_sentemb.export.parity import ExportVerificationError
+from keras_sentemb.export.parity import check_tolerance
+from keras_sentemb.export.parity import compare
 from keras_sentemb.export.standalone import run_standalone
 from keras_sentemb.model_card import build_model_card
 from keras_sentemb.model_card import write_model_card
@@ -80,9 +84,6 @@ PROBE_SENTENCES = (
     b"\xc3\x28 \xa0\xa1 lone continuation bytes \x80\x80 caf\xc3\xa9",
 )
 
-
-class ExportVerificationError(ValueError):
-    """The exported SavedModel does not reproduce `encode` within tolerance."""
 
 class VersionExistsError(FileExistsError, ValueError):
     """The requested TF Serving version folder already exists."""
@@ -346,7 +347,7 @@ def _run_signature(signature, sentences, key, batch_size=256):
     return np.concatenate(parts)
 
 
-def verify_saved_model(path, encoder, sentences=None, atol=1e-5):
+def verify_saved_model(path, encoder, sentences=None, tolerance=DEFAULT_TOLERANCE):
     """Reload a SavedModel and compare it with eager `encoder.encode`.
 
     Checks the signature contract (`serving_default`: `sentences` tf.string
@@ -354,21 +355,28 @@ def verify_saved_model(path, encoder, sentences=None, atol=1e-5):
     (`PROBE_SENTENCES` plus `sentences`) through the reloaded model and
     through `encoder.encode`. When the `token_embeddings` signature is
     present, its output is compared with the encoder's last hidden states.
+    Rows are compared by relative error (`||got - ref|| / ||ref||`, see
+    `keras_sentemb.export.parity`), so that the check does not depend on the
+    vectors' scale (a whitened model's are far from unit length) nor on the
+    CPU's float rounding.
 
     Args:
         path: str or path. The SavedModel folder (one version).
         encoder: the `SentenceEncoder` that was exported.
         sentences: list of str/bytes or None. Extra probe sentences.
-        atol: float. Largest allowed absolute difference. Defaults to `1e-5`.
+        tolerance: float. Largest allowed relative error of a row.
+            Defaults to `1e-4`.
 
     Returns:
-        dict with `max_abs_diff`, `token_max_abs_diff` (or None),
-        `num_probes` and `atol`.
+        dict with `max_rel_diff`, `min_cosine`, `max_abs_diff` (for
+        information), `token_max_rel_diff` (or None), `num_probes` and
+        `tolerance`.
 
     Raises:
         ExportVerificationError: if the contract does not hold, an output is
-            not finite, or a difference exceeds `atol`.
+            not finite, or a relative error exceeds `tolerance`.
     """
+    tolerance = check_tolerance(tolerance)
     encoder = _as_encoder(encoder)
     probes = list(PROBE_SENTENCES) + list(sentences or [])
     as_bytes = [_to_bytes(s, i) for i, s in enumerate(probes)]
@@ -388,19 +396,7 @@ def verify_saved_model(path, encoder, sentences=None, atol=1e-5):
     )
     got = _run_signature(signatures[SERVING_SIGNATURE], as_bytes, OUTPUT_KEY)
     ref = encoder.encode(probes)
-    if got.shape != ref.shape or not np.isfinite(got).all():
-        raise ExportVerificationError(
-            f"The SavedModel returned shape {got.shape} (finite: "
-            f"{bool(np.isfinite(got).all())}); expected finite {ref.shape}."
-        )
-    diffs = np.abs(got - ref).max(axis=1)
-    max_diff = float(diffs.max())
-    if not max_diff <= atol:
-        worst = int(diffs.argmax())
-        raise ExportVerificationError(
-            f"The SavedModel differs from encode() by {max_diff:.3g} > "
-            f"atol={atol:g} (worst probe #{worst}: {probes[worst]!r:.60})."
-        )
+    report = compare(got, ref, tolerance, "The SavedModel", probes)
     token_diff = None
     if TOKEN_SIGNATURE in signatures:
         hidden = encoder.hidden_dim
@@ -427,22 +423,16 @@ def verify_saved_model(path, encoder, sentences=None, atol=1e-5):
                 f"The {TOKEN_SIGNATURE!r} signature tokenizes differently "
                 "from the encoder."
             )
-        delta = np.abs(
-            out["token_embeddings"].numpy() - np.asarray(ref_states, np.float32)
-        ) * mask[:, :, None]
-        token_diff = float(delta.max())
-        if not token_diff <= atol:
-            raise ExportVerificationError(
-                f"The {TOKEN_SIGNATURE!r} signature differs from the encoder's "
-                f"hidden states by {token_diff:.3g} > atol={atol:g}."
-            )
+        real = mask.reshape(-1).astype(bool)
+        hidden_dim = ref_states.shape[-1]
+        token_diff = compare(
+            out["token_embeddings"].numpy().reshape(-1, hidden_dim)[real],
+            np.asarray(ref_states, np.float32).reshape(-1, hidden_dim)[real],
+            tolerance, f"The {TOKEN_SIGNATURE!r} signature (token vectors)",
+        )["max_rel_diff"]
     del loaded
-    return {
-        "max_abs_diff": max_diff,
-        "token_max_abs_diff": token_diff,
-        "num_probes": len(probes),
-        "atol": float(atol),
-    }
+    report.update({"token_max_rel_diff": token_diff, "num_probes": len(probes)})
+    return report
 
 
 # ------------------------------------------------------------------ export
@@ -491,7 +481,7 @@ def export_saved_model(
     *,
     overwrite=False,
     verify=True,
-    atol=1e-5,
+    tolerance=DEFAULT_TOLERANCE,
     probe_sentences=None,
     token_signature=True,
     chunk_size=DEFAULT_CHUNK_SIZE,
@@ -513,8 +503,8 @@ def export_saved_model(
 
     The SavedModel is written to a hidden temporary folder next to the
     version folder, reloaded and compared with `encoder.encode` on
-    `PROBE_SENTENCES` (plus `probe_sentences`); only when every difference
-    is within `atol` is it renamed to `path/<version>` (an atomic rename, so
+    `PROBE_SENTENCES` (plus `probe_sentences`); only when every row's
+    relative error is within `tolerance` is it renamed to `path/<version>` (an atomic rename, so
     TF Serving never sees a half-written version). Otherwise nothing is left
     behind and `ExportVerificationError` is raised.
 
@@ -527,7 +517,9 @@ def export_saved_model(
         overwrite: bool. Replace an existing version folder (after the new
             one has been verified). Defaults to `False`.
         verify: bool. Reload and compare with `encode`. Defaults to `True`.
-        atol: float. Largest allowed absolute difference. Defaults to `1e-5`.
+        tolerance: float. Largest allowed relative error of an output row
+            (`||got - ref|| / ||ref||`, scale-free: whitened vectors are not
+            unit-length). Defaults to `1e-4`.
         probe_sentences: list of str/bytes or None. Extra sentences for the
             verification. Defaults to `None`.
         token_signature: bool. Add the `token_embeddings` signature.
@@ -549,7 +541,7 @@ def export_saved_model(
         VersionExistsError: if `path/<version>` exists and `overwrite` is
             False (a `ValueError` and a `FileExistsError`).
         ExportVerificationError: if the reloaded model does not match
-            `encode` within `atol` (a `ValueError`).
+            `encode` within `tolerance` (a `ValueError`).
 
     Examples:
 
@@ -567,8 +559,7 @@ def export_saved_model(
         or version < 1
     ):
         raise ValueError(f"`version` must be a positive int or None, received {version!r}.")
-    if isinstance(atol, bool) or not isinstance(atol, (int, float)) or not atol >= 0:
-        raise ValueError(f"`atol` must be a non-negative number, received {atol!r}.")
+    tolerance = check_tolerance(tolerance)
     base = Path(os.fspath(path))
     if base.exists() and not base.is_dir():
         raise ValueError(f"Cannot export to {base}: it is a file, not a folder.")
@@ -594,18 +585,16 @@ def export_saved_model(
         del archive
         report = None
         if verify:
-            report = verify_saved_model(tmp, encoder, probe_sentences, atol=atol)
+            report = verify_saved_model(tmp, encoder, probe_sentences, tolerance=tolerance)
         if check_standalone:
             probes = [_to_bytes(s, i) for i, s in enumerate(PROBE_SENTENCES)]
             outside = run_standalone(tmp, probes, strict=True)
-            diff = float(np.abs(outside - encoder.encode(probes)).max())
-            if not diff <= atol:
-                raise ExportVerificationError(
-                    f"In a process without Keras the SavedModel differs from "
-                    f"encode() by {diff:.3g} > atol={atol:g}."
-                )
+            diff = compare(
+                outside, encoder.encode(probes), tolerance,
+                "In a process without Keras the SavedModel", probes,
+            )["max_rel_diff"]
             if report is not None:
-                report["standalone_max_abs_diff"] = diff
+                report["standalone_max_rel_diff"] = diff
         meta = _metadata(
             encoder, version, chunk_size, token_signature, report,
             required_custom_ops(tmp),
@@ -619,6 +608,7 @@ def export_saved_model(
             "serving_signature": f"{SERVING_SIGNATURE}: {INPUT_KEY} string [None] -> "
                                  f"{OUTPUT_KEY} float32 [None, {encoder.output_dim}]",
             "verified_max_abs_diff": None if report is None else report["max_abs_diff"],
+            "verified_max_rel_diff": None if report is None else report["max_rel_diff"],
             "required_custom_ops": meta["required_custom_ops"],
         }
         write_model_card(tmp / os.path.dirname(METADATA_FILE), card)
@@ -639,7 +629,7 @@ def export_saved_model(
         raise
     if verbose:
         detail = (
-            f"max |SavedModel - encode| = {report['max_abs_diff']:.2g} on "
+            f"max relative error |SavedModel - encode| = {report['max_rel_diff']:.2g} on "
             f"{report['num_probes']} probes"
             if report
             else "not verified"

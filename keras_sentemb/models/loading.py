@@ -19,6 +19,8 @@ import numpy as np
 
 from keras_sentemb.models import presets
 from keras_sentemb.models.presets import is_cached_preset
+from keras_sentemb.models.roberta_keys import prefixed_view
+from keras_sentemb.models.st_modules import read_dense_modules
 
 # Folders with a post-processing layer are written as format 2 by
 # `SentenceEncoder.save` (older versions, which read format 1, then say the
@@ -51,13 +53,6 @@ def _sentence_transformers_settings(folder):
         for module in modules:
             if module.get("path") and "Pooling" in module.get("type", ""):
                 pooling_file = folder / module["path"] / "config.json"
-            if module.get("type", "").endswith("models.Dense"):
-                logger.warning(
-                    "%s has a sentence-transformers Dense module (%s); it is "
-                    "not loaded, the encoder outputs the pooled vector.",
-                    folder,
-                    module.get("path"),
-                )
     if pooling_file.is_file():
         cfg = presets.read_json(pooling_file)
         if cfg.get("pooling_mode_cls_token"):
@@ -156,9 +151,16 @@ def _bert_with_pooler(folder, config):
 
 def _load_hf(folder, dtype):
     config = presets.read_json(Path(folder) / "config.json")
-    with _bert_with_pooler(folder, config) as source:
+    with _bert_with_pooler(folder, config) as source, prefixed_view(source, config) as source:
         backbone = keras_hub.models.Backbone.from_preset(source, dtype=dtype)
     settings = _sentence_transformers_settings(folder)
+    # Dense modules: the projection head and a whitening (see st_modules).
+    dense = read_dense_modules(folder, settings.get("pooling"))
+    projection_weights = None
+    if dense["projection"] is not None:
+        kernel, bias, activation = dense["projection"]
+        settings.update(projection_dim=int(kernel.shape[1]), projection_activation=activation)
+        projection_weights = [kernel.astype("float32"), bias.astype("float32")]
     if config["model_type"] == "bert":
         settings["text_normalization"] = _hf_bert_normalization(folder)
         tokenizer = keras_hub.models.BertTokenizer(
@@ -176,7 +178,7 @@ def _load_hf(folder, dtype):
         settings["max_length"] = min(
             settings["max_length"], int(backbone.max_sequence_length)
         )
-    return Components(backbone, tokenizer, settings)
+    return Components(backbone, tokenizer, settings, projection_weights, dense["postprocess"])
 
 
 def _load_keras_hub(handle, dtype):

@@ -62,7 +62,8 @@ def test_layout_and_metadata(exported):
         assert os.path.exists(os.path.join(path, name))
     meta = json.loads((base / "1" / sm.METADATA_FILE).read_text())
     assert meta["version"] == 1 and meta["output_dim"] == DIM
-    assert meta["verification"]["max_abs_diff"] <= 1e-5
+    assert meta["verification"]["max_rel_diff"] <= 1e-4
+    assert meta["verification"]["min_cosine"] >= 0.99999
     assert meta["required_custom_ops"] == [
         "CaseFoldUTF8", "FastWordpieceTokenizeWithOffsets", "NormalizeUTF8",
         "RegexSplitWithOffsets",
@@ -232,7 +233,9 @@ def test_invalid_arguments(tmp_path, tiny_encoder):
         ({"version": "2"}, "version"),
         ({"version": True}, "version"),
         ({"chunk_size": 0}, "chunk_size"),
-        ({"atol": -1.0}, "atol"),
+        ({"tolerance": -1.0}, "tolerance"),
+        ({"tolerance": 0}, "tolerance"),
+        ({"tolerance": "1e-4"}, "tolerance"),
     ):
         with pytest.raises(ValueError, match=match):
             export_saved_model(tiny_encoder, tmp_path / "m", **kwargs)

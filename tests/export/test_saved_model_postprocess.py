@@ -49,9 +49,40 @@ def test_export_applies_the_post_processing(make_layer, dim, tmp_path):
     assert served.shape == (len(SENTS), dim)
     assert_close_vectors(served, expected, rtol=1e-5)
     assert_close_vectors(served, encoder.encode(SENTS), rtol=1e-5)
-    assert meta["verification"]["max_abs_diff"] <= 1e-5
+    assert meta["verification"]["max_rel_diff"] <= 1e-4
     if isinstance(layer, GlowFlow):
         # The flow's ops (coupling networks, sigmoid, LU product) need no Python code at
         # serving time; the whitening's matmul is covered by the plain export's check.
         standalone = run_standalone(path, SENTS, strict=True)
         assert_close_vectors(standalone, served, rtol=1e-5)
+
+
+def test_the_gate_is_scale_aware_on_whitened_vectors(tmp_path):
+    # Whitened vectors are far from unit length: here a whitening whose
+    # outputs have norms of ~1e4, where float rounding alone moves a
+    # coordinate by more than any fixed absolute tolerance would allow. The
+    # gate compares relative errors, so the export passes, and a relative
+    # error above the caller's tolerance is refused with nothing left behind.
+    encoder = make_tiny_encoder()
+    layer = _whitening(encoder.encode(CORPUS))
+    mean, kernel = layer.get_weights()
+    layer.set_weights([mean, kernel * 1e4])
+    encoder.postprocess = layer
+    norms = np.linalg.norm(encoder.encode(SENTS), axis=1)
+    assert norms.min() > 1e3
+    path = export_saved_model(encoder, tmp_path / "m", token_signature=False)
+    meta = json.loads((tmp_path / "m" / "1" / sm.METADATA_FILE).read_text())
+    assert meta["verification"]["max_rel_diff"] <= 1e-4
+    assert meta["verification"]["min_cosine"] >= 0.99999
+    served = tf.saved_model.load(path).signatures["serving_default"](
+        sentences=tf.constant(SENTS))["embeddings"].numpy()
+    cos = np.sum(served * encoder.encode(SENTS), 1) / (norms * np.linalg.norm(served, axis=1))
+    assert cos.min() >= 0.99999
+
+    original = encoder.encode
+    encoder.encode = lambda *a, **k: original(*a, **k) * (1 + 1e-3)  # 1e-3 relative
+    with pytest.raises(sm.ExportVerificationError, match="relative error"):
+        export_saved_model(encoder, tmp_path / "m2", token_signature=False, tolerance=1e-4)
+    assert not (tmp_path / "m2").exists()
+    path = export_saved_model(encoder, tmp_path / "m3", token_signature=False, tolerance=1e-2)
+    assert path == str(tmp_path / "m3" / "1")
