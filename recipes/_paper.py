@@ -78,3 +78,44 @@ def summarize_seeds(runs, keys):
         return run
 
     return {key: mean_std([get(run, key) for run in runs]) for key in keys}
+
+
+def add_row_args(parser, transfer=False, out=True):
+    """`--sts-data`, `--transfer-data` (when the paper reports transfer tasks) and `--out`.
+
+    The recipe's last line is the paper's table row (`emit_row`).
+    """
+    parser.add_argument(
+        "--sts-data", default=None, metavar="DIR",
+        help="SentEval's STS folder (STS12-en-test ... STS16-en-test, STSBenchmark, SICK) "
+             "for the paper's full STS row; default: the bundled STS-B test only (the row "
+             "says so)",
+    )
+    if transfer:
+        parser.add_argument(
+            "--transfer-data", default=None, metavar="DIR",
+            help="SentEval's data/downstream folder: the transfer tasks the paper reports "
+                 "(those present are run; default: none)",
+        )
+    if out:
+        parser.add_argument("--out", default=None,
+                            help="write the table row here (a .json file, or a folder: row.json)")
+
+
+def emit_row(encoder, args, paper, protocol, smoke=False, **row_kwargs):
+    """Build the paper's table row for `encoder` (`paper_row`), print it as one JSON line, write `--out`.
+
+    Under `--smoke` without `--sts-data` only the first 150 STS-B test pairs are scored.
+    """
+    from keras_sentemb.evaluation.paper_row import paper_row, write_row
+
+    if smoke and args.sts_data is None:
+        row_kwargs.setdefault("stsb_limit", 150)
+    row = paper_row(
+        encoder, paper, protocol=protocol, sts_data=args.sts_data,
+        transfer_data=getattr(args, "transfer_data", None), **row_kwargs,
+    )
+    if smoke:
+        row["protocol"]["smoke"] = "a CPU check of the pipeline, not a result"
+    write_row(row, getattr(args, "out", None))
+    return row
