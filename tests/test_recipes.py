@@ -22,9 +22,10 @@ RECIPES = Path(__file__).resolve().parents[1] / "recipes"
 #   sg: galsang/SG-BERT@23d5ebe training.py (SG-OPT, cls, lr 5e-5, batch 16, T 0.01, lamb 0.1,
 #       eval 50, es 10, seed 1, 1 epoch, 10 % warm-up) and modules.py (max_seq_length 128);
 #       loss.py (head width 4096)
-#   ct: FreddeFrallan/Contrastive-Tension@75293a8 ExampleTraining.py / Training.py (batch 16,
-#       K 7, max 75, RMSprop from 1e-5, 10 x 500 steps, evaluation every 500), dot logits and
-#       mean pooling (ContrastiveTensionModel.py); fixed-step protocol (issue 21)
+#   ct: the paper (Carlsson et al. 2021) section 5: batch 16, K 7, RMSprop from 1e-5, 50,000
+#       steps, no validation, the worst of the two towers reported; section 4 / App. A.1: dot
+#       logits, mean pooling, (s, negative) pairs; where the paper is silent
+#       FreddeFrallan/Contrastive-Tension@75293a8 (max 75, dropout off, evaluation every 500)
 #   multitask: gpoesia/minbert-default-final-project@7ac8260 multitask_classifier.py
 #       (bert-base-uncased, hidden_dropout_prob 0.3, batch 8, lr 1e-5 finetune)
 #   parallel: issue 21 (objective comparison: lr 2e-4, batch 128, queue 0; dev every 250)
@@ -42,8 +43,9 @@ PAPERS = {
                patience=10, seed=1, epochs=1, warmup_ratio=0.1, max_length=128,
                projection_dim=4096, no_head=False, steps=None, seeds=1, smoke=False),
     "ct": dict(model="bert_base_en_uncased", batch_size=16, negatives="k7", max_length=75,
-               learning_rate=1e-5, logits="dot", pooling="mean", dropout=False, steps=5000,
-               eval_every=500, protocol="paper", seeds=1, smoke=False),
+               learning_rate=1e-5, logits="dot", pooling="mean", dropout=False, steps=50000,
+               eval_every=500, protocol="paper", keep="worst", negatives_layout="paper",
+               seeds=1, smoke=False),
     "multitask": dict(model="bert_base_en_uncased", dropout=0.3, batch_size=8,
                       learning_rate=1e-5, pooling="cls", smoke=False),
     "parallel": dict(eval_every=250, preset="main", smoke=False),
