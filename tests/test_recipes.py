@@ -20,8 +20,9 @@ RECIPES = Path(__file__).resolve().parents[1] / "recipes"
 #           eval 200, temp 0.1, 10 epochs, patience 10, seed 1, shuffle + feature cutoff) and
 #           main.py (10 % warm-up, mean pooling)
 #   sg: galsang/SG-BERT@23d5ebe training.py (SG-OPT, cls, lr 5e-5, batch 16, T 0.01, lamb 0.1,
-#       eval 50, es 10, seed 1, 1 epoch, 10 % warm-up) and modules.py (max_seq_length 128);
-#       loss.py (head width 4096)
+#       eval 50, es 10, 1 epoch, 10 % warm-up) and modules.py (max_seq_length 128);
+#       loss.py (head width 4096); the paper's section 3.1 (max view pooling), section 4.1 and
+#       Table 8 (8 runs, seeds 1, 2, 3, 4, 1234, 2345, 3456, 7890)
 #   ct: the paper (Carlsson et al. 2021) section 5: batch 16, K 7, RMSprop from 1e-5, 50,000
 #       steps, no validation, the worst of the two towers reported; section 4 / App. A.1: dot
 #       logits, mean pooling, (s, negative) pairs; where the paper is silent
@@ -41,8 +42,9 @@ PAPERS = {
                     texts="all", steps=None, seeds=1, smoke=False),
     "sg": dict(model="bert_base_en_uncased", loss="opt3", pooling="cls", learning_rate=5e-5,
                batch_size=16, temperature=0.01, reg_weight=0.1, min_layer=0, eval_every=50,
-               patience=10, seed=1, epochs=1, warmup_ratio=0.1, max_length=128,
-               projection_dim=4096, no_head=False, steps=None, seeds=1, smoke=False),
+               patience=10, seed=None, seed_list="1,2,3,4,1234,2345,3456,7890", epochs=1,
+               warmup_ratio=0.1, max_length=128, view_pooling="max", projection_dim=4096,
+               no_head=False, steps=None, seeds=8, smoke=False),
     "ct": dict(model="bert_base_en_uncased", batch_size=16, negatives="k7", max_length=75,
                learning_rate=1e-5, logits="dot", pooling="mean", dropout=False, steps=50000,
                eval_every=500, protocol="paper", keep="worst", negatives_layout="paper",
