@@ -69,6 +69,7 @@ def fit_consert(
     patience=10,
     precision="float32",
     mini_batch_size=None,
+    dev_pooling=None,
 ):
     """Trains a sentence encoder with ConSERT and returns it.
 
@@ -94,7 +95,15 @@ def fit_consert(
 
     With `dev` (STS-B dev by default), the encoder is scored every
     `eval_every` steps and the best checkpoint (the starting weights
-    included) is kept.
+    included) is kept; `dev_pooling="mean_last2"` scores it as the paper
+    evaluates (section 4.1: "averaging the token embeddings at the last two
+    layers"; "the best checkpoint on the dev set of STSb is saved").
+
+    The views are named as in `keras_sentemb.augment.views`; the dropout
+    view comes in two modes: `"dropout"` (inverted Bernoulli dropout of the
+    embedding elements) and `"dropout_exact"` (ConSERT's own code: exactly
+    `int(rate * tokens * hidden)` elements of each example zeroed, no
+    rescaling), e.g. `views="shuffle,dropout_exact"`.
 
     Args:
         data: list of str, text file, `tf.data.Dataset` or TFDS name (the
@@ -119,7 +128,8 @@ def fit_consert(
             `"joint_unsup"`. Defaults to `"unsup"`.
         supervised: path or list. NLI / labelled-pair data of the two-stage
             modes. Defaults to `None`.
-        views: str or pair. The two views, e.g. `"shuffle,feature_cutoff"`.
+        views: str or pair. The two views, e.g. `"shuffle,feature_cutoff"`
+            or `"token_cutoff,dropout_exact"`.
         view_rates: str, pair or None. Rates of the two views, e.g.
             `"0.1,0.2"`. Defaults to `None` (registry defaults).
         temperature: float. Defaults to `0.1`.
@@ -141,6 +151,9 @@ def fit_consert(
         mini_batch_size: int or None. GradCache in the unsupervised stage:
             embed the batch in chunks of this many rows (same loss and
             gradients; see `BaseTrainer`). Defaults to `None` (off).
+        dev_pooling: str or None. The pooling the dev set is scored with
+            (e.g. `"mean_last2"`, the paper's evaluation); None scores with
+            the training pooling. Defaults to `None`.
 
     Returns:
         The trained `SentenceEncoder` (the dev-selected checkpoint).
@@ -165,6 +178,10 @@ def fit_consert(
 
     run = FitScaffold.start("consert", locals(), paper_pooling="mean")
     validation.choice(mode, "mode", CONSERT_FIT_MODES)
+    if dev_pooling is not None:
+        from keras_sentemb.models.pooling import parse_pooling
+
+        parse_pooling(dev_pooling)
     views = parse_views(views)
     view_rates = _parse_rates(view_rates)
     supervised_only = mode in ("sup", "joint")
@@ -201,7 +218,8 @@ def fit_consert(
         logger.info("ConSERT %s stage: %d pairs, %d steps", stage, len(rows), steps)
         columns = {"premise": [r[0] for r in rows], "hypothesis": [r[1] for r in rows]}
         run.fit(trainer, run.batches(encoder, columns, extra={"label": [r[2] for r in rows]}),
-                steps=steps, stage=stage, patience=patience)
+                steps=steps, stage=stage, patience=patience,
+                selection=_dev_selection(run, dev_pooling, patience))
         encoder = trainer.encoder
     if not supervised_only:
         sentences = load_corpus(data)
@@ -216,5 +234,14 @@ def fit_consert(
         run.compile(trainer, adamw_linear_decay(run.learning_rate, steps, warmup_ratio))
         logger.info("ConSERT unsup stage: %d sentences, %d steps", len(sentences), steps)
         run.fit(trainer, run.batches(encoder, {"sentence": sentences}), stage="unsup",
-                patience=patience)
+                patience=patience, selection=_dev_selection(run, dev_pooling, patience))
     return run.finish(trainer.encoder)
+
+
+def _dev_selection(run, dev_pooling, patience):
+    """STS dev selection scored with `dev_pooling`; None leaves it to the scaffold."""
+    from keras_sentemb.pipelines.callbacks import STSDevEvaluation
+
+    if dev_pooling is None or not run.dev_pairs:
+        return None
+    return STSDevEvaluation(run.dev_pairs, pooling=dev_pooling, patience=patience)
