@@ -16,9 +16,10 @@ RECIPES = Path(__file__).resolve().parents[1] / "recipes"
 # recipe -> {argparse dest: the paper's value}. Sources:
 #   simcse: princeton-nlp/SimCSE@49fa580 run_unsup_example.sh (bert-base-uncased, batch 64,
 #           lr 3e-5, max_seq_length 32, temp 0.05, pooler cls, mlp_only_train, eval_steps 125)
-#   consert: yym6472/ConSERT@03c9e8f scripts/unsup-consert-base.sh (batch 96, lr 5e-7, max 64,
-#           eval 200, temp 0.1, 10 epochs, patience 10, seed 1, shuffle + feature cutoff) and
-#           main.py (10 % warm-up, mean pooling)
+#   consert: the paper's section 4.1 (batch 96, lr 5e-7, max 64, eval 200 with the best dev
+#           checkpoint, temp 0.1, 10 % warm-up, last-two-layer evaluation), section 5 / Figure 5
+#           (shuffle + feature cutoff); yym6472/ConSERT@03c9e8f scripts/unsup-consert-base.sh
+#           where the paper is silent (10 epochs, patience 10, seed 1) and main.py (mean pooling)
 #   sg: galsang/SG-BERT@23d5ebe training.py (SG-OPT, cls, lr 5e-5, batch 16, T 0.01, lamb 0.1,
 #       eval 50, es 10, 1 epoch, 10 % warm-up) and modules.py (max_seq_length 128);
 #       loss.py (head width 4096); the paper's section 3.1 (max view pooling), section 4.1 and
@@ -39,7 +40,8 @@ PAPERS = {
     "consert": dict(model="bert_base_en_uncased", batch_size=96, learning_rate=5e-7,
                     max_length=64, temperature=0.1, eval_every=200, epochs=10, patience=10,
                     warmup_ratio=0.1, seed=1, pooling="mean", views="shuffle,feature_cutoff",
-                    texts="all", steps=None, seeds=1, smoke=False),
+                    texts="all", steps=None, seeds=1, smoke=False, eval_pooling="mean_last2",
+                    dropout_mode="exact", sts_data=None),
     "sg": dict(model="bert_base_en_uncased", loss="opt3", pooling="cls", learning_rate=5e-5,
                batch_size=16, temperature=0.01, reg_weight=0.1, min_layer=0, eval_every=50,
                patience=10, seed=None, seed_list="1,2,3,4,1234,2345,3456,7890", epochs=1,
