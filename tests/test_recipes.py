@@ -28,8 +28,10 @@ RECIPES = Path(__file__).resolve().parents[1] / "recipes"
 #       steps, no validation, the worst of the two towers reported; section 4 / App. A.1: dot
 #       logits, mean pooling, (s, negative) pairs; where the paper is silent
 #       FreddeFrallan/Contrastive-Tension@75293a8 (max 75, dropout off, evaluation every 500)
-#   multitask: gpoesia/minbert-default-final-project@7ac8260 multitask_classifier.py
-#       (bert-base-uncased, hidden_dropout_prob 0.3, batch 8, lr 1e-5 finetune)
+#   multitask: the report's section 4.1 ('3 Given': Quora with negatives, then SST, then STS),
+#       section 5.3 (5 pre-training epochs, temperature 0.05, batch 16, lr 1e-5, 10 epochs,
+#       MLP heads with dropout 0.3), Table 10 (pre-training lr 2e-5), section 4.2 (shared
+#       first layer, average loss); gpoesia/minbert-default-final-project@7ac8260 (bert-base)
 #   parallel: issue 21 (objective comparison: lr 2e-4, batch 128, queue 0; dev every 250)
 #   ct_sts_regression: the CT paper's section 5.2 / Table 2 (model-specific labels, 20
 #       right-closed buckets of STS-B train, 10 runs x 8 epochs, the run best on dev reported)
@@ -51,8 +53,11 @@ PAPERS = {
                learning_rate=1e-5, logits="dot", pooling="mean", dropout=False, steps=50000,
                eval_every=500, protocol="paper", keep="worst", negatives_layout="paper",
                seeds=1, smoke=False),
-    "multitask": dict(model="bert_base_en_uncased", dropout=0.3, batch_size=8,
-                      learning_rate=1e-5, pooling="cls", smoke=False),
+    "multitask": dict(model="bert_base_en_uncased", dropout=0.3, batch_size=16,
+                      learning_rate=1e-5, head_learning_rate=1e-5, pooling="cls", epochs=10,
+                      pretrain="three_given", pretrain_learning_rate=2e-5, temperature=0.05,
+                      head_style="plain", head_sharing="first_layer", procedures="average",
+                      fusion=False, smoke=False),
     "parallel": dict(eval_every=250, preset="main", smoke=False),
     "ct_sts_regression": dict(model="bert_base_en_uncased", labels=["model_specific"],
                               num_buckets=20, epochs=8, seeds=10, steps=None, smoke=False,
