@@ -32,7 +32,9 @@ RECIPES = Path(__file__).resolve().parents[1] / "recipes"
 #       section 5.3 (5 pre-training epochs, temperature 0.05, batch 16, lr 1e-5, 10 epochs,
 #       MLP heads with dropout 0.3), Table 10 (pre-training lr 2e-5), section 4.2 (shared
 #       first layer, average loss); gpoesia/minbert-default-final-project@7ac8260 (bert-base)
-#   parallel: issue 21 (objective comparison: lr 2e-4, batch 128, queue 0; dev every 250)
+#   parallel: the paper's section 4.2.2 / Table 6 (BERT-base: lr 2e-4, batch 400, queue 10,000),
+#       section 4.2.1 (length 50, dev every 250), section 4.4.2 / Table 5 (objective comparison:
+#       lr 2e-4, batch 128, queue 0)
 #   ct_sts_regression: the CT paper's section 5.2 / Table 2 (model-specific labels, 20
 #       right-closed buckets of STS-B train, 10 runs x 8 epochs, the run best on dev reported)
 PAPERS = {
@@ -58,7 +60,8 @@ PAPERS = {
                       pretrain="three_given", pretrain_learning_rate=2e-5, temperature=0.05,
                       head_style="plain", head_sharing="first_layer", procedures="average",
                       fusion=False, smoke=False),
-    "parallel": dict(eval_every=250, preset="main", smoke=False),
+    "parallel": dict(eval_every=250, preset="main", smoke=False, learning_rate=2e-4,
+                     batch_size=400, queue_size=10000, max_length=50, temperature="learnable"),
     "ct_sts_regression": dict(model="bert_base_en_uncased", labels=["model_specific"],
                               num_buckets=20, epochs=8, seeds=10, steps=None, smoke=False,
                               report="best_on_dev", spread_data="train"),

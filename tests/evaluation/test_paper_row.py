@@ -74,3 +74,22 @@ def test_write_row_prints_one_line_and_writes_file_or_folder(tmp_path, capsys):
     assert len(lines) == 3 and all(json.loads(line) == row for line in lines)
     assert json.loads((tmp_path / "run" / "row.json").read_text()) == row
     assert np.isclose(json.loads((tmp_path / "x.json").read_text())["avg"], 1.0)
+
+
+def test_transfer_tasks_beside_the_sts_tasks(tmp_path):
+    from tests.evaluation.test_transfer import write_downstream
+
+    root = write_downstream(tmp_path / "downstream", n=20)
+    (root / "MR" / "rt-polarity.pos").unlink()  # MR incomplete: reported missing
+    row = paper_row(FakeEncoder(), "p", sts_tasks=["STSBenchmark"], stsb_limit=20,
+                    transfer_data=root, transfer_tasks=["MR", "SST2", "TREC"],
+                    transfer_config="fast")
+    assert set(row["tasks"]) == {"STS-B", "SST2", "TREC"}
+    assert all(0 <= row["tasks"][t] <= 100 for t in ("SST2", "TREC"))
+    assert row["protocol"]["evaluation"]["transfer_missing"] == ["MR"]
+    assert row["transfer_avg"] is None  # the paper's transfer average needs every task
+    complete = paper_row(FakeEncoder(), "p", sts_tasks=["STSBenchmark"], stsb_limit=20,
+                         transfer_data=root, transfer_tasks=["SST2", "TREC"],
+                         transfer_config="fast")
+    expected = (complete["tasks"]["SST2"] + complete["tasks"]["TREC"]) / 2
+    assert complete["transfer_avg"] == pytest.approx(expected, abs=0.006)
