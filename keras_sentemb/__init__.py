@@ -8,7 +8,7 @@ TensorFlow backend (the default), which the models check when they load.
 
 import importlib
 
-__version__ = "0.1.0"
+from keras_sentemb.version import __version__  # noqa: F401
 
 _PUBLIC = {
     "SentenceEncoder": "keras_sentemb.models.sentence_encoder",

@@ -171,7 +171,7 @@ def main(argv=None):
     sts_dir = stsb if (stsb / "sts-train.csv").exists() else bundled_sts_dir()
     splits = ("train", "dev", "test") if args.texts == "all" else ("train",)
     if args.sts_data is not None:
-        from keras_sentemb.data.sts_corpus import sts_unlabeled_texts
+        from keras_sentemb.evaluation.sts_corpus import sts_unlabeled_texts
 
         try:
             train, counts = sts_unlabeled_texts(args.sts_data)

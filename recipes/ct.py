@@ -223,14 +223,12 @@ def main(argv=None):
         towers = KeepTowers()
         t0 = time.time()
         tower_rows.clear()
-        if keep == "worst":
-            selection_data = tower_score
-        else:
-            selection_data = dev if args.protocol == "safe" else None
+        selection_data = dev if args.protocol == "safe" else None
         encoder = fit_ct(
             corpus, model=base.clone(name=f"ct_seed{seed}"), steps=args.steps,
             batch_size=args.batch_size, negatives=args.negatives, logits=args.logits,
             negatives_layout=args.negatives_layout, dev=selection_data, keep=keep,
+            tower_score=tower_score if keep == "worst" else None,
             eval_every=args.eval_every, learning_rate=args.learning_rate,
             max_length=args.max_length, pooling=base.pooling, dropout=args.dropout,
             seed=seed, output=args.output if i == 0 else None, callbacks=[towers], verbose=2,

@@ -169,7 +169,7 @@ def main(argv=None):
     from keras_sentemb.data.multitask import schedule_sizes
     from keras_sentemb.evaluation.paper_row import write_row
     from keras_sentemb.models import SentenceEncoder
-    from keras_sentemb.models.multitask_ensemble import MultitaskEnsemble
+    from keras_sentemb.evaluation.multitask_ensemble import MultitaskEnsemble
     from keras_sentemb.pipelines import multitask_presets
     from keras_sentemb.pipelines.multitask import evaluate_multitask
     from keras_sentemb.pipelines.multitask import fit_multitask

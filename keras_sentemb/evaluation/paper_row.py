@@ -147,17 +147,19 @@ def paper_row(
     }
     tasks = {}
     if sts_data is None:
+        from scipy.stats import spearmanr
+
         from keras_sentemb.evaluation.readers import load_stsb_pairs
-        from keras_sentemb.pipelines.callbacks import sts_spearman
+        from keras_sentemb.evaluation.sts_spread import pair_cosines
 
         pairs = load_stsb_pairs("stsb", "test")
         if stsb_limit:
             pairs = pairs[: int(stsb_limit)]
         evaluation["sts"] = STSB_ONLY + (f"; first {len(pairs)} pairs" if stsb_limit else "")
         if "STSBenchmark" in sts_tasks:
-            tasks["STS-B"] = _round(
-                sts_spearman(encoder, pairs, batch_size=batch_size, pooling=pooling)
-            )
+            cosines = pair_cosines(encoder, pairs, batch_size=batch_size, pooling=pooling)
+            rho = spearmanr(cosines, [p[2] for p in pairs]).correlation
+            tasks["STS-B"] = _round(100 * rho)
     else:
         found = set(_discover(sts_data))
         run = [t for t in sts_tasks if t in found]

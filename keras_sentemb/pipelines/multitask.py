@@ -5,14 +5,15 @@ import os
 from pathlib import Path
 
 import keras
-import numpy as np
 
 from keras_sentemb import compat
 from keras_sentemb import validation
+from keras_sentemb.evaluation.multitask import evaluate_multitask
 from keras_sentemb.pipelines.callbacks import DevSelection
+from keras_sentemb.pipelines.arguments import fit_function
+from keras_sentemb.pipelines.backup import TrainingBackup
 from keras_sentemb.pipelines.multitask_presets import THREE_GIVEN
 from keras_sentemb.pipelines.multitask_presets import pretrain_three_given
-from keras_sentemb.pipelines.scaffold import FitScaffold
 from keras_sentemb.pipelines.schedules import adamw_linear_decay
 from keras_sentemb.trainers import optimizers
 
@@ -20,56 +21,6 @@ logger = logging.getLogger(__name__)
 
 MULTITASK_DEV = "multitask"
 WEIGHT_DECAY = 0.01
-TASK_METRICS = {
-    "sentiment": "sentiment_acc",
-    "paraphrase": "paraphrase_acc",
-    "similarity": "similarity_pearson",
-}
-
-
-def evaluate_multitask(model, dev, limit=None, batch_size=128, max_length=None):
-    """Dev metrics: sentiment accuracy, paraphrase accuracy, similarity Pearson.
-
-    `overall` is the plain mean of the three. `model` is a `MultitaskModel`
-    or anything with the `predict_*` surface (e.g. `MultitaskEnsemble`).
-
-    Args:
-        model: the model.
-        dev: dict `{task: examples}` (see `load_multitask_data`).
-        limit: int or None. Use only the first `limit` examples of each task
-            (for quick checks; say so when reporting). Defaults to `None`.
-        batch_size: int. Defaults to `128`.
-        max_length: int or None. Token limit; defaults to the encoder's own.
-
-    Returns:
-        dict with `sentiment_acc`, `paraphrase_acc`, `similarity_pearson`
-        and `overall`.
-    """
-    from scipy.stats import pearsonr
-
-    def take(task):
-        rows = dev[task]
-        return rows[:limit] if limit else rows
-
-    kwargs = {"batch_size": batch_size}
-    if max_length is not None:
-        kwargs["max_length"] = max_length
-    out = {}
-    rows = take("sentiment")
-    pred = model.predict_sentiment([r[0] for r in rows], **kwargs)
-    out["sentiment_acc"] = float(np.mean(pred == np.array([r[1] for r in rows])))
-    rows = take("paraphrase")
-    prob = model.predict_paraphrase([r[0] for r in rows], [r[1] for r in rows], **kwargs)
-    out["paraphrase_acc"] = float(
-        np.mean((prob >= 0.5) == (np.array([r[2] for r in rows]) >= 0.5))
-    )
-    rows = take("similarity")
-    scores = model.predict_similarity([r[0] for r in rows], [r[1] for r in rows], **kwargs)
-    out["similarity_pearson"] = float(pearsonr(scores, [r[2] for r in rows])[0])
-    out["overall"] = float(np.mean([out[m] for m in TASK_METRICS.values()]))
-    return out
-
-
 class MultitaskDevEvaluation(DevSelection):
     """`DevSelection` by the overall dev mean of `evaluate_multitask`.
 
@@ -114,21 +65,35 @@ def _find_backup(callbacks):
     return None
 
 
+@fit_function(
+    "multitask", paper_pooling="cls", in_batch=True, custom_dev=(MULTITASK_DEV,), steps=300,
+    batch_size=16, learning_rate=2e-5, max_length=128, dev=MULTITASK_DEV,
+    docs={
+        "steps": "int. Optimizer steps of the multitask stage. Defaults to `300`.",
+        "batch_size": (
+            "int. Examples per task batch (and per pre-training batch). "
+            "Defaults to `16`."
+        ),
+        "learning_rate": (
+            "float. Encoder learning rate (AdamW, weight decay 0.01, constant)."
+            " Defaults to `2e-5`."
+        ),
+        "dev": (
+            '`"multitask"` (the task dev sets: sentiment accuracy, paraphrase '
+            'accuracy, similarity Pearson, selection by their mean), `"stsb"` /'
+            " an STS-B path / a list of (s1, s2, score) (selection by STS "
+            'Spearman), or None (the last weights). Defaults to `"multitask"`.'
+        ),
+        "output": (
+            "str or None. Folder to save the encoder (loadable with "
+            "`SentenceEncoder.from_preset`) and the heads "
+            "(`MultitaskModel.load_from_folder`). Defaults to `None`."
+        ),
+    },
+)
 def fit_multitask(
+    run,
     data,
-    model="default",
-    steps=300,
-    batch_size=16,
-    learning_rate=2e-5,
-    max_length=128,
-    pooling="auto",
-    dev=MULTITASK_DEV,
-    eval_every=100,
-    output=None,
-    strategy=None,
-    callbacks=None,
-    seed=0,
-    verbose="auto",
     procedure="average",
     head_sharing="first_layer",
     single_task="similarity",
@@ -172,28 +137,6 @@ def fit_multitask(
 
     Args:
         data: str. The multitask folder.
-        model: str or `SentenceEncoder`. Encoder to start from. Defaults to
-            `"default"`.
-        steps: int. Optimizer steps of the multitask stage. Defaults to `300`.
-        batch_size: int. Examples per task batch (and per pre-training
-            batch). Defaults to `16`.
-        learning_rate: float. Encoder learning rate (AdamW, weight decay
-            0.01, constant). Defaults to `2e-5`.
-        max_length: int. Training token limit per sentence. Defaults to `128`.
-        pooling: str. `"auto"` (the model's own, else the report's [CLS]) or
-            a pooling name. Defaults to `"auto"`.
-        dev: `"multitask"` (the task dev sets: sentiment accuracy, paraphrase
-            accuracy, similarity Pearson, selection by their mean), `"stsb"`
-            / an STS-B path / a list of (s1, s2, score) (selection by STS
-            Spearman), or None (the last weights). Defaults to `"multitask"`.
-        eval_every: int. Steps between dev evaluations. Defaults to `100`.
-        output: str or None. Folder to save the encoder (loadable with
-            `SentenceEncoder.from_preset`) and the heads
-            (`MultitaskModel.load_from_folder`). Defaults to `None`.
-        strategy: `tf.distribute.Strategy` or None. Defaults to `None`.
-        callbacks: list of Keras callbacks (e.g. `BackupAndRestore`).
-        seed: int. Defaults to `0`.
-        verbose: Keras `fit` verbosity. Defaults to `"auto"`.
         procedure: str. `"average"` (one batch per task per step, mean loss;
             the default), `"batch_round_robin"`, `"epoch_round_robin"`,
             `"pcgrad"` or `"single"`.
@@ -268,7 +211,6 @@ def fit_multitask(
 
     if evaluate_stsb_test:
         raise ValueError("Refusing evaluate_stsb_test=True: " + STSB_TEST_LEAKAGE_WARNING)
-    run = FitScaffold.start("multitask", locals(), paper_pooling="cls", custom_dev=(MULTITASK_DEV,))
     if run.steps is None:
         raise ValueError("fit_multitask needs `steps` (a positive int). Received: None.")
     check_procedure(procedure, single_task)
@@ -356,8 +298,13 @@ def _pretrain(run, encoder, mode, train, steps, learning_rate, temperature, nli_
     from keras_sentemb.data.nli import read_nli_triplets
     from keras_sentemb.trainers.simcse import SimCSE
 
-    if mode == THREE_GIVEN:
-        return pretrain_three_given(run, encoder, train, steps, learning_rate, temperature)
+    if mode == THREE_GIVEN:  # many short stages: no backup of their own (restarts if interrupted)
+        user_callbacks = run.callbacks
+        run.callbacks = [cb for cb in user_callbacks if cb is not backup]
+        try:
+            return pretrain_three_given(run, encoder, train, steps, learning_rate, temperature)
+        finally:
+            run.callbacks = user_callbacks
     triplets = None
     if mode == "nli":
         nli_file = nli_file or (Path(os.fspath(data_dir)).parent / "nli" / "snli_devtest_triplets.csv")
@@ -378,8 +325,8 @@ def _pretrain(run, encoder, mode, train, steps, learning_rate, temperature, nli_
     user_callbacks = run.callbacks
     stage_callbacks = [cb for cb in user_callbacks if cb is not backup]
     if backup is not None:
-        stage_callbacks.append(keras.callbacks.BackupAndRestore(
-            os.path.join(os.fspath(backup.backup_dir), "pretrain"), save_freq="epoch",
+        stage_callbacks.append(TrainingBackup(
+            os.path.join(os.fspath(backup.backup_dir), "pretrain"),
         ))
     run.callbacks = stage_callbacks
     try:

@@ -25,15 +25,15 @@ def test_keep_worst_trains_without_validation_and_keeps_the_lower_tower():
     assert sts_spearman(kept, DEV) == pytest.approx(scores[worst], rel=1e-4)
 
 
-def test_keep_worst_ranks_towers_with_a_callable_score():
+def test_keep_worst_ranks_towers_with_a_tower_score():
     calls = []
 
     def score(encoder):  # any evaluation: here, minus the first vector's norm
         calls.append(encoder.name)
         return -float(np.linalg.norm(encoder.encode(CORPUS[:1])))
 
-    kept = keras_sentemb.fit_ct(CORPUS, model=make_tiny_encoder(), steps=2, dev=score,
-                                keep="worst", batch_size=8, negatives="k3",
+    kept = keras_sentemb.fit_ct(CORPUS, model=make_tiny_encoder(), steps=2, dev=None,
+                                tower_score=score, keep="worst", batch_size=8, negatives="k3",
                                 learning_rate=1e-2, verbose=0)
     scores = kept.training_report.extras["tower_scores"]
     assert len(calls) == 2
@@ -45,8 +45,10 @@ def test_keep_worst_and_layout_argument_errors():
     enc = make_tiny_encoder()
     with pytest.raises(ValueError, match="keep='worst'.*dev=None"):
         keras_sentemb.fit_ct(CORPUS, model=enc, keep="worst", dev=None, steps=1)
-    with pytest.raises(ValueError, match="callable `dev`"):
-        keras_sentemb.fit_ct(CORPUS, model=enc, keep="best", dev=lambda e: 0.0, steps=1)
+    with pytest.raises(ValueError, match="tower_score"):
+        keras_sentemb.fit_ct(CORPUS, model=enc, keep="best", tower_score=lambda e: 0.0, steps=1)
+    with pytest.raises(ValueError, match="tower_score"):
+        keras_sentemb.fit_ct(CORPUS, model=enc, keep="worst", tower_score="stsb", steps=1)
     with pytest.raises(ValueError, match="negatives_layout"):
         keras_sentemb.fit_ct(CORPUS, model=enc, negatives_layout="figure4", dev=None, steps=1)
     with pytest.raises(ValueError, match="layout"):

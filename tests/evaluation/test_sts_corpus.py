@@ -2,7 +2,7 @@
 
 import pytest
 
-from keras_sentemb.data.sts_corpus import sts_unlabeled_texts
+from keras_sentemb.evaluation.sts_corpus import sts_unlabeled_texts
 from tests.evaluation.test_sts import (
     SICK_TEST, SICK_TRIAL, STS12_A, STS12_B, STSB_DEV, STSB_TEST, STSB_TRAIN, downstream,  # noqa: F401
 )

@@ -4,7 +4,7 @@ import keras
 
 from keras_sentemb import validation
 from keras_sentemb.data.ct_sampler import LAYOUTS
-from keras_sentemb.pipelines.scaffold import FitScaffold
+from keras_sentemb.pipelines.arguments import fit_function
 from keras_sentemb.pipelines.schedules import ct_learning_rate_schedule
 from keras_sentemb.trainers import optimizers
 
@@ -23,29 +23,27 @@ def _optimizer(name, schedule, in_batch):
     )
 
 
+@fit_function(
+    "ct", paper_pooling="mean", in_batch=True, optional=("precision", "mini_batch_size"),
+    steps=500, batch_size=16, max_length=75,
+    docs={
+        "batch_size": "int. Rows per batch (a multiple of K + 1 for `kN`). Defaults to `16`.",
+        "learning_rate": (
+            "float or None. First-stage learning rate. Defaults to `1e-5` "
+            "(`kN`, RMSprop, CT's step schedule) or `2e-5` (`in_batch`, AdamW)."
+        ),
+    },
+)
 def fit_ct(
+    run,
     data,
-    model="default",
-    steps=500,
-    batch_size=16,
-    learning_rate=None,
-    max_length=75,
-    pooling="auto",
-    dev="stsb",
-    eval_every=100,
-    output=None,
-    strategy=None,
-    callbacks=None,
-    seed=0,
-    verbose="auto",
     negatives="k7",
     logits="dot",
     keep="best",
     dropout=False,
     optimizer=None,
-    precision="float32",
-    mini_batch_size=None,
     negatives_layout="official",
+    tower_score=None,
 ):
     """Train a sentence encoder with Contrastive Tension; return it.
 
@@ -61,7 +59,8 @@ def fit_ct(
     (section 5: "we strictly perform 50,000 update steps before evaluating,
     and ... report results for the worst-performing of the two models"):
     exactly `steps` steps with no evaluation during training, then both
-    towers are scored once on `dev` and the lower-scoring one is kept.
+    towers are scored once (by `tower_score`, else on `dev`) and the
+    lower-scoring one is kept.
 
     The defaults are the paper's (`negatives="k7"`, dot-product logits,
     RMSprop with the step schedule from 1e-5, batch 16, max length 75,
@@ -71,51 +70,26 @@ def fit_ct(
     Args:
         data: list of str, a text file (one sentence per line), a
             `tf.data.Dataset` of strings, or a TFDS dataset name.
-        model: str or `SentenceEncoder`. Defaults to `"default"`.
-        steps: int. Optimizer steps. Defaults to `500`.
-        batch_size: int. Rows per batch (a multiple of K + 1 for `kN`).
-            Defaults to `16`.
-        learning_rate: float or None. First-stage learning rate. Defaults to
-            `1e-5` (`kN`, RMSprop, CT's step schedule) or `2e-5`
-            (`in_batch`, AdamW).
-        max_length: int. Token limit per training sentence. Defaults to `75`
-            (the encoder keeps its own limit for inference).
-        pooling: str. `"auto"` (the model's own, else the paper's mean) or a
-            pooling name. Defaults to `"auto"`.
-        dev: `"stsb"` (bundled STS-B dev), a path, a list of (s1, s2, score)
-            or None. With `keep="worst"` also a callable `encoder -> score`
-            (e.g. the average of the paper's STS tasks) ranking the two
-            towers after training. Defaults to `"stsb"`.
-        eval_every: int. Steps between dev evaluations. Defaults to `100`.
-        output: str or None. Folder to save the kept encoder to.
-        strategy: `tf.distribute.Strategy` or None.
-        callbacks: list of Keras callbacks (e.g. `BackupAndRestore`,
-            `TensorBoard`).
-        seed: int. Sampling seed. Defaults to `0`.
-        verbose: Keras `fit` verbosity. Defaults to `"auto"`.
         negatives: str. `"k7"` (any `"kN"`) or `"in_batch"`. Defaults to `"k7"`.
         logits: str. `"dot"` (paper) or `"cosine"` (learnable scale). Defaults
             to `"dot"`.
         keep: str. `"best"` (best tower on dev), `"tower1"` or `"tower2"`
             (that tower at the last step; sentence-transformers keeps tower
-            2), or `"worst"` (the tower scoring lower on `dev` after the last
-            step, the paper's reporting rule). Defaults to `"best"`.
+            2), or `"worst"` (the tower scoring lower after the last step,
+            the paper's reporting rule). Defaults to `"best"`.
         dropout: bool. Dropout on in the towers. Defaults to `False`.
         optimizer: `keras.optimizers.Optimizer`, an optimizer name (e.g.
             `"adamw"`, run on the same learning-rate schedule) or None.
-        precision: str. `"float32"` or `"bfloat16"` (compute in bfloat16,
-            weights and losses in float32; for GPUs and CPUs with
-            AVX512-BF16 / AMX). Defaults to `"float32"`.
-        mini_batch_size: int or None. GradCache: embed the batch in chunks
-            of this many rows, so `batch_size` is limited by time, not
-            memory (same loss and gradients; see `BaseTrainer`). Defaults
-            to `None` (the whole batch at once).
         negatives_layout: str. The negative rows of a `kN` group:
             `"official"` (`(a, b)`, two random sentences, as the authors'
             code samples them) or `"paper"` (`(s, n)`, the group's sentence
             against a random negative embedded by tower 2, as section 4 and
             Appendix A.1 describe). See `ct_pair_dataset`. Defaults to
             `"official"`.
+        tower_score: callable or None. With `keep="worst"`, `encoder ->
+            score` ranking the two towers after training (e.g. the average
+            of the paper's STS tasks); None scores them on `dev`. Defaults
+            to `None`.
 
     Returns:
         The trained `SentenceEncoder`; `.training_report` holds the dev
@@ -140,17 +114,15 @@ def fit_ct(
 
     validation.choice(keep, "keep", KEEP)
     validation.choice(negatives_layout, "negatives_layout", LAYOUTS)
-    scorer = dev if callable(dev) else None
-    if scorer is not None:
-        if keep != "worst":
-            raise ValueError(
-                f"A callable `dev` ranks the towers for keep='worst' only; received keep={keep!r}."
-            )
-        dev = None
-    run = FitScaffold.start("ct", locals(), paper_pooling="mean")
-    if keep == "worst" and scorer is None and run.dev_pairs is None:
+    if tower_score is not None and (keep != "worst" or not callable(tower_score)):
         raise ValueError(
-            "keep='worst' ranks the two towers on `dev` after training; received dev=None."
+            "`tower_score` must be a callable `encoder -> score` and ranks the towers for "
+            f"keep='worst' only; received tower_score={tower_score!r}, keep={keep!r}."
+        )
+    if keep == "worst" and tower_score is None and run.dev_pairs is None:
+        raise ValueError(
+            "keep='worst' ranks the two towers after training on `dev` (or `tower_score`); "
+            "received dev=None."
         )
     mode, k = parse_negatives(negatives)
     sentences = load_corpus(data)
@@ -173,7 +145,7 @@ def fit_ct(
     extras = {}
     if keep == "worst":
         run.fit(trainer, make_dataset, dev_pairs=None, keep_best=False)
-        extras["tower_scores"] = _tower_scores(trainer, run, scorer)
+        extras["tower_scores"] = _tower_scores(trainer, run, tower_score)
         trainer.select(min(extras["tower_scores"], key=extras["tower_scores"].get))
     else:
         run.fit(trainer, make_dataset, keep_best=keep == "best")
