@@ -34,8 +34,17 @@ import math
 import os
 from pathlib import Path
 
+from scipy.stats import spearmanr
+
+from keras_sentemb.evaluation.readers import load_stsb_pairs
 from keras_sentemb.evaluation.sts import STS_TASKS
 from keras_sentemb.evaluation.sts import STS_YEAR_TASKS
+from keras_sentemb.evaluation.sts import _discover
+from keras_sentemb.evaluation.sts import _pooling_name
+from keras_sentemb.evaluation.sts import evaluate_sts
+from keras_sentemb.evaluation.sts_spread import pair_cosines
+from keras_sentemb.evaluation.transfer import evaluate_transfer
+from keras_sentemb.evaluation.transfer_readers import available_transfer_tasks
 
 ROW_NAMES = {"STSBenchmark": "STS-B", "SICKRelatedness": "SICK-R"}
 TRANSFER_TASKS = ("MR", "CR", "SUBJ", "MPQA", "SST2", "TREC", "MRPC")
@@ -131,10 +140,6 @@ def paper_row(
     References:
         - [Conneau & Kiela, 2018](https://arxiv.org/abs/1803.05449)
     """
-    from keras_sentemb.evaluation.sts import _discover
-    from keras_sentemb.evaluation.sts import _pooling_name
-    from keras_sentemb.evaluation.sts import evaluate_sts
-
     sts_tasks = _check_tasks(sts_tasks, STS_TASKS, "STS tasks")
     avg_tasks = sts_tasks if avg_tasks is None else _check_tasks(avg_tasks, sts_tasks, "avg tasks")
     transfer_tasks = _check_tasks(transfer_tasks, TRANSFER_TASKS, "transfer tasks")
@@ -147,11 +152,6 @@ def paper_row(
     }
     tasks = {}
     if sts_data is None:
-        from scipy.stats import spearmanr
-
-        from keras_sentemb.evaluation.readers import load_stsb_pairs
-        from keras_sentemb.evaluation.sts_spread import pair_cosines
-
         pairs = load_stsb_pairs("stsb", "test")
         if stsb_limit:
             pairs = pairs[: int(stsb_limit)]
@@ -192,9 +192,6 @@ def paper_row(
                 "data/downstream folder (--transfer-data DIR)"
             )
         else:
-            from keras_sentemb.evaluation.transfer import evaluate_transfer
-            from keras_sentemb.evaluation.transfer_readers import available_transfer_tasks
-
             have = set(available_transfer_tasks(transfer_data))
             run = [t for t in transfer_tasks if t in have]
             missing = [t for t in transfer_tasks if t not in have]

@@ -2,6 +2,8 @@
 
 from keras_sentemb.evaluation.sts import STS_TASKS
 from keras_sentemb.evaluation.sts import STS_YEAR_TASKS
+from keras_sentemb.evaluation.sts import load_sts_pairs
+from keras_sentemb.evaluation.sts import resolve_task_name
 
 
 def sts_unlabeled_texts(data_dir, tasks=STS_TASKS, missing="skip"):
@@ -45,9 +47,6 @@ def sts_unlabeled_texts(data_dir, tasks=STS_TASKS, missing="skip"):
         - [Yan et al., 2021. ConSERT](https://arxiv.org/abs/2105.11741),
           section 4.1 and Table 1.
     """
-    from keras_sentemb.evaluation.sts import load_sts_pairs
-    from keras_sentemb.evaluation.sts import resolve_task_name
-
     if missing not in ("skip", "raise"):
         raise ValueError(f"`missing` must be 'skip' or 'raise'. Received: {missing!r}.")
     names = [resolve_task_name(t) for t in tasks]

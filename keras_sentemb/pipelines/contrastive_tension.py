@@ -3,10 +3,16 @@
 import keras
 
 from keras_sentemb import validation
+from keras_sentemb.data.batching import tokenize_columns
+from keras_sentemb.data.corpus import load_corpus
 from keras_sentemb.data.ct_sampler import LAYOUTS
+from keras_sentemb.data.ct_sampler import ct_pair_dataset
 from keras_sentemb.pipelines.arguments import fit_function
+from keras_sentemb.pipelines.callbacks import sts_spearman
 from keras_sentemb.pipelines.schedules import ct_learning_rate_schedule
 from keras_sentemb.trainers import optimizers
+from keras_sentemb.trainers.contrastive_tension import ContrastiveTension
+from keras_sentemb.trainers.contrastive_tension import parse_negatives
 
 KEEP = ("best", "tower1", "tower2", "worst")
 
@@ -106,12 +112,6 @@ def fit_ct(
     References:
         - [Carlsson et al., 2021](https://openreview.net/forum?id=Ov_sMNau-PF)
     """
-    from keras_sentemb.data.corpus import load_corpus
-    from keras_sentemb.data.ct_sampler import ct_pair_dataset
-    from keras_sentemb.data.batching import tokenize_columns
-    from keras_sentemb.trainers.contrastive_tension import ContrastiveTension
-    from keras_sentemb.trainers.contrastive_tension import parse_negatives
-
     validation.choice(keep, "keep", KEEP)
     validation.choice(negatives_layout, "negatives_layout", LAYOUTS)
     if tower_score is not None and (keep != "worst" or not callable(tower_score)):
@@ -157,8 +157,6 @@ def fit_ct(
 
 def _tower_scores(trainer, run, scorer):
     """Each tower's score after training: `scorer(tower)`, else STS Spearman on the dev pairs."""
-    from keras_sentemb.pipelines.callbacks import sts_spearman
-
     scores = {}
     for name, tower in trainer.candidates().items():
         tower.pooling = run.pooling

@@ -35,6 +35,11 @@ import logging
 import math
 
 from keras_sentemb import validation
+from keras_sentemb.data.multitask import load_multitask_data
+from keras_sentemb.data.multitask import pretraining_examples
+from keras_sentemb.data.multitask import schedule_sizes
+from keras_sentemb.trainers import optimizers
+from keras_sentemb.trainers.simcse import SimCSE
 
 logger = logging.getLogger(__name__)
 
@@ -83,8 +88,6 @@ def three_given_stages(train, epochs=THREE_GIVEN_EPOCHS, seed=0):
         `"sts"` are unsupervised SimCSE on the distinct sentences of the
         sentiment and similarity train sets (`{"sentence"}`).
     """
-    from keras_sentemb.data.multitask import pretraining_examples
-
     epochs = validation.positive_int(epochs, "epochs")
     data = {
         "quora": ("sup", pretraining_examples("paraphrase", train, seed=seed)),
@@ -159,9 +162,6 @@ def pretrain_three_given(run, encoder, train, steps, learning_rate, temperature,
         dict: `schedule`, the `(epoch, stage, mode, examples, steps)` of
         every stage in order.
     """
-    from keras_sentemb.trainers import optimizers
-    from keras_sentemb.trainers.simcse import SimCSE
-
     epochs = THREE_GIVEN_EPOCHS if epochs is None else epochs
     stages = three_given_stages(train, epochs, seed=run.seed or 0)
     counts = stage_steps(stages, run.batch_size, steps)
@@ -203,9 +203,6 @@ def multitask_preset(name, data, epochs=FINE_TUNING_EPOCHS, quora_dev_fraction=0
     model = fit_multitask("shared/data/multitask", **kwargs)
     ```
     """
-    from keras_sentemb.data.multitask import load_multitask_data
-    from keras_sentemb.data.multitask import schedule_sizes
-
     if name not in MULTITASK_PRESETS:
         raise ValueError(f"Unknown preset {name!r}; expected one of {list(MULTITASK_PRESETS)}.")
     kwargs = {**MULTITASK_PRESETS[name], "quora_dev_fraction": quora_dev_fraction, **overrides}
