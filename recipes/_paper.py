@@ -78,3 +78,81 @@ def summarize_seeds(runs, keys):
         return run
 
     return {key: mean_std([get(run, key) for run in runs]) for key in keys}
+
+
+def add_row_args(parser, transfer=False, out=True):
+    """`--sts-data`, `--transfer-data` (when the paper reports transfer tasks) and `--out`.
+
+    The recipe's last line is the paper's table row (`emit_row`).
+    """
+    parser.add_argument(
+        "--sts-data", default=None, metavar="DIR",
+        help="SentEval's STS folder (STS12-en-test ... STS16-en-test, STSBenchmark, SICK) "
+             "for the paper's full STS row; default: the bundled STS-B test only (the row "
+             "says so)",
+    )
+    if transfer:
+        parser.add_argument(
+            "--transfer-data", default=None, metavar="DIR",
+            help="SentEval's data/downstream folder: the transfer tasks the paper reports "
+                 "(those present are run; default: none)",
+        )
+    if out:
+        parser.add_argument("--out", default=None,
+                            help="write the table row here (a .json file, or a folder: row.json)")
+
+
+def table_row(encoder, args, paper, protocol, **row_kwargs):
+    """The paper's table row for `encoder` (`paper_row`) with the recipe's data flags.
+
+    Under `--smoke` without `--sts-data` only the first 150 STS-B test pairs
+    are scored, and the row says it is a CPU check.
+    """
+    from keras_sentemb.evaluation.paper_row import paper_row
+
+    smoke = getattr(args, "smoke", False)
+    if smoke and args.sts_data is None:
+        row_kwargs.setdefault("stsb_limit", 150)
+    row = paper_row(
+        encoder, paper, protocol=protocol, sts_data=args.sts_data,
+        transfer_data=getattr(args, "transfer_data", None), **row_kwargs,
+    )
+    if smoke:
+        row["protocol"]["smoke"] = "a CPU check of the pipeline, not a result"
+    return row
+
+
+def average_rows(rows):
+    """One row from the rows of several seeds: every score is the mean over the seeds.
+
+    The protocol records the seeds' count and each score's sample std
+    (`protocol["std"]`).
+    """
+    if len(rows) == 1:
+        return rows[0]
+    row = {**rows[0], "protocol": dict(rows[0]["protocol"])}
+    tasks, std = {}, {}
+    for task in rows[0]["tasks"]:
+        values = [r["tasks"][task] for r in rows]
+        if any(v is None for v in values):
+            tasks[task] = None
+            continue
+        summary = mean_std(values)
+        tasks[task], std[task] = summary["mean"], summary["std"]
+    row["tasks"] = tasks
+    for key in ("avg", "transfer_avg"):
+        if key in rows[0]:
+            values = [r.get(key) for r in rows]
+            row[key] = None if any(v is None for v in values) else mean_std(values)["mean"]
+            if row[key] is not None:
+                std[key] = mean_std(values)["std"]
+    row["protocol"].update(runs=len(rows), std=std)
+    return row
+
+
+def emit_row(row, args):
+    """Print the row as one JSON line (the recipe's last line) and write it to `--out`."""
+    from keras_sentemb.evaluation.paper_row import write_row
+
+    write_row(row, getattr(args, "out", None))
+    return row

@@ -1,14 +1,18 @@
 """ConSERT (Yan et al., ACL 2021): unsupervised transfer on unlabeled STS texts.
 
-Defaults are the paper's unsupervised BERT-base setting (table below, checked
-against the official scripts/unsup-consert-base.sh and main.py): token
-shuffle + feature cutoff 0.2, NT-Xent at temperature 0.1, mean pooling,
+Defaults are the paper's unsupervised BERT-base setting (table below; where
+the paper is silent, the official scripts/unsup-consert-base.sh and main.py):
+token shuffle + feature cutoff 0.2, NT-Xent at temperature 0.1, mean pooling,
 encoder dropout off, batch 96, lr 5e-7 with 10% linear warm-up, 10 epochs,
-STS-B dev every 200 steps (early stop after 10 evaluations without gain, best
-kept). Reports STS-B dev/test Spearman x100 before and after, with the
-training pooling (mean) and with the average of the last two layers
-(`mean_last2`, the official evaluation's `last2avg`); `--seeds N` repeats the
-run and reports mean and std.
+STS-B dev every 200 steps scored with the evaluation's last-two-layer average
+(early stop after 10 evaluations without gain, best kept). The corpus is the
+unlabeled text of every STS set in `--sts-data DIR` (the paper's 89k
+sentences of STS12-16, STS-B and SICK-R), else of STS-B. Reports STS-B
+dev/test Spearman x100 before and after, with the training pooling (mean)
+and with the average of the last two layers (`mean_last2`, the official
+evaluation's `last2avg`); `--seeds N` repeats the run and reports mean and
+std. The last line is the Table 2 row (7 STS tasks with `mean_last2`; STS-B
+only without `--sts-data`) as one JSON line, also written to `--out`.
 
     python recipes/consert.py --smoke                   # ~1 minute on CPU (default model)
     python recipes/consert.py                           # the paper's setting (GPU)
@@ -25,44 +29,65 @@ from pathlib import Path
 os.environ.setdefault("KERAS_BACKEND", "tensorflow")
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _paper import Setting, add_seeds, paper_parser, paper_value, summarize_seeds  # noqa: E402
+from _paper import (  # noqa: E402
+    Setting, add_row_args, add_seeds, average_rows, emit_row, paper_parser, paper_value,
+    summarize_seeds, table_row,
+)
 
 REPO = Path(__file__).resolve().parents[1]
 STSB = REPO.parent / "shared" / "data" / "STS" / "STSBenchmark"
 
 _SCRIPT = "yym6472/ConSERT@03c9e8f scripts/unsup-consert-base.sh"
 _MAIN = "yym6472/ConSERT@03c9e8f main.py"
-# The paper's main unsupervised setting (Yan et al. 2021, section 4 / Table 2, BERT-base);
-# every value checked against the official script / main.py named in its source.
+# The paper's main unsupervised setting (Yan et al. 2021, section 4.1 / Table 2, BERT-base); each
+# value quotes the paper, or where it is silent the official script / main.py named.
 PAPER = {
-    "model": Setting("bert_base_en_uncased", f"{_SCRIPT}: --model_name_or_path bert-base-uncased"),
-    "data": Setting("stssick", f"{_SCRIPT}: --train_data stssick --no_pair (all texts of "
-                               "STS12-16, STS-B, SICK-R, every split, labels dropped)"),
-    "views": Setting("shuffle,feature_cutoff", f"{_SCRIPT}: --da_final_1 feature_cutoff "
-                                               "--da_final_2 shuffle --cutoff_rate_final_1 0.2"),
-    "temperature": Setting(0.1, f"{_SCRIPT}: --temperature 0.1"),
-    "batch_size": Setting(96, f"{_SCRIPT}: --batch_size 96"),
-    "learning_rate": Setting(5e-7, f"{_SCRIPT}: --learning_rate 0.0000005"),
-    "max_length": Setting(64, f"{_SCRIPT}: --max_seq_length 64"),
-    "epochs": Setting(10, f"{_SCRIPT}: --num_epochs 10"),
-    "warmup_ratio": Setting(0.1, f"{_MAIN} l.284: warmup = 10% of the training steps"),
-    "eval_every": Setting(200, f"{_SCRIPT}: --evaluation_steps 200 (STS-B dev, best kept)"),
-    "patience": Setting(10, f"{_SCRIPT}: --patience 10"),
-    "encoder_dropout": Setting(False, f"{_SCRIPT}: --no_dropout"),
-    "pooling": Setting("mean", f"{_MAIN} l.189: Pooling(mean tokens) for training"),
-    "test_pooling": Setting("mean,mean_last2", f"{_MAIN} l.315-316: eval_nli_unsup without "
-                                                "and with last2avg"),
-    "seed": Setting(1, f"{_SCRIPT}: --seed 1"),
+    "model": Setting("bert_base_en_uncased", "section 4.1: 'We use both the BERT-base and "
+                                             "BERT-large'; Table 2 ConSERT-base"),
+    "data": Setting("stssick", "section 4.1 / Table 1 / Figure 6: 'we mix the unlabeled texts "
+                               "from these datasets' (STS12-16, STS-B, SICK-R; 'all 89192 "
+                               "unlabeled texts from 7 STS datasets')"),
+    "views": Setting("shuffle,feature_cutoff", "section 5 (Figure 5): 'When combined Shuffle "
+                                               "with Feature Cutoff, we achieve the best result'"),
+    "temperature": Setting(0.1, "section 4.1: 'The temperature tau of NT-Xent loss is set to "
+                                "0.1'"),
+    "batch_size": Setting(96, "section 4.1: 'The batch size is set to 96 in most of our "
+                              "experiments'"),
+    "learning_rate": Setting(5e-7, "section 4.1: 'We adopt Adam optimizer and set the learning "
+                                   "rate to 5e-7'"),
+    "max_length": Setting(64, "section 4.1: 'The max sequence length is set to 64'"),
+    "epochs": Setting(10, f"paper silent; official code does --num_epochs 10 ({_SCRIPT})"),
+    "warmup_ratio": Setting(0.1, "section 4.1: 'a linear learning rate warm-up over 10% of the "
+                                 "training steps'"),
+    "eval_every": Setting(200, "section 4.1: 'evaluate the model every 200 steps during "
+                               "training. The best checkpoint on the dev set of STSb is saved "
+                               "for test'"),
+    "patience": Setting(10, f"paper silent; official code does --patience 10 ({_SCRIPT})"),
+    "encoder_dropout": Setting(False, "section 4.1: 'we remove the default dropout layer in BERT "
+                                      "architecture'"),
+    "pooling": Setting("mean", "section 3.1 / Figure 2: average pooling of the last layer for "
+                               f"training ({_MAIN} l.189: Pooling(mean tokens))"),
+    "eval_pooling": Setting("mean_last2", "section 4.1 Evaluation: 'averaging the token "
+                                          "embeddings at the last two layers'; used for dev "
+                                          "selection too (fit_consert(dev_pooling=))"),
+    "dropout_mode": Setting("exact", "section 3.2 Dropout: elements dropped 'by a specific "
+                                     "probability' and 'set ... to zero', rate 0.2 (section "
+                                     "4.1), no rescaling mentioned; the official code zeroes "
+                                     "exactly int(rate x tokens x hidden) elements, unscaled "
+                                     "(the 'dropout_exact' view)"),
+    "seed": Setting(1, f"paper silent; official code does --seed 1 ({_SCRIPT})"),
 }
 DIFFERENCES = [
-    "data: STS12-16 and SICK-R are not available here; the closest shared data is the "
-    "STS-B sentences of every split without labels (--texts all, the paper's choice of "
-    "including the test texts; --texts train holds dev and test out). shared/data/STS "
-    "has them; without it the packaged dev+test files are used.",
+    "data: with --sts-data DIR the corpus is the unlabeled text of every STS set found there "
+    "(sts_unlabeled_texts: STS12-16, STS-B and SICK-R, every split, the paper's 89k "
+    "sentences); without it, the STS-B sentences of every split (--texts all; --texts train "
+    "holds dev and test out), from shared/data/STS or the packaged dev+test files.",
+    "evaluation: the 7-task row needs --sts-data; without it the row holds STS-B test only.",
     "precision: the script uses apex AMP O1; here float32.",
     "--smoke: the default model (all-MiniLM-L6-v2), 6 steps, batch 16, lr 1e-5, "
     "max length 32, 150 dev/test pairs: a ~1 minute CPU check, not a result.",
 ]
+ROW_PAPER = "Yan et al. 2021 (ConSERT-base, unsupervised), Table 2 (7 STS tasks, last-2-layer avg)"
 
 
 def build_parser():
@@ -78,17 +103,23 @@ def build_parser():
     p.add_argument("--learning-rate", type=float, default=paper_value(PAPER, "learning_rate"))
     p.add_argument("--max-length", type=int, default=paper_value(PAPER, "max_length"))
     p.add_argument("--views", default=paper_value(PAPER, "views"))
+    p.add_argument("--dropout-mode", default=paper_value(PAPER, "dropout_mode"),
+                   choices=["exact", "bernoulli"],
+                   help="the 'dropout' view of --views: exact (ConSERT's code) or bernoulli")
     p.add_argument("--temperature", type=float, default=paper_value(PAPER, "temperature"))
     p.add_argument("--warmup-ratio", type=float, default=paper_value(PAPER, "warmup_ratio"))
     p.add_argument("--eval-every", type=int, default=paper_value(PAPER, "eval_every"))
     p.add_argument("--patience", type=int, default=paper_value(PAPER, "patience"))
     p.add_argument("--pooling", default=paper_value(PAPER, "pooling"),
                    help="training pooling, or auto: the model's own, else the paper's mean")
+    p.add_argument("--eval-pooling", default=paper_value(PAPER, "eval_pooling"),
+                   help="pooling of dev selection and of the table row")
     p.add_argument("--seed", type=int, default=paper_value(PAPER, "seed"))
     add_seeds(p)
     p.add_argument("--dev-limit", type=int, default=None, help="score only the first N dev pairs")
     p.add_argument("--output", default=None, help="save the (first seed's) encoder here")
     p.add_argument("--json", default=None, help="also write the result JSON here")
+    add_row_args(p)
     p.add_argument("--smoke", action="store_true", help="tiny CPU run (~1 minute) on the default model")
     return p
 
@@ -116,12 +147,12 @@ def unlabeled_texts(sts_dir, splits):
     return texts, used
 
 
-def scores(encoder, dev, test):
+def scores(encoder, dev, test, eval_pooling="mean_last2"):
     from keras_sentemb.pipelines.callbacks import sts_spearman
 
     return {
         f"stsb_{name}_{pooling}": round(sts_spearman(encoder, pairs, pooling=pooling), 2)
-        for pooling in (encoder.pooling, "mean_last2")
+        for pooling in dict.fromkeys((encoder.pooling, eval_pooling))
         for name, pairs in (("dev", dev), ("test", test))
     }
 
@@ -139,10 +170,23 @@ def main(argv=None):
     stsb = Path(args.stsb)
     sts_dir = stsb if (stsb / "sts-train.csv").exists() else bundled_sts_dir()
     splits = ("train", "dev", "test") if args.texts == "all" else ("train",)
-    train, used = unlabeled_texts(sts_dir, splits)
-    if not train:
-        print(f"no STS-B {'+'.join(splits)} texts in {sts_dir}", file=sys.stderr)
-        return 2
+    if args.sts_data is not None:
+        from keras_sentemb.evaluation.sts_corpus import sts_unlabeled_texts
+
+        try:
+            train, counts = sts_unlabeled_texts(args.sts_data)
+        except (FileNotFoundError, ValueError) as error:
+            print(f"--sts-data: {error}", file=sys.stderr)
+            return 2
+        corpus_name = (f"unlabeled texts of {', '.join(counts)} in {args.sts_data} "
+                       f"({sum(c['sentences'] for c in counts.values())} sentences, "
+                       f"{len(train)} distinct)")
+    else:
+        train, used = unlabeled_texts(sts_dir, splits)
+        if not train:
+            print(f"no STS-B {'+'.join(splits)} texts in {sts_dir}", file=sys.stderr)
+            return 2
+        corpus_name = f"STS-B {'+'.join(used)} sentences without labels, {len(train)} distinct"
     dev = read_stsb(sts_dir, "dev")
     test = read_stsb(sts_dir, "test")
     if args.smoke:
@@ -156,12 +200,15 @@ def main(argv=None):
     if args.dev_limit:
         dev = dev[: args.dev_limit]
 
+    if args.dropout_mode == "exact":  # the 'dropout' view as ConSERT's code implements it
+        args.views = ",".join("dropout_exact" if v.strip() == "dropout" else v.strip()
+                              for v in args.views.split(","))
     base = SentenceEncoder.from_preset(args.model)
     base.pooling, reason = resolve_pooling(args.pooling, base, "mean")
     print(f"pooling {base.pooling} ({reason})", file=sys.stderr)
-    before = scores(base, dev, test)
+    before = scores(base, dev, test, args.eval_pooling)
     print(json.dumps({"before": before}), flush=True)
-    runs = []
+    runs, rows = [], []
     for i in range(args.seeds):
         seed = args.seed + i
         t0 = time.time()
@@ -172,17 +219,24 @@ def main(argv=None):
             max_length=args.max_length, views=args.views, temperature=args.temperature,
             warmup_ratio=args.warmup_ratio, patience=args.patience, pooling=base.pooling,
             dev=dev, eval_every=args.eval_every, seed=seed, verbose=2,
+            dev_pooling=args.eval_pooling,
         )
         report = encoder.training_report
         run = {"seed": seed, "train_seconds": round(time.time() - t0, 1),
                "steps": report.steps, "steps_trained": report.steps_trained,
                "kept_step": (report.selection or {}).get("kept_step"),
-               **scores(encoder, dev, test)}
+               **scores(encoder, dev, test, args.eval_pooling)}
         runs.append(run)
         print(json.dumps({"seed_run": run}), flush=True)
+        rows.append(table_row(
+            encoder, args, ROW_PAPER,
+            {"name": "paper", "model": args.model, "views": args.views, "corpus": corpus_name,
+             "selection": f"STS-B dev ({args.eval_pooling}) every {args.eval_every} steps"},
+            pooling=args.eval_pooling,
+        ))
     result = {
         "method": "consert-unsup", "model": args.model, "pooling": base.pooling,
-        "train_texts": f"STS-B {'+'.join(used)} sentences without labels, {len(train)} distinct",
+        "train_texts": corpus_name,
         "batch_size": args.batch_size, "learning_rate": args.learning_rate,
         "max_length": args.max_length, "views": args.views, "temperature": args.temperature,
         "dev_pairs": len(dev), "test_pairs": len(test), "before": before,
@@ -193,6 +247,7 @@ def main(argv=None):
     print(json.dumps(result))
     if args.json:
         Path(args.json).write_text(json.dumps(result, indent=1))
+    emit_row(average_rows(rows), args)
     return 0
 
 

@@ -1,25 +1,30 @@
 """Contrastive Tension (Carlsson et al., ICLR 2021): the paper's unsupervised setup.
 
-Defaults are the paper's setting as the official code runs it (table below):
-two towers start from BERT-base (keras-hub preset `bert_base_en_uncased`);
-batches of 16 from Wikipedia sentences hold, per sampled sentence, one
-identical pair (label 1) and K = 7 pairs of random sentences (label 0);
+Defaults are the paper's setting (table below; where the paper is silent,
+the official code's): two towers start from BERT-base (keras-hub preset
+`bert_base_en_uncased`); batches of 16 from Wikipedia sentences hold, per
+sampled sentence s, the identical pair (s, s) (label 1) and K = 7 pairs
+(s, negative) whose negatives tower 2 embeds (label 0; `--negatives-layout
+official` draws (a, b) pairs of two random sentences as the authors' code);
 dot-product logits on mean-pooled last-layer vectors, binary cross-entropy,
 dropout off, RMSprop with the step schedule (1e-5 to step 500, 8e-6, 6e-6,
 4e-6, then 2e-6 after 2000), max length 75.
 
 Protocols (`--protocol`):
-- `paper` (default): a fixed number of steps, no validation data at all
-  (the paper's appendix warns that dev-based selection contaminates
-  unsupervised STS); both towers are scored on STS-B dev and test at the end
-  and `--keep` names the tower saved to `--output`.
+- `paper` (default): exactly 50,000 steps (section 5), no validation data at
+  all; both towers are then scored on the paper's table and the WORSE one
+  is reported and saved to `--output` (`fit_ct(keep="worst")`; `--keep
+  tower1|tower2` fixes a tower instead).
 - `safe`: both towers scored on STS-B dev every `--eval-every` steps (the
   starting weights included) and the best tower at its best step kept.
 
 Prints STS-B dev/test Spearman x100 before and after; `--seeds N` repeats the
 run and reports mean and std. With --survey / --spread it also runs the
 layer-wise survey (Figure 1) and the STS spread analysis (Figure 3) on STS-B
-test before and after (first seed), writing PNGs to --out.
+test before and after (first seed), writing PNGs to --out. The last line is
+the paper's table row (Table 1: STS12-16 and their average; Table 5: STS-b
+test) as one JSON line, also written to --out/row.json; STS12-16 need
+`--sts-data DIR` (SentEval's STS folders), else the row holds STS-B only.
 
     python recipes/ct.py --smoke --survey --spread --out runs/ct_smoke   # ~1 minute on CPU
     python recipes/ct.py --model default --steps 400 --max-length 64 --protocol safe  # CPU
@@ -36,44 +41,65 @@ from pathlib import Path
 os.environ.setdefault("KERAS_BACKEND", "tensorflow")
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _paper import Setting, add_seeds, paper_parser, paper_value, summarize_seeds  # noqa: E402
+from _paper import (  # noqa: E402
+    Setting, add_row_args, add_seeds, average_rows, emit_row, paper_parser, paper_value,
+    summarize_seeds, table_row,
+)
 
 REPO = Path(__file__).resolve().parents[1]
 WIKI = REPO.parent / "shared" / "data" / "wiki" / "wiki100k.txt"
 
 _REPO = "FreddeFrallan/Contrastive-Tension@75293a8"
 _TRAIN = f"{_REPO} ContrastiveTension/Training.py"
-# The paper's main unsupervised setting (Carlsson et al. 2021, section 4 / appendix A),
-# checked against the authors' code named in each source.
+# The paper's main unsupervised setting (Carlsson et al. 2021): each value quotes the paper's
+# section or table; where the paper is silent, the authors' code named in the source.
 PAPER = {
-    "model": Setting("bert_base_en_uncased", f"{_REPO} README: BERT-Base-CT (bert-base); "
-                                             "ExampleTraining.py itself uses distilbert"),
-    "data": Setting("wikipedia", f"{_REPO} README: 'sampled text data from Wikipedia' "
-                                   "(the paper's exact corpus is not in the repository)"),
-    "batch_size": Setting(16, f"{_REPO} ExampleTraining.py: batch_size = 16"),
-    "negatives": Setting("k7", f"{_REPO} ExampleTraining.py: negative_k = 7"),
-    "max_length": Setting(75, f"{_REPO} ExampleTraining.py: max_sent_len = 75"),
-    "learning_rate": Setting(1e-5, f"{_TRAIN}: RMSprop, PiecewiseConstantDecay([500, 1000, "
-                                   "1500, 2000], [1e-5, 8e-6, 6e-6, 4e-6, 2e-6])"),
-    "logits": Setting("dot", f"{_REPO} ContrastiveTensionModel.py: compareSents = sum(e1 * e2)"),
-    "pooling": Setting("mean", f"{_REPO} ContrastiveTensionModel.py: masked mean of the last layer"),
-    "dropout": Setting(False, f"{_REPO} ContrastiveTensionModel.py: towers run with training=False"),
-    "steps": Setting(5000, f"{_TRAIN}: 10 epochs x 500 steps (fetch 1000 positives x 8 pairs / "
-                           "batch 16); the paper's own step count is not verified here"),
-    "protocol": Setting("paper", "issue 21's reading of the paper's appendix: fixed steps, no "
-                                 "validation; the official code instead keeps the best tower "
-                                 "on STS-B dev after every 500 steps (--protocol safe)"),
-    "keep": Setting("tower2", "NOT verified in the paper: sentence-transformers' CT docs use "
-                              "model 2; both towers are reported"),
-    "eval_every": Setting(500, f"{_TRAIN}: dev evaluation after every 500-step epoch "
-                               "(--protocol safe only)"),
+    "model": Setting("bert_base_en_uncased", "Table 1 / App. C.1: BERT-Base-CT from bert-base"),
+    "data": Setting("wikipedia", "section 5: 'Training data is randomly sampled from English "
+                                 "Wikipedia (See Appendix C.2)'"),
+    "batch_size": Setting(16, "section 5: 'The batch size is set to 16'"),
+    "negatives": Setting("k7", "section 5: 'K = 7 negative sentence pairs for each positive "
+                               "sentence pair'"),
+    "negatives_layout": Setting("paper", "section 4 and App. A.1 (Figure 4): (s, negative) pairs, "
+                                         "'always use f2 to embed the K negative sentences'; "
+                                         f"{_REPO} samples (a, b) pairs of two random sentences "
+                                         "(--negatives-layout official)"),
+    "max_length": Setting(75, f"paper silent; official code does max_sent_len = 75 "
+                              f"({_REPO} ExampleTraining.py)"),
+    "learning_rate": Setting(1e-5, "section 5 and App. A.3: RMSProp, fixed schedule from 1e-5 "
+                                   "down to 2e-6 (steps as in the official "
+                                   f"{_TRAIN}: [500, 1000, 1500, 2000])"),
+    "logits": Setting("dot", "section 4, eq. (1): z = f1(s1)^T f2(s2)"),
+    "pooling": Setting("mean", "section 4: 'mean pooling over the features in the final layer'"),
+    "dropout": Setting(False, f"paper silent; official code runs the towers with training=False "
+                              f"({_REPO} ContrastiveTensionModel.py)"),
+    "steps": Setting(50000, "section 5: 'we strictly perform 50,000 update steps before "
+                            "evaluating'"),
+    "protocol": Setting("paper", "section 5 and section 6: a fixed number of iterations, no "
+                                 "validation set ('due to the emulation of having zero labeled "
+                                 "data'); the official code instead keeps the best tower on "
+                                 "STS-B dev every 500 steps (--protocol safe)"),
+    "keep": Setting("worst", "section 5: 'for all unsupervised tasks we report results for the "
+                             "worst-performing of the two models'"),
+    "eval_every": Setting(500, f"paper silent; official code evaluates after every 500-step "
+                               f"epoch ({_TRAIN}); --protocol safe only"),
+    "evaluation": Setting("STS12-16 + STS-B, mean", "Table 1 (STS12-16 and their average, "
+                                                    "Spearman) and App. B.2 Table 5 (STS-b test); "
+                                                    "SentEval (section 5); pooling as trained"),
 }
 DIFFERENCES = [
     "corpus: the paper's Wikipedia sample is not available; the default is the closest "
     "shared data, shared/data/wiki/wiki100k.txt, else the packaged 10k sample.",
+    "evaluation: STS12-16 need SentEval's STS folders (--sts-data DIR); without them the row "
+    "holds STS-B test only and has no Table 1 average.",
+    "worst tower: ranked by the row's average (STS12-16) when --sts-data is given, else by "
+    "STS-B test.",
     "--smoke: the default model (all-MiniLM-L6-v2), 16 steps, max length 32, "
     "150 dev/test pairs: a ~1 minute CPU check, not a result.",
 ]
+ROW_PAPER = "Carlsson et al. 2021 (CT), Table 1 (STS12-16, avg) + Table 5 (STS-b test)"
+ROW_TASKS = ["STS12", "STS13", "STS14", "STS15", "STS16", "STSBenchmark"]
+ROW_AVG = ["STS12", "STS13", "STS14", "STS15", "STS16"]
 
 
 def build_parser():
@@ -85,12 +111,16 @@ def build_parser():
     p.add_argument("--steps", type=int, default=paper_value(PAPER, "steps"))
     p.add_argument("--batch-size", type=int, default=paper_value(PAPER, "batch_size"))
     p.add_argument("--negatives", default=paper_value(PAPER, "negatives"))
+    p.add_argument("--negatives-layout", default=paper_value(PAPER, "negatives_layout"),
+                   choices=["paper", "official"],
+                   help="paper: (s, negative) pairs; official: (a, b) pairs of random sentences")
     p.add_argument("--logits", default=paper_value(PAPER, "logits"), choices=["dot", "cosine"])
     p.add_argument("--protocol", default=paper_value(PAPER, "protocol"), choices=["paper", "safe"],
-                   help="paper: fixed steps, no validation, both towers reported; "
+                   help="paper: fixed steps, no validation, the worst tower reported; "
                         "safe: best tower on STS-B dev")
-    p.add_argument("--keep", default=paper_value(PAPER, "keep"), choices=["tower1", "tower2"],
-                   help="the tower saved to --output under --protocol paper")
+    p.add_argument("--keep", default=paper_value(PAPER, "keep"),
+                   choices=["worst", "tower1", "tower2"],
+                   help="the tower reported and saved to --output under --protocol paper")
     p.add_argument("--eval-every", type=int, default=paper_value(PAPER, "eval_every"),
                    help="dev interval under --protocol safe")
     p.add_argument("--learning-rate", type=float, default=paper_value(PAPER, "learning_rate"),
@@ -104,7 +134,8 @@ def build_parser():
     p.add_argument("--dev-limit", type=int, default=None, help="score only the first N dev pairs")
     p.add_argument("--survey", action="store_true", help="layer survey before/after (Figure 1)")
     p.add_argument("--spread", action="store_true", help="STS spread before/after (Figure 3)")
-    p.add_argument("--out", default=None, help="folder for PNGs and results.json")
+    add_row_args(p, out=False)
+    p.add_argument("--out", default=None, help="folder for PNGs, results.json and row.json")
     p.add_argument("--output", default=None, help="save the (first seed's) kept encoder here")
     p.add_argument("--smoke", action="store_true", help="tiny CPU run (~1 minute) on the default model")
     return p
@@ -174,15 +205,30 @@ def main(argv=None):
     if args.spread:
         spreads["before"] = sts_spread(base, data=test)
 
-    runs, first = [], None
+    row_kwargs = dict(sts_tasks=ROW_TASKS, avg_tasks=ROW_AVG, pooling=base.pooling)
+    row_protocol = {"name": args.protocol, "steps": args.steps, "keep": keep,
+                    "negatives": args.negatives, "negatives_layout": args.negatives_layout,
+                    "model": args.model, "corpus": str(corpus_path)}
+    tower_rows = {}
+
+    def tower_score(tower):
+        """The paper's row of one tower; its average (else STS-B test) ranks the towers."""
+        row = table_row(tower, args, ROW_PAPER, row_protocol, **row_kwargs)
+        tower_rows[tower.name] = row
+        return row["avg"] if row["avg"] is not None else row["tasks"]["STS-B"]
+
+    runs, rows, first = [], [], None
     for i in range(args.seeds):
         seed = args.seed + i
         towers = KeepTowers()
         t0 = time.time()
+        tower_rows.clear()
+        selection_data = dev if args.protocol == "safe" else None
         encoder = fit_ct(
             corpus, model=base.clone(name=f"ct_seed{seed}"), steps=args.steps,
             batch_size=args.batch_size, negatives=args.negatives, logits=args.logits,
-            dev=dev if args.protocol == "safe" else None, keep=keep,
+            negatives_layout=args.negatives_layout, dev=selection_data, keep=keep,
+            tower_score=tower_score if keep == "worst" else None,
             eval_every=args.eval_every, learning_rate=args.learning_rate,
             max_length=args.max_length, pooling=base.pooling, dropout=args.dropout,
             seed=seed, output=args.output if i == 0 else None, callbacks=[towers], verbose=2,
@@ -201,6 +247,16 @@ def main(argv=None):
                     "stsb_dev": round(sts_spearman(tower, dev, pooling=report.pooling), 2),
                     "stsb_test": round(sts_spearman(tower, test, pooling=report.pooling), 2),
                 }
+        if keep == "worst":
+            run["tower_scores"] = report.extras["tower_scores"]
+            row = dict(tower_rows[encoder.name])
+            row["protocol"] = {**row["protocol"], "kept_tower": report.extras["kept_tower"],
+                               "tower_scores": report.extras["tower_scores"]}
+        else:
+            row = table_row(encoder, args, ROW_PAPER,
+                            {**row_protocol, "kept_tower": report.extras["kept_tower"]},
+                            **row_kwargs)
+        rows.append(row)
         runs.append(run)
         print(json.dumps({"seed_run": {k: v for k, v in run.items() if k != "dev_history"}}),
               flush=True)
@@ -230,6 +286,7 @@ def main(argv=None):
     print(json.dumps(result))
     if out:
         (out / "results.json").write_text(json.dumps(result, indent=1))
+    emit_row(average_rows(rows), args)
     return 0
 
 

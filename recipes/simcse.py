@@ -6,7 +6,10 @@ the only augmentation, InfoNCE at temperature 0.05, [CLS] pooling with the
 MLP head during training only, batch 64, lr 3e-5, max length 32, one epoch,
 STS-B dev every 125 steps with the best checkpoint kept. Prints STS-B dev and
 test Spearman x100 before and after; `--seeds N` repeats the run and reports
-mean and std.
+mean and std. The last line is the paper's table row (7 STS tasks with the
+trained pooling, the MLP dropped; `--sts-data DIR` for STS12-16 and SICK-R,
+else STS-B only; `--transfer-data DIR` for the transfer tasks) as one JSON
+line, also written to `--out`.
 
     python recipes/simcse.py --smoke                 # ~1 minute on CPU (default model)
     python recipes/simcse.py                         # the paper's setting (GPU)
@@ -23,7 +26,10 @@ from pathlib import Path
 os.environ.setdefault("KERAS_BACKEND", "tensorflow")
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _paper import Setting, add_seeds, paper_parser, paper_value, summarize_seeds  # noqa: E402
+from _paper import (  # noqa: E402
+    Setting, add_row_args, add_seeds, average_rows, emit_row, paper_parser, paper_value,
+    summarize_seeds, table_row,
+)
 
 REPO = Path(__file__).resolve().parents[1]
 WIKI = REPO.parent / "shared" / "data" / "wiki" / "wiki100k.txt"
@@ -55,6 +61,11 @@ DIFFERENCES = [
 ]
 
 
+ROW_PAPER = ("Gao et al. 2021 (unsupervised SimCSE-BERT-base): the STS table (7 tasks, [CLS] "
+             "without MLP) and the transfer table")
+TRANSFER_TASKS = ["MR", "CR", "SUBJ", "MPQA", "SST2", "TREC", "MRPC"]
+
+
 def build_parser():
     p = paper_parser(__doc__, PAPER, DIFFERENCES)
     p.add_argument("--model", default=paper_value(PAPER, "model"))
@@ -75,6 +86,7 @@ def build_parser():
     p.add_argument("--dev-limit", type=int, default=None, help="score only the first N dev pairs")
     p.add_argument("--output", default=None, help="save the (first seed's) encoder here")
     p.add_argument("--json", default=None)
+    add_row_args(p, transfer=True)
     p.add_argument("--smoke", action="store_true", help="tiny CPU run (~1 minute) on the default model")
     return p
 
@@ -114,7 +126,7 @@ def main(argv=None):
     print(f"pooling {args.pooling} ({reason})", file=sys.stderr)
     base.pooling = args.pooling
     before = {"dev": sts_spearman(base, dev), "test": sts_spearman(base, test)}
-    runs = []
+    runs, rows = [], []
     for i in range(args.seeds):
         seed = args.seed + i
         t0 = time.time()
@@ -135,6 +147,11 @@ def main(argv=None):
             "stsb_test": round(sts_spearman(encoder, test), 2),
         })
         print(json.dumps({"seed_run": runs[-1]}), flush=True)
+        rows.append(table_row(
+            encoder, args, ROW_PAPER,
+            {"name": "paper", "model": args.model, "steps": encoder.training_report.steps},
+            transfer_tasks=TRANSFER_TASKS,
+        ))
     result = {
         "method": "simcse-unsup", "model": args.model, "corpus": args.corpus,
         "corpus_sentences": len(corpus), "batch_size": args.batch_size,
@@ -148,6 +165,7 @@ def main(argv=None):
     print(json.dumps(result))
     if args.json:
         Path(args.json).write_text(json.dumps(result, indent=1))
+    emit_row(average_rows(rows), args)
     return 0
 
 

@@ -16,19 +16,27 @@ RECIPES = Path(__file__).resolve().parents[1] / "recipes"
 # recipe -> {argparse dest: the paper's value}. Sources:
 #   simcse: princeton-nlp/SimCSE@49fa580 run_unsup_example.sh (bert-base-uncased, batch 64,
 #           lr 3e-5, max_seq_length 32, temp 0.05, pooler cls, mlp_only_train, eval_steps 125)
-#   consert: yym6472/ConSERT@03c9e8f scripts/unsup-consert-base.sh (batch 96, lr 5e-7, max 64,
-#           eval 200, temp 0.1, 10 epochs, patience 10, seed 1, shuffle + feature cutoff) and
-#           main.py (10 % warm-up, mean pooling)
+#   consert: the paper's section 4.1 (batch 96, lr 5e-7, max 64, eval 200 with the best dev
+#           checkpoint, temp 0.1, 10 % warm-up, last-two-layer evaluation), section 5 / Figure 5
+#           (shuffle + feature cutoff); yym6472/ConSERT@03c9e8f scripts/unsup-consert-base.sh
+#           where the paper is silent (10 epochs, patience 10, seed 1) and main.py (mean pooling)
 #   sg: galsang/SG-BERT@23d5ebe training.py (SG-OPT, cls, lr 5e-5, batch 16, T 0.01, lamb 0.1,
-#       eval 50, es 10, seed 1, 1 epoch, 10 % warm-up) and modules.py (max_seq_length 128);
-#       loss.py (head width 4096)
-#   ct: FreddeFrallan/Contrastive-Tension@75293a8 ExampleTraining.py / Training.py (batch 16,
-#       K 7, max 75, RMSprop from 1e-5, 10 x 500 steps, evaluation every 500), dot logits and
-#       mean pooling (ContrastiveTensionModel.py); fixed-step protocol (issue 21)
-#   multitask: gpoesia/minbert-default-final-project@7ac8260 multitask_classifier.py
-#       (bert-base-uncased, hidden_dropout_prob 0.3, batch 8, lr 1e-5 finetune)
-#   parallel: issue 21 (objective comparison: lr 2e-4, batch 128, queue 0; dev every 250)
-#   ct_sts_regression: issue 21 (model-specific labels, 20 buckets, 8 epochs, 10 runs)
+#       eval 50, es 10, 1 epoch, 10 % warm-up) and modules.py (max_seq_length 128);
+#       loss.py (head width 4096); the paper's section 3.1 (max view pooling), section 4.1 and
+#       Table 8 (8 runs, seeds 1, 2, 3, 4, 1234, 2345, 3456, 7890)
+#   ct: the paper (Carlsson et al. 2021) section 5: batch 16, K 7, RMSprop from 1e-5, 50,000
+#       steps, no validation, the worst of the two towers reported; section 4 / App. A.1: dot
+#       logits, mean pooling, (s, negative) pairs; where the paper is silent
+#       FreddeFrallan/Contrastive-Tension@75293a8 (max 75, dropout off, evaluation every 500)
+#   multitask: the report's section 4.1 ('3 Given': Quora with negatives, then SST, then STS),
+#       section 5.3 (5 pre-training epochs, temperature 0.05, batch 16, lr 1e-5, 10 epochs,
+#       MLP heads with dropout 0.3), Table 10 (pre-training lr 2e-5), section 4.2 (shared
+#       first layer, average loss); gpoesia/minbert-default-final-project@7ac8260 (bert-base)
+#   parallel: the paper's section 4.2.2 / Table 6 (BERT-base: lr 2e-4, batch 400, queue 10,000),
+#       section 4.2.1 (length 50, dev every 250), section 4.4.2 / Table 5 (objective comparison:
+#       lr 2e-4, batch 128, queue 0)
+#   ct_sts_regression: the CT paper's section 5.2 / Table 2 (model-specific labels, 20
+#       right-closed buckets of STS-B train, 10 runs x 8 epochs, the run best on dev reported)
 PAPERS = {
     "simcse": dict(model="bert_base_en_uncased", batch_size=64, learning_rate=3e-5,
                    max_length=32, temperature=0.05, pooling="cls", mlp="train",
@@ -36,19 +44,27 @@ PAPERS = {
     "consert": dict(model="bert_base_en_uncased", batch_size=96, learning_rate=5e-7,
                     max_length=64, temperature=0.1, eval_every=200, epochs=10, patience=10,
                     warmup_ratio=0.1, seed=1, pooling="mean", views="shuffle,feature_cutoff",
-                    texts="all", steps=None, seeds=1, smoke=False),
+                    texts="all", steps=None, seeds=1, smoke=False, eval_pooling="mean_last2",
+                    dropout_mode="exact", sts_data=None),
     "sg": dict(model="bert_base_en_uncased", loss="opt3", pooling="cls", learning_rate=5e-5,
                batch_size=16, temperature=0.01, reg_weight=0.1, min_layer=0, eval_every=50,
-               patience=10, seed=1, epochs=1, warmup_ratio=0.1, max_length=128,
-               projection_dim=4096, no_head=False, steps=None, seeds=1, smoke=False),
+               patience=10, seed=None, seed_list="1,2,3,4,1234,2345,3456,7890", epochs=1,
+               warmup_ratio=0.1, max_length=128, view_pooling="max", projection_dim=4096,
+               no_head=False, steps=None, seeds=8, smoke=False),
     "ct": dict(model="bert_base_en_uncased", batch_size=16, negatives="k7", max_length=75,
-               learning_rate=1e-5, logits="dot", pooling="mean", dropout=False, steps=5000,
-               eval_every=500, protocol="paper", seeds=1, smoke=False),
-    "multitask": dict(model="bert_base_en_uncased", dropout=0.3, batch_size=8,
-                      learning_rate=1e-5, pooling="cls", smoke=False),
-    "parallel": dict(eval_every=250, preset="main", smoke=False),
+               learning_rate=1e-5, logits="dot", pooling="mean", dropout=False, steps=50000,
+               eval_every=500, protocol="paper", keep="worst", negatives_layout="paper",
+               seeds=1, smoke=False),
+    "multitask": dict(model="bert_base_en_uncased", dropout=0.3, batch_size=16,
+                      learning_rate=1e-5, head_learning_rate=1e-5, pooling="cls", epochs=10,
+                      pretrain="three_given", pretrain_learning_rate=2e-5, temperature=0.05,
+                      head_style="plain", head_sharing="first_layer", procedures="average",
+                      fusion=False, smoke=False),
+    "parallel": dict(eval_every=250, preset="main", smoke=False, learning_rate=2e-4,
+                     batch_size=400, queue_size=10000, max_length=50, temperature="learnable"),
     "ct_sts_regression": dict(model="bert_base_en_uncased", labels=["model_specific"],
-                              num_buckets=20, epochs=8, seeds=10, steps=None, smoke=False),
+                              num_buckets=20, epochs=8, seeds=10, steps=None, smoke=False,
+                              report="best_on_dev", spread_data="train"),
 }
 BASE_PRESETS = {"bert_base_en_uncased", "bert_base_multi", "roberta_base_en"}
 

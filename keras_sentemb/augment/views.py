@@ -42,6 +42,7 @@ rates per run, so their defaults here are common choices:
 | `"feature_cutoff"` | `FeatureCutoff` | `rate=0.2` |
 | `"span_cutoff"` | `SpanCutoff` | `rate=0.1, mode="keep"` |
 | `"dropout"` | `EmbeddingDropout` | `rate=0.2, mode="bernoulli"` |
+| `"dropout_exact"` | `EmbeddingDropout` | `rate=0.2, mode="exact"` (ConSERT's code) |
 """
 
 from keras_sentemb.augment.embedding_dropout import EmbeddingDropout
@@ -59,6 +60,8 @@ VIEW_REGISTRY = {
     "feature_cutoff": (FeatureCutoff, {"rate": 0.2}),
     "span_cutoff": (SpanCutoff, {"rate": 0.1, "mode": "keep"}),
     "dropout": (EmbeddingDropout, {"rate": 0.2, "mode": "bernoulli"}),
+    # ConSERT's own implementation: exactly int(rate * tokens * hidden) elements, no rescaling.
+    "dropout_exact": (EmbeddingDropout, {"rate": 0.2, "mode": "exact"}),
 }
 
 VIEW_NAMES = tuple(VIEW_REGISTRY)
@@ -77,7 +80,7 @@ def make_view(view, /, **kwargs):
     Args:
         view: str (positional only). One of `"none"`, `"shuffle"`,
             `"token_cutoff"`, `"feature_cutoff"`, `"span_cutoff"`,
-            `"dropout"`.
+            `"dropout"`, `"dropout_exact"`.
         **kwargs: constructor arguments of the view layer (`rate`, `mode`,
             `keep_special`, `seed`, and the layer's `name`, ...).
 

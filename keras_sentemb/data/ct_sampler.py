@@ -3,15 +3,31 @@
 import tensorflow as tf
 
 
-def ct_pair_dataset(sentences, batch_size=16, negatives_per_positive=7, seed=0, start_step=0):
+LAYOUTS = ("official", "paper")
+
+
+def ct_pair_dataset(sentences, batch_size=16, negatives_per_positive=7, seed=0, start_step=0,
+                    layout="official"):
     """An endless dataset of CT batches sampled from the whole corpus.
 
     Each batch is made of groups of `K + 1` rows: first `(s, s)` with label 1
-    for a sentence `s` drawn uniformly from the corpus, then `K` rows
-    `(a, b)` of two independently drawn sentences with label 0 (Carlsson et
-    al.'s official layout: batch 16 with K = 7 holds 2 positives and 14
-    negatives). With `K = 0` every row is a positive `(s, s)` pair (the
-    in-batch-negatives variant).
+    for a sentence `s` drawn uniformly from the corpus, then `K` rows with
+    label 0 (batch 16 with K = 7 holds 2 positives and 14 negatives). The
+    negative rows follow `layout`:
+
+    - `"official"`: `(a, b)`, two independently drawn sentences (the
+      authors' code: tower 1 embeds `a`, tower 2 embeds `b`).
+    - `"paper"`: `(s, n)`, the group's sentence `s` against a drawn
+      negative `n` (section 4 and Appendix A.1, Figure 4: "K negative
+      sentences are sampled to generate K + 1 training samples by pairing s
+      with the negative sentences ... always use f2 to embed the K negative
+      sentences"): tower 1 embeds `s` in every row of the group, tower 2 the
+      negatives.
+
+    The right column (tower 2's sentences) is the same in both layouts for
+    the same seed; only tower 1's negative-row sentences differ. With `K = 0`
+    every row is a positive `(s, s)` pair (the in-batch-negatives variant)
+    and `layout` changes nothing.
 
     Draws are stateless functions of `(seed, step)`, so the stream is
     reproducible and a resumed run (`start_step`) continues it.
@@ -23,6 +39,8 @@ def ct_pair_dataset(sentences, batch_size=16, negatives_per_positive=7, seed=0, 
         negatives_per_positive: int. `K`. Defaults to `7`.
         seed: int. Defaults to `0`.
         start_step: int. Index of the first batch. Defaults to `0`.
+        layout: str. `"official"` or `"paper"` (see above). Defaults to
+            `"official"`.
 
     Returns:
         `tf.data.Dataset` of `{"left": string [B], "right": string [B],
@@ -31,6 +49,8 @@ def ct_pair_dataset(sentences, batch_size=16, negatives_per_positive=7, seed=0, 
     References:
         - [Carlsson et al., 2021](https://openreview.net/forum?id=Ov_sMNau-PF)
     """
+    if layout not in LAYOUTS:
+        raise ValueError(f"`layout` must be one of {list(LAYOUTS)}, received {layout!r}.")
     k = int(negatives_per_positive)
     if k < 0:
         raise ValueError(f"`negatives_per_positive` must be >= 0, received {k}.")
@@ -56,6 +76,8 @@ def ct_pair_dataset(sentences, batch_size=16, negatives_per_positive=7, seed=0, 
         )
         positive = draws[:, :1]
         left_neg, right_neg = draws[:, 1 : 1 + k], draws[:, 1 + k :]
+        if layout == "paper":  # (s, negative): tower 1 sees s in every row of its group
+            left_neg = tf.tile(positive, [1, k])
         left = tf.reshape(tf.concat([positive, left_neg], axis=1), [-1])
         right = tf.reshape(tf.concat([positive, right_neg], axis=1), [-1])
         return {

@@ -44,7 +44,7 @@ logger = logging.getLogger(__name__)
 
 TASKS = ("sentiment", "paraphrase", "similarity")
 PROCEDURES = ("average", "batch_round_robin", "epoch_round_robin", "pcgrad", "single")
-PRETRAIN_MODES = ("none", "unsup", "paraphrase", "nli")
+PRETRAIN_MODES = ("none", "unsup", "paraphrase", "nli", "three_given")
 # The text columns of each task's batches.
 TASK_COLUMNS = {
     "sentiment": ("sentence",),
@@ -501,4 +501,4 @@ def pretraining_examples(mode, train, nli_triplets=None, seed=0):
             "sent1": [t[1] for t in nli_triplets],
             "hard_neg": [t[2] for t in nli_triplets],
         }
-    raise ValueError(f"`mode` must be one of {PRETRAIN_MODES[1:]}. Received: {mode!r}.")
+    raise ValueError(f"`mode` must be one of {PRETRAIN_MODES[1:4]}. Received: {mode!r}.")

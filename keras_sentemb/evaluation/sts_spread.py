@@ -53,23 +53,35 @@ def bucket_edges(num_buckets=5, score_range=(0.0, 5.0)):
     return [low + (high - low) * i / n for i in range(n + 1)]
 
 
-def score_buckets(scores, num_buckets=5, score_range=(0.0, 5.0)):
+CLOSED = ("left", "right")
+
+
+def score_buckets(scores, num_buckets=5, score_range=(0.0, 5.0), closed="left"):
     """Equal-width bucket index of each gold score.
 
-    Bucket `i` holds scores in `[low + i * w, low + (i + 1) * w)` with
-    `w = (high - low) / num_buckets`; the top score `high` belongs to the last
-    bucket. With the defaults the buckets are 0-1, 1-2, 2-3, 3-4 and 4-5.
+    With `w = (high - low) / num_buckets` and `closed="left"`, bucket `i`
+    holds scores in `[low + i * w, low + (i + 1) * w)` and the top score
+    `high` belongs to the last bucket. With `closed="right"` (the CT paper's
+    section 5.2: "the lowest bucket contains all training samples with labels
+    between [0, 0.25] and the next bucket covers the range (0.25, 0.5]"),
+    bucket 0 is `[low, low + w]` and bucket `i > 0` is `(low + i * w,
+    low + (i + 1) * w]`. With the defaults the buckets are 0-1, 1-2, 2-3, 3-4
+    and 4-5.
 
     Args:
         scores: array-like of gold scores, within `score_range`.
         num_buckets: int. Number of buckets. Defaults to `5`.
         score_range: pair of floats. The gold-score scale. Defaults to
             `(0.0, 5.0)` (STS).
+        closed: str. `"left"` or `"right"`: which edge of a bucket belongs to
+            it. Defaults to `"left"`.
 
     Returns:
         int numpy array of bucket indices, same length as `scores`.
     """
     n, low, high = _check_range(num_buckets, score_range)
+    if closed not in CLOSED:
+        raise ValueError(f"`closed` must be one of {list(CLOSED)}. Received: {closed!r}.")
     scores = np.asarray(scores, dtype=np.float64).reshape(-1)
     tol = 1e-9 * (high - low)
     bad = (scores < low - tol) | (scores > high + tol) | ~np.isfinite(scores)
@@ -78,11 +90,15 @@ def score_buckets(scores, num_buckets=5, score_range=(0.0, 5.0)):
             f"Gold scores must lie in score_range={tuple(score_range)}; received "
             f"{scores[bad][:5].tolist()} ({int(bad.sum())} out of range)."
         )
-    index = np.floor((scores - low) / (high - low) * n).astype(np.int64)
+    position = (scores - low) * n / (high - low)  # in bucket widths; exact on the edges
+    if closed == "right":
+        index = np.ceil(position - 1e-9).astype(np.int64) - 1
+    else:
+        index = np.floor(position + 1e-9).astype(np.int64)
     return np.clip(index, 0, n - 1)
 
 
-def spread_statistics(cosines, scores, num_buckets=5, score_range=(0.0, 5.0)):
+def spread_statistics(cosines, scores, num_buckets=5, score_range=(0.0, 5.0), closed="left"):
     """Per-bucket count, mean and standard deviation of cosine similarity.
 
     The standard deviation is the population one (`np.std`, ddof 0). Empty
@@ -93,9 +109,12 @@ def spread_statistics(cosines, scores, num_buckets=5, score_range=(0.0, 5.0)):
         scores: array-like [n]. The gold scores.
         num_buckets: int. Defaults to `5`.
         score_range: pair of floats. Defaults to `(0.0, 5.0)`.
+        closed: str. `"left"` or `"right"` bucket edges (see
+            `score_buckets`). Defaults to `"left"`.
 
     Returns:
         A JSON-serialisable dict: `num_pairs`, `num_buckets`, `score_range`,
+        `closed`,
         `buckets` (a list of dicts with `bucket`, `low`, `high`, `label`,
         `count`, `mean`, `std`), and `overall` (`mean`, `std` of all cosines).
 
@@ -112,7 +131,7 @@ def spread_statistics(cosines, scores, num_buckets=5, score_range=(0.0, 5.0)):
             "`cosines` and `scores` must be non-empty and of the same length. "
             f"Received {cosines.size} cosines and {scores.size} scores."
         )
-    index = score_buckets(scores, num_buckets, score_range)
+    index = score_buckets(scores, num_buckets, score_range, closed)
     edges = bucket_edges(num_buckets, score_range)
     buckets = []
     for i in range(len(edges) - 1):
@@ -132,6 +151,7 @@ def spread_statistics(cosines, scores, num_buckets=5, score_range=(0.0, 5.0)):
         "num_pairs": int(cosines.size),
         "num_buckets": len(buckets),
         "score_range": [float(edges[0]), float(edges[-1])],
+        "closed": closed,
         "buckets": buckets,
         "overall": {"mean": float(cosines.mean()), "std": float(cosines.std())},
     }
@@ -186,6 +206,7 @@ def sts_spread(
     batch_size=128,
     max_length=None,
     title=None,
+    closed="left",
 ):
     """STS spread analysis of one encoder (CT paper, Figure 3).
 
@@ -206,6 +227,9 @@ def sts_spread(
         batch_size: int. Defaults to `128`.
         max_length: int or None. Defaults to the encoder's.
         title: str or None. Plot title.
+        closed: str. `"left"` or `"right"` bucket edges (see
+            `score_buckets`; the paper's Figure 3 uses 20 right-closed
+            buckets of STS-B train). Defaults to `"left"`.
 
     Returns:
         The `spread_statistics` dict plus `split`, `pooling`, `spearman`
@@ -225,7 +249,7 @@ def sts_spread(
     pairs = load_stsb_pairs(data, split)
     cosines = pair_cosines(encoder, pairs, batch_size, max_length, pooling)
     scores = np.array([p[2] for p in pairs], dtype=np.float64)
-    result = spread_statistics(cosines, scores, num_buckets, score_range)
+    result = spread_statistics(cosines, scores, num_buckets, score_range, closed)
     rho = spearmanr(cosines, scores).correlation
     result.update(
         {

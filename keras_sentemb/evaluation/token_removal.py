@@ -4,11 +4,15 @@ ConSERT shows that the sentence vectors of an un-tuned BERT are dominated by
 a few very frequent tokens: removing the top-k most frequent tokens from the
 average pooling *raises* BERT's STS-B correlation, while a contrastively
 trained encoder barely changes. Here the last layer's token vectors are
-averaged over every real token except the `k` most frequent ones (special
-tokens are never ranked, so `[CLS]`/`[SEP]` stay in the average as in plain
-mean pooling; the attention is untouched), for each `k` in `top_k`, from
-one forward pass. Frequencies are counted over `frequency_corpus` (default:
-the evaluated sentences themselves).
+averaged over every real token except the `k` most frequent ones (the
+attention is untouched), for each `k` in `top_k`, from one forward pass.
+Frequencies are counted over `frequency_corpus` (default: the evaluated
+sentences themselves). As in the paper, `[CLS]` and `[SEP]` (`<s>`, `</s>`)
+are counted too, once per sentence each, so they are ranked among the most
+frequent tokens (Figure 4: "we also considered the [CLS] and [SEP] tokens
+and they are the 2 most frequent tokens"); `count_special=False` never ranks
+them (they then stay in every average, as in plain mean pooling). Padding
+is never counted.
 
 References:
     - [Yan et al., 2021. ConSERT: A Contrastive Framework for Self-Supervised
@@ -50,6 +54,7 @@ def frequent_token_removal(
     max_length=None,
     path=None,
     title=None,
+    count_special=True,
 ):
     """STS Spearman x100 with the top-k frequent tokens removed from mean pooling.
 
@@ -65,6 +70,8 @@ def frequent_token_removal(
         max_length: int or None. Defaults to the encoder's.
         path: str or None. Write the plot to this PNG. Defaults to None.
         title: str or None. Plot title.
+        count_special: bool. Count the start / end tokens once per sentence
+            (the paper's ranking) or never rank them. Defaults to `True`.
 
     Returns:
         A JSON-serialisable dict: `points` (`[{"k", "spearman", "removed"}]`,
@@ -96,8 +103,12 @@ def frequent_token_removal(
     else:
         corpus, corpus_name = [to_text(s, i) for i, s in enumerate(frequency_corpus)], "given list"
     counts = token_frequencies(encoder, corpus)
-    for special in {encoder.start_token_id, encoder.end_token_id, encoder.pad_token_id}:
+    specials = {encoder.start_token_id, encoder.end_token_id}
+    for special in specials | {encoder.pad_token_id}:
         counts[special] = -1
+    if count_special:  # every packed sentence holds one start and one end token
+        for special in specials - {encoder.pad_token_id}:
+            counts[special] = len(corpus)
     ranking = np.argsort(-counts, kind="stable")
     max_length = encoder.max_length if max_length is None else max_length
 
@@ -137,7 +148,10 @@ def frequent_token_removal(
         "num_pairs": len(pairs),
         "frequency_corpus": corpus_name,
         "protocol": "STS Spearman x100 of cosine, mean of the last layer's token vectors "
-                    "without the k most frequent (non-special) tokens",
+                    "without the k most frequent tokens ("
+                    + ("[CLS]/[SEP] counted once per sentence, as the paper"
+                       if count_special else "special tokens never ranked") + ")",
+        "count_special": bool(count_special),
         "plot": None,
     }
     if path is not None:

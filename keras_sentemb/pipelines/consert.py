@@ -6,7 +6,9 @@ from keras_sentemb import validation
 from keras_sentemb.data.corpus import load_corpus
 from keras_sentemb.data.nli import load_supervised
 from keras_sentemb.data.nli import triplets_to_nli_pairs
+from keras_sentemb.models.pooling import parse_pooling
 from keras_sentemb.pipelines.arguments import fit_function
+from keras_sentemb.pipelines.callbacks import STSDevEvaluation
 from keras_sentemb.pipelines.schedules import adamw_linear_decay
 from keras_sentemb.trainers.consert import ADVERSARIAL
 from keras_sentemb.trainers.consert import ConSERT
@@ -69,6 +71,7 @@ def fit_consert(
     epochs=10,
     warmup_ratio=0.1,
     patience=10,
+    dev_pooling=None,
 ):
     """Trains a sentence encoder with ConSERT and returns it.
 
@@ -94,7 +97,15 @@ def fit_consert(
 
     With `dev` (STS-B dev by default), the encoder is scored every
     `eval_every` steps and the best checkpoint (the starting weights
-    included) is kept.
+    included) is kept; `dev_pooling="mean_last2"` scores it as the paper
+    evaluates (section 4.1: "averaging the token embeddings at the last two
+    layers"; "the best checkpoint on the dev set of STSb is saved").
+
+    The views are named as in `keras_sentemb.augment.views`; the dropout
+    view comes in two modes: `"dropout"` (inverted Bernoulli dropout of the
+    embedding elements) and `"dropout_exact"` (ConSERT's own code: exactly
+    `int(rate * tokens * hidden)` elements of each example zeroed, no
+    rescaling), e.g. `views="shuffle,dropout_exact"`.
 
     Args:
         data: list of str, text file, `tf.data.Dataset` or TFDS name (the
@@ -104,7 +115,8 @@ def fit_consert(
             `"joint_unsup"`. Defaults to `"unsup"`.
         supervised: path or list. NLI / labelled-pair data of the two-stage
             modes. Defaults to `None`.
-        views: str or pair. The two views, e.g. `"shuffle,feature_cutoff"`.
+        views: str or pair. The two views, e.g. `"shuffle,feature_cutoff"`
+            or `"token_cutoff,dropout_exact"`.
         view_rates: str, pair or None. Rates of the two views, e.g.
             `"0.1,0.2"`. Defaults to `None` (registry defaults).
         temperature: float. Defaults to `0.1`.
@@ -120,6 +132,9 @@ def fit_consert(
             Defaults to `0.1`.
         patience: int or None. Dev evaluations without improvement before
             stopping. Defaults to `10`.
+        dev_pooling: str or None. The pooling the dev set is scored with
+            (e.g. `"mean_last2"`, the paper's evaluation); None scores with
+            the training pooling. Defaults to `None`.
 
     Returns:
         The trained `SentenceEncoder` (the dev-selected checkpoint).
@@ -138,6 +153,8 @@ def fit_consert(
           https://arxiv.org/abs/2105.11741).
     """
     validation.choice(mode, "mode", CONSERT_FIT_MODES)
+    if dev_pooling is not None:
+        parse_pooling(dev_pooling)
     views = parse_views(views)
     view_rates = _parse_rates(view_rates)
     supervised_only = mode in ("sup", "joint")
@@ -174,7 +191,8 @@ def fit_consert(
         logger.info("ConSERT %s stage: %d pairs, %d steps", stage, len(rows), steps)
         columns = {"premise": [r[0] for r in rows], "hypothesis": [r[1] for r in rows]}
         run.fit(trainer, run.batches(encoder, columns, extra={"label": [r[2] for r in rows]}),
-                steps=steps, stage=stage, patience=patience)
+                steps=steps, stage=stage, patience=patience,
+                selection=_dev_selection(run, dev_pooling, patience))
         encoder = trainer.encoder
     if not supervised_only:
         sentences = load_corpus(data)
@@ -189,5 +207,12 @@ def fit_consert(
         run.compile(trainer, adamw_linear_decay(run.learning_rate, steps, warmup_ratio))
         logger.info("ConSERT unsup stage: %d sentences, %d steps", len(sentences), steps)
         run.fit(trainer, run.batches(encoder, {"sentence": sentences}), stage="unsup",
-                patience=patience)
+                patience=patience, selection=_dev_selection(run, dev_pooling, patience))
     return run.finish(trainer.encoder)
+
+
+def _dev_selection(run, dev_pooling, patience):
+    """STS dev selection scored with `dev_pooling`; None leaves it to the scaffold."""
+    if dev_pooling is None or not run.dev_pairs:
+        return None
+    return STSDevEvaluation(run.dev_pairs, pooling=dev_pooling, patience=patience)

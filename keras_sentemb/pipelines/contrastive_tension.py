@@ -5,14 +5,16 @@ import keras
 from keras_sentemb import validation
 from keras_sentemb.data.batching import tokenize_columns
 from keras_sentemb.data.corpus import load_corpus
+from keras_sentemb.data.ct_sampler import LAYOUTS
 from keras_sentemb.data.ct_sampler import ct_pair_dataset
 from keras_sentemb.pipelines.arguments import fit_function
+from keras_sentemb.pipelines.callbacks import sts_spearman
 from keras_sentemb.pipelines.schedules import ct_learning_rate_schedule
 from keras_sentemb.trainers import optimizers
 from keras_sentemb.trainers.contrastive_tension import ContrastiveTension
 from keras_sentemb.trainers.contrastive_tension import parse_negatives
 
-KEEP = ("best", "tower1", "tower2")
+KEEP = ("best", "tower1", "tower2", "worst")
 
 
 def _optimizer(name, schedule, in_batch):
@@ -46,6 +48,8 @@ def fit_ct(
     keep="best",
     dropout=False,
     optimizer=None,
+    negatives_layout="official",
+    tower_score=None,
 ):
     """Train a sentence encoder with Contrastive Tension; return it.
 
@@ -57,7 +61,12 @@ def fit_ct(
     worse on dev than the model you started from. `keep="tower1"` or
     `"tower2"` is the paper's protocol: that tower after exactly `steps`
     steps (the dev scores, if any, are only recorded; pass `dev=None` for no
-    validation data at all).
+    validation data at all). `keep="worst"` is the paper's reporting rule
+    (section 5: "we strictly perform 50,000 update steps before evaluating,
+    and ... report results for the worst-performing of the two models"):
+    exactly `steps` steps with no evaluation during training, then both
+    towers are scored once (by `tower_score`, else on `dev`) and the
+    lower-scoring one is kept.
 
     The defaults are the paper's (`negatives="k7"`, dot-product logits,
     RMSprop with the step schedule from 1e-5, batch 16, max length 75,
@@ -71,15 +80,27 @@ def fit_ct(
         logits: str. `"dot"` (paper) or `"cosine"` (learnable scale). Defaults
             to `"dot"`.
         keep: str. `"best"` (best tower on dev), `"tower1"` or `"tower2"`
-            (that tower at the last step, as the paper and
-            sentence-transformers report tower 2). Defaults to `"best"`.
+            (that tower at the last step; sentence-transformers keeps tower
+            2), or `"worst"` (the tower scoring lower after the last step,
+            the paper's reporting rule). Defaults to `"best"`.
         dropout: bool. Dropout on in the towers. Defaults to `False`.
         optimizer: `keras.optimizers.Optimizer`, an optimizer name (e.g.
             `"adamw"`, run on the same learning-rate schedule) or None.
+        negatives_layout: str. The negative rows of a `kN` group:
+            `"official"` (`(a, b)`, two random sentences, as the authors'
+            code samples them) or `"paper"` (`(s, n)`, the group's sentence
+            against a random negative embedded by tower 2, as section 4 and
+            Appendix A.1 describe). See `ct_pair_dataset`. Defaults to
+            `"official"`.
+        tower_score: callable or None. With `keep="worst"`, `encoder ->
+            score` ranking the two towers after training (e.g. the average
+            of the paper's STS tasks); None scores them on `dev`. Defaults
+            to `None`.
 
     Returns:
         The trained `SentenceEncoder`; `.training_report` holds the dev
-        history and the kept tower.
+        history and the kept tower (with `keep="worst"`, both towers'
+        scores in `extras["tower_scores"]`).
 
     Examples:
 
@@ -92,6 +113,17 @@ def fit_ct(
         - [Carlsson et al., 2021](https://openreview.net/forum?id=Ov_sMNau-PF)
     """
     validation.choice(keep, "keep", KEEP)
+    validation.choice(negatives_layout, "negatives_layout", LAYOUTS)
+    if tower_score is not None and (keep != "worst" or not callable(tower_score)):
+        raise ValueError(
+            "`tower_score` must be a callable `encoder -> score` and ranks the towers for "
+            f"keep='worst' only; received tower_score={tower_score!r}, keep={keep!r}."
+        )
+    if keep == "worst" and tower_score is None and run.dev_pairs is None:
+        raise ValueError(
+            "keep='worst' ranks the two towers after training on `dev` (or `tower_score`); "
+            "received dev=None."
+        )
     mode, k = parse_negatives(negatives)
     sentences = load_corpus(data)
     run.record_data(sentences=len(sentences))
@@ -106,13 +138,33 @@ def fit_ct(
         trainer.compile(optimizer=_optimizer(optimizer, schedule, mode == "in_batch"))
 
     def make_dataset(start_step):
-        ds = ct_pair_dataset(sentences, run.batch_size, k, seed=run.seed, start_step=start_step)
+        ds = ct_pair_dataset(sentences, run.batch_size, k, seed=run.seed, start_step=start_step,
+                             layout=negatives_layout)
         return tokenize_columns(encoder, ds, ["left", "right"], run.max_length)
 
-    run.fit(trainer, make_dataset, keep_best=keep == "best")
-    if keep != "best":
-        trainer.select(keep)
-    return run.finish(trainer.encoder, extras={"kept_tower": _kept_tower(trainer)})
+    extras = {}
+    if keep == "worst":
+        run.fit(trainer, make_dataset, dev_pairs=None, keep_best=False)
+        extras["tower_scores"] = _tower_scores(trainer, run, tower_score)
+        trainer.select(min(extras["tower_scores"], key=extras["tower_scores"].get))
+    else:
+        run.fit(trainer, make_dataset, keep_best=keep == "best")
+        if keep != "best":
+            trainer.select(keep)
+    extras["kept_tower"] = _kept_tower(trainer)
+    return run.finish(trainer.encoder, extras=extras)
+
+
+def _tower_scores(trainer, run, scorer):
+    """Each tower's score after training: `scorer(tower)`, else STS Spearman on the dev pairs."""
+    scores = {}
+    for name, tower in trainer.candidates().items():
+        tower.pooling = run.pooling
+        if scorer is not None:
+            scores[name] = float(scorer(tower))
+        else:
+            scores[name] = sts_spearman(tower, run.dev_pairs, pooling=run.pooling)
+    return scores
 
 
 def _kept_tower(trainer):

@@ -22,6 +22,8 @@ from keras_sentemb.evaluation.multitask import evaluate_multitask
 from keras_sentemb.pipelines.callbacks import DevSelection
 from keras_sentemb.pipelines.arguments import fit_function
 from keras_sentemb.pipelines.backup import TrainingBackup
+from keras_sentemb.pipelines.multitask_presets import THREE_GIVEN
+from keras_sentemb.pipelines.multitask_presets import pretrain_three_given
 from keras_sentemb.pipelines.schedules import adamw_linear_decay
 from keras_sentemb.trainers import optimizers
 from keras_sentemb.trainers.multitask import HEAD_SHARING
@@ -119,6 +121,7 @@ def fit_multitask(
     quora_dev_fraction=0.1,
     dev_limit=None,
     evaluate_stsb_test=False,
+    head_style="residual",
 ):
     """Contrastive pre-training, then the three task heads on one encoder.
 
@@ -159,8 +162,13 @@ def fit_multitask(
         pretrain: str. `"unsup"` (SimCSE on the sentences of all three train
             sets; default), `"paraphrase"` (supervised SimCSE: Quora
             paraphrases as positives, non-paraphrases as hard negatives),
-            `"nli"` (supervised SimCSE on `nli_file` triplets) or `"none"`.
-        pretrain_steps: int or None. Pre-training steps; `None` = `steps`.
+            `"nli"` (supervised SimCSE on `nli_file` triplets),
+            `"three_given"` (the report's "3 Given" schedule: 5 epochs of
+            supervised Quora with negatives, then unsupervised SST, then
+            unsupervised STS; see `multitask_presets`) or `"none"`.
+        pretrain_steps: int or None. Pre-training steps; `None` = `steps`
+            (`"three_given"`: 5 full epochs of its three stages; an int is
+            their total, shared in proportion to the stages' sizes).
         pretrain_learning_rate: float. AdamW with linear decay. Defaults to
             `3e-5`.
         pretrain_temperature: float. InfoNCE temperature. Defaults to `0.05`.
@@ -177,6 +185,11 @@ def fit_multitask(
             examples of each task only. Defaults to `None` (all).
         evaluate_stsb_test: bool. Refused (raises): see the leakage note.
             Defaults to `False`.
+        head_style: str. `"residual"` (zero-initialised residual pair
+            transforms) or `"plain"` (the report's plain 2-layer MLP heads
+            with dropout at each linear layer). Defaults to `"residual"`.
+            `multitask_presets.MULTITASK_PRESETS["three_given"]` holds the
+            report's whole setting.
 
     Returns:
         The trained `MultitaskModel` (its `.encoder` is the kept
@@ -206,9 +219,10 @@ def fit_multitask(
     validation.choice(pretrain, "pretrain", PRETRAIN_MODES)
     head_learning_rate = validation.positive_float(head_learning_rate, "head_learning_rate")
     pretrain_learning_rate = validation.positive_float(pretrain_learning_rate, "pretrain_learning_rate")
-    pretrain_steps = run.steps if pretrain_steps is None else validation.non_negative_int(
-        pretrain_steps, "pretrain_steps"
-    )
+    if pretrain_steps is not None:
+        pretrain_steps = validation.non_negative_int(pretrain_steps, "pretrain_steps")
+    elif pretrain != THREE_GIVEN:  # the "3 Given" schedule counts in epochs
+        pretrain_steps = run.steps
     dev_limit = validation.optional_positive_int(dev_limit, "dev_limit")
     validation.fraction(dropout, "dropout")
 
@@ -226,20 +240,21 @@ def fit_multitask(
 
     extras = {"procedure": procedure}
     backup = _find_backup(run.callbacks)
-    if pretrain != "none" and pretrain_steps > 0:
+    if pretrain != "none" and pretrain_steps != 0:
         if backup is not None and compat.backup_start_epoch(backup) > 0:
             # The multitask stage resumes: its backup holds every weight.
             logger.info("multitask: resuming the multitask stage; pre-training is not repeated")
             extras["pretraining"] = "done before the interruption (weights restored from the backup)"
         else:
-            _pretrain(run, encoder, pretrain, train, pretrain_steps, pretrain_learning_rate,
-                      pretrain_temperature, nli_file, data, backup)
-            extras["pretraining"] = {"mode": pretrain, "steps": pretrain_steps}
+            done = _pretrain(run, encoder, pretrain, train, pretrain_steps, pretrain_learning_rate,
+                             pretrain_temperature, nli_file, data, backup)
+            extras["pretraining"] = {"mode": pretrain, "steps": pretrain_steps, **(done or {})}
 
     with run.scope():
         trainer = MultitaskModel(
             encoder, head_sharing=head_sharing, hidden_dim=hidden_dim, dropout=dropout,
             pooling=pooling, pcgrad=procedure == "pcgrad", fusion=fusion, seed=run.seed or 0,
+            head_style=head_style,
         )
         run.compile(
             trainer,
@@ -281,6 +296,13 @@ def _pretrain(run, encoder, mode, train, steps, learning_rate, temperature, nli_
               data_dir, backup):
     """Contrastive pre-training of `encoder` with the `SimCSE` trainer (a stage of the run)."""
 
+    if mode == THREE_GIVEN:  # many short stages: no backup of their own (restarts if interrupted)
+        user_callbacks = run.callbacks
+        run.callbacks = [cb for cb in user_callbacks if cb is not backup]
+        try:
+            return pretrain_three_given(run, encoder, train, steps, learning_rate, temperature)
+        finally:
+            run.callbacks = user_callbacks
     triplets = None
     if mode == "nli":
         nli_file = nli_file or (Path(os.fspath(data_dir)).parent / "nli" / "snli_devtest_triplets.csv")

@@ -44,8 +44,12 @@ def fit_self_guided(
     views of all layers, temperature 0.01, lambda 0.1, AdamW with betas
     (0.9, 0.9), learning rate 5e-5, batch 16, one epoch, 10% linear warmup
     then linear decay, gradient norm clipped at 1 (as in the authors' code),
-    and [CLS] pooling for BERT_T — the model's own pooling when it declares
-    one (`pooling="auto"`).
+    and [CLS] pooling for BERT_T. SG is defined on the [CLS] vector (section
+    3: "the [CLS] vector from the last layer of BERT_T ... is regarded as the
+    final sentence embedding we aim to optimize/utilize"), so
+    `pooling="auto"` is [CLS] even for a model that declares another pooling
+    (unlike the other `fit_*` functions); pass a pooling name to train
+    another sentence vector.
 
     With `mode="pairs"` the data are `(sentence, positive)` pairs (a
     `sentence<TAB>positive` file, a `sent0,sent1` CSV or a list of 2-tuples),
@@ -119,7 +123,7 @@ def fit_self_guided(
             min_layer=min_layer, max_layer=max_layer,
             projection_dim=projection_dim if projection else None, reg_weight=reg_weight,
             freeze_embeddings=freeze_embeddings, seed=run.seed,
-            pooling=run.pooling_for(encoder),
+            pooling=_method_pooling(run, encoder),
         )
         optimizer = adamw_linear_decay(
             run.learning_rate, run.steps, warmup_ratio, weight_decay,
@@ -131,3 +135,17 @@ def fit_self_guided(
     run.compile(trainer, optimizer)
     run.fit(trainer, run.batches(encoder, columns), patience=patience)
     return run.finish(trainer.encoder)
+
+
+def _method_pooling(run, encoder):
+    """SG trains the [CLS] vector: `"auto"` is [CLS] whatever the model declares."""
+    if run.requested_pooling != "auto":
+        return run.pooling_for(encoder)
+    run.requested_pooling = "cls"
+    pooling = run.pooling_for(encoder)
+    declared = encoder.declared_pooling
+    reason = "auto: SG trains the [CLS] vector (Kim et al. 2021, section 3)"
+    if declared is not None and declared != pooling:
+        reason += f"; the model's own {declared} pooling is not used"
+    run.pooling_reason = run.report.pooling_reason = reason
+    return pooling

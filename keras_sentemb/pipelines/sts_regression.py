@@ -18,26 +18,30 @@ LABEL_MODES = ("model_specific", "unit")
 STS_SCORE_RANGE = (0.0, 5.0)
 
 
-def lowest_bucket_mean(cosines, scores, num_buckets=20, score_range=STS_SCORE_RANGE):
+def lowest_bucket_mean(cosines, scores, num_buckets=20, score_range=STS_SCORE_RANGE,
+                       closed="right"):
     """M: mean cosine similarity of the lowest non-empty gold-score bucket.
 
     The gold scores are split into `num_buckets` equal-width buckets over
-    `score_range` (for STS-B and 20 buckets: [0, 0.25), [0.25, 0.5), ...,
-    [4.75, 5]); M is the mean of `cosines` over the pairs of the lowest
-    bucket that holds any pair.
+    `score_range`, right-closed as the CT paper's section 5.2 counts them
+    (for STS-B and 20 buckets: [0, 0.25], (0.25, 0.5], ..., (4.75, 5]); M is
+    the mean of `cosines` over the pairs of the lowest bucket that holds any
+    pair.
 
     Args:
         cosines: array-like [n]. The starting model's cosine of each pair.
         scores: array-like [n]. Gold scores.
         num_buckets: int. Defaults to `20`.
         score_range: pair of floats. Defaults to `(0.0, 5.0)`.
+        closed: str. `"right"` (the paper's) or `"left"` bucket edges (see
+            `score_buckets`). Defaults to `"right"`.
 
     Returns:
         A tuple `(M, bucket, count)`: the mean, the bucket's index and its
         number of pairs.
     """
     cosines = np.asarray(cosines, dtype=np.float64).reshape(-1)
-    index = score_buckets(scores, num_buckets, score_range)
+    index = score_buckets(scores, num_buckets, score_range, closed)
     if cosines.shape != index.shape or cosines.size == 0:
         raise ValueError(
             "`cosines` and `scores` must be non-empty and of the same length. "
@@ -86,23 +90,25 @@ def model_specific_lower_bound(
     batch_size=128,
     max_length=None,
     pooling=None,
+    closed="right",
 ):
     """M of `encoder` on `pairs`: its mean cosine on the lowest score bucket.
 
-    Only the pairs of the lowest non-empty bucket are encoded (with
-    `pooling`, by default the encoder's own).
+    Only the pairs of the lowest non-empty bucket (right-closed edges by
+    default, as the paper's section 5.2) are encoded (with `pooling`, by
+    default the encoder's own).
 
     Returns:
         A dict with `lower_bound` (M), `bucket`, `count`, `num_buckets`.
     """
-    index = score_buckets([p[2] for p in pairs], num_buckets, score_range)
+    index = score_buckets([p[2] for p in pairs], num_buckets, score_range, closed)
     lowest = int(index.min())
     chosen = [p for p, i in zip(pairs, index) if i == lowest]
     cosines = pair_cosines(
         encoder, chosen, batch_size=batch_size, max_length=max_length, pooling=pooling
     )
     m, bucket, count = lowest_bucket_mean(
-        cosines, [p[2] for p in chosen], num_buckets, score_range
+        cosines, [p[2] for p in chosen], num_buckets, score_range, closed
     )
     return {"lower_bound": m, "bucket": bucket, "count": count, "num_buckets": int(num_buckets)}
 

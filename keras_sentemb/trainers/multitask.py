@@ -21,6 +21,7 @@ from keras_sentemb.trainers.pcgrad import flatten_gradients
 from keras_sentemb.trainers.pcgrad import pcgrad_project
 from keras_sentemb.trainers.pcgrad import unflatten_gradients
 
+HEAD_STYLES = ("residual", "plain")
 HEAD_SHARING = ("first_layer", "none", "full")
 
 
@@ -93,6 +94,10 @@ class MultitaskModel(MultitaskInference, BaseTrainer):
 
     The transforms are residual and `W2` starts at zero, so an untrained head
     scores with the encoder's own geometry (and `B` starts at the identity).
+    `head_style="plain"` makes them the report's plain 2-layer MLPs with
+    dropout at each linear layer (section 4.2 / 5.3: "a small (2-layer) MLP
+    network with dropout"), `t(x) = W2 dropout(relu(W1 dropout(x)) + b1) + b2`
+    with `W2` initialised like `W1`.
 
     `head_sharing` chooses what the paraphrase and similarity heads share:
     `"first_layer"` (the report's best): one `W1` layer object, used by both
@@ -142,6 +147,9 @@ class MultitaskModel(MultitaskInference, BaseTrainer):
         fusion_temperature: float. Defaults to `0.05`.
         seed: int. Seed of PCGrad's task order and of the dropout masks.
             Defaults to `0`.
+        head_style: str. `"residual"` (the zero-initialised residual
+            transforms above) or `"plain"` (the report's 2-layer MLPs).
+            Defaults to `"residual"`.
 
     Examples:
 
@@ -178,10 +186,12 @@ class MultitaskModel(MultitaskInference, BaseTrainer):
         fusion=False,
         fusion_temperature=0.05,
         seed=0,
+        head_style="residual",
         **kwargs,
     ):
         super().__init__(encoder, **kwargs)
         validation.choice(head_sharing, "head_sharing", HEAD_SHARING)
+        self.head_style = validation.choice(head_style, "head_style", HEAD_STYLES)
         self.dropout_rate = validation.fraction(dropout, "dropout")
         self.num_classes = validation.positive_int(num_classes, "num_classes")
         if self.num_classes < 2:
@@ -218,11 +228,12 @@ class MultitaskModel(MultitaskInference, BaseTrainer):
             shared = dense(h, "pair_first", "relu")
             self.paraphrase_first = shared
             self.similarity_first = shared
-        self.paraphrase_second = dense(d, "paraphrase_second", initializer="zeros")
+        second_init = "zeros" if self.head_style == "residual" else "glorot_uniform"
+        self.paraphrase_second = dense(d, "paraphrase_second", initializer=second_init)
         if head_sharing == "full":
             self.similarity_second = self.paraphrase_second
         else:
-            self.similarity_second = dense(d, "similarity_second", initializer="zeros")
+            self.similarity_second = dense(d, "similarity_second", initializer=second_init)
         for layer in {id(x): x for x in (self.paraphrase_first, self.similarity_first)}.values():
             layer.build((None, d))
         for layer in {id(x): x for x in (self.paraphrase_second, self.similarity_second)}.values():
@@ -301,6 +312,10 @@ class MultitaskModel(MultitaskInference, BaseTrainer):
     def _transform(self, x, task, training):
         first = self.paraphrase_first if task == "paraphrase" else self.similarity_first
         second = self.paraphrase_second if task == "paraphrase" else self.similarity_second
+        if self.head_style == "plain":
+            hidden = self.pair_dropout(first(self.pair_dropout(x, training=training)),
+                                       training=training)
+            return tf.cast(second(hidden), "float32")
         hidden = self.pair_dropout(first(x), training=training)
         return tf.cast(x, "float32") + tf.cast(second(hidden), "float32")
 

@@ -96,6 +96,7 @@ class MultitaskInference:
             "dropout": self.dropout_rate,
             "num_classes": self.num_classes,
             "pooling": self.pooling,
+            "head_style": self.head_style,
         }
 
     def get_config(self):

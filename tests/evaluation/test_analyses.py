@@ -53,7 +53,7 @@ def test_tracker_records_a_trajectory_during_fit(tmp_path):
 
 def test_frequent_token_removal_is_a_masked_mean():
     encoder = make_tiny_encoder()
-    result = frequent_token_removal(encoder, SCORED, top_k=(0, 2))
+    result = frequent_token_removal(encoder, SCORED, top_k=(0, 2), count_special=False)
     # k = 0 is plain mean pooling.
     vectors = encoder.encode(sorted(SENTENCES), pooling="mean")
     index = {s: i for i, s in enumerate(sorted(SENTENCES))}
@@ -72,6 +72,31 @@ def test_frequent_token_removal_is_a_masked_mean():
     cos = cosine_scores(manual[[index[p[0]] for p in SCORED]], manual[[index[p[1]] for p in SCORED]])
     assert result["points"][1]["spearman"] == pytest.approx(100 * spearmanr(cos, [p[2] for p in SCORED])[0],
                                                             abs=1e-4)
+
+
+def test_frequent_token_removal_ranks_cls_and_sep_as_the_paper_counts_them():
+    encoder = make_tiny_encoder()
+    sentences = sorted(SENTENCES)
+    counts = token_frequencies(encoder, sentences)
+    assert counts.max() < len(sentences)  # every word is rarer than [CLS] / [SEP] here
+    result = frequent_token_removal(encoder, SCORED, top_k=(0, 1, 2, 3))
+    vocab = encoder.tokenizer.get_vocabulary()
+    cls, sep = vocab[encoder.start_token_id], vocab[encoder.end_token_id]
+    assert result["count_special"] is True and "as the paper" in result["protocol"]
+    assert result["points"][2]["removed"] == [cls, sep]  # once per sentence each: the top 2
+    word = vocab[int(np.argmax(counts))]
+    assert result["points"][3]["removed"] == [cls, sep, word]
+    # k = 2 averages the word tokens only.
+    inputs = encoder.preprocess(sentences)
+    states = np.asarray(encoder.hidden_states(inputs)[-1])
+    ids = inputs["token_ids"].numpy()
+    keep = inputs["padding_mask"].numpy().astype(bool) & ~np.isin(
+        ids, [encoder.start_token_id, encoder.end_token_id])
+    manual = (states * keep[:, :, None]).sum(1) / keep.sum(1, keepdims=True)
+    index = {s: i for i, s in enumerate(sentences)}
+    cos = cosine_scores(manual[[index[p[0]] for p in SCORED]], manual[[index[p[1]] for p in SCORED]])
+    expected = 100 * spearmanr(cos, [p[2] for p in SCORED])[0]
+    assert result["points"][2]["spearman"] == pytest.approx(expected, abs=1e-4)
 
 
 def test_pca_and_tsne_separate_clusters():

@@ -94,3 +94,19 @@ def test_load_stsb_pairs():
         load_stsb_pairs([("a", "b")])
     with pytest.raises(ValueError, match="`data`"):
         load_stsb_pairs(3)
+
+
+def test_right_closed_buckets_of_the_ct_paper():
+    from keras_sentemb.evaluation.sts_spread import score_buckets, spread_statistics
+
+    # 20 buckets of width 0.25: [0, 0.25], (0.25, 0.5], ..., (4.75, 5] (CT section 5.2).
+    scores = [0.0, 0.25, 0.2500001, 0.5, 0.75, 2.5, 4.75, 4.76, 5.0]
+    np.testing.assert_array_equal(
+        score_buckets(scores, 20, closed="right"), [0, 0, 1, 1, 2, 9, 18, 19, 19])
+    np.testing.assert_array_equal(
+        score_buckets(scores, 20, closed="left"), [0, 1, 1, 2, 3, 10, 19, 19, 19])
+    stats = spread_statistics([0.1] * len(scores), scores, 20, closed="right")
+    assert stats["closed"] == "right" and stats["buckets"][0]["count"] == 2
+    assert [b["count"] for b in stats["buckets"]].count(0) == 20 - 6
+    with pytest.raises(ValueError, match="closed"):
+        score_buckets(scores, 20, closed="both")

@@ -1,9 +1,10 @@
 """Model-aware defaults on the bundled default model (integration tier).
 
-With no option but a few steps, `fit_simcse`, `fit_consert`, `fit_ct` and
-`fit_self_guided` train the default model with its own mean pooling (no
-[CLS], no MLP head), say so in the report, and never return an encoder that
-is worse than the start on the dev set with the pooling it encodes with.
+With no option but a few steps, `fit_simcse`, `fit_consert` and `fit_ct`
+train the default model with its own mean pooling (no [CLS], no MLP head),
+`fit_self_guided` the [CLS] vector its method is defined on; each says so in
+the report and never returns an encoder that is worse than the start on the
+dev set with the pooling it encodes with.
 """
 
 import pytest
@@ -28,11 +29,15 @@ FITS = {
 @pytest.mark.parametrize("method", sorted(FITS))
 def test_defaults_keep_the_models_pooling_and_never_lose_on_dev(method, default_encoder):
     start = default_encoder.clone()
-    before = sts_spearman(start, DEV)
+    pooling = "cls" if method == "self_guided" else "mean"
+    before = sts_spearman(start, DEV, pooling=pooling)
     kept = FITS[method](model=start, steps=2, eval_every=2, max_length=32, dev=DEV, verbose=0)
     report = kept.training_report
-    assert (report.pooling, report.pooling_reason) == ("mean", "the model declares mean pooling")
-    assert kept.pooling == "mean" and kept.projection is None
+    if method == "self_guided":
+        assert report.pooling == "cls" and "SG trains the [CLS] vector" in report.pooling_reason
+    else:
+        assert (report.pooling, report.pooling_reason) == ("mean", "the model declares mean pooling")
+    assert kept.pooling == pooling and kept.projection is None
     assert report.resolved.get("mlp", "none") == "none"
     assert sts_spearman(kept, DEV) >= before - 1e-6
     assert report.selection["history"][0] == (0, pytest.approx(

@@ -36,7 +36,7 @@ def test_fit_saves_cls_encoder_without_projection_head(tmp_path):
     report = kept.training_report
     assert report.steps_trained == 4 and report.stopped is None
     assert [s for s, _ in report.selection["history"]] == [0, 2, 4]
-    assert report.pooling == "cls" and "declares no pooling" in report.pooling_reason
+    assert report.pooling == "cls" and "SG trains the [CLS] vector" in report.pooling_reason
     assert report.data == {"sentences": 16, "mode": "unsup"}
     assert kept.declared_pooling == "cls"
     # The embedding block was frozen: bit-identical after training.
@@ -54,15 +54,26 @@ def test_fit_saves_cls_encoder_without_projection_head(tmp_path):
     assert_close_vectors(loaded.encode(SENTENCES[:3]), kept.encode(SENTENCES[:3]), rtol=1e-5)
 
 
-def test_declared_mean_pooling_is_kept():
+def test_auto_pooling_trains_cls_even_on_a_mean_pooled_model():
     kept = keras_sentemb.fit_self_guided(
         SENTENCES, model=make_tiny_encoder(pooling="mean"), steps=2, batch_size=4,
         projection_dim=8, dev=None, verbose=0,
     )
     report = kept.training_report
-    assert report.pooling == "mean" and report.pooling_reason == "the model declares mean pooling"
-    assert kept.declared_pooling == "mean" and report.selection is None
+    assert report.pooling == "cls" and "SG trains the [CLS] vector" in report.pooling_reason
+    assert "own mean pooling is not used" in report.pooling_reason
+    assert kept.declared_pooling == "cls" and report.selection is None
     assert report.steps_trained == 2
+
+
+def test_a_named_pooling_overrides_the_methods_cls():
+    kept = keras_sentemb.fit_self_guided(
+        SENTENCES, model=make_tiny_encoder(pooling="mean"), pooling="mean", steps=1,
+        batch_size=4, projection_dim=8, dev=None, verbose=0,
+    )
+    report = kept.training_report
+    assert report.pooling == "mean" and report.pooling_reason == "set by the caller"
+    assert kept.declared_pooling == "mean"
 
 
 def test_patience_stops_after_evaluations_without_improvement():

@@ -21,18 +21,22 @@ from tests.trainers.test_sts_regression import pair_batch
 
 
 def test_lowest_bucket_mean_on_hand_made_cosines():
-    # 20 buckets of width 0.25 over [0, 5].
+    # 20 right-closed buckets of width 0.25 over [0, 5] (CT section 5.2): [0, 0.25], (0.25, 0.5].
     scores = [0.0, 0.2, 0.24, 0.25, 1.0, 5.0]
     cosines = [0.3, 0.5, 0.7, -1.0, 0.0, 1.0]
     m, bucket, count = lowest_bucket_mean(cosines, scores)
+    assert (bucket, count) == (0, 4)
+    np.testing.assert_allclose(m, np.mean([0.3, 0.5, 0.7, -1.0]))
+    # Left-closed edges put 0.25 in the next bucket.
+    m, bucket, count = lowest_bucket_mean(cosines, scores, closed="left")
     assert (bucket, count) == (0, 3)
     np.testing.assert_allclose(m, 0.5)
-    # Lowest bucket empty -> the lowest non-empty one ([0.25, 0.5) here).
-    m, bucket, count = lowest_bucket_mean(cosines[3:], scores[3:])
-    assert (bucket, count) == (1, 1) and m == -1.0
-    # Five buckets: [0, 1) holds 0.0..0.25.
+    # Lowest bucket empty -> the lowest non-empty one ((0.75, 1] here).
+    m, bucket, count = lowest_bucket_mean(cosines[4:], scores[4:])
+    assert (bucket, count) == (3, 1) and m == 0.0
+    # Five right-closed buckets: [0, 1] holds 0.0..1.0.
     m, bucket, count = lowest_bucket_mean(cosines, scores, num_buckets=5)
-    np.testing.assert_allclose(m, np.mean([0.3, 0.5, 0.7, -1.0]))
+    np.testing.assert_allclose(m, np.mean([0.3, 0.5, 0.7, -1.0, 0.0]))
     with pytest.raises(ValueError, match="same length"):
         lowest_bucket_mean([0.1], [0.0, 1.0])
 

@@ -187,7 +187,8 @@ def test_get_config_from_config_round_trip(tmp_path):
     assert {k: config[k] for k in config if k != "encoder"} == {
         "name": "mt", "head_sharing": "none", "hidden_dim": 8, "dropout": 0.2,
         "num_classes": 5, "pooling": "mean", "pcgrad": True, "pcgrad_shuffle": False,
-        "fusion": True, "fusion_temperature": 0.1, "seed": 3, "mini_batch_size": None}
+        "fusion": True, "fusion_temperature": 0.1, "seed": 3, "mini_batch_size": None,
+        "head_style": "residual"}
     json.dumps(config)  # plain JSON
     again = MultitaskModel.from_config(config)
     assert again.get_config() == config
