@@ -409,7 +409,7 @@ def method_option_parser(method, add_help=False):
     group = parser.add_argument_group(f"{method} options (the arguments of {fit.__name__})")
     parser.method_flags = []
     for name, param in inspect.signature(fit).parameters.items():
-        if name in COMMON_FIT_ARGS or param.kind in (
+        if name in COMMON_FIT_ARGS or name in getattr(fit, "python_only", ()) or param.kind in (
             param.VAR_KEYWORD, param.VAR_POSITIONAL
         ):
             continue

@@ -43,7 +43,7 @@ def _doc_with_shared(doc, shared_docs):
 
 
 def fit_function(method, paper_pooling, *, in_batch=False, custom_dev=(), optional=(),
-                 docs=None, **defaults):
+                 docs=None, python_only=(), **defaults):
     """Decorator that makes a method body into a public `fit_*` function.
 
     The body is written `def fit_x(run, data, <own arguments>)`: `run` is the
@@ -58,6 +58,9 @@ def fit_function(method, paper_pooling, *, in_batch=False, custom_dev=(), option
         optional: tuple of str. Which of `precision` and `mini_batch_size`
             the method supports (they come last in the signature).
         docs: dict name -> doc text overriding a shared argument's doc.
+        python_only: tuple of str. The method's own arguments that take
+            Python objects (e.g. a scoring function), so have no flag on the
+            command line.
         **defaults: the method's defaults for shared arguments.
     """
     unknown = set(defaults) - set(SHARED_NAMES)
@@ -101,6 +104,7 @@ def fit_function(method, paper_pooling, *, in_batch=False, custom_dev=(), option
         )
         fit.method = method
         fit.shared_defaults = {**shared_defaults, **optional_defaults}
+        fit.python_only = tuple(python_only)
         return fit
 
     return decorate
