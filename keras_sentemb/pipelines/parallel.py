@@ -7,7 +7,7 @@ from keras_sentemb import validation
 from keras_sentemb.pipelines.callbacks import DevSelection
 from keras_sentemb.pipelines.scaffold import FitScaffold
 from keras_sentemb.pipelines.schedules import warmup_cosine_decay
-from keras_sentemb.trainers import optimizers
+from keras_sentemb.trainers.torch_adamw import TorchAdamW
 
 logger = logging.getLogger(__name__)
 
@@ -263,7 +263,7 @@ def fit_parallel(
             max_logit_scale=max_logit_scale, pooling=pooling, mlp=run.training_mlp(mlp),
             mini_batch_size=run.mini_batch_size,
         )
-        optimizer = optimizers.AdamW(
+        optimizer = TorchAdamW(
             learning_rate=warmup_cosine_decay(run.learning_rate, run.steps, warmup_ratio),
             weight_decay=validation.non_negative_float(weight_decay, "weight_decay"),
         )
