@@ -13,6 +13,7 @@ from keras_sentemb.models.backbone_adapter import BackboneAdapter
 from keras_sentemb.models.cpu_threads import check_max_batch_tokens
 from keras_sentemb.models.cpu_threads import run_batches
 from keras_sentemb.models.fused_gelu import fuse_gelu
+from keras_sentemb.models.native_bfloat16 import effective_precision
 from keras_sentemb.models.loading import POSTPROCESS_FORMAT_VERSION
 from keras_sentemb.models.loading import POSTPROCESS_WEIGHTS
 from keras_sentemb.models.pooling import parse_pooling
@@ -632,7 +633,9 @@ class SentenceEncoder(keras.Model):
                 the forward pass runs in bfloat16 (Keras' `mixed_bfloat16`
                 policy on a copy of this encoder that takes its current
                 weights; pooling and outputs stay float32). Fast only on
-                CPUs with native bfloat16 (AVX512-BF16 / AMX) and on GPUs.
+                CPUs with native bfloat16 (AVX512-BF16 / AMX) and on GPUs;
+                a CPU-only host without it computes float32 instead, with a
+                one-line notice (`keras_sentemb.models.native_bfloat16`).
                 Defaults to `None` (float32).
             postprocess: bool. Apply the post-processing layer (if any);
                 `False` returns the vectors it takes (what it was fitted
@@ -646,7 +649,7 @@ class SentenceEncoder(keras.Model):
             float32 numpy array `[n, output_dim]` (`[n, base_output_dim]`
             without post-processing); `[dim]` for a single str.
         """
-        precision = check_precision(precision)
+        precision = effective_precision(check_precision(precision))
         if precision != "float32":
             twin = self.precision_twin(precision)
             return twin.encode(

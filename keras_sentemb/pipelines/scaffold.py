@@ -24,7 +24,8 @@ The common arguments of every `fit_*`, in this order after `data`:
 eval_every, output, strategy, callbacks, seed, verbose`. Two optional ones
 are read when a `fit_*` declares them: `precision` (`"float32"` or
 `"bfloat16"`: the encoders compute in Keras' `mixed_bfloat16` policy, the
-returned encoder is float32 again) and `mini_batch_size` (GradCache, see
+returned encoder is float32 again; float32 on a CPU-only host without
+native bfloat16, see `keras_sentemb.models.native_bfloat16`) and `mini_batch_size` (GradCache, see
 `keras_sentemb.trainers.BaseTrainer`).
 """
 
@@ -297,7 +298,10 @@ class FitScaffold:
         self.verbose = args["verbose"]
         from keras_sentemb.models.sentence_encoder import check_precision
 
-        self.precision = check_precision(arguments.get("precision"))
+        from keras_sentemb.models.native_bfloat16 import effective_precision
+
+        # bfloat16 only where the hardware computes it (else float32, with a notice).
+        self.precision = effective_precision(check_precision(arguments.get("precision")))
         self.mini_batch_size = validation.optional_positive_int(
             arguments.get("mini_batch_size"), "mini_batch_size"
         )
