@@ -628,6 +628,34 @@ def _attach_negative_numbers(argv):
     return out
 
 
+# Optional packages that Keras and keras-hub (through kagglehub) import when
+# they are imported, only for features `encode` and `export` never use
+# (scikit-learn wrappers, notebook detection, image-gallery plots): about a
+# second of a cold start.
+KERAS_IMPORT_TIME_EXTRAS = ("sklearn", "IPython", "matplotlib")
+
+
+def _import_keras_without_extras():
+    """Import Keras and keras-hub with `KERAS_IMPORT_TIME_EXTRAS` hidden, then unhide them.
+
+    They import each in a `try: import ... except ImportError`, so while
+    its name maps to `None` in `sys.modules` Keras records it as missing.
+    Afterwards the packages import normally for any code that asks for them.
+    """
+    hidden = [name for name in KERAS_IMPORT_TIME_EXTRAS if name not in sys.modules]
+    if "keras" in sys.modules or not hidden:
+        return
+    for name in hidden:
+        sys.modules[name] = None
+    try:
+        import keras  # noqa: F401
+        import keras_hub  # noqa: F401
+    finally:
+        for name in hidden:
+            if sys.modules.get(name, 0) is None:
+                del sys.modules[name]
+
+
 def main(argv=None):
     # This is a program of its own: quiet TensorFlow's C++ start-up logs
     # (before TensorFlow is imported by any command).
@@ -638,6 +666,8 @@ def main(argv=None):
     args, extra = parser.parse_known_args(argv)
     if extra and args.command != "train":
         parser.error(f"unrecognized arguments: {' '.join(extra)}")
+    if args.command in ("encode", "export"):
+        _import_keras_without_extras()
     from keras_sentemb.models.presets import ModelNotFoundError
 
     try:
