@@ -32,6 +32,15 @@ def require_tensorflow_backend():
 BACKUP_METADATA_FILE = "training_metadata.json"
 
 
+def set_initial_epoch(model, epoch):
+    """Make `model.fit` start at `epoch`, as Keras' `BackupAndRestore` does.
+
+    `keras.Model._initial_epoch` (keras/src/trainers/trainer.py), read by
+    `fit` after the callbacks' `on_train_begin`.
+    """
+    model._initial_epoch = int(epoch)
+
+
 def strategy_supports_no_merge_call():
     """Whether the current strategy can update variables without `merge_call`.
 
