@@ -1,6 +1,7 @@
 """Whole-process encode: `keras-sentemb encode` against sentence-transformers' equivalent script.
 
     python benchmarks/encode_process.py --n 100 --rounds 5                 # cold start
+    python benchmarks/encode_process.py --n 100 --sides ours-float32,ours-float32-allextras
     python benchmarks/encode_process.py --n 2000 --rounds 3 \
         --sides ours-float32,ours-bfloat16,st-float32,st-bfloat16          # precision
 
@@ -60,11 +61,20 @@ def measure(cmd, env):
     return wall, info["maxrss_kib"] / 1024
 
 
+# `ours-float32-allextras`: the same command with Keras importing every
+# optional package it finds (what the CLI avoids), to see what that saves.
+ALL_EXTRAS = ("import sys, keras_sentemb.cli as cli; cli.KERAS_IMPORT_TIME_EXTRAS = (); "
+              "sys.exit(cli.main(sys.argv[1:]))")
+SIDES = ("ours-float32", "ours-bfloat16", "ours-float32-allextras", "st-float32", "st-bfloat16")
+
+
 def command(side, inp, outp, st_python, batch_size):
-    toolkit, precision = side.split("-")
+    toolkit, precision = side.split("-")[:2]
     if toolkit == "ours":
-        cmd = [sys.executable, "-m", "keras_sentemb", "encode", "--model", "default",
-               "--input", inp, "--output", outp, "--precision", precision]
+        start = ([sys.executable, "-c", ALL_EXTRAS] if side.endswith("allextras")
+                 else [sys.executable, "-m", "keras_sentemb"])
+        cmd = start + ["encode", "--model", "default",
+                       "--input", inp, "--output", outp, "--precision", precision]
         if batch_size:
             cmd += ["--batch-size", str(batch_size)]
         return cmd
@@ -96,7 +106,7 @@ def main():
     args = p.parse_args()
     sides = [s.strip() for s in args.sides.split(",") if s.strip()]
     for side in sides:
-        if side not in {"ours-float32", "ours-bfloat16", "st-float32", "st-bfloat16"}:
+        if side not in SIDES:
             p.error(f"unknown side {side!r}")
 
     import numpy as np
