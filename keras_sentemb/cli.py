@@ -139,10 +139,18 @@ def _pooling(text):
         raise argparse.ArgumentTypeError(str(e))
 
 
-def _load_encoder(model, pooling=None, max_length=None, num_layers=None):
+def _load_encoder(model, pooling=None, max_length=None, num_layers=None, precision=None):
     from keras_sentemb.models import SentenceEncoder
 
-    encoder = SentenceEncoder.from_preset(model, max_length=max_length, num_layers=num_layers)
+    dtype = None
+    if precision is not None:
+        from keras_sentemb.models.native_bfloat16 import effective_precision
+        from keras_sentemb.models.sentence_encoder import PRECISIONS
+
+        # Built in its precision once, not built in float32 and copied.
+        dtype = PRECISIONS[effective_precision(precision)]
+    encoder = SentenceEncoder.from_preset(model, max_length=max_length, num_layers=num_layers,
+                                          dtype=dtype)
     if pooling is not None:
         # Validate layer:K against this model's depth.
         from keras_sentemb.models.pooling import parse_pooling
@@ -164,7 +172,8 @@ def cmd_encode_shards(args):
         match_inputs(args.input)
     except FileNotFoundError as e:
         raise UsageError(str(e)) from None
-    encoder = _load_encoder(args.model, args.pooling, args.max_length, args.num_layers)
+    encoder = _load_encoder(args.model, args.pooling, args.max_length, args.num_layers,
+                            args.precision)
     with contextlib.redirect_stdout(sys.stderr):
         manifest = encoder.encode_to_files(
             args.input, args.output, shard_size=args.shard_size, batch_size=args.batch_size,
@@ -200,7 +209,8 @@ def cmd_encode(args):
     if not os.access(out_dir, os.W_OK):
         raise UsageError(f"output folder is not writable: {out_dir}")
     sentences = read_lines(args.input)
-    encoder = _load_encoder(args.model, args.pooling, args.max_length, args.num_layers)
+    encoder = _load_encoder(args.model, args.pooling, args.max_length, args.num_layers,
+                            args.precision)
     import contextlib
 
     with contextlib.redirect_stdout(sys.stderr):  # the progress bar is not a result
