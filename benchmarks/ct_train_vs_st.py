@@ -116,6 +116,7 @@ def main():
                                               args.dropout, precision)
                   for precision in precisions}
     ours = ours_rates[precisions[0]]
+    ours_peak = round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024)
     st = run_st("st_ct_train.py", ["--sentences", path, "--pool", args.pool,
                                    "--steps", args.steps, "--warmup", args.warmup,
                                    "--batch-size", args.batch_size,
@@ -138,10 +139,9 @@ def main():
         "keras_sentemb_steps_per_s": round(ours, 3),
         "sentence_transformers_steps_per_s": round(st["steps_per_s"], 3) if st else None,
         "keras_sentemb_steps_per_s_by_precision": {k: round(v, 3) for k, v in ours_rates.items()},
-        "keras_sentemb_peak_rss_mib": round(
-            resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024),
-        "sentence_transformers_peak_rss_mib": round(
-            resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024) if st else None,
+        # Peak before ST ran: a child's getrusage peak starts at its parent's.
+        "keras_sentemb_peak_rss_mib": ours_peak,
+        "sentence_transformers_peak_rss_mib": st.get("peak_rss_mib") if st else None,
         "loadavg_before": [round(x, 2) for x in load_before],
         "loadavg_after": [round(x, 2) for x in os.getloadavg()],
     }
