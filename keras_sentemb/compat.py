@@ -8,9 +8,13 @@ upgrade that moves one fails there, loudly, instead of deep inside training.
 
 import json
 import os
+import sys
 
 import keras
 import tensorflow as tf
+from keras_hub.src.tokenizers import word_piece_tokenizer as wp
+from keras_hub.src.utils.keras_utils import gelu_approximate
+from tensorflow.core.protobuf import saved_model_pb2
 
 
 def require_tensorflow_backend():
@@ -100,8 +104,6 @@ def wordpiece_words(tokenizer, text):
     Returns:
         Ragged string tensor `[N, None]` of words.
     """
-    from keras_hub.src.tokenizers import word_piece_tokenizer as wp
-
     pattern = wp.get_special_tokens_pattern(tokenizer._special_tokens_for_splitting())
     return wp.pretokenize(
         text, tokenizer.lowercase, tokenizer.strip_accents, tokenizer.split,
@@ -118,3 +120,38 @@ SEED_STATE_NAME = "seed_generator_state"
 def seed_generator_states(model):
     """The `[seed, counter]` state variables of every Keras random op in `model`."""
     return [v for v in model.variables if v.path.split("/")[-1] == SEED_STATE_NAME]
+
+
+def keras_hub_gelu_approximate():
+    """keras-hub's tanh-approximate GELU, the activation its BERT configs name.
+
+    `keras_hub.src.utils.keras_utils.gelu_approximate`: `FusedGelu` recognises
+    a backbone's activation by identity with it.
+    """
+    return gelu_approximate
+
+
+def saved_model_proto(path):
+    """The parsed `saved_model.pb` of a SavedModel folder.
+
+    `tensorflow.core.protobuf.saved_model_pb2.SavedModel`, the protocol
+    buffer TensorFlow writes (not exported under `tf.*`).
+    """
+    proto = saved_model_pb2.SavedModel()
+    with open(os.path.join(os.fspath(path), "saved_model.pb"), "rb") as f:
+        proto.ParseFromString(f.read())
+    return proto
+
+
+def run_saved_model_cli(argv):
+    """Run TensorFlow's `saved_model_cli` with the arguments `argv`.
+
+    `tensorflow.python.tools.saved_model_cli.main` (the module behind the
+    `saved_model_cli` console script, which reads `sys.argv`).
+    """
+    # TensorFlow's command-line module (absl flags): loaded for this tool only.
+    from tensorflow.python.tools import saved_model_cli
+
+    sys.argv = ["saved_model_cli", *argv]
+    saved_model_cli.main()
+

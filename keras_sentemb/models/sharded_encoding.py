@@ -29,6 +29,8 @@ import tensorflow as tf
 
 from keras_sentemb import validation
 from keras_sentemb.models.native_bfloat16 import effective_precision
+from keras_sentemb.models.pooling import parse_pooling
+from keras_sentemb.models.precision import check_precision
 
 MANIFEST = "manifest.json"
 FORMATS = ("npy", "tfrecord")
@@ -209,9 +211,6 @@ def encode_to_files(
         model_name: str or None. Recorded in the manifest (and compared on
             resume). Defaults to the encoder's name.
     """
-    from keras_sentemb.models.pooling import parse_pooling
-    from keras_sentemb.models.sentence_encoder import check_precision
-
     shard_size = validation.positive_int(shard_size, "shard_size")
     validation.choice(shard_format, "shard_format", FORMATS)
     precision = effective_precision(check_precision(precision))

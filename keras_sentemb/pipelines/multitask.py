@@ -5,70 +5,33 @@ import os
 from pathlib import Path
 
 import keras
-import numpy as np
 
 from keras_sentemb import compat
 from keras_sentemb import validation
+from keras_sentemb.data.multitask import PRETRAIN_MODES
+from keras_sentemb.data.multitask import STSB_TEST_LEAKAGE_WARNING
+from keras_sentemb.data.multitask import TASKS
+from keras_sentemb.data.multitask import check_procedure
+from keras_sentemb.data.multitask import load_multitask_data
+from keras_sentemb.data.multitask import multitask_batches
+from keras_sentemb.data.multitask import pretraining_examples
+from keras_sentemb.data.multitask import schedule_sizes
+from keras_sentemb.data.multitask import tokenize_multitask
+from keras_sentemb.data.nli import read_nli_triplets
+from keras_sentemb.evaluation.multitask import evaluate_multitask
 from keras_sentemb.pipelines.callbacks import DevSelection
 from keras_sentemb.pipelines.arguments import fit_function
 from keras_sentemb.pipelines.backup import TrainingBackup
 from keras_sentemb.pipelines.schedules import adamw_linear_decay
 from keras_sentemb.trainers import optimizers
+from keras_sentemb.trainers.multitask import HEAD_SHARING
+from keras_sentemb.trainers.multitask import MultitaskModel
+from keras_sentemb.trainers.simcse import SimCSE
 
 logger = logging.getLogger(__name__)
 
 MULTITASK_DEV = "multitask"
 WEIGHT_DECAY = 0.01
-TASK_METRICS = {
-    "sentiment": "sentiment_acc",
-    "paraphrase": "paraphrase_acc",
-    "similarity": "similarity_pearson",
-}
-
-
-def evaluate_multitask(model, dev, limit=None, batch_size=128, max_length=None):
-    """Dev metrics: sentiment accuracy, paraphrase accuracy, similarity Pearson.
-
-    `overall` is the plain mean of the three. `model` is a `MultitaskModel`
-    or anything with the `predict_*` surface (e.g. `MultitaskEnsemble`).
-
-    Args:
-        model: the model.
-        dev: dict `{task: examples}` (see `load_multitask_data`).
-        limit: int or None. Use only the first `limit` examples of each task
-            (for quick checks; say so when reporting). Defaults to `None`.
-        batch_size: int. Defaults to `128`.
-        max_length: int or None. Token limit; defaults to the encoder's own.
-
-    Returns:
-        dict with `sentiment_acc`, `paraphrase_acc`, `similarity_pearson`
-        and `overall`.
-    """
-    from scipy.stats import pearsonr
-
-    def take(task):
-        rows = dev[task]
-        return rows[:limit] if limit else rows
-
-    kwargs = {"batch_size": batch_size}
-    if max_length is not None:
-        kwargs["max_length"] = max_length
-    out = {}
-    rows = take("sentiment")
-    pred = model.predict_sentiment([r[0] for r in rows], **kwargs)
-    out["sentiment_acc"] = float(np.mean(pred == np.array([r[1] for r in rows])))
-    rows = take("paraphrase")
-    prob = model.predict_paraphrase([r[0] for r in rows], [r[1] for r in rows], **kwargs)
-    out["paraphrase_acc"] = float(
-        np.mean((prob >= 0.5) == (np.array([r[2] for r in rows]) >= 0.5))
-    )
-    rows = take("similarity")
-    scores = model.predict_similarity([r[0] for r in rows], [r[1] for r in rows], **kwargs)
-    out["similarity_pearson"] = float(pearsonr(scores, [r[2] for r in rows])[0])
-    out["overall"] = float(np.mean([out[m] for m in TASK_METRICS.values()]))
-    return out
-
-
 class MultitaskDevEvaluation(DevSelection):
     """`DevSelection` by the overall dev mean of `evaluate_multitask`.
 
@@ -81,7 +44,6 @@ class MultitaskDevEvaluation(DevSelection):
         limit: int or None. See `evaluate_multitask`.
         **kwargs: see `DevSelection`.
     """
-
     def __init__(self, dev, limit=None, **kwargs):
         self.dev = dev
         self.limit = limit
@@ -235,17 +197,6 @@ def fit_multitask(
           Learning](https://arxiv.org/abs/2001.06782)
         - [Gao et al., 2021. SimCSE](https://arxiv.org/abs/2104.08821)
     """
-    from keras_sentemb.data.multitask import PRETRAIN_MODES
-    from keras_sentemb.data.multitask import STSB_TEST_LEAKAGE_WARNING
-    from keras_sentemb.data.multitask import TASKS
-    from keras_sentemb.data.multitask import check_procedure
-    from keras_sentemb.data.multitask import load_multitask_data
-    from keras_sentemb.data.multitask import multitask_batches
-    from keras_sentemb.data.multitask import schedule_sizes
-    from keras_sentemb.data.multitask import tokenize_multitask
-    from keras_sentemb.trainers.multitask import HEAD_SHARING
-    from keras_sentemb.trainers.multitask import MultitaskModel
-
     if evaluate_stsb_test:
         raise ValueError("Refusing evaluate_stsb_test=True: " + STSB_TEST_LEAKAGE_WARNING)
     if run.steps is None:
@@ -329,9 +280,6 @@ def fit_multitask(
 def _pretrain(run, encoder, mode, train, steps, learning_rate, temperature, nli_file,
               data_dir, backup):
     """Contrastive pre-training of `encoder` with the `SimCSE` trainer (a stage of the run)."""
-    from keras_sentemb.data.multitask import pretraining_examples
-    from keras_sentemb.data.nli import read_nli_triplets
-    from keras_sentemb.trainers.simcse import SimCSE
 
     triplets = None
     if mode == "nli":

@@ -12,6 +12,7 @@ import keras
 from keras import ops
 
 from keras_sentemb import validation
+from keras_sentemb.trainers.torch_adamw import TorchAdamW
 
 CT_BOUNDARIES = (500, 1000, 1500, 2000)
 CT_FACTORS = (1.0, 0.8, 0.6, 0.4, 0.2)
@@ -82,7 +83,6 @@ class LinearWarmupDecay(keras.optimizers.schedules.LearningRateSchedule):
     >>> [round(float(schedule(t)) * 1e4, 3) for t in (0, 1, 2, 6, 10)]
     [0.0, 0.5, 1.0, 0.5, 0.0]
     """
-
     def __init__(self, learning_rate, total_steps, warmup_steps=0):
         self.learning_rate = validation.positive_float(learning_rate, "learning_rate")
         self.total_steps = validation.positive_int(total_steps, "total_steps")
@@ -123,8 +123,6 @@ def adamw_linear_decay(learning_rate, steps, warmup_ratio=0.0, weight_decay=0.0,
     Extra keyword arguments go to `TorchAdamW` (e.g. `beta_2`, `epsilon`,
     `global_clipnorm`).
     """
-    from keras_sentemb.trainers.torch_adamw import TorchAdamW
-
     return TorchAdamW(
         learning_rate=linear_warmup_decay(learning_rate, steps, warmup_ratio),
         weight_decay=validation.non_negative_float(weight_decay, "weight_decay"),
