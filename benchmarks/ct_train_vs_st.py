@@ -10,12 +10,17 @@ benchmarks/st_ct_train.py (ContrastiveTensionLoss, a manual training loop in
 its own venv: `ST_PYTHON`, default /opt/stref/bin/python). ST trains with
 dropout on (train mode); ours is timed with dropout on as well (`--dropout`,
 default) so the work per step is the same. `--warmup` steps are excluded.
-Prints one JSON line with steps/s of both and the ratio.
+`--precisions float32,bfloat16` times ours in each (bfloat16: Keras'
+`mixed_bfloat16` policy, as `fit_ct(precision="bfloat16")`), one after the
+other in this process. Prints one JSON line with steps/s of both, the ratios,
+each side's peak RSS (ours: this process, over every precision it ran; ST:
+its process) and the load average before and after.
 """
 
 import argparse
 import json
 import os
+import resource
 import sys
 import time
 
@@ -25,7 +30,8 @@ from _common import (  # noqa: E402
 )
 
 
-def ours_steps_per_s(sentences, steps, warmup, batch_size, max_length, negatives, dropout):
+def ours_steps_per_s(sentences, steps, warmup, batch_size, max_length, negatives, dropout,
+                     precision="float32"):
     import keras
 
     from keras_sentemb import SentenceEncoder
@@ -34,13 +40,16 @@ def ours_steps_per_s(sentences, steps, warmup, batch_size, max_length, negatives
     from keras_sentemb.pipelines.schedules import ct_learning_rate_schedule
     from keras_sentemb.trainers import optimizers
     from keras_sentemb.trainers.contrastive_tension import ContrastiveTension
+    from keras_sentemb.trainers.torch_adamw import TorchAdamW
 
     encoder = SentenceEncoder.from_preset("default", max_length=max_length)
+    if precision != "float32":
+        encoder = encoder.clone(name=encoder.name, dtype="mixed_bfloat16")
     trainer = ContrastiveTension(encoder, negatives=negatives, dropout=dropout)
-    # As fit_ct: RMSprop on CT's step schedule (AdamW for in-batch negatives),
+    # As fit_ct: RMSprop on CT's step schedule (TorchAdamW for in-batch negatives),
     # fused unless KERAS_SENTEMB_PLAIN_OPTIMIZER=1 (--plain-optimizer).
     trainer.compile(
-        optimizer=optimizers.AdamW(2e-5, weight_decay=0.01) if negatives == "in_batch"
+        optimizer=TorchAdamW(2e-5, weight_decay=0.01) if negatives == "in_batch"
         else optimizers.RMSprop(ct_learning_rate_schedule())
     )
     k = 0 if negatives == "in_batch" else 7
@@ -85,7 +94,10 @@ def main():
                    help="ours only: TensorFlow's inter-op threads (overrides --threads)")
     p.add_argument("--plain-optimizer", action="store_true",
                    help="ours with Keras' own optimizer update instead of the fused kernels")
+    p.add_argument("--precisions", default="float32",
+                   help="ours: comma-separated float32 / bfloat16, each timed in turn")
     args = p.parse_args()
+    load_before = os.getloadavg()
     if args.plain_optimizer:
         os.environ["KERAS_SENTEMB_PLAIN_OPTIMIZER"] = "1"
     configure_ours(args.threads, args.plain_gelu, parallel_batches=1)  # training: every thread per op
@@ -98,8 +110,13 @@ def main():
             tf.config.threading.set_inter_op_parallelism_threads(args.inter_op_threads)
     path = sentences_file(args.sentences)
     sentences = read_lines(path, args.pool)
-    ours = ours_steps_per_s(sentences, args.steps, args.warmup, args.batch_size,
-                            args.max_length, args.negatives, args.dropout)
+    precisions = [x.strip() for x in args.precisions.split(",") if x.strip()]
+    ours_rates = {precision: ours_steps_per_s(sentences, args.steps, args.warmup,
+                                              args.batch_size, args.max_length, args.negatives,
+                                              args.dropout, precision)
+                  for precision in precisions}
+    ours = ours_rates[precisions[0]]
+    ours_peak = round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024)
     st = run_st("st_ct_train.py", ["--sentences", path, "--pool", args.pool,
                                    "--steps", args.steps, "--warmup", args.warmup,
                                    "--batch-size", args.batch_size,
@@ -121,9 +138,18 @@ def main():
         **cpu_info(),
         "keras_sentemb_steps_per_s": round(ours, 3),
         "sentence_transformers_steps_per_s": round(st["steps_per_s"], 3) if st else None,
+        "keras_sentemb_steps_per_s_by_precision": {k: round(v, 3) for k, v in ours_rates.items()},
+        # Peak before ST ran: a child's getrusage peak starts at its parent's.
+        "keras_sentemb_peak_rss_mib": ours_peak,
+        "sentence_transformers_peak_rss_mib": st.get("peak_rss_mib") if st else None,
+        "loadavg_before": [round(x, 2) for x in load_before],
+        "loadavg_after": [round(x, 2) for x in os.getloadavg()],
     }
     if st:
         result["ratio"] = round(ours / st["steps_per_s"], 2)
+    if "bfloat16" in ours_rates and "float32" in ours_rates:
+        result["ratio_bfloat16_vs_float32"] = round(
+            ours_rates["bfloat16"] / ours_rates["float32"], 2)
     print(json.dumps(result))
 
 

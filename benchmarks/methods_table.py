@@ -16,6 +16,10 @@ README; measured there on one H100).
     python benchmarks/methods_table.py --smoke                # a minute: pipeline check only
     python benchmarks/methods_table.py --methods simcse --learning-rates simcse=3e-5,1e-4
     python benchmarks/methods_table.py --methods ct_in_batch --variants ct_in_batch=dropout
+    python benchmarks/methods_table.py --methods simcse --learning-rates simcse=3e-5 --optimizer keras
+
+`--optimizer keras` trains the AdamW methods with Keras' AdamW formula and
+epsilon 1e-6 (what `fit_*` used before `TorchAdamW`), for comparison.
 
 Writes one JSON line per run to `--out` (default `runs/methods_table.jsonl`)
 and prints the markdown table last.
@@ -148,6 +152,23 @@ def markdown(rows, start_row, steps):
     return "\n".join(lines)
 
 
+def use_keras_adamw():
+    """Make SimCSE, ConSERT and SG-OPT train with Keras' AdamW (epsilon 1e-6)."""
+    from keras_sentemb import validation
+    from keras_sentemb.pipelines import consert, self_guided, simcse
+    from keras_sentemb.pipelines.schedules import linear_warmup_decay
+    from keras_sentemb.trainers.optimizers import AdamW
+
+    def keras_adamw(learning_rate, steps, warmup_ratio=0.0, weight_decay=0.0, **kwargs):
+        kwargs.setdefault("epsilon", 1e-6)
+        return AdamW(learning_rate=linear_warmup_decay(learning_rate, steps, warmup_ratio),
+                     weight_decay=validation.non_negative_float(weight_decay, "weight_decay"),
+                     **kwargs)
+
+    for module in (simcse, consert, self_guided):
+        module.adamw_linear_decay = keras_adamw
+
+
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--start", default=str(START))
@@ -163,8 +184,12 @@ def main(argv=None):
     p.add_argument("--variants", default=None,
                    help="e.g. ct_in_batch=dropout (default: every variant in VARIANTS)")
     p.add_argument("--out", default=str(REPO / "runs" / "methods_table.jsonl"))
+    p.add_argument("--optimizer", choices=["torch", "keras"], default="torch",
+                   help="AdamW formula of the AdamW methods (default torch: fit_*'s own)")
     p.add_argument("--smoke", action="store_true")
     args = p.parse_args(argv)
+    if args.optimizer == "keras":
+        use_keras_adamw()
     if args.steps > 500:
         p.error("the table's budget is at most 500 steps")
 
@@ -213,7 +238,7 @@ def main(argv=None):
         row = {**best, "steps": args.steps, "batch_size": batch_size, "max_length": max_length,
                "trials": [{"learning_rate": t["learning_rate"], "variant": t["variant"],
                            "dev": t["dev"]} for t in trials],
-               "cpus": os.cpu_count(), "smoke": args.smoke}
+               "cpus": os.cpu_count(), "smoke": args.smoke, "optimizer": args.optimizer}
         rows.append(row)
         with open(out, "a", encoding="utf-8") as f:
             f.write(json.dumps(row) + "\n")

@@ -74,6 +74,18 @@ def ct_batches(sentences, n_batches, batch_size, rng, pos_neg_ratio=8):
     return batches
 
 
+def peak_rss_mib():
+    """This process's peak resident memory (VmHWM: unlike getrusage, not inherited at exec)."""
+    try:
+        with open("/proc/self/status") as f:
+            for line in f:
+                if line.startswith("VmHWM:"):
+                    return round(int(line.split()[1]) / 1024)
+    except OSError:
+        pass
+    return None
+
+
 def main(argv=None) -> None:
     p = argparse.ArgumentParser(description="sentence-transformers Contrastive Tension training speed")
     p.add_argument("--sentences", default=DEFAULT_SENTENCES)
@@ -155,6 +167,7 @@ def main(argv=None) -> None:
         "sentence_transformers": sentence_transformers.__version__,
         "threads": torch.get_num_threads(),
         "device": "cpu",
+        "peak_rss_mib": peak_rss_mib(),
     }))
 
 

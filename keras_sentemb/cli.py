@@ -155,8 +155,14 @@ def _pooling(text):
         raise argparse.ArgumentTypeError(str(e))
 
 
-def _load_encoder(model, pooling=None, max_length=None, num_layers=None):
-    encoder = models.SentenceEncoder.from_preset(model, max_length=max_length, num_layers=num_layers)
+def _load_encoder(model, pooling=None, max_length=None, num_layers=None, precision=None):
+    dtype = None
+    if precision is not None:
+        # Built in its precision once, not built in float32 and then copied.
+        precision = models.native_bfloat16.effective_precision(precision)
+        dtype = models.precision.PRECISIONS[precision]
+    encoder = models.SentenceEncoder.from_preset(model, max_length=max_length,
+                                                 num_layers=num_layers, dtype=dtype)
     if pooling is not None:
         # Validate layer:K against this model's depth.
         encoder.pooling = models.pooling.parse_pooling(pooling, encoder.num_layers)
@@ -172,7 +178,8 @@ def cmd_encode_shards(args):
         models.sharded_encoding.match_inputs(args.input)
     except FileNotFoundError as e:
         raise UsageError(str(e)) from None
-    encoder = _load_encoder(args.model, args.pooling, args.max_length, args.num_layers)
+    encoder = _load_encoder(args.model, args.pooling, args.max_length, args.num_layers,
+                            args.precision)
     with contextlib.redirect_stdout(sys.stderr):
         manifest = encoder.encode_to_files(
             args.input, args.output, shard_size=args.shard_size, batch_size=args.batch_size,
@@ -204,7 +211,8 @@ def cmd_encode(args):
     if not os.access(out_dir, os.W_OK):
         raise UsageError(f"output folder is not writable: {out_dir}")
     sentences = read_lines(args.input)
-    encoder = _load_encoder(args.model, args.pooling, args.max_length, args.num_layers)
+    encoder = _load_encoder(args.model, args.pooling, args.max_length, args.num_layers,
+                            args.precision)
     with contextlib.redirect_stdout(sys.stderr):  # the progress bar is not a result
         vectors = encoder.encode(
             sentences,
@@ -654,6 +662,34 @@ def _attach_negative_numbers(argv):
     return out
 
 
+# Optional packages that Keras and keras-hub (through kagglehub) import when
+# they are imported, only for features `encode` and `export` never use
+# (scikit-learn wrappers, notebook detection, image-gallery plots): about a
+# second of a cold start.
+KERAS_IMPORT_TIME_EXTRAS = ("sklearn", "IPython", "matplotlib")
+
+
+def _import_keras_without_extras():
+    """Import Keras and keras-hub with `KERAS_IMPORT_TIME_EXTRAS` hidden, then unhide them.
+
+    They import each in a `try: import ... except ImportError`, so while
+    its name maps to `None` in `sys.modules` Keras records it as missing.
+    Afterwards the packages import normally for any code that asks for them.
+    """
+    hidden = [name for name in KERAS_IMPORT_TIME_EXTRAS if name not in sys.modules]
+    if "keras" in sys.modules or not hidden:
+        return
+    for name in hidden:
+        sys.modules[name] = None
+    try:
+        import keras  # noqa: F401
+        import keras_hub  # noqa: F401
+    finally:
+        for name in hidden:
+            if sys.modules.get(name, 0) is None:
+                del sys.modules[name]
+
+
 def main(argv=None):
     # This is a program of its own: quiet TensorFlow's C++ start-up logs
     # (before TensorFlow is imported by any command).
@@ -669,6 +705,8 @@ def main(argv=None):
     args, extra = parser.parse_known_args(argv)
     if extra and args.command != "train":
         parser.error(f"unrecognized arguments: {' '.join(extra)}")
+    if args.command in ("encode", "export"):
+        _import_keras_without_extras()
     try:
         if args.command == "encode":
             return cmd_encode(args)

@@ -16,6 +16,7 @@ import tensorflow as tf
 
 from keras_sentemb.models.cpu_threads import check_max_batch_tokens
 from keras_sentemb.models.cpu_threads import run_batches
+from keras_sentemb.models.native_bfloat16 import effective_precision
 from keras_sentemb.models.precision import PRECISIONS
 from keras_sentemb.models.precision import check_precision
 from keras_sentemb.models.sharded_encoding import encode_to_files
@@ -198,7 +199,9 @@ class EncodingEngine:
                 the forward pass runs in bfloat16 (Keras' `mixed_bfloat16`
                 policy on a copy of this encoder that takes its current
                 weights; pooling and outputs stay float32). Fast only on
-                CPUs with native bfloat16 (AVX512-BF16 / AMX) and on GPUs.
+                CPUs with native bfloat16 (AVX512-BF16 / AMX) and on GPUs;
+                a CPU-only host without it computes float32 instead, with a
+                one-line notice (`keras_sentemb.models.native_bfloat16`).
                 Defaults to `None` (float32).
             postprocess: bool. Apply the post-processing layer (if any);
                 `False` returns the vectors it takes (what it was fitted
@@ -212,7 +215,7 @@ class EncodingEngine:
             float32 numpy array `[n, output_dim]` (`[n, base_output_dim]`
             without post-processing); `[dim]` for a single str.
         """
-        precision = check_precision(precision)
+        precision = effective_precision(check_precision(precision))
         if precision != "float32":
             twin = self.precision_twin(precision)
             return twin.encode(

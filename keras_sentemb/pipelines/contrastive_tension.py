@@ -13,6 +13,7 @@ from keras_sentemb.pipelines.schedules import ct_learning_rate_schedule
 from keras_sentemb.trainers import optimizers
 from keras_sentemb.trainers.contrastive_tension import ContrastiveTension
 from keras_sentemb.trainers.contrastive_tension import parse_negatives
+from keras_sentemb.trainers.torch_adamw import TorchAdamW
 
 KEEP = ("best", "tower1", "tower2", "worst")
 
@@ -20,7 +21,7 @@ KEEP = ("best", "tower1", "tower2", "worst")
 def _optimizer(name, schedule, in_batch):
     if name is None:
         if in_batch:
-            return optimizers.AdamW(learning_rate=schedule, weight_decay=0.01)
+            return TorchAdamW(learning_rate=schedule, weight_decay=0.01)
         return optimizers.RMSprop(learning_rate=schedule)
     if isinstance(name, (str, keras.optimizers.Optimizer)):
         return optimizers.get(name, learning_rate=schedule)

@@ -15,11 +15,11 @@ from keras_sentemb.models.vocabulary import unknown_token_share
 from keras_sentemb.pipelines.callbacks import DevSelection
 from keras_sentemb.pipelines.arguments import fit_function
 from keras_sentemb.pipelines.schedules import warmup_cosine_decay
-from keras_sentemb.trainers import optimizers
 from keras_sentemb.trainers.parallel import MODES
 from keras_sentemb.trainers.parallel import ParallelContrastive
 from keras_sentemb.trainers.parallel import resolve_temperature
 from keras_sentemb.trainers.parallel import set_trainable
+from keras_sentemb.trainers.torch_adamw import TorchAdamW
 
 logger = logging.getLogger(__name__)
 
@@ -246,7 +246,7 @@ def fit_parallel(
             max_logit_scale=max_logit_scale, pooling=pooling, mlp=run.training_mlp(mlp),
             mini_batch_size=run.mini_batch_size,
         )
-        optimizer = optimizers.AdamW(
+        optimizer = TorchAdamW(
             learning_rate=warmup_cosine_decay(run.learning_rate, run.steps, warmup_ratio),
             weight_decay=validation.non_negative_float(weight_decay, "weight_decay"),
         )

@@ -42,6 +42,7 @@ from keras_sentemb.evaluation.readers import load_stsb_pairs
 from keras_sentemb.io_utils import check_new_folder
 from keras_sentemb.models import SentenceEncoder
 from keras_sentemb.models.pooling import parse_pooling
+from keras_sentemb.models.native_bfloat16 import effective_precision
 from keras_sentemb.models.precision import PRECISIONS
 from keras_sentemb.models.precision import check_precision
 from keras_sentemb.pipelines.callbacks import NonFiniteGuard
@@ -286,7 +287,8 @@ class FitScaffold:
             self.seed = validation.non_negative_int(self.seed, "seed")
         self.verbose = args["verbose"]
 
-        self.precision = check_precision(arguments.get("precision"))
+        # bfloat16 only where the hardware computes it (else float32, with a notice).
+        self.precision = effective_precision(check_precision(arguments.get("precision")))
         self.mini_batch_size = validation.optional_positive_int(
             arguments.get("mini_batch_size"), "mini_batch_size"
         )

@@ -12,7 +12,7 @@ import keras
 from keras import ops
 
 from keras_sentemb import validation
-from keras_sentemb.trainers.optimizers import AdamW
+from keras_sentemb.trainers.torch_adamw import TorchAdamW
 
 CT_BOUNDARIES = (500, 1000, 1500, 2000)
 CT_FACTORS = (1.0, 0.8, 0.6, 0.4, 0.2)
@@ -116,14 +116,14 @@ def linear_warmup_decay(learning_rate, steps, warmup_ratio=0.0):
 
 
 def adamw_linear_decay(learning_rate, steps, warmup_ratio=0.0, weight_decay=0.0, **kwargs):
-    """AdamW (epsilon 1e-6, as Hugging Face's) on a `LinearWarmupDecay` schedule.
+    """PyTorch's AdamW (epsilon 1e-8) on a `LinearWarmupDecay` schedule.
 
-    Extra keyword arguments go to `keras.optimizers.AdamW` (e.g. `beta_2`,
-    `global_clipnorm`); the class is its fused form
-    (`keras_sentemb.trainers.optimizers.AdamW`).
+    The update is `torch.optim.AdamW`'s (`TorchAdamW`: epsilon on the
+    bias-corrected root, decoupled weight decay), as the papers' code trains.
+    Extra keyword arguments go to `TorchAdamW` (e.g. `beta_2`, `epsilon`,
+    `global_clipnorm`).
     """
-    kwargs.setdefault("epsilon", 1e-6)
-    return AdamW(
+    return TorchAdamW(
         learning_rate=linear_warmup_decay(learning_rate, steps, warmup_ratio),
         weight_decay=validation.non_negative_float(weight_decay, "weight_decay"),
         **kwargs,

@@ -58,7 +58,7 @@ SHARED_ARGUMENTS = (
 OPTIONAL_ARGUMENTS = (
     SharedArgument("precision", "float32", "str. `\"float32\"` or `\"bfloat16\"` (compute in "
                    "bfloat16, weights and losses in float32; for GPUs and CPUs with AVX512-BF16 / "
-                   "AMX)."),
+                   "AMX: a CPU-only host without them computes float32, with a notice)."),
     SharedArgument("mini_batch_size", None, "int or None. GradCache: embed the batch in chunks "
                    "of this many rows, so `batch_size` is limited by time, not memory (same loss "
                    "and gradients; see `BaseTrainer`). None embeds the whole batch at once."),

@@ -1,0 +1,62 @@
+"""`import keras_sentemb` and the encoder load no training, evaluation or export code."""
+
+import json
+import subprocess
+import sys
+
+from tests.conftest import REPO
+
+HEAVY = ("keras_sentemb.trainers", "keras_sentemb.pipelines", "keras_sentemb.evaluation",
+         "keras_sentemb.export", "keras_sentemb.api", "keras_sentemb.beam")
+
+SCRIPT = """
+import json, sys
+sys.path.insert(0, {repo!r})
+import keras_sentemb
+after_import = sorted(sys.modules)
+keras_sentemb.SentenceEncoder
+after_encoder = sorted(sys.modules)
+keras_sentemb.fit_simcse
+after_fit = sorted(sys.modules)
+print(json.dumps([after_import, after_encoder, after_fit]))
+"""
+
+
+def loaded(names, prefixes):
+    return sorted(n for n in names if any(n == p or n.startswith(p + ".") for p in prefixes))
+
+
+def test_import_loads_no_heavy_modules():
+    result = subprocess.run([sys.executable, "-c", SCRIPT.format(repo=str(REPO))],
+                            capture_output=True, text=True, timeout=600)
+    assert result.returncode == 0, result.stderr[-3000:]
+    after_import, after_encoder, after_fit = json.loads(result.stdout.strip().splitlines()[-1])
+    # The package itself: nothing heavy, not even TensorFlow.
+    assert loaded(after_import, HEAVY + ("tensorflow", "keras", "keras_hub")) == []
+    # The encoder: TensorFlow and Keras, but no training, evaluation or export code.
+    assert "keras" in after_encoder
+    assert loaded(after_encoder, HEAVY) == []
+    # A fit_* function loads the training code (the check above can fail).
+    assert loaded(after_fit, ("keras_sentemb.trainers",)) != []
+
+
+CLI_SCRIPT = """
+import json, sys
+sys.path.insert(0, {repo!r})
+from keras_sentemb import cli
+cli._import_keras_without_extras()
+hidden = [n for n in cli.KERAS_IMPORT_TIME_EXTRAS if n in sys.modules]
+import importlib.util
+available = [n for n in cli.KERAS_IMPORT_TIME_EXTRAS if importlib.util.find_spec(n) is not None]
+for name in available:
+    __import__(name)  # importable again afterwards
+print(json.dumps(["keras" in sys.modules, "keras_hub" in sys.modules, hidden]))
+"""
+
+
+def test_cli_imports_keras_without_its_unused_extras():
+    result = subprocess.run([sys.executable, "-c", CLI_SCRIPT.format(repo=str(REPO))],
+                            capture_output=True, text=True, timeout=600)
+    assert result.returncode == 0, result.stderr[-3000:]
+    has_keras, has_hub, hidden = json.loads(result.stdout.strip().splitlines()[-1])
+    assert has_keras and has_hub and hidden == []
