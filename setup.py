@@ -30,10 +30,14 @@ setup(
     extras_require={
         # The suite runs on two processes (pytest-xdist) and tests the Beam
         # pipeline, so the test extra includes the beam one.
-        "test": ["pytest>=7", "pytest-xdist>=3.5", "apache-beam>=2.77,<2.78"],
+        "test": ["pytest>=7", "pytest-xdist>=3.5", "apache-beam>=2.77,<2.78",
+                 "pytrec-eval-terrier>=0.5.6", "faiss-cpu>=1.8"],
         # keras_sentemb.beam: the newest Apache Beam that resolves beside
         # TensorFlow 2.21 on Python 3.11 (it needs protobuf < 7, pyarrow < 26).
         "beam": ["apache-beam>=2.77,<2.78"],
+        # keras_sentemb.evaluate_retrieval: trec_eval's metrics (pytrec_eval)
+        # and the approximate (HNSW) index of faiss.
+        "retrieval": ["pytrec-eval-terrier>=0.5.6", "faiss-cpu>=1.8"],
     },
     entry_points={"console_scripts": ["keras-sentemb=keras_sentemb.cli:main"]},
 )

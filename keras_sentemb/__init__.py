@@ -15,6 +15,8 @@ _PUBLIC = {
     "SentencePooling": "keras_sentemb.models.pooling",
     "evaluate_sts": "keras_sentemb.evaluation.sts",
     "evaluate_transfer": "keras_sentemb.evaluation.transfer",
+    "evaluate_retrieval": "keras_sentemb.evaluation.beir",
+    "load_beir": "keras_sentemb.evaluation.beir",
     "export_saved_model": "keras_sentemb.export.saved_model",
     "fit_ct": "keras_sentemb.api",
     "fit_sts_regression": "keras_sentemb.api",
