@@ -44,6 +44,26 @@ def check_precision(precision):
     return precision
 
 
+def check_truncate_dim(truncate_dim, dim):
+    """`truncate_dim` as an int in [1, dim], else a clear error."""
+    if (not isinstance(truncate_dim, (int, np.integer)) or isinstance(truncate_dim, bool)
+            or not 1 <= truncate_dim <= dim):
+        raise ValueError(
+            f"`truncate_dim` must be an int in [1, {dim}] (the model's dimension); "
+            f"received {truncate_dim!r}."
+        )
+    return int(truncate_dim)
+
+
+def truncate_embeddings(vectors, truncate_dim, normalize):
+    """The first `truncate_dim` columns of `vectors`, L2-renormalised if `normalize`."""
+    vectors = np.asarray(vectors, np.float32)[..., :truncate_dim]
+    if normalize:
+        norms = np.linalg.norm(vectors, axis=-1, keepdims=True)
+        vectors = vectors / np.maximum(norms, np.float32(1e-12))
+    return np.ascontiguousarray(vectors, np.float32)
+
+
 def bucket_length(length, buckets=BUCKETS):
     """Smallest bucket >= `length` (or `length` rounded up to 64 past the last)."""
     for b in buckets:
@@ -609,6 +629,7 @@ class SentenceEncoder(keras.Model):
         postprocess=True,
         parallel_batches=None,
         max_batch_tokens=None,
+        truncate_dim=None,
     ):
         """Encode raw sentences into a float32 numpy array `[n, dim]`.
 
@@ -641,11 +662,27 @@ class SentenceEncoder(keras.Model):
                 (on Python threads; see `keras_sentemb.models.cpu_threads`).
                 Defaults to `None`: 2 on a host without GPU or TPU, else 1.
                 The vectors do not depend on it.
+            truncate_dim: int or None. Keep only the first `truncate_dim`
+                dimensions (Matryoshka truncation), L2-renormalised when the
+                vectors are normalised (the encoder's `normalize` or the
+                `normalize` argument). Defaults to `None` (all).
 
         Returns:
             float32 numpy array `[n, output_dim]` (`[n, base_output_dim]`
-            without post-processing); `[dim]` for a single str.
+            without post-processing; `[n, truncate_dim]` when truncated);
+            `[dim]` for a single str.
         """
+        if truncate_dim is not None:
+            dim = self.output_dim if postprocess and self.postprocess is not None else (
+                self.base_output_dim)
+            truncate_dim = check_truncate_dim(truncate_dim, dim)
+            full = self.encode(
+                sentences, batch_size=batch_size, max_length=max_length, pooling=pooling,
+                normalize=normalize, show_progress=show_progress, precision=precision,
+                postprocess=postprocess, parallel_batches=parallel_batches,
+                max_batch_tokens=max_batch_tokens,
+            )
+            return truncate_embeddings(full, truncate_dim, self.normalize or bool(normalize))
         precision = check_precision(precision)
         if precision != "float32":
             twin = self.precision_twin(precision)
