@@ -20,6 +20,7 @@ _PUBLIC = {
     "quantize_embeddings": "keras_sentemb.quantization",
     "quantized_search": "keras_sentemb.quantization",
     "QuantizationCalibration": "keras_sentemb.quantization",
+    "mine_hard_negatives": "keras_sentemb.data.hard_negatives",
     "export_saved_model": "keras_sentemb.export.saved_model",
     "fit_ct": "keras_sentemb.api",
     "fit_sts_regression": "keras_sentemb.api",
