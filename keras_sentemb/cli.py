@@ -478,21 +478,27 @@ def _parse_value(text):
     return text
 
 
-def method_option_parser(method):
+def method_option_parser(method, add_help=False):
     """An argparse parser of one method's options, built from its fit_* signature.
 
     Each keyword argument of the fit function becomes a `--kebab-case` flag
     taking the same values: bools get `--flag/--no-flag`, ints and floats
     their type, strings stay strings (so `--mlp none` is the string
     `"none"`), and arguments whose default is None are parsed by
-    `_parse_value`.
+    `_parse_value`. Each flag's help is the argument's documentation in the
+    fit function's docstring (the shared arguments' come from
+    `keras_sentemb.pipelines.arguments`).
     """
     import keras_sentemb.api as api
+    from keras_sentemb.pipelines.arguments import format_default
+    from keras_sentemb.pipelines.arguments import option_docs
 
     fit = getattr(api, FIT_FUNCTIONS[method])
+    docs = option_docs(fit)
     parser = argparse.ArgumentParser(
         prog=f"keras-sentemb train {method}", add_help=False
     )
+    group = parser.add_argument_group(f"{method} options (the arguments of {fit.__name__})")
     for name, param in inspect.signature(fit).parameters.items():
         if name in COMMON_FIT_ARGS or param.kind in (
             param.VAR_KEYWORD, param.VAR_POSITIONAL
@@ -500,19 +506,35 @@ def method_option_parser(method):
             continue
         flag = "--" + name.replace("_", "-")
         default = param.default
+        text = docs.get(name, "")
+        if "Defaults to" not in text:
+            text = f"{text} Defaults to {format_default(default)}.".strip()
+        kwargs = {"dest": name, "default": argparse.SUPPRESS, "help": text.replace("%", "%%")}
         if isinstance(default, bool):
-            parser.add_argument(flag, dest=name, action=argparse.BooleanOptionalAction, default=argparse.SUPPRESS)
+            group.add_argument(flag, action=argparse.BooleanOptionalAction, **kwargs)
         elif isinstance(default, int):
-            parser.add_argument(flag, dest=name, type=int, default=argparse.SUPPRESS)
+            group.add_argument(flag, type=int, **kwargs)
         elif isinstance(default, float):
-            parser.add_argument(flag, dest=name, type=float, default=argparse.SUPPRESS)
+            group.add_argument(flag, type=float, **kwargs)
         elif name == "verbose":
-            parser.add_argument(flag, dest=name, type=_verbosity, default=argparse.SUPPRESS)
+            group.add_argument(flag, type=_verbosity, **kwargs)
         elif isinstance(default, str):
-            parser.add_argument(flag, dest=name, type=str, default=argparse.SUPPRESS)
+            group.add_argument(flag, type=str, **kwargs)
         else:
-            parser.add_argument(flag, dest=name, type=_parse_value, default=argparse.SUPPRESS)
+            group.add_argument(flag, type=_parse_value, **kwargs)
     return parser, fit
+
+
+def train_help(method):
+    """`keras-sentemb train METHOD --help`: the common flags, then the method's options."""
+    common = argparse.ArgumentParser(add_help=False)
+    _train_args(common)
+    options, fit = method_option_parser(method)
+    parser = argparse.ArgumentParser(
+        prog=f"keras-sentemb train {method}", parents=[common, options],
+        description=(inspect.getdoc(fit) or "").splitlines()[0],
+    )
+    return parser.format_help()
 
 
 def cmd_train(args, extra):
@@ -588,6 +610,30 @@ def cmd_export(args):
 
 
 # ------------------------------------------------------------------ parser
+def _train_args(p):
+    """The flags every `train METHOD` takes (the method's options come from its fit_*)."""
+    from keras_sentemb.pipelines.arguments import SHARED_ARGUMENTS
+
+    doc = {a.name: a.doc for a in SHARED_ARGUMENTS}
+    p.add_argument("--model", default="default", help=doc["model"])
+    p.add_argument("--train-file", required=True, help="the training data (see the method's data)")
+    p.add_argument("--output", required=True, help=doc["output"])
+    p.add_argument("--steps", type=_positive_int, default=None,
+                   help=doc["steps"] + " Defaults to the method's.")
+    p.add_argument("--batch-size", type=_positive_int, default=None,
+                   help=doc["batch_size"] + " Defaults to the method's.")
+    p.add_argument("--learning-rate", type=_positive_float, default=None, help=doc["learning_rate"])
+    p.add_argument("--max-length", type=_positive_int, default=None,
+                   help=doc["max_length"] + " Defaults to the method's.")
+    p.add_argument("--num-layers", type=_positive_int, default=None,
+                   help="start from the first N Transformer layers of MODEL")
+    p.add_argument("--resume", action=argparse.BooleanOptionalAction, default=True,
+                   help="back up every eval_every steps to OUTPUT.backup and continue an "
+                        "interrupted run from there (default: on)")
+    p.add_argument("--overwrite", action="store_true",
+                   help="replace a model already in --output")
+
+
 def build_parser():
     parser = argparse.ArgumentParser(
         prog="keras-sentemb",
@@ -651,22 +697,10 @@ def build_parser():
     p.add_argument("--update-card", action="store_true",
                    help="add the results to the model card of the --model folder")
 
-    p = sub.add_parser("train", help="train an encoder with a contrastive method")
+    p = sub.add_parser("train", help="train an encoder with a contrastive method "
+                                     "(`train METHOD --help` lists its options)")
     p.add_argument("method", choices=METHODS)
-    p.add_argument("--model", default="default")
-    p.add_argument("--train-file", required=True)
-    p.add_argument("--output", required=True)
-    p.add_argument("--steps", type=_positive_int, default=None)
-    p.add_argument("--batch-size", type=_positive_int, default=None)
-    p.add_argument("--learning-rate", type=_positive_float, default=None)
-    p.add_argument("--max-length", type=_positive_int, default=None)
-    p.add_argument("--num-layers", type=_positive_int, default=None,
-                   help="start from the first N Transformer layers of MODEL")
-    p.add_argument("--resume", action=argparse.BooleanOptionalAction, default=True,
-                   help="back up every eval_every steps to OUTPUT.backup and continue an "
-                        "interrupted run from there (default: on)")
-    p.add_argument("--overwrite", action="store_true",
-                   help="replace a model already in --output")
+    _train_args(p)
 
     p = sub.add_parser("analyze", help="analyses as a PNG plus its numbers (JSON, CSV)")
     p.add_argument("analysis", choices=ANALYSES)
@@ -722,8 +756,13 @@ def main(argv=None):
     # (before TensorFlow is imported by any command).
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
     os.environ.setdefault("KERAS_BACKEND", "tensorflow")
-    parser = build_parser()
     argv = _attach_negative_numbers(sys.argv[1:] if argv is None else list(argv))
+    if len(argv) >= 2 and argv[0] == "train" and argv[1] in METHODS and (
+        "-h" in argv or "--help" in argv
+    ):
+        print(train_help(argv[1]))
+        return 0
+    parser = build_parser()
     args, extra = parser.parse_known_args(argv)
     if extra and args.command != "train":
         parser.error(f"unrecognized arguments: {' '.join(extra)}")

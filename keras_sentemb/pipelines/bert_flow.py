@@ -3,28 +3,38 @@
 import numpy as np
 
 from keras_sentemb import validation
-from keras_sentemb.pipelines.scaffold import FitScaffold
+from keras_sentemb.pipelines.arguments import fit_function
 from keras_sentemb.pipelines.schedules import adamw_linear_decay
 
 # Vectors used for the flow's data-dependent (actnorm) initialisation.
 INIT_SAMPLE = 1024
 
 
+@fit_function(
+    "flow", paper_pooling="mean_last2", learning_rate=1e-3, eval_every=500, seed=42,
+    docs={
+        "model": (
+            'str or `SentenceEncoder` (frozen). Defaults to `"default"`. A '
+            "model that already has a post-processing layer has it replaced."
+        ),
+        "steps": (
+            "int or None. Flow training steps; `None` = `epochs` passes over "
+            "the sentences. Defaults to `None`."
+        ),
+        "batch_size": "int. Vectors per flow step. Defaults to `32`.",
+        "callbacks": (
+            "list of Keras callbacks or None (e.g. the command line's "
+            "`BackupAndRestore`: a resumed run continues the flow's training)."
+        ),
+        "verbose": (
+            "Keras `fit` verbosity (and the encoding progress bar). Defaults to"
+            ' `"auto"`.'
+        ),
+    },
+)
 def fit_flow(
+    run,
     data,
-    model="default",
-    steps=None,
-    batch_size=32,
-    learning_rate=1e-3,
-    max_length=None,
-    pooling="auto",
-    dev="stsb",
-    eval_every=500,
-    output=None,
-    strategy=None,
-    callbacks=None,
-    seed=42,
-    verbose="auto",
     epochs=1,
     levels=3,
     depth=3,
@@ -61,27 +71,6 @@ def fit_flow(
             precomputed vectors (a float array `[n, d]` or a `.npy` file,
             e.g. from `keras-sentemb encode` with the same model and
             pooling).
-        model: str or `SentenceEncoder` (frozen). Defaults to `"default"`.
-            A model that already has a post-processing layer has it
-            replaced.
-        steps: int or None. Flow training steps; `None` = `epochs` passes
-            over the sentences. Defaults to `None`.
-        batch_size: int. Vectors per flow step. Defaults to `32`.
-        learning_rate: float. Peak learning rate. Defaults to `1e-3`.
-        max_length: int or None. Truncation of the training sentences.
-            Defaults to the encoder's own.
-        pooling: str. `"auto"` or a pooling name. Defaults to `"auto"`.
-        dev: `"stsb"`, None, an STS-B file/folder or a list of (s1, s2,
-            score). Defaults to `"stsb"`.
-        eval_every: int. Dev evaluation interval in steps. Defaults to `500`.
-        output: str or None. Folder to save the encoder with its flow to.
-        strategy: `tf.distribute.Strategy` or None.
-        callbacks: list of Keras callbacks or None (e.g. the command line's
-            `BackupAndRestore`: a resumed run continues the flow's training).
-        seed: int or None. Shuffling and flow initialisation. Defaults to
-            `42`.
-        verbose: Keras `fit` verbosity (and the encoding progress bar).
-            Defaults to `"auto"`.
         epochs: int. Passes over the sentences when `steps` is None.
             Defaults to `1`.
         levels: int. Multi-scale levels. Defaults to `3`.
@@ -118,7 +107,6 @@ def fit_flow(
     from keras_sentemb.pipelines.callbacks import DevSelection
     from keras_sentemb.trainers.bert_flow import BertFlow
 
-    run = FitScaffold.start("flow", locals(), paper_pooling="mean_last2")
     encode_batch_size = validation.positive_int(encode_batch_size, "encode_batch_size")
     source = FittingData(data)
     run.record_data(**source.describe())
@@ -127,10 +115,10 @@ def fit_flow(
         encoder, pooling = load_frozen_encoder(run)
         flow = GlowFlow(
             encoder.base_output_dim, levels=levels, depth=depth, coupling_width=coupling_width,
-            coupling=coupling, permutation=permutation, pooling=pooling, seed=seed,
+            coupling=coupling, permutation=permutation, pooling=pooling, seed=run.seed,
         )
         flow.build()
-    vectors = source.vectors(run, encoder, encode_batch_size, verbose)
+    vectors = source.vectors(run, encoder, encode_batch_size, run.verbose)
     sample = np.random.default_rng(run.seed or 0).permutation(len(vectors))[:INIT_SAMPLE]
     flow.initialize(vectors[np.sort(sample)])
     with run.scope():

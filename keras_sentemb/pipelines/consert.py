@@ -3,7 +3,7 @@
 import logging
 
 from keras_sentemb import validation
-from keras_sentemb.pipelines.scaffold import FitScaffold
+from keras_sentemb.pipelines.arguments import fit_function
 from keras_sentemb.pipelines.schedules import adamw_linear_decay
 
 logger = logging.getLogger(__name__)
@@ -39,21 +39,20 @@ def _nli_rows(supervised):
     return rows, num_labels
 
 
+@fit_function(
+    "consert", paper_pooling="mean", in_batch=True, optional=("precision", "mini_batch_size"),
+    batch_size=96, learning_rate=5e-7, max_length=64, eval_every=200, seed=42,
+    docs={
+        "steps": (
+            "int or None. Steps of the unsupervised stage (of the only stage in"
+            ' `"sup"` / `"joint"`). Defaults to `epochs` epochs.'
+        ),
+        "learning_rate": "float. Defaults to `5e-7` (ConSERT, unsupervised).",
+    },
+)
 def fit_consert(
+    run,
     data,
-    model="default",
-    steps=None,
-    batch_size=96,
-    learning_rate=5e-7,
-    max_length=64,
-    pooling="auto",
-    dev="stsb",
-    eval_every=200,
-    output=None,
-    strategy=None,
-    callbacks=None,
-    seed=42,
-    verbose="auto",
     mode="unsup",
     supervised=None,
     views="shuffle,feature_cutoff",
@@ -67,8 +66,6 @@ def fit_consert(
     epochs=10,
     warmup_ratio=0.1,
     patience=10,
-    precision="float32",
-    mini_batch_size=None,
 ):
     """Trains a sentence encoder with ConSERT and returns it.
 
@@ -100,21 +97,6 @@ def fit_consert(
         data: list of str, text file, `tf.data.Dataset` or TFDS name (the
             unlabeled sentences), or, in modes `"sup"` / `"joint"`, the
             supervised file or rows.
-        model: str or `SentenceEncoder`. Defaults to `"default"`.
-        steps: int or None. Steps of the unsupervised stage (of the only
-            stage in `"sup"` / `"joint"`). Defaults to `epochs` epochs.
-        batch_size: int. Defaults to `96`.
-        learning_rate: float. Defaults to `5e-7` (ConSERT, unsupervised).
-        max_length: int. Tokens per sentence. Defaults to `64`.
-        pooling: str. `"auto"` or a pooling name. Defaults to `"auto"`.
-        dev: `"stsb"`, None, an STS-B file/folder or a list of
-            (s1, s2, score). Defaults to `"stsb"`.
-        eval_every: int. Dev evaluation period in steps. Defaults to `200`.
-        output: str or None. Folder to save the kept encoder.
-        strategy: `tf.distribute.Strategy` or None.
-        callbacks: list of Keras callbacks.
-        seed: int. Shuffle and view seed. Defaults to `42`.
-        verbose: Keras `fit` verbosity. Defaults to `"auto"`.
         mode: str. `"unsup"`, `"sup"`, `"joint"`, `"sup_unsup"` or
             `"joint_unsup"`. Defaults to `"unsup"`.
         supervised: path or list. NLI / labelled-pair data of the two-stage
@@ -135,12 +117,6 @@ def fit_consert(
             Defaults to `0.1`.
         patience: int or None. Dev evaluations without improvement before
             stopping. Defaults to `10`.
-        precision: str. `"float32"` or `"bfloat16"` (compute in bfloat16,
-            weights and losses in float32; for GPUs and CPUs with
-            AVX512-BF16 / AMX). Defaults to `"float32"`.
-        mini_batch_size: int or None. GradCache in the unsupervised stage:
-            embed the batch in chunks of this many rows (same loss and
-            gradients; see `BaseTrainer`). Defaults to `None` (off).
 
     Returns:
         The trained `SentenceEncoder` (the dev-selected checkpoint).
@@ -163,7 +139,6 @@ def fit_consert(
     from keras_sentemb.trainers.consert import ConSERT
     from keras_sentemb.trainers.consert import parse_views
 
-    run = FitScaffold.start("consert", locals(), paper_pooling="mean")
     validation.choice(mode, "mode", CONSERT_FIT_MODES)
     views = parse_views(views)
     view_rates = _parse_rates(view_rates)
@@ -176,7 +151,7 @@ def fit_consert(
     )
     common = dict(
         view_rates=view_rates, temperature=temperature, encoder_dropout=encoder_dropout,
-        alpha=alpha, noise_norm=noise_norm, seed=seed,
+        alpha=alpha, noise_norm=noise_norm, seed=run.seed,
     )
     if run.mini_batch_size is not None and mode != "unsup":
         raise ValueError(

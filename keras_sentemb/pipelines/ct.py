@@ -3,7 +3,7 @@
 import keras
 
 from keras_sentemb import validation
-from keras_sentemb.pipelines.scaffold import FitScaffold
+from keras_sentemb.pipelines.arguments import fit_function
 from keras_sentemb.pipelines.schedules import ct_learning_rate_schedule
 from keras_sentemb.trainers import optimizers
 
@@ -22,28 +22,25 @@ def _optimizer(name, schedule, in_batch):
     )
 
 
+@fit_function(
+    "ct", paper_pooling="mean", in_batch=True, optional=("precision", "mini_batch_size"),
+    steps=500, batch_size=16, max_length=75,
+    docs={
+        "batch_size": "int. Rows per batch (a multiple of K + 1 for `kN`). Defaults to `16`.",
+        "learning_rate": (
+            "float or None. First-stage learning rate. Defaults to `1e-5` "
+            "(`kN`, RMSprop, CT's step schedule) or `2e-5` (`in_batch`, AdamW)."
+        ),
+    },
+)
 def fit_ct(
+    run,
     data,
-    model="default",
-    steps=500,
-    batch_size=16,
-    learning_rate=None,
-    max_length=75,
-    pooling="auto",
-    dev="stsb",
-    eval_every=100,
-    output=None,
-    strategy=None,
-    callbacks=None,
-    seed=0,
-    verbose="auto",
     negatives="k7",
     logits="dot",
     keep="best",
     dropout=False,
     optimizer=None,
-    precision="float32",
-    mini_batch_size=None,
 ):
     """Train a sentence encoder with Contrastive Tension; return it.
 
@@ -65,26 +62,6 @@ def fit_ct(
     Args:
         data: list of str, a text file (one sentence per line), a
             `tf.data.Dataset` of strings, or a TFDS dataset name.
-        model: str or `SentenceEncoder`. Defaults to `"default"`.
-        steps: int. Optimizer steps. Defaults to `500`.
-        batch_size: int. Rows per batch (a multiple of K + 1 for `kN`).
-            Defaults to `16`.
-        learning_rate: float or None. First-stage learning rate. Defaults to
-            `1e-5` (`kN`, RMSprop, CT's step schedule) or `2e-5`
-            (`in_batch`, AdamW).
-        max_length: int. Token limit per training sentence. Defaults to `75`
-            (the encoder keeps its own limit for inference).
-        pooling: str. `"auto"` (the model's own, else the paper's mean) or a
-            pooling name. Defaults to `"auto"`.
-        dev: `"stsb"` (bundled STS-B dev), a path, a list of (s1, s2, score)
-            or None. Defaults to `"stsb"`.
-        eval_every: int. Steps between dev evaluations. Defaults to `100`.
-        output: str or None. Folder to save the kept encoder to.
-        strategy: `tf.distribute.Strategy` or None.
-        callbacks: list of Keras callbacks (e.g. `BackupAndRestore`,
-            `TensorBoard`).
-        seed: int. Sampling seed. Defaults to `0`.
-        verbose: Keras `fit` verbosity. Defaults to `"auto"`.
         negatives: str. `"k7"` (any `"kN"`) or `"in_batch"`. Defaults to `"k7"`.
         logits: str. `"dot"` (paper) or `"cosine"` (learnable scale). Defaults
             to `"dot"`.
@@ -94,13 +71,6 @@ def fit_ct(
         dropout: bool. Dropout on in the towers. Defaults to `False`.
         optimizer: `keras.optimizers.Optimizer`, an optimizer name (e.g.
             `"adamw"`, run on the same learning-rate schedule) or None.
-        precision: str. `"float32"` or `"bfloat16"` (compute in bfloat16,
-            weights and losses in float32; for GPUs and CPUs with
-            AVX512-BF16 / AMX). Defaults to `"float32"`.
-        mini_batch_size: int or None. GradCache: embed the batch in chunks
-            of this many rows, so `batch_size` is limited by time, not
-            memory (same loss and gradients; see `BaseTrainer`). Defaults
-            to `None` (the whole batch at once).
 
     Returns:
         The trained `SentenceEncoder`; `.training_report` holds the dev
@@ -122,7 +92,6 @@ def fit_ct(
     from keras_sentemb.trainers.contrastive_tension import ContrastiveTension
     from keras_sentemb.trainers.contrastive_tension import parse_negatives
 
-    run = FitScaffold.start("ct", locals(), paper_pooling="mean")
     validation.choice(keep, "keep", KEEP)
     mode, k = parse_negatives(negatives)
     sentences = load_corpus(data)

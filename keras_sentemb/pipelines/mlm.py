@@ -1,24 +1,19 @@
 """`fit_mlm`: masked-language-model training of any backbone."""
 
-from keras_sentemb.pipelines.scaffold import FitScaffold
+from keras_sentemb.pipelines.arguments import fit_function
 from keras_sentemb.pipelines.schedules import adamw_linear_decay
 
 
-def fit_mlm(
-    data,
-    model="default",
-    steps=500,
-    batch_size=128,
-    learning_rate=1e-4,
-    max_length=64,
-    pooling="auto",
+@fit_function(
+    "mlm", paper_pooling="mean", steps=500, batch_size=128, learning_rate=1e-4, max_length=64,
     dev=None,
-    eval_every=100,
-    output=None,
-    strategy=None,
-    callbacks=None,
-    seed=0,
-    verbose="auto",
+    docs={
+        "output": "str or None. Folder to save the encoder (without the head).",
+    },
+)
+def fit_mlm(
+    run,
+    data,
     mask_rate=0.15,
     warmup_ratio=0.1,
     weight_decay=0.01,
@@ -44,20 +39,6 @@ def fit_mlm(
     Args:
         data: list of str, a text file, a `tf.data.Dataset` of strings or a
             TFDS name.
-        model: str or `SentenceEncoder`. Defaults to `"default"`.
-        steps: int. Optimizer steps. Defaults to `500`.
-        batch_size: int. Defaults to `128`.
-        learning_rate: float. Peak learning rate. Defaults to `1e-4`.
-        max_length: int. Defaults to `64`.
-        pooling: str. The kept encoder's pooling. Defaults to `"auto"`.
-        dev: STS dev for checkpoint selection, or None. Defaults to `None`.
-        eval_every: int. Steps between dev evaluations / backups. Defaults
-            to `100`.
-        output: str or None. Folder to save the encoder (without the head).
-        strategy: `tf.distribute.Strategy` or None.
-        callbacks: list of Keras callbacks.
-        seed: int. Data order and masking seed. Defaults to `0`.
-        verbose: Keras `fit` verbosity. Defaults to `"auto"`.
         mask_rate: float. Share of tokens selected. Defaults to `0.15`.
         warmup_ratio: float. Share of steps of linear warm-up. Defaults to
             `0.1`.
@@ -79,7 +60,6 @@ def fit_mlm(
     from keras_sentemb.data.corpus import load_corpus
     from keras_sentemb.trainers.masked_language_model import MaskedLanguageModel
 
-    run = FitScaffold.start("mlm", locals(), paper_pooling="mean")
     sentences = load_corpus(data)
     run.record_data(sentences=len(sentences))
     with run.scope():

@@ -10,7 +10,7 @@ import numpy as np
 from keras_sentemb import compat
 from keras_sentemb import validation
 from keras_sentemb.pipelines.callbacks import DevSelection
-from keras_sentemb.pipelines.scaffold import FitScaffold
+from keras_sentemb.pipelines.arguments import fit_function
 from keras_sentemb.pipelines.schedules import adamw_linear_decay
 from keras_sentemb.trainers import optimizers
 
@@ -112,21 +112,35 @@ def _find_backup(callbacks):
     return None
 
 
+@fit_function(
+    "multitask", paper_pooling="cls", in_batch=True, custom_dev=(MULTITASK_DEV,), steps=300,
+    batch_size=16, learning_rate=2e-5, max_length=128, dev=MULTITASK_DEV,
+    docs={
+        "steps": "int. Optimizer steps of the multitask stage. Defaults to `300`.",
+        "batch_size": (
+            "int. Examples per task batch (and per pre-training batch). "
+            "Defaults to `16`."
+        ),
+        "learning_rate": (
+            "float. Encoder learning rate (AdamW, weight decay 0.01, constant)."
+            " Defaults to `2e-5`."
+        ),
+        "dev": (
+            '`"multitask"` (the task dev sets: sentiment accuracy, paraphrase '
+            'accuracy, similarity Pearson, selection by their mean), `"stsb"` /'
+            " an STS-B path / a list of (s1, s2, score) (selection by STS "
+            'Spearman), or None (the last weights). Defaults to `"multitask"`.'
+        ),
+        "output": (
+            "str or None. Folder to save the encoder (loadable with "
+            "`SentenceEncoder.from_preset`) and the heads "
+            "(`MultitaskModel.load_from_folder`). Defaults to `None`."
+        ),
+    },
+)
 def fit_multitask(
+    run,
     data,
-    model="default",
-    steps=300,
-    batch_size=16,
-    learning_rate=2e-5,
-    max_length=128,
-    pooling="auto",
-    dev=MULTITASK_DEV,
-    eval_every=100,
-    output=None,
-    strategy=None,
-    callbacks=None,
-    seed=0,
-    verbose="auto",
     procedure="average",
     head_sharing="first_layer",
     single_task="similarity",
@@ -169,28 +183,6 @@ def fit_multitask(
 
     Args:
         data: str. The multitask folder.
-        model: str or `SentenceEncoder`. Encoder to start from. Defaults to
-            `"default"`.
-        steps: int. Optimizer steps of the multitask stage. Defaults to `300`.
-        batch_size: int. Examples per task batch (and per pre-training
-            batch). Defaults to `16`.
-        learning_rate: float. Encoder learning rate (AdamW, weight decay
-            0.01, constant). Defaults to `2e-5`.
-        max_length: int. Training token limit per sentence. Defaults to `128`.
-        pooling: str. `"auto"` (the model's own, else the report's [CLS]) or
-            a pooling name. Defaults to `"auto"`.
-        dev: `"multitask"` (the task dev sets: sentiment accuracy, paraphrase
-            accuracy, similarity Pearson, selection by their mean), `"stsb"`
-            / an STS-B path / a list of (s1, s2, score) (selection by STS
-            Spearman), or None (the last weights). Defaults to `"multitask"`.
-        eval_every: int. Steps between dev evaluations. Defaults to `100`.
-        output: str or None. Folder to save the encoder (loadable with
-            `SentenceEncoder.from_preset`) and the heads
-            (`MultitaskModel.load_from_folder`). Defaults to `None`.
-        strategy: `tf.distribute.Strategy` or None. Defaults to `None`.
-        callbacks: list of Keras callbacks (e.g. `BackupAndRestore`).
-        seed: int. Defaults to `0`.
-        verbose: Keras `fit` verbosity. Defaults to `"auto"`.
         procedure: str. `"average"` (one batch per task per step, mean loss;
             the default), `"batch_round_robin"`, `"epoch_round_robin"`,
             `"pcgrad"` or `"single"`.
@@ -255,7 +247,6 @@ def fit_multitask(
 
     if evaluate_stsb_test:
         raise ValueError("Refusing evaluate_stsb_test=True: " + STSB_TEST_LEAKAGE_WARNING)
-    run = FitScaffold.start("multitask", locals(), paper_pooling="cls", custom_dev=(MULTITASK_DEV,))
     if run.steps is None:
         raise ValueError("fit_multitask needs `steps` (a positive int). Received: None.")
     check_procedure(procedure, single_task)

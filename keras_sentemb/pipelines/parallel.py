@@ -5,7 +5,7 @@ import os
 
 from keras_sentemb import validation
 from keras_sentemb.pipelines.callbacks import DevSelection
-from keras_sentemb.pipelines.scaffold import FitScaffold
+from keras_sentemb.pipelines.arguments import fit_function
 from keras_sentemb.pipelines.schedules import warmup_cosine_decay
 from keras_sentemb.trainers import optimizers
 
@@ -44,21 +44,26 @@ class RetrievalDevEvaluation(DevSelection):
         super().__init__(evaluate, **kwargs)
 
 
+@fit_function(
+    "parallel", paper_pooling="cls", in_batch=True, custom_dev=(RETRIEVAL_DEV,),
+    optional=("precision", "mini_batch_size"), steps=1000, batch_size=64, learning_rate=3e-5,
+    max_length=64, dev=RETRIEVAL_DEV, eval_every=250,
+    docs={
+        "model": (
+            "str or `SentenceEncoder`. Initialises both the teacher and the "
+            "student unless `teacher` / `student` say otherwise. Defaults to "
+            '`"default"`.'
+        ),
+        "pooling": 'str. The student\'s pooling, `"auto"` or a name.',
+        "dev": (
+            '`"retrieval"`, `"stsb"`, an STS-B path, pairs or None. Defaults to'
+            ' `"retrieval"`.'
+        ),
+    },
+)
 def fit_parallel(
+    run,
     data,
-    model="default",
-    steps=1000,
-    batch_size=64,
-    learning_rate=3e-5,
-    max_length=64,
-    pooling="auto",
-    dev=RETRIEVAL_DEV,
-    eval_every=250,
-    output=None,
-    strategy=None,
-    callbacks=None,
-    seed=0,
-    verbose="auto",
     teacher=None,
     student=None,
     mode="frozen_teacher",
@@ -77,8 +82,6 @@ def fit_parallel(
     extend_vocabulary=10000,
     vocabulary_min_count=2,
     vocabulary_init="aligned",
-    precision="float32",
-    mini_batch_size=None,
 ):
     """Train a target-language student from a frozen source-language teacher.
 
@@ -115,23 +118,6 @@ def fit_parallel(
     Args:
         data: TSV path (`source<TAB>target[<TAB>...]`), list of
             (source, target), or `tf.data.Dataset` of pairs.
-        model: str or `SentenceEncoder`. Initialises both the teacher and the
-            student unless `teacher` / `student` say otherwise. Defaults to
-            `"default"`.
-        steps: int. Training steps. Defaults to `1000`.
-        batch_size: int. Pairs per step (global). Defaults to `64`.
-        learning_rate: float. Peak learning rate (warmup then cosine decay).
-            Defaults to `3e-5`.
-        max_length: int. Token limit per sentence. Defaults to `64`.
-        pooling: str. The student's pooling, `"auto"` or a name.
-        dev: `"retrieval"`, `"stsb"`, an STS-B path, pairs or None. Defaults
-            to `"retrieval"`.
-        eval_every: int. Steps between dev evaluations. Defaults to `250`.
-        output: str or None. Folder to save the student in.
-        strategy: `tf.distribute.Strategy` or None.
-        callbacks: list of Keras callbacks or None.
-        seed: int. Split and shuffle seed. Defaults to `0`.
-        verbose: Keras verbosity. Defaults to `"auto"`.
         teacher: str, `SentenceEncoder` or None. The source-side encoder.
             Defaults to `None` (= `model`).
         student: str, `SentenceEncoder` or None. The student's
@@ -162,13 +148,6 @@ def fit_parallel(
             aligned with in the training pairs, by IBM Model 1), `"mean"`,
             `"pieces"` or `"normal"` (see `add_vocabulary`). Defaults to
             `"aligned"`.
-        precision: str. `"float32"` or `"bfloat16"` (compute in bfloat16,
-            weights and losses in float32; for GPUs and CPUs with
-            AVX512-BF16 / AMX). Defaults to `"float32"`.
-        mini_batch_size: int or None. GradCache: embed the batch in chunks
-            of this many rows, so `batch_size` is limited by time, not
-            memory (same loss and gradients; see `BaseTrainer`). Defaults
-            to `None` (the whole batch at once).
 
     Returns:
         The trained student `SentenceEncoder`. Its `training_report.extras`
@@ -201,7 +180,6 @@ def fit_parallel(
     from keras_sentemb.trainers.parallel import resolve_temperature
     from keras_sentemb.trainers.parallel import set_trainable
 
-    run = FitScaffold.start("parallel", locals(), paper_pooling="cls", custom_dev=(RETRIEVAL_DEV,))
     validation.choice(mlp, "mlp", ("auto", "train", "none"))
     validation.choice(mode, "mode", MODES)
     resolve_temperature(temperature)
@@ -211,10 +189,10 @@ def fit_parallel(
     vocabulary_min_count = validation.positive_int(vocabulary_min_count, "vocabulary_min_count")
     validation.choice(vocabulary_init, "vocabulary_init", INITS)
     all_pairs = load_parallel_pairs(data)
-    train_pairs, heldout = split_pairs(all_pairs, eval_size=eval_size, seed=seed)
+    train_pairs, heldout = split_pairs(all_pairs, eval_size=eval_size, seed=run.seed)
     dev_pairs = []
     if run.dev == RETRIEVAL_DEV and dev_size:
-        train_pairs, dev_pairs = split_pairs(train_pairs, eval_size=dev_size, seed=seed + 1)
+        train_pairs, dev_pairs = split_pairs(train_pairs, eval_size=dev_size, seed=run.seed + 1)
     run.record_data(train_pairs=len(train_pairs), test_pairs=len(heldout), dev_pairs=len(dev_pairs))
     logger.info("parallel: %d training pairs, %d dev, %d test",
                 len(train_pairs), len(dev_pairs), len(heldout))
@@ -308,7 +286,7 @@ def fit_parallel(
     extras["final_temperature"] = float(1.0 / trainer.logit_scale().numpy())
     if tracker is not None:
         extras["alignment_uniformity"] = tracker.history
-    plot = plot or (os.path.join(output, "alignment_uniformity.png") if output else None)
+    plot = plot or (os.path.join(run.output, "alignment_uniformity.png") if run.output else None)
     if tracker is not None and plot:
         extras["plot"] = plot  # before `finish`, so the saved report names it too
     encoder = run.finish(encoder, extras=extras)

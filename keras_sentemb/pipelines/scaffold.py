@@ -19,18 +19,13 @@ the same way for every method:
 - sets the kept encoder's pooling once, attaches a `TrainingReport` and
   saves it to `output`.
 
-The common arguments of every `fit_*`, in this order after `data`:
-`model, steps, batch_size, learning_rate, max_length, pooling, dev,
-eval_every, output, strategy, callbacks, seed, verbose`. Two optional ones
-are read when a `fit_*` declares them: `precision` (`"float32"` or
-`"bfloat16"`: the encoders compute in Keras' `mixed_bfloat16` policy, the
-returned encoder is float32 again) and `mini_batch_size` (GradCache, see
-`keras_sentemb.trainers.BaseTrainer`).
+The shared arguments of every `fit_*` (their defaults, documentation and
+the decorator that adds them to a method's signature) are defined once in
+`keras_sentemb.pipelines.arguments`; the scaffold validates them.
 """
 
 import contextlib
 import dataclasses
-import inspect
 import logging
 import math
 import os
@@ -51,6 +46,8 @@ COMMON_ARGS = (
     "model", "steps", "batch_size", "learning_rate", "max_length", "pooling",
     "dev", "eval_every", "output", "strategy", "callbacks", "seed", "verbose",
 )
+# An in-batch loss takes each row's negatives from the other rows.
+MIN_IN_BATCH_SIZE = 2
 # Arguments of a fit_* function that are not hyperparameters of the run.
 NOT_HYPERPARAMETERS = ("data", "strategy", "callbacks", "verbose", "output")
 REPORT_FILE = "training_report.json"
@@ -226,26 +223,27 @@ def check_output(output):
 class FitScaffold:
     """One `fit_*` run: the common arguments and the steps every method shares.
 
-    Build it with `FitScaffold.start(method, locals(), paper_pooling=...)`
-    as the first statement of a `fit_*` function: it takes the common
-    arguments by name from the function's arguments (and records all of
-    them as the run's hyperparameters), validates them and starts the clock.
+    A `fit_*` function gets it from `keras_sentemb.pipelines.arguments.
+    fit_function`, which builds it from the validated shared arguments and
+    passes it as the body's first argument; every argument of the call is
+    recorded as a hyperparameter of the run.
 
     Args:
         method: str. The method's name (for logs and the report).
-        arguments: dict. The `fit_*` function's arguments.
+        arguments: dict. Every argument of the `fit_*` call.
         paper_pooling: str. The paper's pooling for a raw backbone.
         custom_dev: tuple of str. `dev` values the recipe handles itself
             (e.g. `"retrieval"`); they are kept in `run.dev` and not read as
             STS data.
+        in_batch: bool. The method's loss takes negatives from the batch,
+            so `batch_size` must be at least 2.
 
     Examples:
 
     ```python
-    def fit_mine(data, model="default", steps=100, batch_size=32, learning_rate=3e-5,
-                 max_length=64, pooling="auto", dev="stsb", eval_every=50, output=None,
-                 strategy=None, callbacks=None, seed=0, verbose="auto"):
-        run = FitScaffold.start("mine", locals(), paper_pooling="mean")
+    @fit_function("mine", paper_pooling="mean", in_batch=True, steps=100)
+    def fit_mine(run, data, temperature=0.05):
+        # The docstring: what the method does, then its own Args.
         sentences = load_corpus(data)
         with run.scope():
             encoder = run.load_encoder()
@@ -256,7 +254,7 @@ class FitScaffold:
     ```
     """
 
-    def __init__(self, method, arguments, paper_pooling, custom_dev=()):
+    def __init__(self, method, arguments, paper_pooling, custom_dev=(), in_batch=False):
         missing = [name for name in COMMON_ARGS if name not in arguments]
         if missing:
             raise TypeError(f"fit_{method} lacks the common arguments {missing}.")
@@ -266,6 +264,12 @@ class FitScaffold:
         self.model = args["model"]
         self.steps = validation.optional_positive_int(args["steps"], "steps")
         self.batch_size = validation.positive_int(args["batch_size"], "batch_size")
+        if in_batch and self.batch_size < MIN_IN_BATCH_SIZE:
+            raise ValueError(
+                f"`batch_size` must be >= {MIN_IN_BATCH_SIZE} for {method}: its loss takes each "
+                f"sentence's negatives from the rest of the batch. Received: "
+                f"batch_size={self.batch_size}."
+            )
         self.learning_rate = (
             None if args["learning_rate"] is None
             else validation.positive_float(args["learning_rate"], "learning_rate")
@@ -314,23 +318,10 @@ class FitScaffold:
         self._stages = []
         self._start = time.time()
 
-    @classmethod
-    def start(cls, method, arguments, paper_pooling="mean", custom_dev=()):
-        """Build the scaffold from a `fit_*` function's `locals()`.
-
-        Only the calling function's own parameters are read from
-        `arguments`: names it bound before the call (its function-level
-        imports) are not hyperparameters of the run.
-        """
-        arguments = dict(arguments)
-        caller = inspect.currentframe().f_back.f_code
-        params = caller.co_varnames[: caller.co_argcount + caller.co_kwonlyargcount]
-        if all(name in params for name in COMMON_ARGS):
-            arguments = {name: arguments[name] for name in params if name in arguments}
-        run = cls(method, arguments, paper_pooling, custom_dev)
-        if run.seed is not None:
-            keras.utils.set_random_seed(run.seed)
-        return run
+    def seed_everything(self):
+        """Seed Python, NumPy and Keras with the run's seed (when it has one)."""
+        if self.seed is not None:
+            keras.utils.set_random_seed(self.seed)
 
     # ------------------------------------------------------------ resolving
     def scope(self):

@@ -1,25 +1,17 @@
 """`fit_self_guided`: SG / SG-OPT from raw text."""
 
 from keras_sentemb import validation
-from keras_sentemb.pipelines.scaffold import FitScaffold
+from keras_sentemb.pipelines.arguments import fit_function
 from keras_sentemb.pipelines.schedules import adamw_linear_decay
 
 
+@fit_function(
+    "self_guided", paper_pooling="cls", in_batch=True, batch_size=16, learning_rate=5e-5,
+    eval_every=50, seed=1,
+)
 def fit_self_guided(
+    run,
     data,
-    model="default",
-    steps=None,
-    batch_size=16,
-    learning_rate=5e-5,
-    max_length=None,
-    pooling="auto",
-    dev="stsb",
-    eval_every=50,
-    output=None,
-    strategy=None,
-    callbacks=None,
-    seed=1,
-    verbose="auto",
     loss="opt3",
     epochs=1,
     temperature=0.01,
@@ -65,23 +57,6 @@ def fit_self_guided(
             `tf.data.Dataset` of strings or a TFDS name. The paper uses the
             STS-B sentences without labels. With `mode="pairs"`: the pair
             file or a list of `(sentence, positive)`.
-        model: str or `SentenceEncoder`. Defaults to `"default"`.
-        steps: int or None. Training steps; `None` = `epochs` passes over the
-            corpus. Defaults to `None`.
-        batch_size: int. Sentences per step. Defaults to `16`.
-        learning_rate: float. Peak learning rate. Defaults to `5e-5`.
-        max_length: int or None. Truncation length during training (the
-            saved encoder keeps its own `max_length`). Defaults to the
-            encoder's.
-        pooling: str. `"auto"` or a pooling name. Defaults to `"auto"`.
-        dev: str, list or None. Defaults to `"stsb"`.
-        eval_every: int. Dev evaluation interval in steps. Defaults to `50`.
-        output: str or None. Folder to save the trained encoder to.
-        strategy: `tf.distribute.Strategy` or None.
-        callbacks: list of extra Keras callbacks or None.
-        seed: int or None. Shuffling, sampling and head seed. Defaults to
-            `1`.
-        verbose: Keras `fit` verbosity. Defaults to `"auto"`.
         loss: str. `"opt3"` (SG-OPT), `"base"` (SG), `"opt1"` or `"opt2"`.
             Defaults to `"opt3"`.
         epochs: int. Passes over the corpus when `steps` is None. Defaults
@@ -129,7 +104,6 @@ def fit_self_guided(
     from keras_sentemb.data.nli import load_positive_pairs
     from keras_sentemb.trainers.self_guided import SelfGuided
 
-    run = FitScaffold.start("self_guided", locals(), paper_pooling="cls")
     validation.choice(mode, "mode", ("unsup", "pairs"))
     if mode == "pairs":
         pairs = load_positive_pairs(data)
@@ -145,7 +119,7 @@ def fit_self_guided(
             encoder, loss=loss, temperature=temperature, view_pooling=view_pooling,
             min_layer=min_layer, max_layer=max_layer,
             projection_dim=projection_dim if projection else None, reg_weight=reg_weight,
-            freeze_embeddings=freeze_embeddings, seed=seed,
+            freeze_embeddings=freeze_embeddings, seed=run.seed,
             pooling=run.pooling_for(encoder),
         )
         optimizer = adamw_linear_decay(

@@ -1,7 +1,7 @@
 """`fit_simcse`: SimCSE, unsupervised (dropout views) or supervised."""
 
 from keras_sentemb import validation
-from keras_sentemb.pipelines.scaffold import FitScaffold
+from keras_sentemb.pipelines.arguments import fit_function
 from keras_sentemb.pipelines.schedules import adamw_linear_decay
 
 
@@ -28,29 +28,19 @@ def supervised_columns(data, mode):
     return columns, {"label": [int(r[2]) for r in rows]}, len(rows)
 
 
+@fit_function(
+    "simcse", paper_pooling="cls", in_batch=True, optional=("precision", "mini_batch_size"),
+    batch_size=64, learning_rate=3e-5, max_length=32, eval_every=125, seed=42,
+)
 def fit_simcse(
+    run,
     data,
-    model="default",
-    steps=None,
-    batch_size=64,
-    learning_rate=3e-5,
-    max_length=32,
-    pooling="auto",
-    dev="stsb",
-    eval_every=125,
-    output=None,
-    strategy=None,
-    callbacks=None,
-    seed=42,
-    verbose="auto",
     mode="unsup",
     temperature=0.05,
     mlp="auto",
     hard_negative_weight=0.0,
     negative_weight=1.0,
     negative_margin=0.0,
-    precision="float32",
-    mini_batch_size=None,
 ):
     """Trains a sentence encoder with SimCSE and returns it.
 
@@ -74,22 +64,6 @@ def fit_simcse(
         data: unsup: list of str, text file, `tf.data.Dataset` or TFDS name;
             sup / paraphrase: the CSV/TSV path or a list of 3-tuples;
             pairs: the TSV/CSV path or a list of 2-tuples.
-        model: str or `SentenceEncoder`. Defaults to `"default"`.
-        steps: int or None. Defaults to one epoch.
-        batch_size: int. Defaults to `64`.
-        learning_rate: float. Defaults to `3e-5`.
-        max_length: int. Defaults to `32`.
-        pooling: str. `"auto"` or a pooling name. Defaults to `"auto"`.
-        dev: `"stsb"`, None, an STS-B file/folder or a list of
-            (s1, s2, score). Defaults to `"stsb"`.
-        eval_every: int. Defaults to `125`.
-        output: str or None. Folder to save the kept encoder. Defaults to
-            `None`.
-        strategy: `tf.distribute.Strategy` or None. Candidates are gathered
-            across replicas. Defaults to `None`.
-        callbacks: list of Keras callbacks. Defaults to `None`.
-        seed: int. Defaults to `42`.
-        verbose: Keras `fit` verbosity. Defaults to `"auto"`.
         mode: str. `"unsup"`, `"sup"`, `"pairs"` or `"paraphrase"`.
             Defaults to `"unsup"`.
         temperature: float. Defaults to `0.05`.
@@ -97,13 +71,6 @@ def fit_simcse(
         hard_negative_weight: float. Defaults to `0.0`.
         negative_weight: float. Paraphrase mode. Defaults to `1.0`.
         negative_margin: float. Paraphrase mode. Defaults to `0.0`.
-        precision: str. `"float32"` or `"bfloat16"` (compute in bfloat16,
-            weights and losses in float32; for GPUs and CPUs with
-            AVX512-BF16 / AMX). Defaults to `"float32"`.
-        mini_batch_size: int or None. GradCache: embed the batch in chunks
-            of this many rows, so `batch_size` is limited by time, not
-            memory (same loss and gradients; see `BaseTrainer`). Defaults
-            to `None` (the whole batch at once).
 
     Returns:
         The trained `SentenceEncoder` (the dev-selected checkpoint).
@@ -124,7 +91,6 @@ def fit_simcse(
     from keras_sentemb.trainers.simcse import SIMCSE_MODES
     from keras_sentemb.trainers.simcse import SimCSE
 
-    run = FitScaffold.start("simcse", locals(), paper_pooling="cls")
     validation.choice(mlp, "mlp", ("auto", "train", "none"))
     validation.choice(mode, "mode", SIMCSE_MODES)
     if mode == "unsup":

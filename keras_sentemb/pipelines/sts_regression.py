@@ -5,7 +5,7 @@ import logging
 import numpy as np
 
 from keras_sentemb import validation
-from keras_sentemb.pipelines.scaffold import FitScaffold
+from keras_sentemb.pipelines.arguments import fit_function
 from keras_sentemb.pipelines.schedules import adamw_linear_decay
 
 logger = logging.getLogger(__name__)
@@ -108,21 +108,18 @@ def model_specific_lower_bound(
     return {"lower_bound": m, "bucket": bucket, "count": count, "num_buckets": int(num_buckets)}
 
 
+@fit_function(
+    "sts_regression", paper_pooling="mean", batch_size=16, learning_rate=2e-5, max_length=75,
+    docs={
+        "pooling": (
+            'str. `"auto"` (the model\'s own, else mean) or a pooling name; M is '
+            'computed with it too. Defaults to `"auto"`.'
+        ),
+    },
+)
 def fit_sts_regression(
-    data="stsb",
-    model="default",
-    steps=None,
-    batch_size=16,
-    learning_rate=2e-5,
-    max_length=75,
-    pooling="auto",
-    dev="stsb",
-    eval_every=100,
-    output=None,
-    strategy=None,
-    callbacks=None,
-    seed=0,
-    verbose="auto",
+    run,
+    data,
     labels="model_specific",
     epochs=4,
     num_buckets=20,
@@ -147,30 +144,13 @@ def fit_sts_regression(
         data: `"stsb"` (STS-B train from `../shared/data/STS`), a path to an
             STS-B csv file or folder (its train split), or a list of
             `(s1, s2, score)` with scores in [0, 5]. Defaults to `"stsb"`.
-        model: str or `SentenceEncoder`. Defaults to `"default"`.
         labels: str. `"model_specific"` ([M, 1]) or `"unit"` ([0, 1]).
             Defaults to `"model_specific"`.
-        steps: int or None. Training steps; `None` = `epochs` epochs.
         epochs: int. Epochs when `steps` is None. Defaults to `4`.
-        batch_size: int. Defaults to `16`.
-        learning_rate: float. Peak learning rate. Defaults to `2e-5`.
-        max_length: int. Tokens per sentence (capped at the backbone's
-            maximum). Defaults to `75`.
-        output: str or None. Folder to save the kept encoder. Defaults to
-            `None`.
-        dev: `"stsb"`, None, an STS-B file/folder or a list of
-            (s1, s2, score). Defaults to `"stsb"`.
         num_buckets: int. Buckets used to find M. Defaults to `20`.
-        pooling: str. `"auto"` (the model's own, else mean) or a pooling
-            name; M is computed with it too. Defaults to `"auto"`.
         warmup_ratio: float. Fraction of steps of linear warm-up. Defaults to
             `0.1`.
         weight_decay: float. AdamW weight decay. Defaults to `0.01`.
-        eval_every: int. Steps between dev evaluations. Defaults to `100`.
-        seed: int. Defaults to `0`.
-        strategy: `tf.distribute.Strategy` or None. Defaults to `None`.
-        callbacks: list of Keras callbacks. Defaults to `None`.
-        verbose: Keras `fit` verbosity. Defaults to `"auto"`.
 
     Returns:
         The trained `SentenceEncoder` (the dev-selected checkpoint).
@@ -188,7 +168,6 @@ def fit_sts_regression(
     """
     from keras_sentemb.trainers.sts_regression import STSRegression
 
-    run = FitScaffold.start("sts_regression", locals(), paper_pooling="mean")
     validation.choice(labels, "labels", LABEL_MODES)
     num_buckets = validation.positive_int(num_buckets, "num_buckets")
     pairs = resolve_train_pairs(data)

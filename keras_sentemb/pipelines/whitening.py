@@ -4,7 +4,7 @@ import logging
 import math
 
 from keras_sentemb import validation
-from keras_sentemb.pipelines.scaffold import FitScaffold
+from keras_sentemb.pipelines.arguments import fit_function
 
 logger = logging.getLogger(__name__)
 
@@ -37,21 +37,39 @@ def parse_dims(dim):
     return out
 
 
+@fit_function(
+    "whitening", paper_pooling="first_last", batch_size=128, eval_every=1, seed=None,
+    docs={
+        "model": (
+            'str or `SentenceEncoder`. Defaults to `"default"`. A model that '
+            "already has a post-processing layer has it replaced."
+        ),
+        "steps": (
+            "int or None. Encoding batches of `batch_size` sentences to fit on "
+            "(the first `steps * batch_size` sentences or vectors); `None` = "
+            "all. Defaults to `None`."
+        ),
+        "batch_size": "int. Sentences per encoding batch. Defaults to `128`.",
+        "learning_rate": "None. Nothing is trained; any other value is an error.",
+        "eval_every": "int. Not used (no training steps).",
+        "callbacks": (
+            "list or None. Not used (nothing to resume; the command line passes"
+            " its backup callback)."
+        ),
+        "seed": "int or None. Not used (the fit is deterministic).",
+        "verbose": (
+            '`"auto"`, 0 or 1. Progress bar of the encoding (`"auto"`: for '
+            "5,000 sentences or more)."
+        ),
+        "strategy": (
+            "`tf.distribute.Strategy` or None. The scope the encoder is loaded "
+            "in; encoding is not distributed."
+        ),
+    },
+)
 def fit_whitening(
+    run,
     data,
-    model="default",
-    steps=None,
-    batch_size=128,
-    learning_rate=None,
-    max_length=None,
-    pooling="auto",
-    dev="stsb",
-    eval_every=1,
-    output=None,
-    strategy=None,
-    callbacks=None,
-    seed=None,
-    verbose="auto",
     dim=None,
 ):
     """Fits BERT-whitening on a corpus's sentence vectors and attaches it to the encoder.
@@ -76,30 +94,6 @@ def fit_whitening(
             precomputed vectors (a float array `[n, d]` or a `.npy` file,
             e.g. from `keras-sentemb encode` with the same model and
             pooling).
-        model: str or `SentenceEncoder`. Defaults to `"default"`. A model
-            that already has a post-processing layer has it replaced.
-        steps: int or None. Encoding batches of `batch_size` sentences to fit
-            on (the first `steps * batch_size` sentences or vectors); `None`
-            = all.
-            Defaults to `None`.
-        batch_size: int. Sentences per encoding batch. Defaults to `128`.
-        learning_rate: None. Nothing is trained; any other value is an error.
-        max_length: int or None. Truncation of the fitting sentences.
-            Defaults to the encoder's own.
-        pooling: str. `"auto"` or a pooling name (including
-            `"sbert_wk..."`). Defaults to `"auto"`.
-        dev: `"stsb"`, None, an STS-B file/folder or a list of (s1, s2,
-            score). Scores (and with several `dim`, selects) on it.
-            Defaults to `"stsb"`.
-        eval_every: int. Not used (no training steps).
-        output: str or None. Folder to save the whitened encoder to.
-        strategy: `tf.distribute.Strategy` or None. The scope the encoder is
-            loaded in; encoding is not distributed.
-        callbacks: list or None. Not used (nothing to resume; the command
-            line passes its backup callback).
-        seed: int or None. Not used (the fit is deterministic).
-        verbose: `"auto"`, 0 or 1. Progress bar of the encoding (`"auto"`:
-            for 5,000 sentences or more).
         dim: int, None, a list of them, or a comma-separated string. Output
             size `k` (`None`: every direction of non-zero variance, `d - 1`
             for poolings of one layer, see `whitening_weights`). Defaults
@@ -124,10 +118,9 @@ def fit_whitening(
     from keras_sentemb.pipelines._frozen_encoder import FittingData
     from keras_sentemb.pipelines._frozen_encoder import load_frozen_encoder
 
-    run = FitScaffold.start("whitening", locals(), paper_pooling="first_last")
-    if learning_rate is not None:
+    if run.learning_rate is not None:
         raise ValueError(
-            f"fit_whitening trains nothing and takes no learning rate; received {learning_rate!r}."
+            f"fit_whitening trains nothing and takes no learning rate; received {run.learning_rate!r}."
         )
     dims = parse_dims(dim)
     if len(dims) > 1 and run.dev_pairs is None:
@@ -137,7 +130,7 @@ def fit_whitening(
     run.report.resolved["steps"] = math.ceil(source.count / run.batch_size)
     with run.scope():
         encoder, pooling = load_frozen_encoder(run)
-    vectors = source.vectors(run, encoder, run.batch_size, verbose)
+    vectors = source.vectors(run, encoder, run.batch_size, run.verbose)
     candidates = {d: Whitening.from_vectors(vectors, d, pooling=pooling) for d in dims}
     extras = {"fitted_on": {"vectors": len(vectors), "input_dim": int(vectors.shape[1])}}
     kept = dims[0]

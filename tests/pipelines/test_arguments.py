@@ -1,0 +1,86 @@
+"""The shared fit_* arguments: one definition, every signature, doc and CLI help."""
+
+import inspect
+import subprocess
+import sys
+
+import pytest
+
+import keras_sentemb
+from keras_sentemb.pipelines.arguments import OPTIONAL_NAMES
+from keras_sentemb.pipelines.arguments import SHARED_NAMES
+from keras_sentemb.pipelines.arguments import fit_function
+from keras_sentemb.pipelines.arguments import option_docs
+
+FITS = sorted(n for n in keras_sentemb.__all__ if n.startswith("fit_"))
+IN_BATCH = ("fit_ct", "fit_simcse", "fit_consert", "fit_self_guided", "fit_parallel",
+            "fit_multitask")
+
+
+@pytest.mark.parametrize("name", FITS)
+def test_signature_starts_with_the_shared_arguments_and_docs_list_every_argument(name):
+    fit = getattr(keras_sentemb, name)
+    params = list(inspect.signature(fit).parameters)
+    assert params[: 1 + len(SHARED_NAMES)] == ["data", *SHARED_NAMES]
+    assert all(p not in params[: -len(OPTIONAL_NAMES)] for p in OPTIONAL_NAMES if p in params)
+    docs = option_docs(fit)
+    assert set(params) <= set(docs), set(params) - set(docs)
+    for shared in SHARED_NAMES:
+        assert docs[shared].endswith(".") and "Defaults to" in docs[shared]
+
+
+def test_the_method_defaults_are_kept():
+    sig = inspect.signature(keras_sentemb.fit_ct)
+    assert sig.parameters["steps"].default == 500
+    assert sig.parameters["batch_size"].default == 16
+    assert sig.parameters["max_length"].default == 75
+    assert "Defaults to `16`" in option_docs(keras_sentemb.fit_ct)["batch_size"]
+    sig = inspect.signature(keras_sentemb.fit_simcse)
+    assert (sig.parameters["learning_rate"].default, sig.parameters["seed"].default) == (3e-5, 42)
+
+
+@pytest.mark.parametrize("name", IN_BATCH)
+def test_in_batch_methods_refuse_a_batch_of_one_before_any_work(name):
+    fit = getattr(keras_sentemb, name)
+    with pytest.raises(ValueError, match=r"`batch_size` must be >= 2 .*Received: batch_size=1"):
+        fit(["a sentence", "another one"], model="no-such-model", batch_size=1, dev=None)
+
+
+def test_the_decorator_binds_positional_calls_and_validates_once():
+    seen = {}
+
+    @fit_function("probe", paper_pooling="mean", in_batch=True, steps=7, batch_size=4)
+    def fit_probe(run, data, temperature=0.05):
+        """Probe.
+
+        Args:
+            data: list of str.
+            temperature: float. Defaults to `0.05`.
+        """
+        seen.update(run=run, data=data, temperature=temperature)
+        return "done"
+
+    assert fit_probe(["x"], "my-model", 3, temperature=0.1) == "done"
+    run = seen["run"]
+    assert (run.model, run.steps, run.batch_size, seen["temperature"]) == ("my-model", 3, 4, 0.1)
+    assert run.report.hyperparameters["temperature"] == 0.1
+    with pytest.raises(ValueError, match="`steps` must be a positive int"):
+        fit_probe(["x"], steps=0)
+    with pytest.raises(TypeError, match="fit_probe\\(\\): .*unexpected keyword"):
+        fit_probe(["x"], no_such_option=1)
+    assert list(inspect.signature(fit_probe).parameters)[-1] == "temperature"
+    assert "    steps: int or None." in fit_probe.__doc__
+
+
+def test_train_method_help_lists_the_method_options():
+    out = subprocess.run(
+        [sys.executable, "-m", "keras_sentemb", "train", "ct", "--help"],
+        capture_output=True, text=True, timeout=300,
+    )
+    assert out.returncode == 0, out.stderr[-2000:]
+    text = " ".join(out.stdout.split())
+    for flag in ("--train-file", "--steps", "--negatives", "--keep", "--dropout, --no-dropout",
+                 "--pooling", "--mini-batch-size"):
+        assert flag in text
+    assert "`\"k7\"` (any `\"kN\"`) or `\"in_batch\"`" in text
+    assert "Defaults to `500`" not in text.split("--negatives")[1]
