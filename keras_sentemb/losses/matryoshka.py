@@ -44,7 +44,11 @@ def check_matryoshka(dims, weights, full_dim):
     """
     dims = _from_text(dims, int, "matryoshka_dims")
     weights = _from_text(weights, float, "matryoshka_weights")
-    if isinstance(dims, (int, np.integer)) or not hasattr(dims, "__iter__"):
+    if isinstance(dims, (int, np.integer)) and not isinstance(dims, bool):
+        dims = (dims,)  # one prefix (`--matryoshka-dims 64` on the command line)
+    if isinstance(weights, (int, float, np.number)) and not isinstance(weights, bool):
+        weights = (weights,)
+    if not hasattr(dims, "__iter__"):
         raise ValueError(f"`matryoshka_dims` must be a sequence of ints; received {dims!r}.")
     dims = tuple(dims)
     if not dims:

@@ -72,7 +72,7 @@ def test_only_full_width_float_tensors_are_cut():
         ((8, 4), (1.0,), "one weight per dimension"),
         ((8, 4), (1.0, -1.0), "non-negative"),
         ((8, 4), (0.0, 0.0), "all zero"),
-        (16, None, "sequence of ints"),
+        (None, None, "sequence of ints"),
         ("16,x", None, "comma-separated numbers"),
     ],
 )
@@ -83,3 +83,4 @@ def test_bad_dims_and_weights(dims, weights, message):
 
 def test_dims_from_the_command_line():
     assert check_matryoshka("32,16,8", "1,0.5,0.5", 32) == ((32, 16, 8), (1.0, 0.5, 0.5))
+    assert check_matryoshka(16, 2, 32) == ((16,), (2.0,))

@@ -120,3 +120,23 @@ def test_fit_simcse_and_ct_train_with_matryoshka(tmp_path):
     with pytest.raises(ValueError, match="needs `matryoshka_dims`"):
         keras_sentemb.fit_simcse(CORPUS[:16], model=make_tiny_encoder(), steps=1, dev=None,
                                  matryoshka_weights=(1.0,))
+
+
+def test_train_command_takes_matryoshka_dims(tmp_path, capsys):
+    import json
+
+    from keras_sentemb import cli
+    from tests.trainers.test_contrastive_tension import CORPUS
+
+    make_tiny_encoder(pooling="mean").save(tmp_path / "tiny")
+    (tmp_path / "train.txt").write_text("\n".join(CORPUS[:32]) + "\n")
+    assert cli.main(["train", "simcse", "--model", str(tmp_path / "tiny"), "--train-file",
+                     str(tmp_path / "train.txt"), "--output", str(tmp_path / "out"), "--steps", "2",
+                     "--batch-size", "8", "--dev", "none", "--matryoshka-dims", "32,8",
+                     "--verbose", "0"]) == 0
+    report = json.loads((tmp_path / "out" / "training_report.json").read_text())
+    assert report["hyperparameters"]["matryoshka_dims"] == "32,8"
+    assert cli.main(["train", "simcse", "--model", str(tmp_path / "tiny"), "--train-file",
+                     str(tmp_path / "train.txt"), "--output", str(tmp_path / "bad"), "--steps", "1",
+                     "--dev", "none", "--matryoshka-dims", "64"]) == 2
+    assert "ints in [1, 32]" in capsys.readouterr().err
