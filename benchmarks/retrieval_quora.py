@@ -60,6 +60,8 @@ def main(argv=None):
     p.add_argument("--batch-size", type=int, default=128)
     p.add_argument("--repeats", type=int, default=2)
     p.add_argument("--output", default=None)
+    p.add_argument("--cache", default=None,
+                   help="folder for the encoded vectors (a rerun skips encoding)")
     args = p.parse_args(argv)
 
     from keras_sentemb import SentenceEncoder
@@ -92,10 +94,21 @@ def main(argv=None):
     }
     for model in [m for m in args.models.split(",") if m]:
         encoder = SentenceEncoder.from_preset(model)
-        start = time.perf_counter()
-        q_full = encoder.encode(queries, batch_size=args.batch_size)
-        d_full = encoder.encode(documents, batch_size=args.batch_size)
-        encode_s = time.perf_counter() - start
+        cache = None
+        if args.cache:
+            name = os.path.basename(os.path.normpath(model))
+            cache = Path(args.cache) / f"{name}-{result['data']}-{args.split}.npz"
+        if cache is not None and cache.is_file():
+            saved = np.load(cache)
+            q_full, d_full, encode_s = saved["queries"], saved["corpus"], float(saved["seconds"])
+        else:
+            start = time.perf_counter()
+            q_full = encoder.encode(queries, batch_size=args.batch_size)
+            d_full = encoder.encode(documents, batch_size=args.batch_size)
+            encode_s = time.perf_counter() - start
+            if cache is not None:
+                cache.parent.mkdir(parents=True, exist_ok=True)
+                np.savez(cache, queries=q_full, corpus=d_full, seconds=encode_s)
         entry = {"dim": int(d_full.shape[1]), "normalize": bool(encoder.normalize),
                  "encode_seconds": round(encode_s, 1), "truncation": {}, "quantization": {}}
         dims = {int(d) for d in args.dims.split(",") if int(d) <= d_full.shape[1]}

@@ -394,21 +394,30 @@ def quantized_search(
             raise ValueError(
                 f"`rescore_embeddings` must have shape [{n_docs}, {dim}]; received {documents.shape}."
             )
-    flat = np.unique(indices)
-    if rescore_embeddings is not None:
-        candidates = np.asarray(documents[flat], np.float32)
-    else:
-        candidates = dequantize_embeddings(corpus[flat], precision, calibration, dim=dim)
-    position = np.searchsorted(flat, indices)
-    q = np.asarray(queries, np.float32)
+    q_all = np.asarray(queries, np.float32)
     if similarity == "cosine":
-        q = q / np.maximum(np.linalg.norm(q, axis=1, keepdims=True), 1e-12)
-        candidates = candidates / np.maximum(
-            np.linalg.norm(candidates, axis=1, keepdims=True), 1e-12)
-    rescored = np.einsum("qd,qkd->qk", q, candidates[position])
-    order = np.lexsort((indices, -rescored), axis=-1)[:, :k]
-    return (np.take_along_axis(rescored, order, axis=1).astype(np.float32),
-            np.take_along_axis(indices, order, axis=1))
+        q_all = q_all / np.maximum(np.linalg.norm(q_all, axis=1, keepdims=True), 1e-12)
+    out_scores = np.zeros((queries.shape[0], k), np.float32)
+    out_indices = np.zeros((queries.shape[0], k), np.int64)
+    # Rescored a block of queries at a time: the candidates' vectors take
+    # `query_chunk_size x depth x dim` floats, never `queries x depth x dim`.
+    for begin in range(0, queries.shape[0], query_chunk_size):
+        block = indices[begin : begin + query_chunk_size]
+        flat = np.unique(block)
+        if rescore_embeddings is not None:
+            candidates = np.asarray(documents[flat], np.float32)
+        else:
+            candidates = dequantize_embeddings(corpus[flat], precision, calibration, dim=dim)
+        if similarity == "cosine":
+            candidates = candidates / np.maximum(
+                np.linalg.norm(candidates, axis=1, keepdims=True), 1e-12)
+        position = np.searchsorted(flat, block)
+        rescored = np.einsum("qd,qkd->qk", q_all[begin : begin + query_chunk_size],
+                             candidates[position])
+        order = np.lexsort((block, -rescored), axis=-1)[:, :k]
+        out_scores[begin : begin + block.shape[0]] = np.take_along_axis(rescored, order, axis=1)
+        out_indices[begin : begin + block.shape[0]] = np.take_along_axis(block, order, axis=1)
+    return out_scores, out_indices
 
 
 def _code_product_top_k(query_codes, corpus_codes, shift, k, query_chunk_size, corpus_chunk_size,
