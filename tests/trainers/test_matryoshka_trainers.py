@@ -140,3 +140,19 @@ def test_train_command_takes_matryoshka_dims(tmp_path, capsys):
                      str(tmp_path / "train.txt"), "--output", str(tmp_path / "bad"), "--steps", "1",
                      "--dev", "none", "--matryoshka-dims", "64"]) == 2
     assert "ints in [1, 32]" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("kind", ["simcse_sup", "ct_in_batch", "consert"])
+def test_grad_cache_with_matryoshka_equals_one_tape(kind):
+    from tests.trainers.grad_cache_reference import largest_gradient
+    from tests.trainers.grad_cache_reference import max_gradient_difference
+    from tests.trainers.grad_cache_reference import reference_loss_and_gradients
+    from tests.trainers.test_grad_cache import make
+
+    trainer, data = make(kind, 3)
+    trainer.set_matryoshka((32, 8), (1.0, 0.5))
+    ref_loss, ref_grads = reference_loss_and_gradients(trainer, data, 3)
+    trainer._reseed()
+    loss, _, _, grads = trainer.grad_cache_gradients(data)
+    assert float(loss) == pytest.approx(float(ref_loss), rel=1e-5)
+    assert max_gradient_difference(grads, ref_grads) <= 1e-5 * max(1.0, largest_gradient(ref_grads))
