@@ -72,7 +72,7 @@ def main(argv=None):
     from keras_sentemb.evaluation.search import approximate_search
     from keras_sentemb.evaluation.search import exact_search
     from keras_sentemb.evaluation.search import recall_at_k
-    from keras_sentemb.models.sentence_encoder import truncate_embeddings
+    from keras_sentemb.models.truncation import truncate_embeddings
     from keras_sentemb.quantization import QuantizationCalibration
     from keras_sentemb.quantization import quantize_embeddings
     from keras_sentemb.quantization import quantized_search

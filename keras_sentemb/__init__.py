@@ -8,7 +8,7 @@ TensorFlow backend (the default), which the models check when they load.
 
 import importlib
 
-__version__ = "0.1.0"
+from keras_sentemb.version import __version__  # noqa: F401
 
 _PUBLIC = {
     "SentenceEncoder": "keras_sentemb.models.sentence_encoder",
@@ -20,7 +20,7 @@ _PUBLIC = {
     "quantize_embeddings": "keras_sentemb.quantization",
     "quantized_search": "keras_sentemb.quantization",
     "QuantizationCalibration": "keras_sentemb.quantization",
-    "mine_hard_negatives": "keras_sentemb.data.hard_negatives",
+    "mine_hard_negatives": "keras_sentemb.hard_negatives",
     "export_saved_model": "keras_sentemb.export.saved_model",
     "fit_ct": "keras_sentemb.api",
     "fit_sts_regression": "keras_sentemb.api",

@@ -288,7 +288,7 @@ def cmd_evaluate(args):
     options = {"seed": 1111 if args.seed is None else args.seed, "config": args.config or "paper"}
     encoder = _load_encoder(args.model, args.pooling, args.max_length, args.num_layers)
     if args.truncate_dim is not None:
-        from keras_sentemb.models.sentence_encoder import check_truncate_dim
+        from keras_sentemb.models.truncation import check_truncate_dim
 
         check_truncate_dim(args.truncate_dim, encoder.output_dim)
         options_truncate = {"truncate_dim": args.truncate_dim}
@@ -318,7 +318,7 @@ def cmd_evaluate(args):
     if args.output:
         _write_report(args.output, result, markdown)
     if args.update_card:
-        from keras_sentemb.model_card import add_evaluation
+        from keras_sentemb.evaluation.card_results import add_evaluation
 
         add_evaluation(args.model, args.benchmark, result)
         print(f"added the {args.benchmark} results to the model card in {args.model}", file=sys.stderr)
@@ -333,7 +333,7 @@ def cmd_evaluate_retrieval(args):
     from keras_sentemb.evaluation.beir import evaluate_retrieval
     from keras_sentemb.evaluation.beir import load_beir
     from keras_sentemb.evaluation.beir import retrieval_markdown
-    from keras_sentemb.models.sentence_encoder import check_truncate_dim
+    from keras_sentemb.models.truncation import check_truncate_dim
 
     for name in ("tasks", "seed", "config"):
         if getattr(args, name) is not None:
@@ -499,12 +499,14 @@ def method_option_parser(method, add_help=False):
         prog=f"keras-sentemb train {method}", add_help=False
     )
     group = parser.add_argument_group(f"{method} options (the arguments of {fit.__name__})")
+    parser.method_flags = []
     for name, param in inspect.signature(fit).parameters.items():
         if name in COMMON_FIT_ARGS or param.kind in (
             param.VAR_KEYWORD, param.VAR_POSITIONAL
         ):
             continue
         flag = "--" + name.replace("_", "-")
+        parser.method_flags.append(flag)
         default = param.default
         text = docs.get(name, "")
         if "Defaults to" not in text:
@@ -545,7 +547,7 @@ def cmd_train(args, extra):
     parser, fit = method_option_parser(args.method)
     options, unknown = parser.parse_known_args(extra)
     if unknown:
-        valid = sorted(a.option_strings[0] for a in parser._actions)
+        valid = sorted(parser.method_flags)
         raise UsageError(
             f"unknown option(s) for 'train {args.method}': {' '.join(unknown)}; "
             f"valid method options: {' '.join(valid) or '(none)'}"
@@ -554,10 +556,9 @@ def cmd_train(args, extra):
         raise UsageError(f"train file not found: {args.train_file}")
     import contextlib
 
-    import keras
-
     from keras_sentemb import compat
     from keras_sentemb.io_utils import check_new_folder
+    from keras_sentemb.pipelines.backup import TrainingBackup
     from keras_sentemb.io_utils import looks_like_model
 
     backup_dir = f"{os.path.abspath(args.output)}.backup"
@@ -577,7 +578,7 @@ def cmd_train(args, extra):
             common[name] = value
     callbacks = []
     if args.resume:
-        backup = keras.callbacks.BackupAndRestore(backup_dir)
+        backup = TrainingBackup(backup_dir)
         callbacks.append(backup)
         if resuming:
             print(f"resuming the interrupted run from its backup in {backup_dir}", file=sys.stderr)

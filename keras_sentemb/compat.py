@@ -32,6 +32,15 @@ def require_tensorflow_backend():
 BACKUP_METADATA_FILE = "training_metadata.json"
 
 
+def set_initial_epoch(model, epoch):
+    """Make `model.fit` start at `epoch`, as Keras' `BackupAndRestore` does.
+
+    `keras.Model._initial_epoch` (keras/src/trainers/trainer.py), read by
+    `fit` after the callbacks' `on_train_begin`.
+    """
+    model._initial_epoch = int(epoch)
+
+
 def strategy_supports_no_merge_call():
     """Whether the current strategy can update variables without `merge_call`.
 
@@ -109,3 +118,43 @@ SEED_STATE_NAME = "seed_generator_state"
 def seed_generator_states(model):
     """The `[seed, counter]` state variables of every Keras random op in `model`."""
     return [v for v in model.variables if v.path.split("/")[-1] == SEED_STATE_NAME]
+
+
+def keras_hub_gelu_approximate():
+    """keras-hub's tanh-approximate GELU, the activation its BERT configs name.
+
+    `keras_hub.src.utils.keras_utils.gelu_approximate`: `FusedGelu` recognises
+    a backbone's activation by identity with it.
+    """
+    from keras_hub.src.utils.keras_utils import gelu_approximate
+
+    return gelu_approximate
+
+
+def saved_model_proto(path):
+    """The parsed `saved_model.pb` of a SavedModel folder.
+
+    `tensorflow.core.protobuf.saved_model_pb2.SavedModel`, the protocol
+    buffer TensorFlow writes (not exported under `tf.*`).
+    """
+    from tensorflow.core.protobuf import saved_model_pb2
+
+    proto = saved_model_pb2.SavedModel()
+    with open(os.path.join(os.fspath(path), "saved_model.pb"), "rb") as f:
+        proto.ParseFromString(f.read())
+    return proto
+
+
+def run_saved_model_cli(argv):
+    """Run TensorFlow's `saved_model_cli` with the arguments `argv`.
+
+    `tensorflow.python.tools.saved_model_cli.main` (the module behind the
+    `saved_model_cli` console script, which reads `sys.argv`).
+    """
+    import sys
+
+    from tensorflow.python.tools import saved_model_cli
+
+    sys.argv = ["saved_model_cli", *argv]
+    saved_model_cli.main()
+

@@ -19,27 +19,13 @@ card holds:
 """
 
 import json
-import os
 from pathlib import Path
+
+from keras_sentemb.version import library_versions
 
 CARD_JSON = "model_card.json"
 CARD_MD = "MODEL_CARD.md"
 CARD_FORMAT = 1
-
-
-def _versions():
-    import keras
-    import keras_hub
-    import tensorflow as tf
-
-    import keras_sentemb
-
-    return {
-        "keras_sentemb": keras_sentemb.__version__,
-        "keras": keras.__version__,
-        "keras_hub": keras_hub.__version__,
-        "tensorflow": tf.__version__,
-    }
 
 
 def _selection_evaluation(selection):
@@ -96,7 +82,7 @@ def build_model_card(encoder, evaluations=None):
         "training": None,
         "evaluation": [],
         "previous": None,
-        "versions": _versions(),
+        "versions": library_versions(),
     }
     if report is not None:
         training = report.to_dict()
@@ -248,42 +234,3 @@ def evaluation_entries(benchmark, result):
             entries.append({"name": f"{task} F1", "protocol": f"{described}, F1 x100",
                             "split": "test", "value": value["f1"]})
     return entries
-
-
-def add_evaluation(folder, benchmark, result):
-    """Add an evaluation result to the card of a saved model folder (rewritten whole).
-
-    Entries of the same name and protocol are replaced. A keras_sentemb
-    model folder without a card (saved before cards existed) gets one.
-
-    Raises:
-        ValueError: when `folder` is not a keras_sentemb model folder.
-    """
-    from keras_sentemb.models import presets
-
-    folder = Path(os.fspath(folder))
-    if not (folder / presets.SENTEMB_CONFIG).is_file():
-        raise ValueError(
-            f"--update-card needs a model folder written by keras_sentemb; {folder} is not one."
-        )
-    card = read_model_card(folder)
-    if card is None:
-        from keras_sentemb.models import SentenceEncoder
-
-        card = build_model_card(SentenceEncoder.from_preset(str(folder)))
-    new = evaluation_entries(benchmark, result)
-    keys = {(e["name"], e["protocol"], e.get("split")) for e in new}
-    card["evaluation"] = [e for e in card.get("evaluation", [])
-                          if (e["name"], e["protocol"], e.get("split")) not in keys] + new
-    tmp = folder / f".{CARD_JSON}.tmp-{os.getpid()}"
-    tmp.mkdir()
-    try:
-        write_model_card(tmp, card)
-        for name in (CARD_JSON, CARD_MD):
-            os.replace(tmp / name, folder / name)
-    finally:
-        for name in (CARD_JSON, CARD_MD):
-            if (tmp / name).exists():
-                os.remove(tmp / name)
-        tmp.rmdir()
-    return card

@@ -115,7 +115,7 @@ def main(argv=None):
     from keras_sentemb.data.multitask import pretraining_examples
     from keras_sentemb.data.nli import read_nli_triplets
     from keras_sentemb.models import SentenceEncoder
-    from keras_sentemb.models.multitask_ensemble import MultitaskEnsemble
+    from keras_sentemb.evaluation.multitask_ensemble import MultitaskEnsemble
     from keras_sentemb.pipelines.multitask import evaluate_multitask
     from keras_sentemb.pipelines.multitask import fit_multitask
     from keras_sentemb.pipelines.scaffold import resolve_pooling

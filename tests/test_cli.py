@@ -175,3 +175,30 @@ def test_evaluate_transfer_and_all_from_the_command_line(tiny_model, tmp_path, c
     assert cli.main(["evaluate", "transfer", "--model", tiny_model, "--data", str(root),
                      "--tasks", "SICKE"]) == 2
     assert "Unknown transfer task" in capsys.readouterr().err
+
+
+def test_bad_data_is_refused_with_a_line_naming_it(tiny_model, tmp_path, capsys):
+    """An empty STS file, a batch of one for an in-batch loss, and a parallel
+    corpus too small for its held-out split: each a one-line error, exit 2."""
+    sts = tmp_path / "STS" / "STSBenchmark"
+    sts.mkdir(parents=True)
+    (sts / "sts-dev.csv").write_text("")
+    assert cli.main(["evaluate", "sts", "--model", tiny_model, "--data", str(sts / "sts-dev.csv"),
+                     "--split", "dev"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "sts-dev.csv: no scored sentence pairs" in err[0]
+
+    corpus = tmp_path / "corpus.txt"
+    corpus.write_text("one sentence\nanother sentence\n")
+    assert cli.main(["train", "simcse", "--model", tiny_model, "--train-file", str(corpus),
+                     "--output", str(tmp_path / "out"), "--batch-size", "1"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert "`batch_size` must be >= 2 for simcse" in err[-1]
+    assert not (tmp_path / "out").exists()
+
+    pairs = tmp_path / "pairs.tsv"
+    pairs.write_text("".join(f"source {i}\ttarget {i}\n" for i in range(5)))
+    assert cli.main(["train", "parallel", "--model", tiny_model, "--train-file", str(pairs),
+                     "--output", str(tmp_path / "out2"), "--steps", "1"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()[-1]
+    assert str(pairs) in err and "--eval-size" in err and "5 pairs are too few" in err

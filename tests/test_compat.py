@@ -93,3 +93,40 @@ def test_wordpiece_words_are_what_wordpiece_sees():
     for sentence, row in zip(text, words):
         pieces = tokenize(tf.constant(row)).flat_values.numpy().tolist()
         assert pieces == tokenize(sentence[None]).flat_values.numpy().tolist()
+
+
+def test_keras_hub_gelu_is_what_bert_presets_name():
+    import keras_hub
+
+    gelu = compat.keras_hub_gelu_approximate()
+    x = tf.constant([-2.0, -0.5, 0.0, 0.5, 2.0])
+    expected = 0.5 * x * (1 + tf.tanh(0.7978845608 * (x + 0.044715 * x ** 3)))
+    assert float(tf.reduce_max(tf.abs(gelu(x) - expected))) < 1e-6
+    backbone = keras_hub.models.BertBackbone(
+        vocabulary_size=10, num_layers=1, num_heads=1, hidden_dim=4, intermediate_dim=8)
+    dense = backbone.transformer_layers[0]._feedforward_intermediate_dense
+    assert dense.activation is gelu
+
+
+def test_saved_model_proto_reads_a_saved_model(tmp_path):
+    module = tf.Module()
+    module.f = tf.function(lambda x: x * 2.0, input_signature=[tf.TensorSpec([None], tf.float32)])
+    tf.saved_model.save(module, str(tmp_path))
+    proto = compat.saved_model_proto(tmp_path)
+    ops = {n.op for g in proto.meta_graphs for n in g.graph_def.node}
+    ops |= {n.op for g in proto.meta_graphs for f in g.graph_def.library.function
+            for n in f.node_def}
+    assert "Mul" in ops
+
+
+def test_saved_model_cli_runs(tmp_path):
+    module = tf.Module()
+    module.f = tf.function(lambda x: x * 2.0, input_signature=[tf.TensorSpec([None], tf.float32)])
+    tf.saved_model.save(module, str(tmp_path / "m"), signatures=module.f)
+    out = subprocess.run(
+        [sys.executable, "-c", "from keras_sentemb.compat import run_saved_model_cli; "
+         f"run_saved_model_cli(['show', '--dir', {str(tmp_path / 'm')!r}, '--all'])"],
+        capture_output=True, text=True, timeout=300,
+    )
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert "serving_default" in out.stdout

@@ -84,7 +84,7 @@ def shuffled_batches(columns, batch_size, seed=0, start_step=0, extra=None):
 
 def bucket_widths(max_length):
     """The lengths a batch may be padded to: the buckets below `max_length`, and it."""
-    from keras_sentemb.models.sentence_encoder import BUCKETS
+    from keras_sentemb.models.encoding_engine import BUCKETS
 
     return tuple(b for b in BUCKETS if b < max_length) + (int(max_length),)
 

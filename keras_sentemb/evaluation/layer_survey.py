@@ -49,7 +49,7 @@ def _encode_pooled(encoder, sentences, pool_fns, batch_size, max_length):
     """
     import tensorflow as tf
 
-    from keras_sentemb.models.sentence_encoder import to_text
+    from keras_sentemb.models.encoding_engine import to_text
 
     if isinstance(batch_size, bool) or not isinstance(batch_size, (int, np.integer)) or batch_size < 1:
         raise ValueError(f"`batch_size` must be a positive int, received {batch_size!r}.")

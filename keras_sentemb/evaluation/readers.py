@@ -78,6 +78,15 @@ def _normalize_split(split, valid=("train", "dev", "test")):
     return key
 
 
+def _nonempty(pairs, path):
+    """`pairs`, or a ValueError naming `path` when it holds none."""
+    if not pairs:
+        raise ValueError(
+            f"{path}: no scored sentence pairs; an STS evaluation file must hold at least one."
+        )
+    return pairs
+
+
 def _parse_score(text, path, line_no):
     try:
         return float(text)
@@ -171,7 +180,7 @@ def read_stsb(path_or_dir, split="test"):
                 )
             score = _parse_score(row[4].strip(), path, line_no)
             pairs.append((row[5].strip(), row[6].strip(), score))
-    return pairs
+    return _nonempty(pairs, path)
 
 
 def list_sts_subsets(directory):
@@ -247,7 +256,7 @@ def read_sts_pair_file(input_path, gold_path):
             )
         score = _parse_score(gold, gold_path, line_no)
         pairs.append((fields[0].strip(), fields[1].strip(), score))
-    return pairs
+    return _nonempty(pairs, gold_path)
 
 
 def read_sts_folder(directory):
@@ -393,7 +402,7 @@ def read_sick(path, split="test"):
                 )
             score = _parse_score(row[s].strip(), path, line_no)
             pairs.append((row[a].strip(), row[b].strip(), score))
-    return pairs
+    return _nonempty(pairs, path)
 
 
 # ../shared/data/STS next to the repository (present in development checkouts).

@@ -82,7 +82,7 @@ def frequent_token_removal(
     from keras_sentemb import validation
     from keras_sentemb.evaluation.readers import load_stsb_pairs
     from keras_sentemb.evaluation.sts import cosine_scores
-    from keras_sentemb.models.sentence_encoder import to_text
+    from keras_sentemb.models.encoding_engine import to_text
 
     top_k = [validation.non_negative_int(k, "top_k") for k in top_k]
     if not top_k:

@@ -31,6 +31,9 @@ import keras
 import numpy as np
 import tensorflow as tf
 
+from keras_sentemb import compat
+from keras_sentemb.version import __version__
+
 SERVING_SIGNATURE = "serving_default"
 TOKEN_SIGNATURE = "token_embeddings"
 INPUT_KEY = "sentences"
@@ -145,11 +148,7 @@ def required_custom_ops(path):
     Returns:
         Sorted list of op type names.
     """
-    from tensorflow.core.protobuf import saved_model_pb2
-
-    proto = saved_model_pb2.SavedModel()
-    with open(os.path.join(os.fspath(path), "saved_model.pb"), "rb") as f:
-        proto.ParseFromString(f.read())
+    proto = compat.saved_model_proto(path)
     ops, functions = set(), set()
     for meta_graph in proto.meta_graphs:
         graph = meta_graph.graph_def
@@ -457,7 +456,6 @@ def verify_saved_model(path, encoder, sentences=None, atol=1e-5, truncate_dim=No
 
 # ------------------------------------------------------------------ export
 def _metadata(encoder, version, chunk_size, token_signature, report, custom_ops):
-    import keras_sentemb
 
     try:
         import tensorflow_text
@@ -494,7 +492,7 @@ def _metadata(encoder, version, chunk_size, token_signature, report, custom_ops)
         "chunk_size": chunk_size,
         "required_custom_ops": custom_ops,
         "verification": report,
-        "keras_sentemb": keras_sentemb.__version__,
+        "keras_sentemb": __version__,
         "tensorflow": tf.__version__,
         "tensorflow_text": tf_text_version,
         "keras": keras.__version__,
@@ -588,7 +586,7 @@ def export_saved_model(
     encoder = _as_encoder(encoder)
     chunk_size = _check_chunk_size(chunk_size)
     if truncate_dim is not None:
-        from keras_sentemb.models.sentence_encoder import check_truncate_dim
+        from keras_sentemb.models.truncation import check_truncate_dim
 
         truncate_dim = check_truncate_dim(truncate_dim, encoder.output_dim)
     if version is not None and (

@@ -12,7 +12,7 @@ python -m keras_sentemb.export.saved_model_cli run --dir saved_models/NAME/1 \
     --input_exprs 'sentences=["A man is playing a guitar.", "Hello"]'
 ```
 
-It does not import Keras models, keras-hub or the rest of keras_sentemb.
+It imports only TensorFlow, tensorflow-text and `keras_sentemb.compat`.
 """
 
 import os
@@ -22,10 +22,10 @@ import sys
 def main(argv=None):
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
     import tensorflow_text  # noqa: F401  (registers the tokenizer ops)
-    from tensorflow.python.tools import saved_model_cli
 
-    sys.argv = ["saved_model_cli"] + list(sys.argv[1:] if argv is None else argv)
-    saved_model_cli.main()
+    from keras_sentemb.compat import run_saved_model_cli
+
+    run_saved_model_cli(list(sys.argv[1:] if argv is None else argv))
 
 
 if __name__ == "__main__":

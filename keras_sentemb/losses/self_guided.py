@@ -222,3 +222,33 @@ def self_guided_loss(loss, cls, views, temperature=0.01, gather=True):
     if loss not in fns:
         raise ValueError(f"`loss` must be one of {SG_LOSSES}. Received: loss={loss!r}")
     return fns[loss](cls, views, temperature=temperature, gather=gather)
+
+
+def weight_distance_regularizer(weight_pairs):
+    """SG's regulariser: the squared distance of the tuned weights from the frozen ones.
+
+    `sum ||theta_F - theta_T||^2` over the pairs (Kim et al., 2021, Eq. 4),
+    computed in float32; the pairs of non-trainable tuned weights are
+    skipped (frozen embeddings do not move).
+
+    Args:
+        weight_pairs: iterable of `(tuned, frozen)` variables of equal shape.
+
+    Returns:
+        float32 scalar (0 without trainable pairs).
+
+    Examples:
+
+    >>> tuned = tf.Variable([1.0, 2.0]); frozen = tf.Variable([0.0, 0.0], trainable=False)
+    >>> float(weight_distance_regularizer([(tuned, frozen)]))
+    5.0
+    """
+    terms = [
+        tf.reduce_sum(tf.square(tf.cast(frozen, "float32") - tf.cast(tuned, "float32")))
+        for tuned, frozen in weight_pairs
+        if tuned.trainable
+    ]
+    if not terms:
+        return tf.constant(0.0, "float32")
+    return tf.add_n(terms)
+

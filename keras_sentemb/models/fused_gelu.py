@@ -29,6 +29,8 @@ import threading
 import keras
 import tensorflow as tf
 
+from keras_sentemb import compat
+
 _SQRT_2_OVER_PI = math.sqrt(2.0 / math.pi)
 _CUBIC = 0.044715
 _INV_SQRT_2 = 1.0 / math.sqrt(2.0)
@@ -135,9 +137,7 @@ def _gelu_kind(activation):
     """True (tanh approximation), False (exact) or None (not a GELU we know)."""
     if isinstance(activation, FusedGelu):
         return None
-    from keras_hub.src.utils.keras_utils import gelu_approximate
-
-    if activation is gelu_approximate:
+    if activation is compat.keras_hub_gelu_approximate():
         return True
     if activation is keras.activations.gelu:
         return False

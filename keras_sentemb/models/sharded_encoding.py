@@ -209,7 +209,7 @@ def encode_to_files(
             resume). Defaults to the encoder's name.
     """
     from keras_sentemb.models.pooling import parse_pooling
-    from keras_sentemb.models.sentence_encoder import check_precision
+    from keras_sentemb.models.precision import check_precision
 
     shard_size = validation.positive_int(shard_size, "shard_size")
     validation.choice(shard_format, "shard_format", FORMATS)

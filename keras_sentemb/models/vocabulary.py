@@ -73,7 +73,7 @@ def _check_wordpiece(encoder):
 
 
 def _sentences(corpus):
-    from keras_sentemb.models.sentence_encoder import to_text
+    from keras_sentemb.models.encoding_engine import to_text
 
     if isinstance(corpus, (str, bytes)):
         raise ValueError(

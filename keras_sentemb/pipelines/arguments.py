@@ -17,6 +17,7 @@ import inspect
 import re
 import textwrap
 
+from keras_sentemb.pipelines.backup import output_lock
 from keras_sentemb.pipelines.scaffold import FitScaffold
 
 
@@ -176,7 +177,8 @@ def fit_function(method, paper_pooling, *, in_batch=False, custom_dev=(), option
                               in_batch=in_batch)
             run.seed_everything()
             own_values = {p.name: arguments[p.name] for p in own}
-            return body(run, arguments["data"], **own_values)
+            with output_lock(run.output):
+                return body(run, arguments["data"], **own_values)
 
         fit.__signature__ = signature
         fit.__doc__ = _doc_with_shared(

@@ -5,12 +5,13 @@ import os
 from pathlib import Path
 
 import keras
-import numpy as np
 
 from keras_sentemb import compat
 from keras_sentemb import validation
+from keras_sentemb.evaluation.multitask import evaluate_multitask
 from keras_sentemb.pipelines.callbacks import DevSelection
 from keras_sentemb.pipelines.arguments import fit_function
+from keras_sentemb.pipelines.backup import TrainingBackup
 from keras_sentemb.pipelines.schedules import adamw_linear_decay
 from keras_sentemb.trainers import optimizers
 
@@ -18,56 +19,6 @@ logger = logging.getLogger(__name__)
 
 MULTITASK_DEV = "multitask"
 WEIGHT_DECAY = 0.01
-TASK_METRICS = {
-    "sentiment": "sentiment_acc",
-    "paraphrase": "paraphrase_acc",
-    "similarity": "similarity_pearson",
-}
-
-
-def evaluate_multitask(model, dev, limit=None, batch_size=128, max_length=None):
-    """Dev metrics: sentiment accuracy, paraphrase accuracy, similarity Pearson.
-
-    `overall` is the plain mean of the three. `model` is a `MultitaskModel`
-    or anything with the `predict_*` surface (e.g. `MultitaskEnsemble`).
-
-    Args:
-        model: the model.
-        dev: dict `{task: examples}` (see `load_multitask_data`).
-        limit: int or None. Use only the first `limit` examples of each task
-            (for quick checks; say so when reporting). Defaults to `None`.
-        batch_size: int. Defaults to `128`.
-        max_length: int or None. Token limit; defaults to the encoder's own.
-
-    Returns:
-        dict with `sentiment_acc`, `paraphrase_acc`, `similarity_pearson`
-        and `overall`.
-    """
-    from scipy.stats import pearsonr
-
-    def take(task):
-        rows = dev[task]
-        return rows[:limit] if limit else rows
-
-    kwargs = {"batch_size": batch_size}
-    if max_length is not None:
-        kwargs["max_length"] = max_length
-    out = {}
-    rows = take("sentiment")
-    pred = model.predict_sentiment([r[0] for r in rows], **kwargs)
-    out["sentiment_acc"] = float(np.mean(pred == np.array([r[1] for r in rows])))
-    rows = take("paraphrase")
-    prob = model.predict_paraphrase([r[0] for r in rows], [r[1] for r in rows], **kwargs)
-    out["paraphrase_acc"] = float(
-        np.mean((prob >= 0.5) == (np.array([r[2] for r in rows]) >= 0.5))
-    )
-    rows = take("similarity")
-    scores = model.predict_similarity([r[0] for r in rows], [r[1] for r in rows], **kwargs)
-    out["similarity_pearson"] = float(pearsonr(scores, [r[2] for r in rows])[0])
-    out["overall"] = float(np.mean([out[m] for m in TASK_METRICS.values()]))
-    return out
-
-
 class MultitaskDevEvaluation(DevSelection):
     """`DevSelection` by the overall dev mean of `evaluate_multitask`.
 
@@ -353,8 +304,8 @@ def _pretrain(run, encoder, mode, train, steps, learning_rate, temperature, nli_
     user_callbacks = run.callbacks
     stage_callbacks = [cb for cb in user_callbacks if cb is not backup]
     if backup is not None:
-        stage_callbacks.append(keras.callbacks.BackupAndRestore(
-            os.path.join(os.fspath(backup.backup_dir), "pretrain"), save_freq="epoch",
+        stage_callbacks.append(TrainingBackup(
+            os.path.join(os.fspath(backup.backup_dir), "pretrain"),
         ))
     run.callbacks = stage_callbacks
     try:

@@ -190,10 +190,19 @@ def fit_parallel(
     vocabulary_min_count = validation.positive_int(vocabulary_min_count, "vocabulary_min_count")
     validation.choice(vocabulary_init, "vocabulary_init", INITS)
     all_pairs = load_parallel_pairs(data)
-    train_pairs, heldout = split_pairs(all_pairs, eval_size=eval_size, seed=run.seed)
-    dev_pairs = []
-    if run.dev == RETRIEVAL_DEV and dev_size:
-        train_pairs, dev_pairs = split_pairs(train_pairs, eval_size=dev_size, seed=run.seed + 1)
+    source = os.fspath(data) if isinstance(data, (str, os.PathLike)) else "the pairs given"
+    try:
+        train_pairs, heldout = split_pairs(all_pairs, eval_size=eval_size, seed=run.seed)
+        dev_pairs = []
+        if run.dev == RETRIEVAL_DEV and dev_size:
+            train_pairs, dev_pairs = split_pairs(train_pairs, eval_size=dev_size,
+                                                 seed=run.seed + 1)
+    except ValueError as e:
+        raise ValueError(
+            f"{source}: {len(all_pairs)} pairs are too few to hold out eval_size={eval_size} "
+            f"test pairs and dev_size={dev_size} dev pairs ({e}); pass a smaller `eval_size` / "
+            "`dev_size` (--eval-size / --dev-size on the command line) or more pairs."
+        ) from None
     run.record_data(train_pairs=len(train_pairs), test_pairs=len(heldout), dev_pairs=len(dev_pairs))
     logger.info("parallel: %d training pairs, %d dev, %d test",
                 len(train_pairs), len(dev_pairs), len(heldout))

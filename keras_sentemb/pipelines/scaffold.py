@@ -39,6 +39,7 @@ from keras_sentemb import validation
 from keras_sentemb.pipelines.callbacks import NonFiniteGuard
 from keras_sentemb.pipelines.callbacks import STSDevEvaluation
 from keras_sentemb.pipelines.callbacks import StopAtStep
+from keras_sentemb.version import library_versions
 
 logger = logging.getLogger(__name__)
 
@@ -93,19 +94,6 @@ class TrainingReport:
 
     def to_dict(self):
         return dataclasses.asdict(self)
-
-
-def library_versions():
-    import keras_hub
-
-    import keras_sentemb
-
-    return {
-        "keras_sentemb": keras_sentemb.__version__,
-        "keras": keras.__version__,
-        "keras_hub": keras_hub.__version__,
-        "tensorflow": tf.__version__,
-    }
 
 
 def _jsonable(value):
@@ -299,7 +287,7 @@ class FitScaffold:
         if self.seed is not None:
             self.seed = validation.non_negative_int(self.seed, "seed")
         self.verbose = args["verbose"]
-        from keras_sentemb.models.sentence_encoder import check_precision
+        from keras_sentemb.models.precision import check_precision
 
         self.precision = check_precision(arguments.get("precision"))
         self.mini_batch_size = validation.optional_positive_int(
@@ -341,7 +329,7 @@ class FitScaffold:
         """
         encoder = resolve_encoder(self.model if model is None else model)
         if self.precision != "float32":
-            from keras_sentemb.models.sentence_encoder import PRECISIONS
+            from keras_sentemb.models.precision import PRECISIONS
 
             # A copy computing in bfloat16 (float32 weights): the caller's
             # encoder is not trained in place.

@@ -1,10 +1,9 @@
 """`BertFlow`: maximum-likelihood training of a flow on frozen sentence vectors."""
 
-import math
-
 import keras
 import tensorflow as tf
 
+from keras_sentemb.losses.flow import flow_nll_loss
 from keras_sentemb.models.glow_flow import GlowFlow
 from keras_sentemb.trainers.base_trainer import BaseTrainer
 
@@ -67,9 +66,8 @@ class BertFlow(BaseTrainer):
 
     def compute_contrastive_loss(self, data, training=True):
         x = tf.cast(data["vector"], self.flow.compute_dtype)
-        nll = -tf.reduce_mean(self.flow.log_prob(x)) / float(self.flow.input_dim)
-        nll = tf.cast(nll, "float32")
-        return nll, {"bits_per_dim": nll / math.log(2.0)}
+        nll, bits = flow_nll_loss(self.flow.log_prob(x), self.flow.input_dim)
+        return nll, {"bits_per_dim": bits}
 
     def get_config(self):
         return {"flow": keras.saving.serialize_keras_object(self.flow), "name": self.name}

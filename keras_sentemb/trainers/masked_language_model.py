@@ -5,6 +5,7 @@ import keras_hub
 import tensorflow as tf
 
 from keras_sentemb import validation
+from keras_sentemb.losses.masked_language_model import masked_token_loss
 from keras_sentemb.trainers.base_trainer import BaseTrainer
 
 
@@ -113,12 +114,9 @@ class MaskedLanguageModel(BaseTrainer):
             self.vocabulary_size, self.special_ids,
         )
         states, _ = self.encoder.forward(inputs, training=training)
-        logits = tf.cast(self.head(states[-1], mask_positions=positions), tf.float32)
-        per_token = tf.nn.sparse_softmax_cross_entropy_with_logits(labels=ids, logits=logits)
-        total = tf.maximum(tf.reduce_sum(weights), 1.0)
-        loss = tf.reduce_sum(per_token * weights) / total
-        hits = tf.cast(tf.equal(tf.argmax(logits, -1, output_type=tf.int32), ids), tf.float32)
-        return loss, {"accuracy": tf.reduce_sum(hits * weights) / total}
+        logits = self.head(states[-1], mask_positions=positions)
+        loss, accuracy = masked_token_loss(logits, ids, weights)
+        return loss, {"accuracy": accuracy}
 
     def get_config(self):
         config = super().get_config()

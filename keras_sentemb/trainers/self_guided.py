@@ -6,6 +6,7 @@ import tensorflow as tf
 from keras_sentemb import validation
 from keras_sentemb.losses.self_guided import SG_LOSSES
 from keras_sentemb.losses.self_guided import self_guided_loss
+from keras_sentemb.losses.self_guided import weight_distance_regularizer
 from keras_sentemb.models.pooling import masked_max
 from keras_sentemb.models.pooling import masked_mean
 from keras_sentemb.models.pooling import parse_pooling
@@ -210,16 +211,7 @@ class SelfGuided(BaseTrainer):
 
     def regularization(self):
         """`||theta_F - theta_T||^2` over BERT_T's trainable weights (float32)."""
-        terms = [
-            tf.reduce_sum(
-                tf.square(tf.cast(frozen, "float32") - tf.cast(tuned, "float32"))
-            )
-            for tuned, frozen in self._weight_pairs
-            if tuned.trainable
-        ]
-        if not terms:
-            return tf.constant(0.0, "float32")
-        return tf.add_n(terms)
+        return weight_distance_regularizer(self._weight_pairs)
 
     def compute_contrastive_loss(self, data, training=True):
         inputs = data["sentence"]

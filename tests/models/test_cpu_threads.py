@@ -15,7 +15,7 @@ from keras_sentemb.models.cpu_threads import check_max_batch_tokens
 from keras_sentemb.models.cpu_threads import check_parallel_batches
 from keras_sentemb.models.cpu_threads import configure_encode_threads
 from keras_sentemb.models.cpu_threads import run_batches
-from keras_sentemb.models.sentence_encoder import bucket_length
+from keras_sentemb.models.encoding_engine import bucket_length
 from tests.conftest import REPO
 
 WORDS = ["a", "man", "is", "playing", "the", "guitar", "dog", "runs", "in", "park"]

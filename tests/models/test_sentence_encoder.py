@@ -7,7 +7,7 @@ import tensorflow as tf
 
 from keras_sentemb.models import SentenceEncoder
 from keras_sentemb.models.presets import ModelNotFoundError, resolve_model
-from keras_sentemb.models.sentence_encoder import bucket_length
+from keras_sentemb.models.encoding_engine import bucket_length
 from tests.conftest import make_tiny_encoder
 
 SENTS = [

@@ -87,3 +87,22 @@ def test_killed_run_resumes_where_it_stopped(method, tmp_path):
     for (_, x), (_, y) in zip(a["history"], b["history"]):
         assert x == pytest.approx(y, abs=0.05)
     assert not (tmp_path / "backup").exists()  # removed after the completed run
+
+
+@pytest.mark.parametrize("method", ["ct", "simcse"])
+def test_killed_run_resumes_from_the_atomic_backup(method, tmp_path):
+    """The command line's `TrainingBackup`: a fresh callback object (a new
+    process) resumes from what the killed run wrote."""
+    from keras_sentemb.pipelines.backup import TrainingBackup
+
+    full = _run(method)
+    with pytest.raises(RuntimeError, match="killed"):
+        _run(method, [TrainingBackup(tmp_path / "backup"), Kill()])
+    assert sorted(p.name for p in (tmp_path / "backup").iterdir() if "weights" in p.name) == [
+        "epoch-1.weights.h5"]
+    steps = Steps()
+    resumed = _run(method, [TrainingBackup(tmp_path / "backup"), steps])
+    assert steps.seen == [3, 4, 5]
+    for a, b in zip(full.get_weights(), resumed.get_weights()):
+        np.testing.assert_allclose(a, b, rtol=1e-4, atol=1e-5)
+    assert not (tmp_path / "backup").exists()

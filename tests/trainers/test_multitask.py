@@ -22,7 +22,7 @@ from keras_sentemb.data.multitask import read_sst
 from keras_sentemb.data.multitask import schedule_sizes
 from keras_sentemb.data.multitask import task_schedule
 from keras_sentemb.data.multitask import tokenize_multitask
-from keras_sentemb.models.multitask_ensemble import MultitaskEnsemble
+from keras_sentemb.evaluation.multitask_ensemble import MultitaskEnsemble
 from keras_sentemb.pipelines.multitask import evaluate_multitask
 from keras_sentemb.pipelines.multitask import fit_multitask
 from keras_sentemb.trainers.multitask import MultitaskModel

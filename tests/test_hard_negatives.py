@@ -3,8 +3,8 @@
 import numpy as np
 import pytest
 
-from keras_sentemb.data.hard_negatives import mine_hard_negatives
-from keras_sentemb.data.hard_negatives import write_triplets_csv
+from keras_sentemb.hard_negatives import mine_hard_negatives
+from keras_sentemb.hard_negatives import write_triplets_csv
 from keras_sentemb.data.nli import load_supervised
 from tests.conftest import make_tiny_encoder
 

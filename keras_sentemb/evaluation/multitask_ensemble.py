@@ -1,12 +1,8 @@
 """`MultitaskEnsemble`: the best model per task behind one predict surface."""
 
 from keras_sentemb.data.multitask import TASKS
-
-TASK_METRICS = {
-    "sentiment": "sentiment_acc",
-    "paraphrase": "paraphrase_acc",
-    "similarity": "similarity_pearson",
-}
+from keras_sentemb.evaluation.multitask import TASK_METRICS
+from keras_sentemb.evaluation.multitask import evaluate_multitask
 
 
 class MultitaskEnsemble:
@@ -57,8 +53,6 @@ class MultitaskEnsemble:
             candidate's name and `.candidate_metrics` holds every candidate's
             dev metrics.
         """
-        from keras_sentemb.pipelines.multitask import evaluate_multitask
-
         if not isinstance(candidates, dict):
             candidates = {str(i): m for i, m in enumerate(candidates)}
         if not candidates:

@@ -1,0 +1,405 @@
+"""How a `SentenceEncoder` turns text into vectors: tokenizing, packing, encoding.
+
+`EncodingEngine` is the part of `SentenceEncoder` that runs outside the
+Keras graph: it cleans and tokenizes text, packs sentences into batches of
+similar length (padded up to a few bucket lengths, so a handful of compiled
+shapes serve every input), runs the compiled forward pass on them, and puts
+the vectors back in input order. It also streams large inputs to files and
+builds the bfloat16 twin an encoder computes with on request.
+"""
+
+import math
+
+import keras
+import numpy as np
+import tensorflow as tf
+
+from keras_sentemb.models.cpu_threads import check_max_batch_tokens
+from keras_sentemb.models.cpu_threads import run_batches
+from keras_sentemb.models.precision import PRECISIONS
+from keras_sentemb.models.precision import check_precision
+from keras_sentemb.models.sharded_encoding import encode_to_files
+from keras_sentemb.models.text_normalization import normalize_text
+from keras_sentemb.models.truncation import check_truncate_dim
+from keras_sentemb.models.truncation import truncate_embeddings
+
+# Sequence lengths that `encode` pads a batch up to, so that a handful of
+# compiled shapes serve every input.
+BUCKETS = (8, 16, 24, 32, 40, 48, 56, 64, 80, 96, 112, 128, 160, 192, 224,
+           256, 320, 384, 448, 512)
+
+
+def bucket_length(length, buckets=BUCKETS):
+    """Smallest bucket >= `length` (or `length` rounded up to 64 past the last)."""
+    for b in buckets:
+        if b >= length:
+            return b
+    return int(math.ceil(length / 64) * 64)
+
+
+def to_text(sentence, index=None):
+    """Return `sentence` as `str`: bytes are decoded as UTF-8 with replacement."""
+    if isinstance(sentence, str):
+        return sentence
+    if isinstance(sentence, (bytes, bytearray, np.bytes_)):
+        return bytes(sentence).decode("utf-8", errors="replace")
+    where = "" if index is None else f" at index {index}"
+    raise TypeError(
+        f"Sentences must be str or bytes; received {type(sentence).__name__}"
+        f"{where}: {sentence!r:.80}"
+    )
+
+
+class EncodingEngine:
+    """Tokenizing, batching and encoding for `SentenceEncoder` (a mixin).
+
+    It relies on the encoder's tokenizer, special-token ids, pooling and
+    `head`; see `SentenceEncoder` for the public surface.
+    """
+
+    # --------------------------------------------------------- preprocessing
+    def tokenize(self, sentences):
+        """Tokenize a string tensor [N] into a ragged int32 tensor (no specials).
+
+        Invalid UTF-8 is replaced by U+FFFD first, so that bytes from any
+        source tokenize instead of failing. Eager calls run a compiled graph.
+        """
+        if tf.executing_eagerly():
+            if self._tokenize_graph is None:
+                self._tokenize_graph = tf.function(
+                    self._tokenize,
+                    input_signature=[tf.TensorSpec([None], tf.string)],
+                )
+            return self._tokenize_graph(tf.convert_to_tensor(sentences, tf.string))
+        return self._tokenize(sentences)
+
+    def clean_text(self, sentences):
+        """What the tokenizer receives: UTF-8 repaired, then `text_normalization`.
+
+        Invalid UTF-8 becomes U+FFFD; see `normalize_text` for the rest.
+
+        Args:
+            sentences: string tensor `[N]`.
+
+        Returns:
+            string tensor `[N]`.
+        """
+        sentences = tf.strings.unicode_transcode(
+            sentences,
+            input_encoding="UTF-8",
+            output_encoding="UTF-8",
+            errors="replace",
+        )
+        return normalize_text(sentences, self.text_normalization)
+
+    def _tokenize(self, sentences):
+        tokens = self.tokenizer(self.clean_text(sentences))
+        if not isinstance(tokens, tf.RaggedTensor):
+            tokens = tf.RaggedTensor.from_tensor(tokens)
+        return tf.cast(tokens, "int32")
+
+    def pack(self, tokens, max_length=None):
+        """Truncate, add start/end tokens and pad a ragged batch (in graph).
+
+        Args:
+            tokens: ragged int tensor [B, None] from `tokenize`.
+            max_length: int or None. Defaults to the encoder's `max_length`.
+
+        Returns:
+            dict with `token_ids`, `padding_mask`, `segment_ids` ([B, T], T =
+            the longest packed row of this batch).
+        """
+        max_length = self.max_length if max_length is None else max_length
+        tokens = tokens[:, : max_length - 2]
+        batch = tokens.nrows()
+        start = tf.fill([batch, 1], self.start_token_id)
+        end = tf.fill([batch, 1], self.end_token_id)
+        packed = tf.concat([start, tokens, end], axis=1)
+        token_ids = packed.to_tensor(default_value=self.pad_token_id)
+        padding_mask = tf.ones_like(packed).to_tensor(default_value=0)
+        return {
+            "token_ids": token_ids,
+            "padding_mask": padding_mask,
+            "segment_ids": tf.zeros_like(token_ids),
+        }
+
+    def preprocess(self, sentences, max_length=None):
+        """Raw strings (tensor [B]) to packed model inputs; usable in tf.data."""
+        return self.pack(self.tokenize(sentences), max_length)
+
+    # ---------------------------------------------------------------- encode
+    def _encode_fn(self, pooling, normalize, postprocess=True):
+        # Everything the trace bakes in is part of the key (a string: TF's
+        # object tracking refuses dicts with tuple keys). Assigning a
+        # post-processing layer clears the cache.
+        key = f"{pooling}|{int(bool(normalize))}|{int(self.normalize)}|{int(bool(postprocess))}"
+        fn = self._encode_fns.get(key)
+        if fn is None:
+            spec = tf.TensorSpec([None, None], tf.int32)
+
+            @tf.function(input_signature=[spec, spec], reduce_retracing=True)
+            def fn(token_ids, padding_mask):
+                inputs = {"token_ids": token_ids, "padding_mask": padding_mask}
+                states = self.hidden_states(inputs, training=False)
+                pooled = tf.cast(self.pool(states, padding_mask, pooling), "float32")
+                out = self.head(pooled, postprocess=postprocess)
+                if normalize:
+                    out = tf.math.l2_normalize(out, axis=-1, epsilon=1e-12)
+                return out
+
+            self._encode_fns[key] = fn
+        return fn
+
+    def _tokenize_to_numpy(self, sentences, chunk_size=4096):
+        """Token ids (no specials) of every sentence: flat array + offsets."""
+        flat, lengths = [], []
+        for i in range(0, len(sentences), chunk_size):
+            chunk = tf.constant(
+                [s.encode("utf-8", errors="replace") for s in sentences[i : i + chunk_size]]
+            )
+            ragged = self.tokenize(chunk)
+            flat.append(ragged.flat_values.numpy())
+            lengths.append(ragged.row_lengths().numpy())
+        flat = np.concatenate(flat).astype(np.int32)
+        lengths = np.concatenate(lengths).astype(np.int64)
+        offsets = np.concatenate([[0], np.cumsum(lengths)[:-1]])
+        return flat, offsets, lengths
+
+    def encode(
+        self,
+        sentences,
+        batch_size=128,
+        max_length=None,
+        pooling=None,
+        normalize=False,
+        show_progress=None,
+        precision=None,
+        postprocess=True,
+        parallel_batches=None,
+        max_batch_tokens=None,
+        truncate_dim=None,
+    ):
+        """Encode raw sentences into a float32 numpy array `[n, dim]`.
+
+        Sentences are tokenized in bulk, sorted by length and batched so that
+        each batch is padded only to a bucket length just above its longest
+        sentence; the forward pass is a compiled `tf.function`. Rows come back
+        in input order.
+
+        Args:
+            sentences: list of str (or bytes, decoded as UTF-8 with
+                replacement), or a single str.
+            batch_size: int. Sentences per forward pass. Defaults to `128`.
+            max_length: int or None. Truncation length in tokens, special
+                tokens included. Defaults to the encoder's `max_length`.
+            pooling: str or None. Overrides the encoder's pooling.
+            normalize: bool. L2-normalise the outputs (in addition to any
+                normalisation the encoder itself applies). Defaults to `False`.
+            show_progress: bool or None. Keras progress bar; `None` shows it
+                for 5,000 sentences or more.
+            precision: str or None. `"float32"` (default) or `"bfloat16"`:
+                the forward pass runs in bfloat16 (Keras' `mixed_bfloat16`
+                policy on a copy of this encoder that takes its current
+                weights; pooling and outputs stay float32). Fast only on
+                CPUs with native bfloat16 (AVX512-BF16 / AMX) and on GPUs.
+                Defaults to `None` (float32).
+            postprocess: bool. Apply the post-processing layer (if any);
+                `False` returns the vectors it takes (what it was fitted
+                on). Defaults to `True`.
+            parallel_batches: int or None. Batches computed at the same time
+                (on Python threads; see `keras_sentemb.models.cpu_threads`).
+                Defaults to `None`: 2 on a host without GPU or TPU, else 1.
+                The vectors do not depend on it.
+            truncate_dim: int or None. Keep only the first `truncate_dim`
+                dimensions (Matryoshka truncation), L2-renormalised when the
+                vectors are normalised (the encoder's `normalize` or the
+                `normalize` argument). Defaults to `None` (all).
+
+        Returns:
+            float32 numpy array `[n, output_dim]` (`[n, base_output_dim]`
+            without post-processing; `[n, truncate_dim]` when truncated);
+            `[dim]` for a single str.
+        """
+        if truncate_dim is not None:
+            dim = self.output_dim if postprocess and self.postprocess is not None else (
+                self.base_output_dim)
+            truncate_dim = check_truncate_dim(truncate_dim, dim)
+            full = self.encode(
+                sentences, batch_size=batch_size, max_length=max_length, pooling=pooling,
+                normalize=normalize, show_progress=show_progress, precision=precision,
+                postprocess=postprocess, parallel_batches=parallel_batches,
+                max_batch_tokens=max_batch_tokens,
+            )
+            return truncate_embeddings(full, truncate_dim, self.normalize or bool(normalize))
+        precision = check_precision(precision)
+        if precision != "float32":
+            twin = self.precision_twin(precision)
+            return twin.encode(
+                sentences, batch_size=batch_size, max_length=max_length,
+                pooling=self.pooling if pooling is None else pooling,
+                normalize=normalize, show_progress=show_progress, postprocess=postprocess,
+                parallel_batches=parallel_batches, max_batch_tokens=max_batch_tokens,
+            )
+        single = isinstance(sentences, (str, bytes))
+        if single:
+            sentences = [sentences]
+        if isinstance(sentences, np.ndarray):
+            if sentences.ndim != 1:
+                raise ValueError(
+                    f"`sentences` must be one-dimensional; received an array of shape "
+                    f"{sentences.shape}."
+                )
+            sentences = sentences.tolist()
+        if isinstance(sentences, (dict, set, frozenset)) or not hasattr(sentences, "__len__"):
+            raise TypeError(
+                "`sentences` must be a str or a sequence (list, tuple, 1-D array) of str; "
+                f"received a {type(sentences).__name__}."
+            )
+        sentences = [to_text(s, i) for i, s in enumerate(sentences)]
+        if not isinstance(batch_size, (int, np.integer)) or batch_size < 1:
+            raise ValueError(f"`batch_size` must be a positive int, received {batch_size!r}.")
+        max_length = self.max_length if max_length is None else max_length
+        limit = int(self.backbone.max_sequence_length)
+        if not isinstance(max_length, (int, np.integer)) or not 3 <= max_length <= limit:
+            raise ValueError(
+                f"`max_length` must be an int in [3, {limit}], received {max_length!r}."
+            )
+        max_batch_tokens = check_max_batch_tokens(max_batch_tokens)
+        pooling = self._resolve_pooling(pooling)
+        postprocess = bool(postprocess) and self.postprocess is not None
+        if postprocess:
+            self._check_postprocess_pooling(pooling)
+        n = len(sentences)
+        dim = self.output_dim if postprocess else self.base_output_dim
+        out = np.zeros((n, dim), dtype=np.float32)
+        if n == 0:
+            return out[0] if single else out
+        fn = self._encode_fn(pooling, bool(normalize), postprocess)
+        if show_progress is None:
+            show_progress = n >= 5000
+        progbar = keras.utils.Progbar(n, unit_name="sentence") if show_progress else None
+        batches = self.packed_batches(sentences, batch_size, max_length, max_batch_tokens)
+        for idx, vectors in run_batches(fn, batches, parallel_batches):
+            out[idx] = vectors
+            if progbar is not None:
+                progbar.add(len(idx))
+        return out[0] if single else out
+
+    def precision_twin(self, precision):
+        """This encoder computing in `precision`, with its current weights.
+
+        A copy built once per precision (`clone(dtype=...)`); every call
+        copies this encoder's weights into it, so it follows training.
+        `"float32"` is the encoder itself.
+        """
+        precision = check_precision(precision)
+        policy = PRECISIONS[precision]
+        if policy == self.backbone.dtype_policy.name:
+            return self
+        twin = self._precision_twins.get(precision)
+        if twin is None:
+            twin = self.clone(name=f"{self.name}_{precision}", dtype=policy)
+            self._precision_twins[precision] = twin
+        else:
+            twin.set_weights(self.get_weights())
+        return twin
+
+    def encode_to_files(
+        self,
+        input_glob,
+        output_dir,
+        shard_size=100_000,
+        batch_size=128,
+        max_length=None,
+        pooling=None,
+        normalize=False,
+        precision=None,
+        shard_format="npy",
+        show_progress=None,
+        model_name=None,
+        max_batch_tokens=None,
+    ):
+        """Encode text files of any size to embedding shards on disk, resumably.
+
+        Streams the lines of every file matching `input_glob` (sorted; one
+        sentence per line, empty lines included, as `encode`'s CLI reads
+        them) and writes one shard per `shard_size` lines of a file: the
+        float32 embeddings and the `(file_index, line)` of each row. Only one
+        shard is in memory at a time, so memory does not grow with the
+        corpus. Shards are written atomically and a `manifest.json` records
+        the settings; running the same call again skips the shards already
+        written (a run with other settings is refused). Paths may be local
+        or any filesystem TensorFlow reads (`gs://...`). Read the result with
+        `keras_sentemb.models.sharded_encoding.read_embedding_shards`.
+
+        Args:
+            input_glob: str. A file, or a glob of files.
+            output_dir: str. Folder of the shards (created).
+            shard_size: int. Lines per shard. Defaults to `100_000`.
+            batch_size, max_length, pooling, normalize, precision,
+                max_batch_tokens: as in `encode`.
+            shard_format: str. `"npy"` (`embeddings-F-S.npy` float32 and
+                `ids-F-S.npy` int64 `[rows, 2]`) or `"tfrecord"`
+                (`embeddings-F-S.tfrecord` of `tf.train.Example`s with
+                `file`, `line` and `embedding`). Defaults to `"npy"`.
+            show_progress: bool or None. One line per shard on stderr.
+                Defaults to `None` (on for more than one shard).
+            model_name: str or None. The model recorded in the manifest
+                (compared when resuming). Defaults to the encoder's name.
+
+        Returns:
+            dict: the manifest (inputs, rows, dimension, shards).
+
+        Examples:
+
+        ```python
+        encoder = SentenceEncoder.from_preset("default")
+        encoder.encode_to_files("corpus/*.txt", "corpus_embeddings", shard_size=50_000)
+        ```
+        """
+        return encode_to_files(
+            self, input_glob, output_dir, shard_size=shard_size, batch_size=batch_size,
+            max_length=max_length, pooling=pooling, normalize=normalize,
+            precision=precision, shard_format=shard_format, show_progress=show_progress,
+            model_name=model_name, max_batch_tokens=max_batch_tokens,
+        )
+
+    def packed_batches(self, sentences, batch_size, max_length, max_batch_tokens=None):
+        """Yield `(indices, token_ids, padding_mask)` batches, longest first.
+
+        All sentences are tokenized in bulk, sorted by length, and each batch
+        is padded to the smallest bucket length that holds its longest
+        sentence (capped at `max_length`), so a handful of shapes serve any
+        input. A batch ends early where the next sentence's own bucket is at
+        most half the batch's width: a few long outliers then make a small
+        batch of their own instead of padding up to `batch_size` short
+        sentences to their length. A batch also holds at most
+        `max_batch_tokens // width` rows (at least one; `None`: no cap), which
+        bounds its activations: wide batches get fewer rows. `indices` are
+        the batch rows' positions in `sentences`.
+        """
+        flat, offsets, lengths = self._tokenize_to_numpy(sentences)
+        kept = np.minimum(lengths, max_length - 2)
+        order = np.argsort(-kept, kind="stable")
+        widths = np.minimum(
+            [bucket_length(int(k) + 2) for k in range(int(kept.max(initial=0)) + 1)], max_length
+        )[kept[order]]  # each sorted sentence's own padded width
+        begin, n = 0, len(sentences)
+        while begin < n:
+            width = int(widths[begin])
+            rows = batch_size if max_batch_tokens is None else max(1, max_batch_tokens // width)
+            end = min(begin + min(batch_size, rows), n)
+            shorter = np.flatnonzero(widths[begin + 1 : end] * 2 <= width)
+            if shorter.size:
+                end = begin + 1 + int(shorter[0])
+            idx = order[begin:end]
+            begin = end
+            token_ids = np.full((len(idx), width), self.pad_token_id, np.int32)
+            mask = np.zeros((len(idx), width), np.int32)
+            for row, i in enumerate(idx):
+                k = kept[i]
+                token_ids[row, 0] = self.start_token_id
+                token_ids[row, 1 : k + 1] = flat[offsets[i] : offsets[i] + k]
+                token_ids[row, k + 1] = self.end_token_id
+                mask[row, : k + 2] = 1
+            yield idx, token_ids, mask
