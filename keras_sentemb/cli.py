@@ -359,7 +359,7 @@ def cmd_evaluate_retrieval(args):
     if args.output:
         _write_report(args.output, result, markdown)
     if args.update_card:
-        from keras_sentemb.model_card import add_evaluation
+        from keras_sentemb.evaluation.card_results import add_evaluation
 
         add_evaluation(args.model, "retrieval", result)
         print(f"added the retrieval results to the model card in {args.model}", file=sys.stderr)
