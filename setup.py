@@ -34,11 +34,16 @@ setup(
         # pipeline, so the test extra includes the beam one.
         # torch, transformers and sentence-transformers check exported Hugging Face
         # folders with the real libraries; the package itself never imports them.
+        # pytrec-eval-terrier and faiss-cpu: the retrieval extra, tested too.
         "test": ["pytest>=7", "pytest-xdist>=3.5", "apache-beam>=2.77,<2.78", "torch",
-                 "transformers", "sentence-transformers", "tokenizers"],
+                 "transformers", "sentence-transformers", "tokenizers",
+                 "pytrec-eval-terrier>=0.5.6", "faiss-cpu>=1.8"],
         # keras_sentemb.beam: the newest Apache Beam that resolves beside
         # TensorFlow 2.21 on Python 3.11 (it needs protobuf < 7, pyarrow < 26).
         "beam": ["apache-beam>=2.77,<2.78"],
+        # keras_sentemb.evaluate_retrieval: trec_eval's metrics (pytrec_eval)
+        # and the approximate (HNSW) index of faiss.
+        "retrieval": ["pytrec-eval-terrier>=0.5.6", "faiss-cpu>=1.8"],
     },
     entry_points={"console_scripts": ["keras-sentemb=keras_sentemb.cli:main"]},
 )
