@@ -21,6 +21,8 @@ keras-sentemb analyze  alignment-uniformity|token-removal|map|layers --model MOD
 keras-sentemb export   --model MODEL --output saved_models/NAME [--version N]
 ```
 
+`--verbose` (anywhere on the line) shows TensorFlow's C++ start-up logs,
+which are hidden otherwise unless TF_CPP_MIN_LOG_LEVEL is set.
 Every command that loads MODEL also takes `--num-layers N` (the first N
 Transformer layers of MODEL). User mistakes (missing files, unknown models or pooling, bad values) end with
 one line on stderr and exit status 2, never a traceback.
@@ -31,6 +33,10 @@ import inspect
 import json
 import os
 import sys
+
+from keras_sentemb.quiet_startup import quiet_tensorflow_startup
+from keras_sentemb.quiet_startup import start_tensorflow
+from keras_sentemb.quiet_startup import take_verbose_flag
 
 METHODS = (
     "ct", "simcse", "consert", "sg", "parallel", "multitask", "sts", "mlm", "whitening", "flow",
@@ -565,6 +571,9 @@ def build_parser():
         prog="keras-sentemb",
         description="Contrastive sentence embeddings on keras-hub backbones.",
     )
+    # Taken out of argv before parsing (anywhere on the line), listed here for --help.
+    parser.add_argument("--verbose", action="store_true",
+                        help="show TensorFlow's C++ start-up logs (hidden by default)")
     sub = parser.add_subparsers(dest="command", required=True)
 
     def model_args(p, pooling=True):
@@ -664,20 +673,22 @@ def _attach_negative_numbers(argv):
 
 
 def main(argv=None):
-    # This is a program of its own: quiet TensorFlow's C++ start-up logs
-    # (before TensorFlow is imported by any command).
-    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
     os.environ.setdefault("KERAS_BACKEND", "tensorflow")
     argv = _attach_negative_numbers(sys.argv[1:] if argv is None else list(argv))
-    if len(argv) >= 2 and argv[0] == "train" and argv[1] in METHODS and (
-        "-h" in argv or "--help" in argv
-    ):
-        print(train_help(argv[1]))
-        return 0
-    parser = build_parser()
-    args, extra = parser.parse_known_args(argv)
-    if extra and args.command != "train":
-        parser.error(f"unrecognized arguments: {' '.join(extra)}")
+    argv, verbose = take_verbose_flag(argv)
+    # This is a program of its own: TensorFlow's C++ start-up notices are
+    # dropped unless --verbose or the user's TF_CPP_MIN_LOG_LEVEL (see quiet_startup).
+    with quiet_tensorflow_startup(verbose):
+        if len(argv) >= 2 and argv[0] == "train" and argv[1] in METHODS and (
+            "-h" in argv or "--help" in argv
+        ):
+            print(train_help(argv[1]))
+            return 0
+        parser = build_parser()
+        args, extra = parser.parse_known_args(argv)
+        if extra and args.command != "train":
+            parser.error(f"unrecognized arguments: {' '.join(extra)}")
+        start_tensorflow()
     from keras_sentemb.models.presets import ModelNotFoundError
 
     try:
