@@ -48,7 +48,7 @@ DATA = REPO.parent / "shared" / "data"
 _NV = "not verified against the paper here (no official code found)"
 # The paper's settings (ACL ARR 2022, openreview _vXqKfxoJfN). No official code is public;
 # values marked "issue 21" are that issue's reading of the paper, the others fit_parallel's
-# documented defaults (docs/parallel.md). None could be checked against the paper text here.
+# documented defaults (docs/guides/cross-lingual.md). None could be checked against the paper text here.
 PAPER = {
     "model": Setting("bert_base_multi", "a BERT-base with a vocabulary for both languages "
                                         f"(keras-hub multilingual BERT-base); the paper's: {_NV}"),
