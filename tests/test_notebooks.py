@@ -35,6 +35,7 @@ def test_notebook_opens_in_colab_from_the_repository(path):
     assert first.cell_type == "markdown"
     assert COLAB.format(repo=repo, name=path.name) in first.source
     assert "colab-badge.svg" in first.source
+    assert COLAB.format(repo=repo, name=path.name) in (REPO / "docs" / "notebooks.md").read_text(encoding="utf-8")
     install = "\n".join(c.source for c in notebook.cells if c.cell_type == "code")
     assert f'REPO_URL = "{_repo_url()}"' in install
 
