@@ -6,7 +6,7 @@ changes nothing in the host program's environment; Keras must run on its
 TensorFlow backend (the default), which the models check when they load.
 """
 
-import importlib
+from keras_sentemb.lazy_exports import lazy_exports
 
 from keras_sentemb.version import __version__  # noqa: F401
 
@@ -32,15 +32,4 @@ _PUBLIC = {
     "extend_vocabulary": "keras_sentemb.models.vocabulary",
 }
 
-__all__ = sorted(_PUBLIC)
-
-
-def __getattr__(name):
-    module = _PUBLIC.get(name)
-    if module is None:
-        raise AttributeError(f"module 'keras_sentemb' has no attribute {name!r}")
-    return getattr(importlib.import_module(module), name)
-
-
-def __dir__():
-    return sorted(set(globals()) | set(_PUBLIC))
+__getattr__, __dir__, __all__ = lazy_exports(__name__, _PUBLIC)

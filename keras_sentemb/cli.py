@@ -29,11 +29,25 @@ one line on stderr and exit status 2, never a traceback.
 """
 
 import argparse
+import contextlib
+import csv
 import inspect
 import json
+import logging
 import os
 import sys
 
+import numpy as np
+
+from keras_sentemb import evaluation
+from keras_sentemb import export
+from keras_sentemb import models
+from keras_sentemb import pipelines
+from keras_sentemb.io_utils import check_new_folder
+from keras_sentemb.io_utils import looks_like_model
+from keras_sentemb.pipelines.shared_arguments import SHARED_ARGUMENTS
+from keras_sentemb.pipelines.shared_arguments import format_default
+from keras_sentemb.pipelines.shared_arguments import option_docs
 from keras_sentemb.quiet_startup import quiet_tensorflow_startup
 from keras_sentemb.quiet_startup import start_tensorflow
 from keras_sentemb.quiet_startup import take_verbose_flag
@@ -41,17 +55,18 @@ from keras_sentemb.quiet_startup import take_verbose_flag
 METHODS = (
     "ct", "simcse", "consert", "sg", "parallel", "multitask", "sts", "mlm", "whitening", "flow",
 )
+# METHOD -> (the module of keras_sentemb.pipelines, its fit function).
 FIT_FUNCTIONS = {
-    "ct": "fit_ct",
-    "simcse": "fit_simcse",
-    "consert": "fit_consert",
-    "sg": "fit_self_guided",
-    "parallel": "fit_parallel",
-    "multitask": "fit_multitask",
-    "sts": "fit_sts_regression",
-    "mlm": "fit_mlm",
-    "whitening": "fit_whitening",
-    "flow": "fit_flow",
+    "ct": ("contrastive_tension", "fit_ct"),
+    "simcse": ("simcse", "fit_simcse"),
+    "consert": ("consert", "fit_consert"),
+    "sg": ("self_guided", "fit_self_guided"),
+    "parallel": ("parallel", "fit_parallel"),
+    "multitask": ("multitask", "fit_multitask"),
+    "sts": ("sts_regression", "fit_sts_regression"),
+    "mlm": ("masked_language_model", "fit_mlm"),
+    "whitening": ("whitening", "fit_whitening"),
+    "flow": ("bert_flow", "fit_flow"),
 }
 # Keyword arguments of the fit_* functions that have fixed flags of their own
 # (or are not expressible on a command line).
@@ -137,37 +152,27 @@ def _verbosity(text):
 
 
 def _pooling(text):
-    from keras_sentemb.models.pooling import parse_pooling
-
     try:
-        return parse_pooling(text)
+        return models.pooling.parse_pooling(text)
     except ValueError as e:
         raise argparse.ArgumentTypeError(str(e))
 
 
 def _load_encoder(model, pooling=None, max_length=None, num_layers=None):
-    from keras_sentemb.models import SentenceEncoder
-
-    encoder = SentenceEncoder.from_preset(model, max_length=max_length, num_layers=num_layers)
+    encoder = models.SentenceEncoder.from_preset(model, max_length=max_length, num_layers=num_layers)
     if pooling is not None:
         # Validate layer:K against this model's depth.
-        from keras_sentemb.models.pooling import parse_pooling
-
-        encoder.pooling = parse_pooling(pooling, encoder.num_layers)
+        encoder.pooling = models.pooling.parse_pooling(pooling, encoder.num_layers)
     return encoder
 
 
 # ---------------------------------------------------------------- commands
 def cmd_encode_shards(args):
     """`encode --shard-size N`: stream FILE_OR_GLOB into shards in the folder --output."""
-    import contextlib
-
-    from keras_sentemb.models.sharded_encoding import match_inputs
-
     if os.path.exists(args.output) and not os.path.isdir(args.output):
         raise UsageError(f"--output {args.output} is a file; with --shard-size give a folder")
     try:
-        match_inputs(args.input)
+        models.sharded_encoding.match_inputs(args.input)
     except FileNotFoundError as e:
         raise UsageError(str(e)) from None
     encoder = _load_encoder(args.model, args.pooling, args.max_length, args.num_layers)
@@ -186,13 +191,9 @@ def cmd_encode_shards(args):
 
 
 def cmd_encode(args):
-    import numpy as np
-
-    from keras_sentemb.models.cpu_threads import configure_encode_threads
-
     # This process only encodes: two batches side by side, each on its share
     # of the cores, beat one batch on all of them (keras_sentemb.models.cpu_threads).
-    configure_encode_threads()
+    models.cpu_threads.configure_encode_threads()
     if args.shard_size is not None:
         return cmd_encode_shards(args)
     out_dir = os.path.dirname(os.path.abspath(args.output))
@@ -207,8 +208,6 @@ def cmd_encode(args):
         raise UsageError(f"output folder is not writable: {out_dir}")
     sentences = read_lines(args.input)
     encoder = _load_encoder(args.model, args.pooling, args.max_length, args.num_layers)
-    import contextlib
-
     with contextlib.redirect_stdout(sys.stderr):  # the progress bar is not a result
         vectors = encoder.encode(
             sentences,
@@ -251,14 +250,7 @@ def _write_report(prefix, report, markdown):
 
 
 def cmd_evaluate(args):
-    import contextlib
-    import logging
-
-    from keras_sentemb.evaluation import report as reports
-    from keras_sentemb.evaluation.sts import evaluate_sts
-    from keras_sentemb.evaluation.transfer import evaluate_transfer
-    from keras_sentemb.evaluation.transfer_readers import TRANSFER_TASKS
-
+    reports = evaluation.report
     if not os.path.exists(args.data):
         raise UsageError(f"data folder not found: {args.data}")
     logging.basicConfig(level=logging.INFO, format="%(name)s: %(message)s", stream=sys.stderr)
@@ -268,9 +260,7 @@ def cmd_evaluate(args):
     if args.benchmark != "sts" and args.split is not None:
         raise UsageError("--split belongs to 'evaluate sts'")
     if args.update_card:
-        from keras_sentemb.models.presets import SENTEMB_CONFIG
-
-        if not os.path.isfile(os.path.join(args.model, SENTEMB_CONFIG)):
+        if not os.path.isfile(os.path.join(args.model, models.presets.SENTEMB_CONFIG)):
             raise UsageError(
                 f"--update-card needs a model folder written by keras_sentemb; {args.model} is not one"
             )
@@ -280,16 +270,16 @@ def cmd_evaluate(args):
     with contextlib.redirect_stdout(sys.stderr):
         if args.benchmark == "sts":
             split = args.split.split(",") if args.split and "," in args.split else args.split
-            result = evaluate_sts(encoder, args.data, tasks=tasks, batch_size=args.batch_size,
+            result = evaluation.sts.evaluate_sts(encoder, args.data, tasks=tasks, batch_size=args.batch_size,
                                   split=split, show_progress=False)
             markdown = reports.sts_markdown(result)
         elif args.benchmark == "transfer":
-            result = evaluate_transfer(encoder, args.data, tasks=tasks, batch_size=args.batch_size,
+            result = evaluation.transfer.evaluate_transfer(encoder, args.data, tasks=tasks, batch_size=args.batch_size,
                                        mrpc_features=args.mrpc_features, show_progress=False,
                                        **options)
             markdown = reports.transfer_markdown(result)
         else:
-            transfer = [t for t in tasks or [] if t.strip().upper() in TRANSFER_TASKS + ("SST",)]
+            transfer = [t for t in tasks or [] if t.strip().upper() in evaluation.transfer_readers.TRANSFER_TASKS + ("SST",)]
             sts = [t for t in tasks or [] if t not in transfer]
             result = reports.evaluate_all(
                 encoder, args.data, batch_size=args.batch_size,
@@ -300,9 +290,7 @@ def cmd_evaluate(args):
     if args.output:
         _write_report(args.output, result, markdown)
     if args.update_card:
-        from keras_sentemb.evaluation.card_results import add_evaluation
-
-        add_evaluation(args.model, args.benchmark, result)
+        evaluation.card_results.add_evaluation(args.model, args.benchmark, result)
         print(f"added the {args.benchmark} results to the model card in {args.model}", file=sys.stderr)
     print(markdown if args.format == "markdown" else json.dumps(result))
     return 0
@@ -317,8 +305,6 @@ def _model_name(model):
 
 def _write_analysis(folder, name, result, rows):
     """FOLDER/NAME.json (everything) and FOLDER/NAME.csv (the table of `rows`)."""
-    import csv
-
     with open(os.path.join(folder, f"{name}.json"), "w", encoding="utf-8") as f:
         json.dump(result, f, indent=2)
     if rows:
@@ -330,27 +316,23 @@ def _write_analysis(folder, name, result, rows):
 
 def cmd_analyze(args):
     """Each analysis: one PNG, its numbers as JSON and CSV, in --output."""
-    import contextlib
-
-    from keras_sentemb.evaluation import alignment_uniformity as au
-    from keras_sentemb.evaluation import embedding_map as maps
-    from keras_sentemb.evaluation.layer_survey import layer_survey
-    from keras_sentemb.evaluation.layer_survey import plot_layer_survey
-    from keras_sentemb.evaluation import token_removal as removal
+    au = evaluation.alignment_uniformity
+    maps = evaluation.embedding_map
+    removal = evaluation.token_removal
 
     os.makedirs(args.output, exist_ok=True)
-    models = [args.model] + list(args.compare or [])
-    names = [_model_name(m) for m in models]
+    chosen = [args.model] + list(args.compare or [])
+    names = [_model_name(m) for m in chosen]
     if len(set(names)) != len(names):
-        names = models
+        names = chosen
     data = args.data or "stsb"
     if data != "stsb" and not os.path.exists(data):
         raise UsageError(f"data not found: {data}")
-    if args.analysis == "map" and len(models) > 1:
+    if args.analysis == "map" and len(chosen) > 1:
         raise UsageError("'analyze map' draws one model; run it once per model")
     results, rows = {}, []
     with contextlib.redirect_stdout(sys.stderr):
-        for model, name in zip(models, names):
+        for model, name in zip(chosen, names):
             encoder = _load_encoder(model, args.pooling, args.max_length, args.num_layers)
             if args.analysis == "alignment-uniformity":
                 res = au.sts_alignment_uniformity(encoder, data, args.split or "dev")
@@ -370,7 +352,7 @@ def cmd_analyze(args):
                           "text": p["text"]} for p in res["points"]]
             else:
                 poolings = tuple(p.strip() for p in args.poolings.split(","))
-                res = layer_survey(encoder, data, args.split or "test", pooling=poolings)
+                res = evaluation.layer_survey.layer_survey(encoder, data, args.split or "test", pooling=poolings)
                 rows += [{"model": name, "pooling": pool, "layer": l["layer"], "spearman": l["spearman"]}
                          for pool, r in res.items() for l in r["layers"]]
             results[name] = res
@@ -382,13 +364,13 @@ def cmd_analyze(args):
     elif args.analysis == "token-removal":
         removal.plot_token_removal(results, png)
     elif args.analysis == "layers":
-        curves = {(f"{name} {pool}" if len(models) > 1 else pool): r
+        curves = {(f"{name} {pool}" if len(chosen) > 1 else pool): r
                   for name, res in results.items() for pool, r in res.items()}
-        plot_layer_survey(curves, png)
+        evaluation.layer_survey.plot_layer_survey(curves, png)
     for res in results.values():
         if isinstance(res, dict) and "plot" in res:
             res["plot"] = png
-    _write_analysis(args.output, stem, {"analysis": args.analysis, "models": dict(zip(names, models)),
+    _write_analysis(args.output, stem, {"analysis": args.analysis, "chosen": dict(zip(names, chosen)),
                                         "results": results}, rows)
     print(json.dumps({"analysis": args.analysis, "png": png,
                       "json": os.path.join(args.output, f"{stem}.json")}))
@@ -419,13 +401,10 @@ def method_option_parser(method, add_help=False):
     `"none"`), and arguments whose default is None are parsed by
     `_parse_value`. Each flag's help is the argument's documentation in the
     fit function's docstring (the shared arguments' come from
-    `keras_sentemb.pipelines.arguments`).
+    `keras_sentemb.pipelines.shared_arguments`).
     """
-    import keras_sentemb.api as api
-    from keras_sentemb.pipelines.arguments import format_default
-    from keras_sentemb.pipelines.arguments import option_docs
-
-    fit = getattr(api, FIT_FUNCTIONS[method])
+    module, name = FIT_FUNCTIONS[method]
+    fit = getattr(getattr(pipelines, module), name)
     docs = option_docs(fit)
     parser = argparse.ArgumentParser(
         prog=f"keras-sentemb train {method}", add_help=False
@@ -472,8 +451,6 @@ def train_help(method):
 
 
 def cmd_train(args, extra):
-    import logging
-
     # Dev-set evaluations and the kept checkpoint are reported through logging.
     logging.basicConfig(level=logging.INFO, format="%(name)s: %(message)s", stream=sys.stderr)
     parser, fit = method_option_parser(args.method)
@@ -486,13 +463,6 @@ def cmd_train(args, extra):
         )
     if not os.path.exists(args.train_file):
         raise UsageError(f"train file not found: {args.train_file}")
-    import contextlib
-
-    from keras_sentemb import compat
-    from keras_sentemb.io_utils import check_new_folder
-    from keras_sentemb.pipelines.backup import TrainingBackup
-    from keras_sentemb.io_utils import looks_like_model
-
     backup_dir = f"{os.path.abspath(args.output)}.backup"
     resuming = args.resume and os.path.isdir(backup_dir)
     if looks_like_model(args.output) and not args.overwrite:
@@ -510,7 +480,7 @@ def cmd_train(args, extra):
             common[name] = value
     callbacks = []
     if args.resume:
-        backup = TrainingBackup(backup_dir)
+        backup = pipelines.backup.TrainingBackup(backup_dir)
         callbacks.append(backup)
         if resuming:
             print(f"resuming the interrupted run from its backup in {backup_dir}", file=sys.stderr)
@@ -521,7 +491,7 @@ def cmd_train(args, extra):
         with contextlib.redirect_stdout(sys.stderr):
             encoder = fit(args.train_file, **common, callbacks=callbacks, **vars(options))
     except KeyboardInterrupt:
-        if args.resume and compat.backup_start_epoch(backup) > 0:
+        if args.resume and backup.start_epoch > 0:
             hint = f"run the same command again to resume from the backup in {backup_dir}"
         else:
             hint = "no backup was written yet; the same command starts over"
@@ -533,10 +503,8 @@ def cmd_train(args, extra):
 
 
 def cmd_export(args):
-    from keras_sentemb.export.saved_model import export_saved_model
-
     encoder = _load_encoder(args.model, args.pooling, args.max_length, args.num_layers)
-    path = export_saved_model(encoder, args.output, version=args.version)
+    path = export.saved_model.export_saved_model(encoder, args.output, version=args.version)
     print(path)
     return 0
 
@@ -544,8 +512,6 @@ def cmd_export(args):
 # ------------------------------------------------------------------ parser
 def _train_args(p):
     """The flags every `train METHOD` takes (the method's options come from its fit_*)."""
-    from keras_sentemb.pipelines.arguments import SHARED_ARGUMENTS
-
     doc = {a.name: a.doc for a in SHARED_ARGUMENTS}
     p.add_argument("--model", default="default", help=doc["model"])
     p.add_argument("--train-file", required=True, help="the training data (see the method's data)")
@@ -689,8 +655,6 @@ def main(argv=None):
         if extra and args.command != "train":
             parser.error(f"unrecognized arguments: {' '.join(extra)}")
         start_tensorflow()
-    from keras_sentemb.models.presets import ModelNotFoundError
-
     try:
         if args.command == "encode":
             return cmd_encode(args)
@@ -701,7 +665,7 @@ def main(argv=None):
         if args.command == "analyze":
             return cmd_analyze(args)
         return cmd_export(args)
-    except (UsageError, ModelNotFoundError, FileNotFoundError, ValueError) as e:
+    except (UsageError, models.presets.ModelNotFoundError, FileNotFoundError, ValueError) as e:
         return _error(str(e).splitlines()[0] if str(e) else type(e).__name__)
     except KeyboardInterrupt:
         return _error("interrupted")

@@ -8,9 +8,13 @@ upgrade that moves one fails there, loudly, instead of deep inside training.
 
 import json
 import os
+import sys
 
 import keras
 import tensorflow as tf
+from keras_hub.src.tokenizers import word_piece_tokenizer as wp
+from keras_hub.src.utils.keras_utils import gelu_approximate
+from tensorflow.core.protobuf import saved_model_pb2
 
 
 def require_tensorflow_backend():
@@ -100,8 +104,6 @@ def wordpiece_words(tokenizer, text):
     Returns:
         Ragged string tensor `[N, None]` of words.
     """
-    from keras_hub.src.tokenizers import word_piece_tokenizer as wp
-
     pattern = wp.get_special_tokens_pattern(tokenizer._special_tokens_for_splitting())
     return wp.pretokenize(
         text, tokenizer.lowercase, tokenizer.strip_accents, tokenizer.split,
@@ -126,8 +128,6 @@ def keras_hub_gelu_approximate():
     `keras_hub.src.utils.keras_utils.gelu_approximate`: `FusedGelu` recognises
     a backbone's activation by identity with it.
     """
-    from keras_hub.src.utils.keras_utils import gelu_approximate
-
     return gelu_approximate
 
 
@@ -137,8 +137,6 @@ def saved_model_proto(path):
     `tensorflow.core.protobuf.saved_model_pb2.SavedModel`, the protocol
     buffer TensorFlow writes (not exported under `tf.*`).
     """
-    from tensorflow.core.protobuf import saved_model_pb2
-
     proto = saved_model_pb2.SavedModel()
     with open(os.path.join(os.fspath(path), "saved_model.pb"), "rb") as f:
         proto.ParseFromString(f.read())
@@ -151,8 +149,7 @@ def run_saved_model_cli(argv):
     `tensorflow.python.tools.saved_model_cli.main` (the module behind the
     `saved_model_cli` console script, which reads `sys.argv`).
     """
-    import sys
-
+    # TensorFlow's command-line module (absl flags): loaded for this tool only.
     from tensorflow.python.tools import saved_model_cli
 
     sys.argv = ["saved_model_cli", *argv]

@@ -5,7 +5,8 @@ __version__ = "0.1.0"
 
 def library_versions():
     """`{"keras_sentemb", "keras", "keras_hub", "tensorflow"}` -> version strings."""
-    import keras  # imported here: `import keras_sentemb` reads only the version
+    # Imported when called: `import keras_sentemb` reads only the version.
+    import keras
     import keras_hub
     import tensorflow as tf
 

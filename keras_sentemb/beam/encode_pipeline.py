@@ -40,7 +40,10 @@ from apache_beam.ml.inference.base import ModelHandler
 from apache_beam.ml.inference.base import PredictionResult
 from apache_beam.ml.inference.base import RunInference
 from apache_beam.options.pipeline_options import PipelineOptions
+import tensorflow as tf
 
+from keras_sentemb import validation
+from keras_sentemb.models import SentenceEncoder
 from keras_sentemb.models import sharded_encoding
 
 
@@ -66,7 +69,6 @@ class SentenceEncoderModelHandler(ModelHandler):
     vectors = keyed_sentences | RunInference(handler)
     ```
     """
-
     def __init__(self, model, batch_size=128, max_length=None, pooling=None,
                  normalize=False, precision="float32"):
         super().__init__(min_batch_size=1, max_batch_size=batch_size)
@@ -78,8 +80,6 @@ class SentenceEncoderModelHandler(ModelHandler):
         self.precision = precision
 
     def load_model(self):
-        from keras_sentemb.models import SentenceEncoder
-
         return SentenceEncoder.from_preset(self.model)
 
     def run_inference(self, batch, model, inference_args=None):
@@ -136,10 +136,6 @@ def build_pipeline(pipeline, input_glob, output_dir, model="default", shard_size
         shard_size: int. Lines per shard. Defaults to `100_000`.
         shard_format: str. `"npy"` or `"tfrecord"`. Defaults to `"npy"`.
     """
-    import tensorflow as tf
-
-    from keras_sentemb import validation
-
     shard_size = validation.positive_int(shard_size, "shard_size")
     validation.choice(shard_format, "shard_format", sharded_encoding.FORMATS)
     files = sharded_encoding.match_inputs(input_glob)

@@ -15,6 +15,7 @@ import numpy as np
 import tensorflow as tf
 
 from keras_sentemb import validation
+from keras_sentemb.models.encoding_engine import BUCKETS
 
 logger = logging.getLogger(__name__)
 
@@ -84,7 +85,6 @@ def shuffled_batches(columns, batch_size, seed=0, start_step=0, extra=None):
 
 def bucket_widths(max_length):
     """The lengths a batch may be padded to: the buckets below `max_length`, and it."""
-    from keras_sentemb.models.encoding_engine import BUCKETS
 
     return tuple(b for b in BUCKETS if b < max_length) + (int(max_length),)
 

@@ -4,6 +4,7 @@ import logging
 import os
 
 import numpy as np
+import tensorflow as tf
 
 logger = logging.getLogger(__name__)
 
@@ -28,8 +29,6 @@ def read_text_file(path):
 
 
 def _from_dataset(dataset, source, limit=None):
-    import tensorflow as tf
-
     spec = dataset.element_spec
     if isinstance(spec, dict):
         keys = [k for k, v in spec.items() if getattr(v, "dtype", None) == tf.string]
@@ -84,12 +83,10 @@ def load_corpus(corpus, text_feature=None, split="train", limit=None):
             raise FileNotFoundError(f"Corpus file not found: {path}")
         lines = read_text_file(path)
         return _clean(lines[:limit] if limit else lines, path)
-    import tensorflow as tf
-
     if isinstance(corpus, tf.data.Dataset):
         return _clean(_from_dataset(corpus, "the dataset", limit), "the dataset")
     if isinstance(corpus, str):
-        import tensorflow_datasets as tfds
+        import tensorflow_datasets as tfds  # slow to import; loaded only for a TFDS name
 
         name, _, feature = corpus.partition(":")
         feature = text_feature or feature or None

@@ -23,6 +23,7 @@ import csv
 import logging
 import os
 
+from keras_sentemb.data.corpus import read_pairs_tsv
 from keras_sentemb.data.corpus import read_text_file
 
 logger = logging.getLogger(__name__)
@@ -259,8 +260,6 @@ def load_positive_pairs(data):
     >>> load_positive_pairs(path)
     [('A man sleeps.', 'A man is sleeping.')]
     """
-    from keras_sentemb.data.corpus import read_pairs_tsv
-
     if isinstance(data, (str, os.PathLike)):
         path = os.fspath(data)
         if not os.path.isfile(path):

@@ -6,6 +6,8 @@ import zlib
 import numpy as np
 import tensorflow as tf
 
+from keras_sentemb.data.corpus import read_pairs_tsv
+
 
 def _as_text(x):
     if isinstance(x, (bytes, bytearray, np.bytes_)):
@@ -28,8 +30,6 @@ def load_parallel_pairs(pairs, limit=None):
     Returns:
         list of (source, target); pairs with an empty side are dropped.
     """
-    from keras_sentemb.data.corpus import read_pairs_tsv
-
     if isinstance(pairs, (str, os.PathLike)):
         path = os.fspath(pairs)
         if not os.path.isfile(path):

@@ -2,18 +2,22 @@
 
 Modules here stay free of TensorFlow imports where they can (STS is pure
 numpy / scipy), so evaluating precomputed embeddings or any callable encoder
-is fast.
+is fast; the package loads each module on first use.
 """
 
-from keras_sentemb.evaluation.readers import read_sick
-from keras_sentemb.evaluation.readers import read_sts_folder
-from keras_sentemb.evaluation.readers import read_stsb
-from keras_sentemb.evaluation.sts import STS_TASKS
-from keras_sentemb.evaluation.sts import cosine_scores
-from keras_sentemb.evaluation.sts import evaluate_sts
-from keras_sentemb.evaluation.sts import load_sts_pairs
-from keras_sentemb.evaluation.layer_survey import layer_survey
-from keras_sentemb.evaluation.layer_survey import plot_layer_survey
-from keras_sentemb.evaluation.sts_spread import plot_sts_spread
-from keras_sentemb.evaluation.sts_spread import spread_statistics
-from keras_sentemb.evaluation.sts_spread import sts_spread
+from keras_sentemb.lazy_exports import lazy_exports
+
+__getattr__, __dir__, __all__ = lazy_exports(__name__, {
+    "read_sick": f"{__name__}.readers",
+    "read_sts_folder": f"{__name__}.readers",
+    "read_stsb": f"{__name__}.readers",
+    "STS_TASKS": f"{__name__}.sts",
+    "cosine_scores": f"{__name__}.sts",
+    "evaluate_sts": f"{__name__}.sts",
+    "load_sts_pairs": f"{__name__}.sts",
+    "layer_survey": f"{__name__}.layer_survey",
+    "plot_layer_survey": f"{__name__}.layer_survey",
+    "plot_sts_spread": f"{__name__}.sts_spread",
+    "spread_statistics": f"{__name__}.sts_spread",
+    "sts_spread": f"{__name__}.sts_spread",
+})

@@ -5,10 +5,10 @@ from pathlib import Path
 
 def axes(figsize=(6, 4)):
     """A new `(figure, axes)` pair drawn off-screen (Agg; no display needed)."""
-    import matplotlib
+    import matplotlib  # loaded only when a plot is drawn (a slow import)
 
     matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    import matplotlib.pyplot as plt  # after choosing the off-screen backend
 
     return plt.subplots(figsize=figsize)
 
@@ -26,7 +26,7 @@ def named_results(results, marker, what):
 
 def save(fig, path, legend=False):
     """Lay out, optionally add the legend, write `path` (folders created) and close."""
-    import matplotlib.pyplot as plt
+    import matplotlib.pyplot as plt  # loaded only when a plot is drawn
 
     if legend:
         fig.axes[0].legend()

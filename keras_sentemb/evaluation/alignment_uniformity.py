@@ -7,6 +7,8 @@ import numpy as np
 
 
 from keras_sentemb.evaluation import _plotting
+from keras_sentemb.evaluation.readers import load_stsb_pairs
+from keras_sentemb.evaluation.sts_spread import encode_pairs
 
 logger = logging.getLogger(__name__)
 
@@ -131,7 +133,6 @@ class AlignmentUniformityTracker(keras.callbacks.Callback):
     References:
         - [Wang & Isola, 2020](https://arxiv.org/abs/2005.10242)
     """
-
     def __init__(self, pairs, every=100, target_pooling=None, max_length=None):
         super().__init__()
         if len(pairs) < 2:
@@ -208,9 +209,6 @@ def sts_alignment_uniformity(encoder, data="stsb", split="dev", threshold=4.0, p
           section 5 and Figure 2.
         - [Wang & Isola, 2020](https://arxiv.org/abs/2005.10242)
     """
-    from keras_sentemb.evaluation.readers import load_stsb_pairs
-    from keras_sentemb.evaluation.sts_spread import encode_pairs
-
     pairs = load_stsb_pairs(data, split)
     if not any(p[2] >= threshold for p in pairs):
         raise ValueError(f"No pair has a gold score >= {threshold}; nothing to align.")

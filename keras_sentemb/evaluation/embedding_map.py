@@ -17,7 +17,12 @@ References:
 
 import numpy as np
 
+from keras_sentemb import validation
 from keras_sentemb.evaluation import _plotting
+from keras_sentemb.evaluation import transfer_readers as readers
+from keras_sentemb.evaluation.readers import load_stsb_pairs
+from keras_sentemb.evaluation.sts_spread import bucket_edges
+from keras_sentemb.evaluation.sts_spread import score_buckets
 
 METHODS = ("tsne", "pca")
 
@@ -124,7 +129,7 @@ def plot_embedding_map(coords, labels, path, label_names=None, pairs=None, title
     if pairs is not None:
         for i, j in pairs:
             ax.plot(coords[[i, j], 0], coords[[i, j], 1], color="gray", alpha=0.15, lw=0.6, zorder=1)
-    import matplotlib
+    import matplotlib  # loaded only when a plot is drawn (a slow import)
 
     cmap = matplotlib.colormaps["viridis" if label_names and len(label_names) > 6 else "tab10"]
     classes = sorted(set(labels.tolist()))
@@ -177,17 +182,12 @@ def embedding_map(
         A JSON-serialisable dict: `method`, `coloured_by`, `label_names`,
         `points` (`[{"x", "y", "label", "text"}]`), `num_points`, `plot`.
     """
-    from keras_sentemb import validation
-    from keras_sentemb.evaluation.sts_spread import bucket_edges
-    from keras_sentemb.evaluation.sts_spread import score_buckets
-
     if method not in METHODS:
         raise ValueError(f"`method` must be one of {list(METHODS)}. Received: {method!r}.")
     max_points = validation.positive_int(max_points, "max_points")
     rng = np.random.default_rng(seed)
     pair_rows = None
     if task is None:
-        from keras_sentemb.evaluation.readers import load_stsb_pairs
 
         pairs = load_stsb_pairs(data, split)
         if len(pairs) > max_points // 2:
@@ -200,7 +200,6 @@ def embedding_map(
         pair_rows = np.arange(len(texts)).reshape(-1, 2)
         coloured_by = f"STS-B {split} gold-score bucket (lines join the two sentences of a pair)"
     else:
-        from keras_sentemb.evaluation import transfer_readers as readers
 
         name = readers.resolve_transfer_task(task)
         if name == "MRPC":

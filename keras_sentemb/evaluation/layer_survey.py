@@ -16,9 +16,16 @@ References:
 
 import math
 
+from scipy.stats import spearmanr
 import numpy as np
+import tensorflow as tf
 
 from keras_sentemb.evaluation import _plotting
+from keras_sentemb.evaluation.readers import load_stsb_pairs
+from keras_sentemb.evaluation.sts import cosine_scores
+from keras_sentemb.models.encoding_engine import to_text
+from keras_sentemb.models.pooling import masked_max
+from keras_sentemb.models.pooling import parse_pooling
 
 
 LAYER_POOLINGS = ("mean", "cls", "max")
@@ -26,9 +33,6 @@ LAYER_POOLINGS = ("mean", "cls", "max")
 
 def _layer_pooling(encoder, k, pooling):
     """`(states, padding_mask) -> ` layer `k`'s vectors: masked mean (`layer:k`), first token or masked max."""
-    import tensorflow as tf
-
-    from keras_sentemb.models.pooling import masked_max
 
     def pool(states, padding_mask):
         if pooling == "mean":
@@ -47,10 +51,6 @@ def _encode_pooled(encoder, sentences, pool_fns, batch_size, max_length):
     post-processing layer belongs to the encoder's own pooling, so it is
     left out (`head(..., postprocess=False)`).
     """
-    import tensorflow as tf
-
-    from keras_sentemb.models.encoding_engine import to_text
-
     if isinstance(batch_size, bool) or not isinstance(batch_size, (int, np.integer)) or batch_size < 1:
         raise ValueError(f"`batch_size` must be a positive int, received {batch_size!r}.")
     max_length = encoder.max_length if max_length is None else max_length
@@ -97,8 +97,6 @@ def encode_poolings(encoder, sentences, poolings, batch_size=128, max_length=Non
         dict pooling (as given) -> float32 numpy array `[len(sentences),
         base_output_dim]`.
     """
-    from keras_sentemb.models.pooling import parse_pooling
-
     poolings = list(poolings)
     resolved = [parse_pooling(p, encoder.num_layers) for p in poolings]
     fns = [lambda states, mask, name=name: encoder.pool(states, mask, name) for name in resolved]
@@ -187,11 +185,6 @@ def layer_survey(
     References:
         - [Carlsson et al., 2021](https://openreview.net/forum?id=Ov_sMNau-PF)
     """
-    from scipy.stats import spearmanr
-
-    from keras_sentemb.evaluation.sts import cosine_scores
-    from keras_sentemb.evaluation.readers import load_stsb_pairs
-
     pairs = load_stsb_pairs(data, split)
     sentences = sorted({s for p in pairs for s in (p[0], p[1])})
     index = {s: i for i, s in enumerate(sentences)}

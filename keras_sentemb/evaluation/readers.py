@@ -36,6 +36,8 @@ import os
 import re
 from pathlib import Path
 
+from keras_sentemb.data.resources import bundled_sts_dir
+
 STSB_SPLITS = ("train", "dev", "test")
 SICK_SPLITS = ("train", "dev", "test")
 
@@ -426,8 +428,6 @@ def load_stsb_pairs(data="stsb", split="test"):
     if isinstance(data, str) and data.lower() in ("stsb", "sts-b", "default"):
         roots = [SHARED_STS_DIR]
         try:
-            from keras_sentemb.data.resources import bundled_sts_dir
-
             roots.append(bundled_sts_dir())
         except FileNotFoundError:
             pass

@@ -17,7 +17,10 @@ from keras_sentemb.evaluation.sts import AGGREGATIONS
 from keras_sentemb.evaluation.sts import STS17
 from keras_sentemb.evaluation.sts import STS_TASKS
 from keras_sentemb.evaluation.sts import STS_YEAR_TASKS
+from keras_sentemb.evaluation.sts import evaluate_sts
+from keras_sentemb.evaluation.transfer import evaluate_transfer
 from keras_sentemb.evaluation.transfer_readers import TRANSFER_TASKS
+from keras_sentemb.evaluation.transfer_readers import available_transfer_tasks
 
 SHORT_NAMES = {"STSBenchmark": "STS-B", "SICKRelatedness": "SICK-R"}
 
@@ -154,10 +157,6 @@ def evaluate_all(encoder, data_dir, pooling=None, seed=1111, config="paper", bat
         dict `{"sts": ..., "transfer": ...}`; a part is None when no task of
         that kind was found (and not asked for).
     """
-    from keras_sentemb.evaluation.sts import evaluate_sts
-    from keras_sentemb.evaluation.transfer import evaluate_transfer
-    from keras_sentemb.evaluation.transfer_readers import available_transfer_tasks
-
     quiet = {"show_progress": False} if hasattr(encoder, "encode") else {}
     report = {"sts": None, "transfer": None}
     try:

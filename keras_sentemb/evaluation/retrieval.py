@@ -2,6 +2,8 @@
 
 import numpy as np
 
+from keras_sentemb import validation
+
 
 def _normalize(x):
     x = np.asarray(x, dtype=np.float64)
@@ -68,8 +70,6 @@ def bitext_retrieval_accuracy(source_embeddings, target_embeddings, k=1, block_s
         - [Artetxe & Schwenk, 2019. Massively Multilingual Sentence Embeddings
           for Zero-Shot Cross-Lingual Transfer and Beyond](https://arxiv.org/abs/1812.10464)
     """
-    from keras_sentemb import validation
-
     k = validation.positive_int(k, "k")
     block_size = validation.positive_int(block_size, "block_size")
     src = _normalize(source_embeddings)

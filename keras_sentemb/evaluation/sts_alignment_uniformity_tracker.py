@@ -2,8 +2,10 @@
 
 import logging
 
+from keras_sentemb import validation
 from keras_sentemb.evaluation.alignment_uniformity import AlignmentUniformityTracker
 from keras_sentemb.evaluation.alignment_uniformity import sts_alignment_uniformity
+from keras_sentemb.evaluation.readers import load_stsb_pairs
 
 logger = logging.getLogger(__name__)
 
@@ -38,11 +40,7 @@ class STSAlignmentUniformityTracker(AlignmentUniformityTracker):
     References:
         - [Gao et al., 2021](https://arxiv.org/abs/2104.08821): SimCSE, Figure 2.
     """
-
     def __init__(self, data="stsb", split="dev", every=100, threshold=4.0, pooling=None):
-        from keras_sentemb import validation
-        from keras_sentemb.evaluation.readers import load_stsb_pairs
-
         super().__init__(load_stsb_pairs(data, split), validation.positive_int(every, "every"),
                          target_pooling=pooling)
         self.threshold = float(threshold)

@@ -26,10 +26,12 @@ References:
 
 import math
 
+from scipy.stats import spearmanr
 import numpy as np
 
 from keras_sentemb.evaluation import _plotting
 from keras_sentemb.evaluation.readers import load_stsb_pairs
+from keras_sentemb.evaluation.sts import cosine_scores
 
 def _check_range(num_buckets, score_range):
     if isinstance(num_buckets, bool) or not isinstance(num_buckets, (int, np.integer)) or num_buckets < 1:
@@ -151,8 +153,6 @@ def pair_cosines(encoder, pairs, batch_size=128, max_length=None, pooling=None):
     Returns:
         float64 numpy array [len(pairs)].
     """
-    from keras_sentemb.evaluation.sts import cosine_scores
-
     vectors, first, second = encode_pairs(encoder, pairs, batch_size, max_length, pooling)
     return cosine_scores(vectors[first], vectors[second])
 
@@ -222,8 +222,6 @@ def sts_spread(
     References:
         - [Carlsson et al., 2021](https://openreview.net/forum?id=Ov_sMNau-PF)
     """
-    from scipy.stats import spearmanr
-
     pairs = load_stsb_pairs(data, split)
     cosines = pair_cosines(encoder, pairs, batch_size, max_length, pooling)
     scores = np.array([p[2] for p in pairs], dtype=np.float64)

@@ -18,9 +18,15 @@ References:
 
 import math
 
+from scipy.stats import spearmanr
 import numpy as np
+import tensorflow as tf
 
+from keras_sentemb import validation
 from keras_sentemb.evaluation import _plotting
+from keras_sentemb.evaluation.readers import load_stsb_pairs
+from keras_sentemb.evaluation.sts import cosine_scores
+from keras_sentemb.models.encoding_engine import to_text
 
 DEFAULT_TOP_K = (0, 1, 2, 3, 5, 10, 20, 50, 100)
 
@@ -76,14 +82,6 @@ def frequent_token_removal(
     References:
         - [Yan et al., 2021](https://arxiv.org/abs/2105.11741), Figure 4.
     """
-    import tensorflow as tf
-    from scipy.stats import spearmanr
-
-    from keras_sentemb import validation
-    from keras_sentemb.evaluation.readers import load_stsb_pairs
-    from keras_sentemb.evaluation.sts import cosine_scores
-    from keras_sentemb.models.encoding_engine import to_text
-
     top_k = [validation.non_negative_int(k, "top_k") for k in top_k]
     if not top_k:
         raise ValueError("`top_k` is empty.")

@@ -32,8 +32,11 @@ import time
 
 import numpy as np
 
+from keras_sentemb import validation
 from keras_sentemb.evaluation import transfer_protocols as protocols
 from keras_sentemb.evaluation import transfer_readers as readers
+from keras_sentemb.evaluation.sts import _encode
+from keras_sentemb.evaluation.sts import _pooling_name
 
 logger = logging.getLogger(__name__)
 
@@ -107,7 +110,6 @@ def _resolve_tasks(data_dir, tasks):
 
 def _embed(encoder, texts, batch_size, pooling, encode_kwargs):
     """Vectors of `texts` (each distinct text encoded once), float32 `[n, dim]`."""
-    from keras_sentemb.evaluation.sts import _encode
 
     unique = list(dict.fromkeys(texts))
     vectors = _encode(encoder, unique, batch_size, pooling, encode_kwargs)
@@ -173,9 +175,6 @@ def evaluate_transfer(
     References:
         - [Conneau & Kiela, 2018](https://arxiv.org/abs/1803.05449)
     """
-    from keras_sentemb import validation
-    from keras_sentemb.evaluation.sts import _pooling_name
-
     cfg = protocols.resolve_config(config)
     seed = validation.non_negative_int(seed, "seed")
     validation.positive_int(batch_size, "batch_size")

@@ -10,7 +10,7 @@ Names are loaded lazily so that `python -m keras_sentemb.export.saved_model_cli`
 does not import Keras.
 """
 
-import importlib
+from keras_sentemb.lazy_exports import lazy_exports
 
 _PUBLIC = {
     "export_saved_model": "keras_sentemb.export.saved_model",
@@ -28,17 +28,4 @@ _PUBLIC = {
     "run_standalone": "keras_sentemb.export.standalone",
 }
 
-__all__ = sorted(_PUBLIC)
-
-
-def __getattr__(name):
-    module = _PUBLIC.get(name)
-    if module is None:
-        raise AttributeError(
-            f"module 'keras_sentemb.export' has no attribute {name!r}"
-        )
-    return getattr(importlib.import_module(module), name)
-
-
-def __dir__():
-    return sorted(set(globals()) | set(_PUBLIC))
+__getattr__, __dir__, __all__ = lazy_exports(__name__, _PUBLIC)

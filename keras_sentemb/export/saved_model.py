@@ -30,8 +30,14 @@ from pathlib import Path
 import keras
 import numpy as np
 import tensorflow as tf
+import tensorflow_text
 
 from keras_sentemb import compat
+from keras_sentemb.export.standalone import run_standalone
+from keras_sentemb.model_card import build_model_card
+from keras_sentemb.model_card import write_model_card
+from keras_sentemb.models.fused_gelu import plain_gelu
+from keras_sentemb.models.sentence_encoder import SentenceEncoder
 from keras_sentemb.version import __version__
 
 SERVING_SIGNATURE = "serving_default"
@@ -78,15 +84,12 @@ PROBE_SENTENCES = (
 class ExportVerificationError(ValueError):
     """The exported SavedModel does not reproduce `encode` within tolerance."""
 
-
 class VersionExistsError(FileExistsError, ValueError):
     """The requested TF Serving version folder already exists."""
-
 
 # ------------------------------------------------------------------ helpers
 def _as_encoder(encoder):
     """A `SentenceEncoder` from an encoder, a trainer or a model name."""
-    from keras_sentemb.models.sentence_encoder import SentenceEncoder
 
     if isinstance(encoder, (str, os.PathLike)):
         return SentenceEncoder.from_preset(os.fspath(encoder))
@@ -283,8 +286,6 @@ def build_export_archive(
     Returns:
         A `keras.export.ExportArchive`.
     """
-    from keras_sentemb.models.fused_gelu import plain_gelu
-
     encoder = _as_encoder(encoder)
     chunk_size = _check_chunk_size(chunk_size)
     # Building the tokenizer (and its tensorflow-text model) before tracking.
@@ -446,13 +447,7 @@ def verify_saved_model(path, encoder, sentences=None, atol=1e-5):
 
 # ------------------------------------------------------------------ export
 def _metadata(encoder, version, chunk_size, token_signature, report, custom_ops):
-
-    try:
-        import tensorflow_text
-
-        tf_text_version = getattr(tensorflow_text, "__version__", None)
-    except ImportError:  # pragma: no cover - a dependency of keras-hub
-        tf_text_version = None
+    tf_text_version = getattr(tensorflow_text, "__version__", None)
     signatures = {
         SERVING_SIGNATURE: {
             "inputs": {INPUT_KEY: "string [None]"},
@@ -564,10 +559,6 @@ def export_saved_model(
     # -> "saved_models/minilm/1"; serve with TF Serving, MODEL_NAME=minilm.
     ```
     """
-    from keras_sentemb.model_card import build_model_card
-    from keras_sentemb.model_card import write_model_card
-    from keras_sentemb.models.fused_gelu import plain_gelu
-
     encoder = _as_encoder(encoder)
     chunk_size = _check_chunk_size(chunk_size)
     if version is not None and (
@@ -605,8 +596,6 @@ def export_saved_model(
         if verify:
             report = verify_saved_model(tmp, encoder, probe_sentences, atol=atol)
         if check_standalone:
-            from keras_sentemb.export.standalone import run_standalone
-
             probes = [_to_bytes(s, i) for i, s in enumerate(PROBE_SENTENCES)]
             outside = run_standalone(tmp, probes, strict=True)
             diff = float(np.abs(outside - encoder.encode(probes)).max())

@@ -121,7 +121,7 @@ def run_standalone(path, sentences, strict=False, timeout=600, return_report=Fal
     Raises:
         StandaloneRunError: if the child fails, or imported a blocked module.
     """
-    import tensorflow as tf
+    import tensorflow as tf  # the parent's TensorFlow only (this module runs without it)
 
     blocked = STRICT_BLOCKED if strict else BLOCKED
     data = [s.encode("utf-8", errors="replace") if isinstance(s, str) else bytes(s)

@@ -13,6 +13,8 @@ loss = InfoNCELoss(temperature=0.05)(None, y_pred)
 ```
 """
 
+import math
+
 import keras
 import tensorflow as tf
 
@@ -51,7 +53,6 @@ class InfoNCELoss(_SentenceLoss):
         similarity: str. `"cosine"` or `"dot"`. Defaults to `"cosine"`.
         symmetric: bool. Defaults to `False`.
     """
-
     def __init__(self, temperature=0.05, hard_negative_weight=0.0, similarity="cosine",
                  symmetric=False, name="info_nce", **kwargs):
         super().__init__(name=name, **kwargs)
@@ -84,7 +85,6 @@ class NTXentLoss(_SentenceLoss):
     Args:
         temperature: float. Defaults to `0.1`.
     """
-
     def __init__(self, temperature=0.1, name="nt_xent", **kwargs):
         super().__init__(name=name, **kwargs)
         self.temperature = float(temperature)
@@ -108,7 +108,6 @@ class ContrastiveTensionLoss(_SentenceLoss):
     Column 0 holds tower 1's vectors, column 1 tower 2's; labels are 1 for
     a positive pair and 0 for a negative one.
     """
-
     def __init__(self, name="contrastive_tension", **kwargs):
         super().__init__(name=name, **kwargs)
 
@@ -124,14 +123,11 @@ class ContrastiveTensionInBatchLoss(_SentenceLoss):
     Args:
         scale: float. Multiplier of the cosine similarities. Defaults to `20.0`.
     """
-
     def __init__(self, scale=20.0, name="contrastive_tension_in_batch", **kwargs):
         super().__init__(name=name, **kwargs)
         self.scale = float(scale)
 
     def call(self, y_true, y_pred):
-        import math
-
         a, b = _columns(y_pred, (2,), "ContrastiveTensionInBatchLoss")
         return contrastive_tension_in_batch_loss(a, b, math.log(self.scale), reduction="none")
 

@@ -10,6 +10,8 @@ common surface so no other module has to ask which family it holds.
 
 import tensorflow as tf
 
+from keras_sentemb import validation
+
 FAMILIES = ("bert", "roberta")
 
 
@@ -30,7 +32,6 @@ class BackboneAdapter:
         x = layer(x, padding_mask=mask)
     ```
     """
-
     def __init__(self, backbone):
         self.backbone = backbone
         if hasattr(backbone, "embeddings") and hasattr(
@@ -127,8 +128,6 @@ def truncate_backbone(backbone, num_layers):
     Returns:
         A new backbone of the same class.
     """
-    from keras_sentemb import validation
-
     total = len(backbone.transformer_layers)
     num_layers = validation.positive_int(num_layers, "num_layers")
     if num_layers > total:

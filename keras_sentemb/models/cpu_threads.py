@@ -24,6 +24,9 @@ threads 148; two at once with one intra-op thread each 158; the same with at
 most 2,048 padded tokens per batch 177.
 """
 
+from concurrent.futures import FIRST_COMPLETED
+from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import wait
 import os
 
 import numpy as np
@@ -139,9 +142,6 @@ def run_batches(fn, batches, parallel_batches=None):
         for idx, token_ids, mask in batches:
             yield idx, fn(token_ids, mask).numpy()
         return
-    from concurrent.futures import FIRST_COMPLETED
-    from concurrent.futures import ThreadPoolExecutor
-    from concurrent.futures import wait
 
     def compute(token_ids, mask):
         return fn(token_ids, mask).numpy()

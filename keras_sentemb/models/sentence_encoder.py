@@ -4,13 +4,19 @@ import keras
 import numpy as np
 import tensorflow as tf
 
+from keras_sentemb.augment.views import apply_embedding_view
+from keras_sentemb.augment.views import apply_position_view
+from keras_sentemb.compat import require_tensorflow_backend
 from keras_sentemb.models.backbone_adapter import BackboneAdapter
 from keras_sentemb.models.encoder_persistence import EncoderPersistence
 from keras_sentemb.models.encoding_engine import EncodingEngine
 from keras_sentemb.models.fused_gelu import fuse_gelu
 from keras_sentemb.models.pooling import parse_pooling
 from keras_sentemb.models.pooling import pool_hidden_states
+from keras_sentemb.models.post_processing import PostProcessing
 from keras_sentemb.models.text_normalization import check_mode
+
+require_tensorflow_backend()
 
 
 @keras.saving.register_keras_serializable(package="keras_sentemb")
@@ -69,7 +75,6 @@ class SentenceEncoder(EncoderPersistence, EncodingEngine, keras.Model):
     References:
         - [Reimers & Gurevych, 2019](https://arxiv.org/abs/1908.10084)
     """
-
     def __init__(
         self,
         backbone,
@@ -173,8 +178,6 @@ class SentenceEncoder(EncoderPersistence, EncodingEngine, keras.Model):
         return layers[0] if layers else None
 
     def _set_postprocess(self, layer):
-        from keras_sentemb.models.post_processing import PostProcessing
-
         if isinstance(layer, dict):
             layer = keras.saving.deserialize_keras_object(layer)
         if layer is not None and not isinstance(layer, PostProcessing):
@@ -382,8 +385,6 @@ class SentenceEncoder(EncoderPersistence, EncodingEngine, keras.Model):
         """
         position_transform = embedding_transform = None
         if view is not None or embedding_hook is not None:
-            from keras_sentemb.augment.views import apply_embedding_view
-            from keras_sentemb.augment.views import apply_position_view
 
             if view is not None and getattr(view, "stage", None) == "positions":
                 position_transform = lambda p, m: apply_position_view(  # noqa: E731

@@ -28,6 +28,8 @@ import numpy as np
 import tensorflow as tf
 
 from keras_sentemb import validation
+from keras_sentemb.models.pooling import parse_pooling
+from keras_sentemb.models.precision import check_precision
 
 MANIFEST = "manifest.json"
 FORMATS = ("npy", "tfrecord")
@@ -208,9 +210,6 @@ def encode_to_files(
         model_name: str or None. Recorded in the manifest (and compared on
             resume). Defaults to the encoder's name.
     """
-    from keras_sentemb.models.pooling import parse_pooling
-    from keras_sentemb.models.precision import check_precision
-
     shard_size = validation.positive_int(shard_size, "shard_size")
     validation.choice(shard_format, "shard_format", FORMATS)
     precision = check_precision(precision)

@@ -30,11 +30,14 @@ refused with an error.
 import collections
 import logging
 
+from scipy import sparse
+import keras_hub
 import numpy as np
 import tensorflow as tf
 
 from keras_sentemb import compat
 from keras_sentemb import validation
+from keras_sentemb.models.encoding_engine import to_text
 
 logger = logging.getLogger(__name__)
 
@@ -49,7 +52,6 @@ CHUNK = 4096
 
 def can_extend(encoder):
     """Whether `extend_vocabulary` supports the encoder's tokenizer (WordPiece)."""
-    import keras_hub
 
     return isinstance(encoder.tokenizer, keras_hub.tokenizers.WordPieceTokenizer)
 
@@ -73,8 +75,6 @@ def _check_wordpiece(encoder):
 
 
 def _sentences(corpus):
-    from keras_sentemb.models.encoding_engine import to_text
-
     if isinstance(corpus, (str, bytes)):
         raise ValueError(
             "`corpus` must be a list of sentences (one str each), received a single "
@@ -150,8 +150,6 @@ def _learned_pieces(tokenizer, words, max_new_tokens):
     each new piece when the words are tokenized with the old vocabulary plus
     all learned pieces.
     """
-    import keras_hub
-
     occurrences = [w for w, c in words.items() for _ in range(c)]
     data = tf.data.Dataset.from_tensor_slices(tf.constant(occurrences)).batch(1024)
     learned = keras_hub.tokenizers.compute_word_piece_vocabulary(
@@ -331,7 +329,6 @@ def alignment_probabilities(encoder, corpus, translations, iterations=ALIGNMENT_
 
 def _aligned_rows(encoder, grown, tokens, table, corpus, translations):
     """Rows of `tokens`: source-token rows weighted by t(source | token)."""
-    from scipy import sparse
 
     if corpus is None or translations is None:
         raise ValueError("init='aligned' needs `corpus` and its `translations`.")

@@ -1,17 +1,12 @@
 """One `fit_*` per method, each a short composition over `FitScaffold`."""
 
-from keras_sentemb.pipelines.callbacks import DevSelection
-from keras_sentemb.pipelines.callbacks import NonFiniteGuard
-from keras_sentemb.pipelines.callbacks import STSDevEvaluation
-from keras_sentemb.pipelines.callbacks import StopAtStep
-from keras_sentemb.pipelines.scaffold import FitScaffold
-from keras_sentemb.pipelines.scaffold import TrainingReport
+from keras_sentemb.lazy_exports import lazy_exports
 
-__all__ = [
-    "DevSelection",
-    "FitScaffold",
-    "NonFiniteGuard",
-    "STSDevEvaluation",
-    "StopAtStep",
-    "TrainingReport",
-]
+__getattr__, __dir__, __all__ = lazy_exports(__name__, {
+    "DevSelection": f"{__name__}.callbacks",
+    "FitScaffold": f"{__name__}.scaffold",
+    "NonFiniteGuard": f"{__name__}.callbacks",
+    "STSDevEvaluation": f"{__name__}.callbacks",
+    "StopAtStep": f"{__name__}.callbacks",
+    "TrainingReport": f"{__name__}.scaffold",
+})

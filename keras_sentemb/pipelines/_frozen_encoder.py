@@ -5,6 +5,7 @@ import os
 
 import numpy as np
 
+from keras_sentemb.data.corpus import load_corpus
 from keras_sentemb.pipelines.callbacks import pair_sentences
 from keras_sentemb.pipelines.callbacks import vectors_spearman
 
@@ -50,10 +51,7 @@ class FittingData:
         data: the `data` argument of the fit.
         limit: int or None. Keep the first `limit` rows.
     """
-
     def __init__(self, data, limit=None):
-        from keras_sentemb.data.corpus import load_corpus
-
         self.sentences = self.given_vectors = None
         is_npy = isinstance(data, (str, os.PathLike)) and os.fspath(data).endswith(".npy")
         if isinstance(data, np.ndarray) or is_npy:

@@ -105,6 +105,11 @@ class TrainingBackup(keras.callbacks.BackupAndRestore):
             shutil.rmtree(self.backup_dir, ignore_errors=True)
             self._epoch, self._weights = 0, None
 
+    @property
+    def start_epoch(self):
+        """The epoch training resumes at (0: no usable backup)."""
+        return self._epoch
+
     def on_train_begin(self, logs=None):
         if self._weights is None:
             return

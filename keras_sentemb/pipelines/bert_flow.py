@@ -3,8 +3,15 @@
 import numpy as np
 
 from keras_sentemb import validation
+from keras_sentemb.data.batching import shuffled_batches
+from keras_sentemb.models.glow_flow import GlowFlow
+from keras_sentemb.pipelines._frozen_encoder import DevVectors
+from keras_sentemb.pipelines._frozen_encoder import FittingData
+from keras_sentemb.pipelines._frozen_encoder import load_frozen_encoder
 from keras_sentemb.pipelines.arguments import fit_function
+from keras_sentemb.pipelines.callbacks import DevSelection
 from keras_sentemb.pipelines.schedules import adamw_linear_decay
+from keras_sentemb.trainers.bert_flow import BertFlow
 
 # Vectors used for the flow's data-dependent (actnorm) initialisation.
 INIT_SAMPLE = 1024
@@ -99,14 +106,6 @@ def fit_flow(
         - [Li et al., 2020. On the Sentence Embeddings from Pre-trained
           Language Models](https://arxiv.org/abs/2011.05864)
     """
-    from keras_sentemb.data.batching import shuffled_batches
-    from keras_sentemb.models.glow_flow import GlowFlow
-    from keras_sentemb.pipelines._frozen_encoder import DevVectors
-    from keras_sentemb.pipelines._frozen_encoder import FittingData
-    from keras_sentemb.pipelines._frozen_encoder import load_frozen_encoder
-    from keras_sentemb.pipelines.callbacks import DevSelection
-    from keras_sentemb.trainers.bert_flow import BertFlow
-
     encode_batch_size = validation.positive_int(encode_batch_size, "encode_batch_size")
     source = FittingData(data)
     run.record_data(**source.describe())

@@ -5,8 +5,12 @@ import logging
 import math
 import os
 
+from scipy.stats import spearmanr
 import keras
 import numpy as np
+
+from keras_sentemb import validation
+from keras_sentemb.evaluation.sts import cosine_scores
 
 logger = logging.getLogger(__name__)
 
@@ -36,10 +40,6 @@ def vectors_spearman(vectors, sentences, pairs):
         sentences: list of str (e.g. `pair_sentences(pairs)`).
         pairs: list of (s1, s2, score).
     """
-    from scipy.stats import spearmanr
-
-    from keras_sentemb.evaluation.sts import cosine_scores
-
     index = {s: i for i, s in enumerate(sentences)}
     vectors = np.asarray(vectors)
     a = vectors[[index[p[0]] for p in pairs]]
@@ -90,7 +90,6 @@ class DevSelection(keras.callbacks.Callback):
         state_dir: str or None. Where to keep the selection state for a
             resumed run. Defaults to `None`.
     """
-
     def __init__(
         self,
         evaluate,
@@ -103,7 +102,6 @@ class DevSelection(keras.callbacks.Callback):
         state_dir=None,
     ):
         super().__init__()
-        from keras_sentemb import validation
 
         self.evaluate_fn = evaluate
         self.every = validation.positive_int(every, "every")
@@ -257,7 +255,6 @@ class STSDevEvaluation(DevSelection):
         monitor: str. Defaults to `"sts_dev_spearman"`.
         **kwargs: see `DevSelection`.
     """
-
     def __init__(self, pairs, every=100, pooling=None, monitor="sts_dev_spearman",
                  batch_size=128, **kwargs):
         if not pairs:
@@ -277,7 +274,6 @@ class StopAtStep(keras.callbacks.Callback):
     `BackupAndRestore`); this callback makes the last epoch short, so `steps`
     means exactly that many optimizer steps.
     """
-
     def __init__(self, steps):
         super().__init__()
         self.steps = int(steps)
@@ -294,7 +290,6 @@ class NonFiniteGuard(keras.callbacks.Callback):
     state untouched, on every replica), so the weights are the last finite
     ones; this callback ends `fit` and records the step.
     """
-
     def __init__(self):
         super().__init__()
         self.stopped_at = None

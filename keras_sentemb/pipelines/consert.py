@@ -3,8 +3,14 @@
 import logging
 
 from keras_sentemb import validation
+from keras_sentemb.data.corpus import load_corpus
+from keras_sentemb.data.nli import load_supervised
+from keras_sentemb.data.nli import triplets_to_nli_pairs
 from keras_sentemb.pipelines.arguments import fit_function
 from keras_sentemb.pipelines.schedules import adamw_linear_decay
+from keras_sentemb.trainers.consert import ADVERSARIAL
+from keras_sentemb.trainers.consert import ConSERT
+from keras_sentemb.trainers.consert import parse_views
 
 logger = logging.getLogger(__name__)
 
@@ -23,9 +29,6 @@ def _parse_rates(view_rates):
 
 
 def _nli_rows(supervised):
-    from keras_sentemb.data.nli import load_supervised
-    from keras_sentemb.data.nli import triplets_to_nli_pairs
-
     kind, rows = load_supervised(supervised)
     if kind == "triplets":
         logger.warning(
@@ -134,11 +137,6 @@ def fit_consert(
           Self-Supervised Sentence Representation Transfer](
           https://arxiv.org/abs/2105.11741).
     """
-    from keras_sentemb.data.corpus import load_corpus
-    from keras_sentemb.trainers.consert import ADVERSARIAL
-    from keras_sentemb.trainers.consert import ConSERT
-    from keras_sentemb.trainers.consert import parse_views
-
     validation.choice(mode, "mode", CONSERT_FIT_MODES)
     views = parse_views(views)
     view_rates = _parse_rates(view_rates)

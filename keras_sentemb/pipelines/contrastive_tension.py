@@ -3,9 +3,14 @@
 import keras
 
 from keras_sentemb import validation
+from keras_sentemb.data.batching import tokenize_columns
+from keras_sentemb.data.corpus import load_corpus
+from keras_sentemb.data.ct_sampler import ct_pair_dataset
 from keras_sentemb.pipelines.arguments import fit_function
 from keras_sentemb.pipelines.schedules import ct_learning_rate_schedule
 from keras_sentemb.trainers import optimizers
+from keras_sentemb.trainers.contrastive_tension import ContrastiveTension
+from keras_sentemb.trainers.contrastive_tension import parse_negatives
 
 KEEP = ("best", "tower1", "tower2")
 
@@ -86,12 +91,6 @@ def fit_ct(
     References:
         - [Carlsson et al., 2021](https://openreview.net/forum?id=Ov_sMNau-PF)
     """
-    from keras_sentemb.data.corpus import load_corpus
-    from keras_sentemb.data.ct_sampler import ct_pair_dataset
-    from keras_sentemb.data.batching import tokenize_columns
-    from keras_sentemb.trainers.contrastive_tension import ContrastiveTension
-    from keras_sentemb.trainers.contrastive_tension import parse_negatives
-
     validation.choice(keep, "keep", KEEP)
     mode, k = parse_negatives(negatives)
     sentences = load_corpus(data)

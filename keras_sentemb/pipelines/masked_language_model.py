@@ -1,7 +1,9 @@
 """`fit_mlm`: masked-language-model training of any backbone."""
 
+from keras_sentemb.data.corpus import load_corpus
 from keras_sentemb.pipelines.arguments import fit_function
 from keras_sentemb.pipelines.schedules import adamw_linear_decay
+from keras_sentemb.trainers.masked_language_model import MaskedLanguageModel
 
 
 @fit_function(
@@ -57,9 +59,6 @@ def fit_mlm(
     References:
         - [Devlin et al., 2019. BERT](https://arxiv.org/abs/1810.04805)
     """
-    from keras_sentemb.data.corpus import load_corpus
-    from keras_sentemb.trainers.masked_language_model import MaskedLanguageModel
-
     sentences = load_corpus(data)
     run.record_data(sentences=len(sentences))
     with run.scope():

@@ -8,12 +8,25 @@ import keras
 
 from keras_sentemb import compat
 from keras_sentemb import validation
+from keras_sentemb.data.multitask import PRETRAIN_MODES
+from keras_sentemb.data.multitask import STSB_TEST_LEAKAGE_WARNING
+from keras_sentemb.data.multitask import TASKS
+from keras_sentemb.data.multitask import check_procedure
+from keras_sentemb.data.multitask import load_multitask_data
+from keras_sentemb.data.multitask import multitask_batches
+from keras_sentemb.data.multitask import pretraining_examples
+from keras_sentemb.data.multitask import schedule_sizes
+from keras_sentemb.data.multitask import tokenize_multitask
+from keras_sentemb.data.nli import read_nli_triplets
 from keras_sentemb.evaluation.multitask import evaluate_multitask
 from keras_sentemb.pipelines.callbacks import DevSelection
 from keras_sentemb.pipelines.arguments import fit_function
 from keras_sentemb.pipelines.backup import TrainingBackup
 from keras_sentemb.pipelines.schedules import adamw_linear_decay
 from keras_sentemb.trainers import optimizers
+from keras_sentemb.trainers.multitask import HEAD_SHARING
+from keras_sentemb.trainers.multitask import MultitaskModel
+from keras_sentemb.trainers.simcse import SimCSE
 
 logger = logging.getLogger(__name__)
 
@@ -31,7 +44,6 @@ class MultitaskDevEvaluation(DevSelection):
         limit: int or None. See `evaluate_multitask`.
         **kwargs: see `DevSelection`.
     """
-
     def __init__(self, dev, limit=None, **kwargs):
         self.dev = dev
         self.limit = limit
@@ -185,17 +197,6 @@ def fit_multitask(
           Learning](https://arxiv.org/abs/2001.06782)
         - [Gao et al., 2021. SimCSE](https://arxiv.org/abs/2104.08821)
     """
-    from keras_sentemb.data.multitask import PRETRAIN_MODES
-    from keras_sentemb.data.multitask import STSB_TEST_LEAKAGE_WARNING
-    from keras_sentemb.data.multitask import TASKS
-    from keras_sentemb.data.multitask import check_procedure
-    from keras_sentemb.data.multitask import load_multitask_data
-    from keras_sentemb.data.multitask import multitask_batches
-    from keras_sentemb.data.multitask import schedule_sizes
-    from keras_sentemb.data.multitask import tokenize_multitask
-    from keras_sentemb.trainers.multitask import HEAD_SHARING
-    from keras_sentemb.trainers.multitask import MultitaskModel
-
     if evaluate_stsb_test:
         raise ValueError("Refusing evaluate_stsb_test=True: " + STSB_TEST_LEAKAGE_WARNING)
     if run.steps is None:
@@ -279,9 +280,6 @@ def fit_multitask(
 def _pretrain(run, encoder, mode, train, steps, learning_rate, temperature, nli_file,
               data_dir, backup):
     """Contrastive pre-training of `encoder` with the `SimCSE` trainer (a stage of the run)."""
-    from keras_sentemb.data.multitask import pretraining_examples
-    from keras_sentemb.data.nli import read_nli_triplets
-    from keras_sentemb.trainers.simcse import SimCSE
 
     triplets = None
     if mode == "nli":

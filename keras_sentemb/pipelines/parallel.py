@@ -4,10 +4,22 @@ import logging
 import os
 
 from keras_sentemb import validation
+from keras_sentemb.data.parallel import load_parallel_pairs
+from keras_sentemb.data.parallel import split_pairs
+from keras_sentemb.evaluation.alignment_uniformity import AlignmentUniformityTracker
+from keras_sentemb.evaluation.retrieval import evaluate_bitext_retrieval
+from keras_sentemb.models.vocabulary import INITS
+from keras_sentemb.models.vocabulary import can_extend
+from keras_sentemb.models.vocabulary import extend_vocabulary as grow_vocabulary
+from keras_sentemb.models.vocabulary import unknown_token_share
 from keras_sentemb.pipelines.callbacks import DevSelection
 from keras_sentemb.pipelines.arguments import fit_function
 from keras_sentemb.pipelines.schedules import warmup_cosine_decay
 from keras_sentemb.trainers import optimizers
+from keras_sentemb.trainers.parallel import MODES
+from keras_sentemb.trainers.parallel import ParallelContrastive
+from keras_sentemb.trainers.parallel import resolve_temperature
+from keras_sentemb.trainers.parallel import set_trainable
 
 logger = logging.getLogger(__name__)
 
@@ -26,10 +38,7 @@ class RetrievalDevEvaluation(DevSelection):
         max_length: int or None. Token limit.
         **kwargs: see `DevSelection`.
     """
-
     def __init__(self, pairs, pooling=None, max_length=None, **kwargs):
-        from keras_sentemb.evaluation.retrieval import evaluate_bitext_retrieval
-
         if len(pairs) < 2:
             raise ValueError(f"Retrieval dev selection needs >= 2 pairs, received {len(pairs)}.")
         self.pairs = list(pairs)
@@ -167,19 +176,6 @@ def fit_parallel(
         - [Learning Monolingual Sentence Embeddings with Large-scale Parallel
           Translation Datasets (ACL ARR 2022)](https://openreview.net/forum?id=_vXqKfxoJfN)
     """
-    from keras_sentemb.data.parallel import load_parallel_pairs
-    from keras_sentemb.data.parallel import split_pairs
-    from keras_sentemb.evaluation.alignment_uniformity import AlignmentUniformityTracker
-    from keras_sentemb.evaluation.retrieval import evaluate_bitext_retrieval
-    from keras_sentemb.models.vocabulary import INITS
-    from keras_sentemb.models.vocabulary import can_extend
-    from keras_sentemb.models.vocabulary import extend_vocabulary as grow_vocabulary
-    from keras_sentemb.models.vocabulary import unknown_token_share
-    from keras_sentemb.trainers.parallel import MODES
-    from keras_sentemb.trainers.parallel import ParallelContrastive
-    from keras_sentemb.trainers.parallel import resolve_temperature
-    from keras_sentemb.trainers.parallel import set_trainable
-
     validation.choice(mlp, "mlp", ("auto", "train", "none"))
     validation.choice(mode, "mode", MODES)
     resolve_temperature(temperature)

@@ -36,6 +36,14 @@ import tensorflow as tf
 
 from keras_sentemb import compat
 from keras_sentemb import validation
+from keras_sentemb.data.batching import shuffled_batches
+from keras_sentemb.data.batching import tokenize_columns
+from keras_sentemb.evaluation.readers import load_stsb_pairs
+from keras_sentemb.io_utils import check_new_folder
+from keras_sentemb.models import SentenceEncoder
+from keras_sentemb.models.pooling import parse_pooling
+from keras_sentemb.models.precision import PRECISIONS
+from keras_sentemb.models.precision import check_precision
 from keras_sentemb.pipelines.callbacks import NonFiniteGuard
 from keras_sentemb.pipelines.callbacks import STSDevEvaluation
 from keras_sentemb.pipelines.callbacks import StopAtStep
@@ -76,7 +84,6 @@ class TrainingReport:
         seconds: float. Wall time of the call.
         versions: dict. keras_sentemb, Keras, keras-hub and TensorFlow.
     """
-
     method: str
     model: str
     pooling: str = None
@@ -114,8 +121,6 @@ def resolve_encoder(model, max_length=None):
     `max_length` is the training length (the encoder keeps its own
     `max_length` for inference); see `training_length`.
     """
-    from keras_sentemb.models import SentenceEncoder
-
     if isinstance(model, SentenceEncoder):
         encoder = model
     elif isinstance(model, (str, os.PathLike)):
@@ -154,8 +159,6 @@ def resolve_pooling(pooling, encoder, paper_pooling):
         encoder: `SentenceEncoder`. Its `declared_pooling` is the model's own.
         paper_pooling: str. The method's paper setting for a raw backbone.
     """
-    from keras_sentemb.models.pooling import parse_pooling
-
     if pooling != "auto":
         return parse_pooling(pooling, encoder.num_layers), "set by the caller"
     declared = encoder.declared_pooling
@@ -187,8 +190,6 @@ def resolve_dev(dev):
     is an STS-B file or folder (its dev split); a list is used as is; None
     (or `"none"`) means no dev selection. See `load_stsb_pairs`.
     """
-    from keras_sentemb.evaluation.readers import load_stsb_pairs
-
     if dev is None or (isinstance(dev, str) and dev.lower() in ("none", "")):
         return None
     if isinstance(dev, str) and dev.lower() == "auto":
@@ -200,7 +201,6 @@ def resolve_dev(dev):
 
 def check_output(output):
     """Fail before any work when `output` cannot become a model folder."""
-    from keras_sentemb.io_utils import check_new_folder
 
     if output is None:
         return None
@@ -241,7 +241,6 @@ class FitScaffold:
         return run.finish(trainer.encoder)
     ```
     """
-
     def __init__(self, method, arguments, paper_pooling, custom_dev=(), in_batch=False):
         missing = [name for name in COMMON_ARGS if name not in arguments]
         if missing:
@@ -269,7 +268,6 @@ class FitScaffold:
                 f"`pooling` must be 'auto' or a pooling name. Received: {self.requested_pooling!r}."
             )
         if self.requested_pooling != "auto":
-            from keras_sentemb.models.pooling import parse_pooling
 
             parse_pooling(self.requested_pooling)
         self.dev = args["dev"]
@@ -287,7 +285,6 @@ class FitScaffold:
         if self.seed is not None:
             self.seed = validation.non_negative_int(self.seed, "seed")
         self.verbose = args["verbose"]
-        from keras_sentemb.models.precision import check_precision
 
         self.precision = check_precision(arguments.get("precision"))
         self.mini_batch_size = validation.optional_positive_int(
@@ -325,7 +322,6 @@ class FitScaffold:
         """
         encoder = resolve_encoder(self.model if model is None else model)
         if self.precision != "float32":
-            from keras_sentemb.models.precision import PRECISIONS
 
             # A copy computing in bfloat16 (float32 weights): the caller's
             # encoder is not trained in place.
@@ -379,9 +375,6 @@ class FitScaffold:
                 tokenizes.
             max_length: int or None. Defaults to the run's `max_length`.
         """
-        from keras_sentemb.data.batching import shuffled_batches
-        from keras_sentemb.data.batching import tokenize_columns
-
         max_length = self.max_length if max_length is None else max_length
 
         def make_dataset(start_step):

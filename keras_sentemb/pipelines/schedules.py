@@ -12,6 +12,7 @@ import keras
 from keras import ops
 
 from keras_sentemb import validation
+from keras_sentemb.trainers.optimizers import AdamW
 
 CT_BOUNDARIES = (500, 1000, 1500, 2000)
 CT_FACTORS = (1.0, 0.8, 0.6, 0.4, 0.2)
@@ -82,7 +83,6 @@ class LinearWarmupDecay(keras.optimizers.schedules.LearningRateSchedule):
     >>> [round(float(schedule(t)) * 1e4, 3) for t in (0, 1, 2, 6, 10)]
     [0.0, 0.5, 1.0, 0.5, 0.0]
     """
-
     def __init__(self, learning_rate, total_steps, warmup_steps=0):
         self.learning_rate = validation.positive_float(learning_rate, "learning_rate")
         self.total_steps = validation.positive_int(total_steps, "total_steps")
@@ -122,8 +122,6 @@ def adamw_linear_decay(learning_rate, steps, warmup_ratio=0.0, weight_decay=0.0,
     `global_clipnorm`); the class is its fused form
     (`keras_sentemb.trainers.optimizers.AdamW`).
     """
-    from keras_sentemb.trainers.optimizers import AdamW
-
     kwargs.setdefault("epsilon", 1e-6)
     return AdamW(
         learning_rate=linear_warmup_decay(learning_rate, steps, warmup_ratio),

@@ -1,8 +1,11 @@
 """`fit_self_guided`: SG / SG-OPT from raw text."""
 
 from keras_sentemb import validation
+from keras_sentemb.data.corpus import load_corpus
+from keras_sentemb.data.nli import load_positive_pairs
 from keras_sentemb.pipelines.arguments import fit_function
 from keras_sentemb.pipelines.schedules import adamw_linear_decay
+from keras_sentemb.trainers.self_guided import SelfGuided
 
 
 @fit_function(
@@ -100,10 +103,6 @@ def fit_self_guided(
         - [Kim, Yoo & Lee, 2021. Self-Guided Contrastive Learning for BERT
           Sentence Representations](https://arxiv.org/abs/2106.07345)
     """
-    from keras_sentemb.data.corpus import load_corpus
-    from keras_sentemb.data.nli import load_positive_pairs
-    from keras_sentemb.trainers.self_guided import SelfGuided
-
     validation.choice(mode, "mode", ("unsup", "pairs"))
     if mode == "pairs":
         pairs = load_positive_pairs(data)

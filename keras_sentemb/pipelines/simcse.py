@@ -1,14 +1,17 @@
 """`fit_simcse`: SimCSE, unsupervised (dropout views) or supervised."""
 
 from keras_sentemb import validation
+from keras_sentemb.data.corpus import load_corpus
+from keras_sentemb.data.nli import load_positive_pairs
+from keras_sentemb.data.nli import load_supervised
 from keras_sentemb.pipelines.arguments import fit_function
 from keras_sentemb.pipelines.schedules import adamw_linear_decay
+from keras_sentemb.trainers.simcse import SIMCSE_MODES
+from keras_sentemb.trainers.simcse import SimCSE
 
 
 def supervised_columns(data, mode):
     """Columns (and labels) of supervised SimCSE data for `mode`."""
-    from keras_sentemb.data.nli import load_positive_pairs
-    from keras_sentemb.data.nli import load_supervised
 
     if mode == "pairs":
         rows = load_positive_pairs(data)
@@ -87,10 +90,6 @@ def fit_simcse(
         - [Gao et al., 2021. SimCSE: Simple Contrastive Learning of Sentence
           Embeddings](https://arxiv.org/abs/2104.08821).
     """
-    from keras_sentemb.data.corpus import load_corpus
-    from keras_sentemb.trainers.simcse import SIMCSE_MODES
-    from keras_sentemb.trainers.simcse import SimCSE
-
     validation.choice(mlp, "mlp", ("auto", "train", "none"))
     validation.choice(mode, "mode", SIMCSE_MODES)
     if mode == "unsup":

@@ -5,8 +5,12 @@ import logging
 import numpy as np
 
 from keras_sentemb import validation
+from keras_sentemb.evaluation.readers import load_stsb_pairs
+from keras_sentemb.evaluation.sts_spread import pair_cosines
+from keras_sentemb.evaluation.sts_spread import score_buckets
 from keras_sentemb.pipelines.arguments import fit_function
 from keras_sentemb.pipelines.schedules import adamw_linear_decay
+from keras_sentemb.trainers.sts_regression import STSRegression
 
 logger = logging.getLogger(__name__)
 
@@ -32,8 +36,6 @@ def lowest_bucket_mean(cosines, scores, num_buckets=20, score_range=STS_SCORE_RA
         A tuple `(M, bucket, count)`: the mean, the bucket's index and its
         number of pairs.
     """
-    from keras_sentemb.evaluation.sts_spread import score_buckets
-
     cosines = np.asarray(cosines, dtype=np.float64).reshape(-1)
     index = score_buckets(scores, num_buckets, score_range)
     if cosines.shape != index.shape or cosines.size == 0:
@@ -93,9 +95,6 @@ def model_specific_lower_bound(
     Returns:
         A dict with `lower_bound` (M), `bucket`, `count`, `num_buckets`.
     """
-    from keras_sentemb.evaluation.sts_spread import pair_cosines
-    from keras_sentemb.evaluation.sts_spread import score_buckets
-
     index = score_buckets([p[2] for p in pairs], num_buckets, score_range)
     lowest = int(index.min())
     chosen = [p for p, i in zip(pairs, index) if i == lowest]
@@ -166,8 +165,6 @@ def fit_sts_regression(
         - [Carlsson et al., 2021. Semantic Re-tuning with Contrastive
           Tension](https://openreview.net/forum?id=Ov_sMNau-PF), section 5.2.
     """
-    from keras_sentemb.trainers.sts_regression import STSRegression
-
     validation.choice(labels, "labels", LABEL_MODES)
     num_buckets = validation.positive_int(num_buckets, "num_buckets")
     pairs = resolve_train_pairs(data)
@@ -201,7 +198,6 @@ def fit_sts_regression(
 
 def resolve_train_pairs(data):
     """`data` argument -> list of (s1, s2, score) (STS-B train split)."""
-    from keras_sentemb.evaluation.readers import load_stsb_pairs
 
     if data is None:
         raise ValueError("fit_sts_regression needs `data`: 'stsb', an STS-B path or pairs.")

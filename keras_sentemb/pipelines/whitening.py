@@ -4,6 +4,10 @@ import logging
 import math
 
 from keras_sentemb import validation
+from keras_sentemb.models.whitening import Whitening
+from keras_sentemb.pipelines._frozen_encoder import DevVectors
+from keras_sentemb.pipelines._frozen_encoder import FittingData
+from keras_sentemb.pipelines._frozen_encoder import load_frozen_encoder
 from keras_sentemb.pipelines.arguments import fit_function
 
 logger = logging.getLogger(__name__)
@@ -113,11 +117,6 @@ def fit_whitening(
         - [Su et al., 2021. Whitening Sentence Representations for Better
           Semantics and Faster Retrieval](https://arxiv.org/abs/2103.15316)
     """
-    from keras_sentemb.models.whitening import Whitening
-    from keras_sentemb.pipelines._frozen_encoder import DevVectors
-    from keras_sentemb.pipelines._frozen_encoder import FittingData
-    from keras_sentemb.pipelines._frozen_encoder import load_frozen_encoder
-
     if run.learning_rate is not None:
         raise ValueError(
             f"fit_whitening trains nothing and takes no learning rate; received {run.learning_rate!r}."

@@ -7,6 +7,7 @@ from keras_sentemb import compat
 from keras_sentemb import validation
 from keras_sentemb.losses.distributed import all_replicas_agree
 from keras_sentemb.models.logit_scale import LogitScale
+from keras_sentemb.trainers.optimizers import get
 
 # Counter values reserved per step for each SeedGenerator (draws within a step).
 SEED_STRIDE = 1 << 20
@@ -57,7 +58,6 @@ def apply_if_finite(optimizer, grads_and_vars, finite):
         grads_and_vars: list of `(gradient, variable)` pairs.
         finite: boolean scalar tensor.
     """
-
     grads, variables = zip(*grads_and_vars) if grads_and_vars else ((), ())
     grads_and_vars = list(zip(dense_gradients(grads), variables))
 
@@ -168,7 +168,6 @@ class BaseTrainer(keras.Model):
         - [Gao, Zhang, Han & Callan, 2021. Scaling Deep Contrastive Learning
           Batch Size under Memory Limited Setup](https://arxiv.org/abs/2101.06983)
     """
-
     # Constructor arguments holding a SentenceEncoder (serialized in get_config).
     encoder_arguments = ("encoder",)
 
@@ -215,7 +214,6 @@ class BaseTrainer(keras.Model):
                     f"Received: mini_batch_size={self.mini_batch_size}."
                 )
         if isinstance(optimizer, str):  # RMSprop / Adam / AdamW: their fused forms
-            from keras_sentemb.trainers.optimizers import get
 
             optimizer = get(optimizer)
         super().compile(optimizer=optimizer, **kwargs)

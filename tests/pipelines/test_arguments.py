@@ -7,10 +7,10 @@ import sys
 import pytest
 
 import keras_sentemb
-from keras_sentemb.pipelines.arguments import OPTIONAL_NAMES
-from keras_sentemb.pipelines.arguments import SHARED_NAMES
+from keras_sentemb.pipelines.shared_arguments import OPTIONAL_NAMES
+from keras_sentemb.pipelines.shared_arguments import SHARED_NAMES
 from keras_sentemb.pipelines.arguments import fit_function
-from keras_sentemb.pipelines.arguments import option_docs
+from keras_sentemb.pipelines.shared_arguments import option_docs
 
 FITS = sorted(n for n in keras_sentemb.__all__ if n.startswith("fit_"))
 IN_BATCH = ("fit_ct", "fit_simcse", "fit_consert", "fit_self_guided", "fit_parallel",

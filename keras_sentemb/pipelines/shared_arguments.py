@@ -1,0 +1,110 @@
+"""The definitions of the arguments every `fit_*` shares (light: no TensorFlow).
+
+`keras_sentemb.pipelines.arguments.fit_function` builds each `fit_*`
+signature and docstring from them; the command line builds its `train`
+flags and help from them without loading any training code.
+"""
+
+import dataclasses
+import inspect
+import re
+
+
+@dataclasses.dataclass(frozen=True)
+class SharedArgument:
+    """One shared `fit_*` argument: its name, base default and documentation.
+
+    Attributes:
+        name: str. The keyword.
+        default: object. The default a method uses unless it declares its own.
+        doc: str. The docstring text after `name:` (type, then meaning),
+            without the `Defaults to` sentence, which is written from the
+            method's default.
+    """
+
+    name: str
+    default: object
+    doc: str
+
+
+SHARED_ARGUMENTS = (
+    SharedArgument("model", "default", "str or `SentenceEncoder`. `\"default\"` (the bundled "
+                   "all-MiniLM-L6-v2), a keras-hub preset name, a Hugging Face / "
+                   "sentence-transformers folder, a folder saved by this package, or an encoder."),
+    SharedArgument("steps", None, "int or None. Optimizer steps; None is the method's epochs "
+                   "over the data."),
+    SharedArgument("batch_size", 32, "int. Rows per optimizer step (global, across replicas)."),
+    SharedArgument("learning_rate", None, "float or None. Peak learning rate; None is the "
+                   "method's own."),
+    SharedArgument("max_length", None, "int or None. Token limit per training sentence, capped "
+                   "at the backbone's positions (the encoder keeps its own limit for inference); "
+                   "None is the encoder's."),
+    SharedArgument("pooling", "auto", "str. `\"auto\"` (the model's own pooling when it declares "
+                   "one, else the paper's) or a pooling name (`cls`, `mean`, `max`, `mean_last2`, "
+                   "`first_last`, `layer:K`)."),
+    SharedArgument("dev", "stsb", "`\"stsb\"` (the bundled STS-B dev set), an STS-B file or "
+                   "folder, a list of (s1, s2, score) or None (no dev selection). With a dev set the "
+                   "best checkpoint, the starting weights included, is kept."),
+    SharedArgument("eval_every", 100, "int. Steps between dev evaluations (and backups)."),
+    SharedArgument("output", None, "str or None. Folder to save the kept encoder to."),
+    SharedArgument("strategy", None, "`tf.distribute.Strategy` or None. In-batch candidates "
+                   "are gathered across replicas."),
+    SharedArgument("callbacks", None, "list of Keras callbacks or None (e.g. "
+                   "`BackupAndRestore`, `TensorBoard`)."),
+    SharedArgument("seed", 0, "int or None. Seed of the sampling, the initialisation and "
+                   "dropout."),
+    SharedArgument("verbose", "auto", "Keras `fit` verbosity."),
+)
+OPTIONAL_ARGUMENTS = (
+    SharedArgument("precision", "float32", "str. `\"float32\"` or `\"bfloat16\"` (compute in "
+                   "bfloat16, weights and losses in float32; for GPUs and CPUs with AVX512-BF16 / "
+                   "AMX)."),
+    SharedArgument("mini_batch_size", None, "int or None. GradCache: embed the batch in chunks "
+                   "of this many rows, so `batch_size` is limited by time, not memory (same loss "
+                   "and gradients; see `BaseTrainer`). None embeds the whole batch at once."),
+)
+SHARED_NAMES = tuple(a.name for a in SHARED_ARGUMENTS)
+OPTIONAL_NAMES = tuple(a.name for a in OPTIONAL_ARGUMENTS)
+_BY_NAME = {a.name: a for a in SHARED_ARGUMENTS + OPTIONAL_ARGUMENTS}
+
+
+def format_default(value):
+    """A default as the docstrings write it: `"auto"`, `3e-5`, `None`."""
+    if isinstance(value, str):
+        return f'"{value}"'
+    if isinstance(value, float):
+        return repr(value).replace("e-0", "e-")
+    return repr(value)
+
+
+def _defaults_sentence(value):
+    return f"Defaults to `{format_default(value)}`."
+
+
+def argument_docs(defaults, docs=None):
+    """`name -> doc line` of the shared arguments for one method's defaults."""
+    docs = docs or {}
+    out = {}
+    for name, default in defaults.items():
+        text = docs.get(name, _BY_NAME[name].doc)
+        if "Defaults to" not in text:
+            text = f"{text} {_defaults_sentence(default)}"
+        out[name] = text
+    return out
+
+
+def option_docs(fit):
+    """`name -> one-line doc` for every argument of a `fit_*` docstring's `Args:`."""
+    doc = inspect.getdoc(fit) or ""
+    match = re.search(r"^Args:\n((?:    .*\n?|\n)*)", doc, flags=re.M)
+    if match is None:
+        return {}
+    out, name = {}, None
+    for line in match.group(1).splitlines():
+        head = re.match(r"    (\w+): (.*)", line)
+        if head:
+            name = head.group(1)
+            out[name] = head.group(2).strip()
+        elif name and line.startswith("        "):
+            out[name] += " " + line.strip()
+    return out
