@@ -29,6 +29,8 @@ keras-sentemb export   --model MODEL --output saved_models/NAME [--version N]
 
 `encode`, `evaluate` and `export` take `--truncate-dim K`: the first K
 dimensions of each vector, renormalised when the model normalises.
+`--verbose` (anywhere on the line) shows TensorFlow's C++ start-up logs,
+which are hidden otherwise unless TF_CPP_MIN_LOG_LEVEL is set.
 
 Every command that loads MODEL also takes `--num-layers N` (the first N
 Transformer layers of MODEL). User mistakes (missing files, unknown models or pooling, bad values) end with
@@ -55,6 +57,9 @@ from keras_sentemb.io_utils import looks_like_model
 from keras_sentemb.pipelines.shared_arguments import SHARED_ARGUMENTS
 from keras_sentemb.pipelines.shared_arguments import format_default
 from keras_sentemb.pipelines.shared_arguments import option_docs
+from keras_sentemb.quiet_startup import quiet_tensorflow_startup
+from keras_sentemb.quiet_startup import start_tensorflow
+from keras_sentemb.quiet_startup import take_verbose_flag
 
 METHODS = (
     "ct", "simcse", "consert", "sg", "parallel", "multitask", "sts", "mlm", "whitening", "flow",
@@ -621,6 +626,9 @@ def build_parser():
         prog="keras-sentemb",
         description="Contrastive sentence embeddings on keras-hub backbones.",
     )
+    # Taken out of argv before parsing (anywhere on the line), listed here for --help.
+    parser.add_argument("--verbose", action="store_true",
+                        help="show TensorFlow's C++ start-up logs (hidden by default)")
     sub = parser.add_subparsers(dest="command", required=True)
 
     def model_args(p, pooling=True):
@@ -770,22 +778,24 @@ def _import_keras_without_extras():
 
 
 def main(argv=None):
-    # This is a program of its own: quiet TensorFlow's C++ start-up logs
-    # (before TensorFlow is imported by any command).
-    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
     os.environ.setdefault("KERAS_BACKEND", "tensorflow")
     argv = _attach_negative_numbers(sys.argv[1:] if argv is None else list(argv))
-    if len(argv) >= 2 and argv[0] == "train" and argv[1] in METHODS and (
-        "-h" in argv or "--help" in argv
-    ):
-        print(train_help(argv[1]))
-        return 0
-    parser = build_parser()
-    args, extra = parser.parse_known_args(argv)
-    if extra and args.command != "train":
-        parser.error(f"unrecognized arguments: {' '.join(extra)}")
-    if args.command in ("encode", "export"):
-        _import_keras_without_extras()
+    argv, verbose = take_verbose_flag(argv)
+    # This is a program of its own: TensorFlow's C++ start-up notices are
+    # dropped unless --verbose or the user's TF_CPP_MIN_LOG_LEVEL (see quiet_startup).
+    with quiet_tensorflow_startup(verbose):
+        if len(argv) >= 2 and argv[0] == "train" and argv[1] in METHODS and (
+            "-h" in argv or "--help" in argv
+        ):
+            print(train_help(argv[1]))
+            return 0
+        parser = build_parser()
+        args, extra = parser.parse_known_args(argv)
+        if extra and args.command != "train":
+            parser.error(f"unrecognized arguments: {' '.join(extra)}")
+        if args.command in ("encode", "export"):
+            _import_keras_without_extras()
+        start_tensorflow()
     try:
         if args.command == "encode":
             return cmd_encode(args)
