@@ -131,24 +131,23 @@ def read_lines(path):
     return lines
 
 
-def _positive_int(text):
+def _positive(cast, what, text):
+    """`text` as a `cast` value > 0, or the argparse error naming `what` it expected."""
     try:
-        value = int(text)
+        value = cast(text)
     except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}")
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}")
+        value = None
+    if value is None or not value > 0:
+        raise argparse.ArgumentTypeError(f"expected a positive {what}, got {text!r}")
     return value
+
+
+def _positive_int(text):
+    return _positive(int, "integer", text)
 
 
 def _positive_float(text):
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a positive number, got {text!r}")
-    if not value > 0:
-        raise argparse.ArgumentTypeError(f"expected a positive number, got {text!r}")
-    return value
+    return _positive(float, "number", text)
 
 
 def _verbosity(text):

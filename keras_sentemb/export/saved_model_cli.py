@@ -20,6 +20,7 @@ import sys
 
 
 def main(argv=None):
+    # Imported after the log level is set, so TensorFlow starts quietly.
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
     import tensorflow_text  # noqa: F401  (registers the tokenizer ops)
 

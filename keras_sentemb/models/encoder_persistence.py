@@ -40,12 +40,7 @@ class EncoderPersistence:
             {
                 "backbone": keras.saving.serialize_keras_object(self.backbone),
                 "tokenizer": keras.saving.serialize_keras_object(self.tokenizer),
-                "pooling": self.declared_pooling,
-                "normalize": self.normalize,
-                "max_length": self.max_length,
-                "projection_dim": self.projection_dim,
-                "projection_activation": self.projection_activation,
-                "text_normalization": self.text_normalization,
+                **self._encoding_settings(),
                 "postprocess": (
                     None if self.postprocess is None
                     else keras.saving.serialize_keras_object(self.postprocess)
@@ -53,6 +48,17 @@ class EncoderPersistence:
             }
         )
         return config
+
+    def _encoding_settings(self):
+        """The constructor settings that shape how the encoder encodes."""
+        return {
+            "pooling": self.declared_pooling,
+            "normalize": self.normalize,
+            "max_length": self.max_length,
+            "projection_dim": self.projection_dim,
+            "projection_activation": self.projection_activation,
+            "text_normalization": self.text_normalization,
+        }
 
     @classmethod
     def from_config(cls, config):
@@ -63,15 +69,7 @@ class EncoderPersistence:
 
     def sentemb_config(self):
         """The settings written to `sentemb_config.json` by `save`."""
-        config = {
-            "format_version": FORMAT_VERSION,
-            "pooling": self.declared_pooling,
-            "normalize": self.normalize,
-            "max_length": self.max_length,
-            "projection_dim": self.projection_dim,
-            "projection_activation": self.projection_activation,
-            "text_normalization": self.text_normalization,
-        }
+        config = {"format_version": FORMAT_VERSION, **self._encoding_settings()}
         if self.postprocess is not None:
             config["format_version"] = POSTPROCESS_FORMAT_VERSION
             config["postprocess"] = keras.saving.serialize_keras_object(self.postprocess)
