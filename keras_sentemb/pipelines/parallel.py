@@ -127,8 +127,11 @@ def fit_parallel(
     Args:
         data: TSV path (`source<TAB>target[<TAB>...]`), list of
             (source, target), or `tf.data.Dataset` of pairs.
-        teacher: str, `SentenceEncoder` or None. The source-side encoder.
-            Defaults to `None` (= `model`).
+        teacher: str, `SentenceEncoder` or None. The source-side encoder:
+            in the paper a trained sentence encoder (SimCSE-RoBERTa-large
+            for step A). Defaults to `None` (= `model`, with a warning in
+            `"frozen_teacher"` mode: the student would learn from its own
+            starting point).
         student: str, `SentenceEncoder` or None. The student's
             initialisation. Defaults to `None` (a copy of `model`).
         mode: str. `"frozen_teacher"`, `"dual"` or `"shared"`.
@@ -207,6 +210,14 @@ def fit_parallel(
         teacher_enc = base if teacher is None else run.load_encoder(teacher)
         source_init = teacher_enc  # the untrained source side (dual-mode reference)
         start = base if student is None else run.load_encoder(student)
+        start_spec = run.model if student is None else student
+        if mode == "frozen_teacher" and (teacher_enc is start or teacher is start_spec or (
+                isinstance(teacher, str) and teacher == start_spec)):
+            logger.warning(
+                "parallel: the frozen teacher is the student's own starting model; the paper's "
+                "teacher is a trained sentence encoder (SimCSE-RoBERTa-large). Pass "
+                "`teacher=` a trained encoder unless the starting model is one."
+            )
         # The student is always a fresh copy (the caller's encoder is never
         # trained in place); so is a dual-mode teacher, which is trained too.
         student_enc = start.clone(name="student")
