@@ -1,9 +1,13 @@
 """`with_projection_head`: an encoder whose sentence vectors go through a trainable tanh head."""
 
 import keras
+import numpy as np
+
+from keras_sentemb import validation
 
 
-def with_projection_head(encoder, activation="tanh", stddev=0.02, seed=None):
+def with_projection_head(encoder, units=None, activation="tanh", initializer="normal",
+                         stddev=0.02, seed=None):
     """The same encoder with a new dense head on its pooled vectors, kept at evaluation.
 
     SimCSE's MLP (`tanh(W x + b)` on the [CLS] vector) is dropped after
@@ -12,13 +16,19 @@ def with_projection_head(encoder, activation="tanh", stddev=0.02, seed=None):
     for its NLI fine-tuned models (Appendix C). Unlike the training-only
     `ProjectionMLP`, this head is the encoder's own `projection`: every
     `encode`, dev evaluation and save goes through it. The backbone and
-    tokenizer are shared with `encoder` (not copied); the head is square
-    (the pooled size), its kernel drawn from a normal of standard deviation
-    `stddev` (BERT's initialiser, as SimCSE's head) and its bias zero.
+    tokenizer are shared with `encoder` (not copied). The head maps the
+    pooled size to `units` (default: the pooled size), its kernel drawn from
+    a normal of standard deviation `stddev` (BERT's initialiser, as SimCSE's
+    head) or the (rectangular) identity, its bias zero. A head of another
+    size also lets a student be compared with a teacher of that size.
 
     Args:
         encoder: `SentenceEncoder` without a projection head.
+        units: int or None. Output size. Defaults to `None` (the pooled
+            size).
         activation: str or None. The head's activation. Defaults to `"tanh"`.
+        initializer: str. `"normal"` or `"identity"`. Defaults to
+            `"normal"`.
         stddev: float. Standard deviation of the initial kernel. Defaults to
             `0.02`.
         seed: int or None. Seed of the initial kernel. Defaults to `None`.
@@ -45,15 +55,20 @@ def with_projection_head(encoder, activation="tanh", stddev=0.02, seed=None):
     if encoder.postprocess is not None:
         raise ValueError("A projection head would go before the encoder's post-processing "
                          "layer, which was fitted without it; remove the post-processing first.")
-    dim = int(encoder.base_output_dim)
+    validation.choice(initializer, "initializer", ("normal", "identity"))
+    hidden = int(encoder.base_output_dim)
+    dim = hidden if units is None else validation.positive_int(units, "units")
     copy = type(encoder)(
         encoder.backbone, encoder.tokenizer, pooling=encoder.declared_pooling,
         normalize=encoder.normalize, max_length=encoder.max_length, projection_dim=dim,
         projection_activation=activation, text_normalization=encoder.text_normalization,
         name=encoder.name,
     )
-    kernel = keras.random.normal((copy.projection.kernel.shape[0], dim), stddev=stddev, seed=seed)
-    copy.projection.set_weights([keras.ops.convert_to_numpy(kernel),
-                                 keras.ops.convert_to_numpy(keras.ops.zeros((dim,)))])
+    if initializer == "identity":
+        kernel = np.eye(hidden, dim, dtype="float32")
+    else:
+        kernel = keras.ops.convert_to_numpy(
+            keras.random.normal((hidden, dim), stddev=stddev, seed=seed))
+    copy.projection.set_weights([kernel, np.zeros((dim,), dtype="float32")])
     copy.model_card = encoder.model_card
     return copy

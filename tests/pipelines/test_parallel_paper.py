@@ -89,3 +89,20 @@ def test_sts_tracker_follows_a_parallel_student(caplog):
          steps=2, callbacks=[tracker])
     assert [p["step"] for p in tracker.history] == [0, 1, 2]
     assert all(np.isfinite(p["alignment"]) and np.isfinite(p["uniformity"]) for p in tracker.history)
+
+
+def test_a_teacher_of_another_size_gives_the_student_a_kept_head(caplog, tmp_path):
+    teacher = make_tiny_encoder(num_layers=1, hidden_dim=16)
+    out = tmp_path / "student"
+    with caplog.at_level(logging.WARNING, logger="keras_sentemb.pipelines.parallel"):
+        student = keras_sentemb.fit_parallel(
+            make_pairs(40), model=make_tiny_encoder(num_layers=1), teacher=teacher, steps=2,
+            batch_size=4, queue_size=8, max_length=12, eval_size=8, dev_size=8, eval_every=1,
+            track_every=1, verbose=0, extend_vocabulary=0, output=str(out))
+    assert student.output_dim == 16 and student.projection_activation == "tanh"
+    report = student.training_report
+    assert report.extras["kept_head"] == 16 and report.resolved["mlp"] == "none"
+    assert report.extras["retrieval_after"]["n"] == 8
+    assert len(report.extras["alignment_uniformity"]) == 3
+    loaded = SentenceEncoder.from_preset(str(out))
+    assert_close_vectors(loaded.encode(["a man"]), student.encode(["a man"]), rtol=1e-5)
