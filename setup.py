@@ -30,15 +30,27 @@ setup(
         "threadpoolctl",  # one BLAS thread for the small products of the SentEval classifier
     ],
     extras_require={
-        # The suite runs on two processes (pytest-xdist) and tests the Beam
-        # pipeline, so the test extra includes the beam one.
-        # torch, transformers and sentence-transformers check exported Hugging Face
-        # folders with the real libraries; the package itself never imports them.
-        "test": ["pytest>=7", "pytest-xdist>=3.5", "apache-beam>=2.77,<2.78", "torch",
-                 "transformers", "sentence-transformers", "tokenizers"],
+        # The suite runs on two processes (pytest-xdist), tests the Beam
+        # pipeline, builds the documentation site and runs the notebooks, so
+        # the test extra includes the beam, docs and notebook tools. torch,
+        # transformers and sentence-transformers check exported Hugging Face
+        # folders with the real libraries (the package never imports them);
+        # pytrec-eval-terrier and faiss-cpu are the retrieval extra's.
+        "test": [
+            "pytest>=7", "pytest-xdist>=3.5", "apache-beam>=2.77,<2.78",
+            "mkdocs>=1.6,<2", "mkdocs-material>=9.5,<10", "mkdocstrings[python]>=0.26",
+            "nbclient>=0.10", "nbformat>=5.10", "ipykernel>=6.29",
+            "torch", "transformers", "sentence-transformers", "tokenizers",
+            "pytrec-eval-terrier>=0.5.6", "faiss-cpu>=1.8",
+        ],
+        # The documentation site: `mkdocs serve`, `mkdocs build --strict`.
+        "docs": ["mkdocs>=1.6,<2", "mkdocs-material>=9.5,<10", "mkdocstrings[python]>=0.26"],
         # keras_sentemb.beam: the newest Apache Beam that resolves beside
         # TensorFlow 2.21 on Python 3.11 (it needs protobuf < 7, pyarrow < 26).
         "beam": ["apache-beam>=2.77,<2.78"],
+        # keras_sentemb.evaluate_retrieval: trec_eval's metrics (pytrec_eval)
+        # and the approximate (HNSW) index of faiss.
+        "retrieval": ["pytrec-eval-terrier>=0.5.6", "faiss-cpu>=1.8"],
     },
     entry_points={"console_scripts": ["keras-sentemb=keras_sentemb.cli:main"]},
 )

@@ -1,4 +1,4 @@
-"""Bad inputs, tried for real: what each command gets (the table in docs/bad_inputs.md).
+"""Bad inputs, tried for real: what each command gets (the table in docs/results/bad-inputs.md).
 
 Runs the command line (a fresh process per case, as a user would) and the
 Python API on the bundled default model and on broken copies of it, and

@@ -11,6 +11,9 @@ keras-sentemb evaluate sts --model MODEL --data DIR [--pooling ...] [--format ma
 keras-sentemb evaluate transfer --model MODEL --data DIR
                        [--tasks MR,CR,SUBJ,MPQA,SST2,TREC,MRPC] [--pooling P] [--seed S]
 keras-sentemb evaluate all --model MODEL --data DIR [--output REPORT]
+keras-sentemb evaluate retrieval --model MODEL --data BEIR_DIR [--split test|dev]
+                       [--truncate-dim K] [--query-prompt P] [--corpus-prompt P]
+                       [--approximate] [--format json|markdown] [--output FILE]
 keras-sentemb train METHOD --model MODEL --train-file FILE --output DIR
                        [--steps N] [--batch-size N] [--learning-rate LR]
                        [--max-length N] [method options]
@@ -21,7 +24,13 @@ keras-sentemb analyze  alignment-uniformity|token-removal|map|layers --model MOD
 keras-sentemb export   --model MODEL --output saved_models/NAME [--version N]
                        [--format saved-model|sentence-transformers|transformers]
                        [--overwrite] [--dtype float32|float16|bfloat16] [--tolerance T]
+                       [--truncate-dim K]
 ```
+
+`encode`, `evaluate` and `export` take `--truncate-dim K`: the first K
+dimensions of each vector, renormalised when the model normalises.
+`--verbose` (anywhere on the line) shows TensorFlow's C++ start-up logs,
+which are hidden otherwise unless TF_CPP_MIN_LOG_LEVEL is set.
 
 Every command that loads MODEL also takes `--num-layers N` (the first N
 Transformer layers of MODEL). User mistakes (missing files, unknown models or pooling, bad values) end with
@@ -48,6 +57,9 @@ from keras_sentemb.io_utils import looks_like_model
 from keras_sentemb.pipelines.shared_arguments import SHARED_ARGUMENTS
 from keras_sentemb.pipelines.shared_arguments import format_default
 from keras_sentemb.pipelines.shared_arguments import option_docs
+from keras_sentemb.quiet_startup import quiet_tensorflow_startup
+from keras_sentemb.quiet_startup import start_tensorflow
+from keras_sentemb.quiet_startup import take_verbose_flag
 
 METHODS = (
     "ct", "simcse", "consert", "sg", "parallel", "multitask", "sts", "mlm", "whitening", "flow",
@@ -174,6 +186,8 @@ def cmd_encode_shards(args):
     """`encode --shard-size N`: stream FILE_OR_GLOB into shards in the folder --output."""
     if os.path.exists(args.output) and not os.path.isdir(args.output):
         raise UsageError(f"--output {args.output} is a file; with --shard-size give a folder")
+    if args.truncate_dim is not None:
+        raise UsageError("--truncate-dim is not supported with --shard-size")
     try:
         models.sharded_encoding.match_inputs(args.input)
     except FileNotFoundError as e:
@@ -220,6 +234,7 @@ def cmd_encode(args):
             normalize=args.normalize,
             show_progress=None if sys.stderr.isatty() else False,
             precision=args.precision,
+            truncate_dim=args.truncate_dim,
         )
     tmp = f"{args.output}.tmp-{os.getpid()}"
     try:
@@ -262,8 +277,15 @@ def cmd_evaluate(args):
     tasks = _split_tasks(args.tasks)
     if args.benchmark == "sts" and (args.seed is not None or args.config is not None):
         raise UsageError("--seed and --config belong to 'evaluate transfer' and 'evaluate all'")
-    if args.benchmark != "sts" and args.split is not None:
-        raise UsageError("--split belongs to 'evaluate sts'")
+    if args.benchmark not in ("sts", "retrieval") and args.split is not None:
+        raise UsageError("--split belongs to 'evaluate sts' and 'evaluate retrieval'")
+    if args.benchmark == "retrieval":
+        return cmd_evaluate_retrieval(args)
+    if args.benchmark == "all" and args.truncate_dim is not None:
+        raise UsageError("--truncate-dim applies to 'evaluate sts', 'transfer' and 'retrieval'")
+    if args.query_prompt is not None or args.corpus_prompt is not None or args.approximate:
+        raise UsageError("--query-prompt, --corpus-prompt and --approximate belong to "
+                         "'evaluate retrieval'")
     if args.update_card:
         if not os.path.isfile(os.path.join(args.model, models.presets.SENTEMB_CONFIG)):
             raise UsageError(
@@ -271,17 +293,23 @@ def cmd_evaluate(args):
             )
     options = {"seed": 1111 if args.seed is None else args.seed, "config": args.config or "paper"}
     encoder = _load_encoder(args.model, args.pooling, args.max_length, args.num_layers)
+    if args.truncate_dim is not None:
+        models.truncation.check_truncate_dim(args.truncate_dim, encoder.output_dim)
+        options_truncate = {"truncate_dim": args.truncate_dim}
+    else:
+        options_truncate = {}
     # stdout carries exactly the result: no progress bar.
     with contextlib.redirect_stdout(sys.stderr):
         if args.benchmark == "sts":
             split = args.split.split(",") if args.split and "," in args.split else args.split
-            result = evaluation.sts.evaluate_sts(encoder, args.data, tasks=tasks, batch_size=args.batch_size,
-                                  split=split, show_progress=False)
+            result = evaluation.sts.evaluate_sts(
+                encoder, args.data, tasks=tasks, batch_size=args.batch_size, split=split,
+                show_progress=False, **options_truncate)
             markdown = reports.sts_markdown(result)
         elif args.benchmark == "transfer":
             result = evaluation.transfer.evaluate_transfer(encoder, args.data, tasks=tasks, batch_size=args.batch_size,
                                        mrpc_features=args.mrpc_features, show_progress=False,
-                                       **options)
+                                       **options, **options_truncate)
             markdown = reports.transfer_markdown(result)
         else:
             transfer = [t for t in tasks or [] if t.strip().upper() in evaluation.transfer_readers.TRANSFER_TASKS + ("SST",)]
@@ -299,6 +327,45 @@ def cmd_evaluate(args):
         print(f"added the {args.benchmark} results to the model card in {args.model}", file=sys.stderr)
     print(markdown if args.format == "markdown" else json.dumps(result))
     return 0
+
+
+def cmd_evaluate_retrieval(args):
+    """`evaluate retrieval`: a BEIR folder, metrics by trec_eval, optional HNSW recall."""
+    for name in ("tasks", "seed", "config"):
+        if getattr(args, name) is not None:
+            raise UsageError(f"--{name} does not apply to 'evaluate retrieval'")
+    split = args.split or "test"
+    if split not in ("test", "dev"):
+        raise UsageError(f"--split for retrieval must be test or dev, got {split!r}")
+    if args.update_card:
+        _check_card_folder(args.model)
+    data = evaluation.beir.load_beir(args.data, split=split)  # bad files fail before the model loads
+    encoder = _load_encoder(args.model, args.pooling, args.max_length, args.num_layers)
+    if args.truncate_dim is not None:
+        models.truncation.check_truncate_dim(args.truncate_dim, encoder.output_dim)
+    with contextlib.redirect_stdout(sys.stderr):  # progress bars are not the result
+        result = evaluation.beir.evaluate_retrieval(
+            encoder, data, truncate_dim=args.truncate_dim, query_prompt=args.query_prompt,
+            corpus_prompt=args.corpus_prompt, batch_size=args.batch_size,
+            approximate=args.approximate,
+            show_progress=None if sys.stderr.isatty() else False,
+        )
+    result["model"] = args.model
+    markdown = evaluation.beir.retrieval_markdown(result)
+    if args.output:
+        _write_report(args.output, result, markdown)
+    if args.update_card:
+        evaluation.card_results.add_evaluation(args.model, "retrieval", result)
+        print(f"added the retrieval results to the model card in {args.model}", file=sys.stderr)
+    print(markdown if args.format == "markdown" else json.dumps(result))
+    return 0
+
+
+def _check_card_folder(model):
+    if not os.path.isfile(os.path.join(model, models.presets.SENTEMB_CONFIG)):
+        raise UsageError(
+            f"--update-card needs a model folder written by keras_sentemb; {model} is not one"
+        )
 
 
 ANALYSES = ("alignment-uniformity", "token-removal", "map", "layers")
@@ -513,11 +580,14 @@ def cmd_export(args):
         raise UsageError("--dtype applies to the Hugging Face formats; a SavedModel computes in float32")
     if not saved_model and args.version is not None:
         raise UsageError(f"--version applies to --format saved-model, not {args.format}")
+    if not saved_model and args.truncate_dim is not None:
+        raise UsageError(f"--truncate-dim applies to --format saved-model, not {args.format}")
     encoder = _load_encoder(args.model, args.pooling, args.max_length, args.num_layers)
     tolerance = {} if args.tolerance is None else {"tolerance": args.tolerance}
     if saved_model:
         path = export.saved_model.export_saved_model(
-            encoder, args.output, version=args.version, overwrite=args.overwrite, **tolerance
+            encoder, args.output, version=args.version, overwrite=args.overwrite,
+            truncate_dim=args.truncate_dim, **tolerance,
         )
     else:
         path = export.huggingface.export_huggingface(
@@ -556,6 +626,9 @@ def build_parser():
         prog="keras-sentemb",
         description="Contrastive sentence embeddings on keras-hub backbones.",
     )
+    # Taken out of argv before parsing (anywhere on the line), listed here for --help.
+    parser.add_argument("--verbose", action="store_true",
+                        help="show TensorFlow's C++ start-up logs (hidden by default)")
     sub = parser.add_subparsers(dest="command", required=True)
 
     def model_args(p, pooling=True):
@@ -580,15 +653,26 @@ def build_parser():
                    help="stream --input (a file or a glob) into shards of N lines in the "
                         "folder --output; resumable")
     p.add_argument("--shard-format", choices=["npy", "tfrecord"], default="npy")
+    p.add_argument("--truncate-dim", type=_positive_int, default=None,
+                   help="keep the first K dimensions (renormalised when the model normalises)")
 
-    p = sub.add_parser("evaluate", help="evaluate an encoder (STS, SentEval transfer tasks, or both)")
-    p.add_argument("benchmark", choices=["sts", "transfer", "all"])
+    p = sub.add_parser("evaluate", help="evaluate an encoder (STS, SentEval transfer tasks, "
+                                        "both, or BEIR retrieval)")
+    p.add_argument("benchmark", choices=["sts", "transfer", "all", "retrieval"])
     model_args(p)
-    p.add_argument("--data", required=True, help="SentEval-style downstream folder (or STS-B csv)")
+    p.add_argument("--data", required=True,
+                   help="SentEval-style downstream folder (or STS-B csv); retrieval: a BEIR folder")
     p.add_argument("--tasks", default=None,
                    help="comma-separated, e.g. STSBenchmark,STS12,STS17 or MR,CR,SUBJ,MPQA,SST2,TREC,MRPC "
                         "(default: every task found)")
-    p.add_argument("--split", default=None, help="sts: test (default), dev, train or all")
+    p.add_argument("--split", default=None,
+                   help="sts: test (default), dev, train or all; retrieval: test (default) or dev")
+    p.add_argument("--truncate-dim", type=_positive_int, default=None,
+                   help="evaluate the first K dimensions (renormalised when the model normalises)")
+    p.add_argument("--query-prompt", default=None, help="retrieval: prefix of every query")
+    p.add_argument("--corpus-prompt", default=None, help="retrieval: prefix of every document")
+    p.add_argument("--approximate", action="store_true",
+                   help="retrieval: also search a faiss HNSW index and report its recall")
     p.add_argument("--batch-size", type=_positive_int, default=128)
     p.add_argument("--seed", type=int, default=None,
                    help="transfer: seed of the folds and classifiers (default 1111, SentEval's)")
@@ -638,6 +722,9 @@ def build_parser():
                    help="weights of a Hugging Face folder (default float32)")
     p.add_argument("--tolerance", type=_positive_float, default=None,
                    help="largest relative error of the export against encode() (default 1e-4)")
+    p.add_argument("--truncate-dim", type=_positive_int, default=None,
+                   help="the SavedModel returns the first K dimensions (renormalised when "
+                        "the model normalises)")
     return parser
 
 
@@ -691,22 +778,24 @@ def _import_keras_without_extras():
 
 
 def main(argv=None):
-    # This is a program of its own: quiet TensorFlow's C++ start-up logs
-    # (before TensorFlow is imported by any command).
-    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
     os.environ.setdefault("KERAS_BACKEND", "tensorflow")
     argv = _attach_negative_numbers(sys.argv[1:] if argv is None else list(argv))
-    if len(argv) >= 2 and argv[0] == "train" and argv[1] in METHODS and (
-        "-h" in argv or "--help" in argv
-    ):
-        print(train_help(argv[1]))
-        return 0
-    parser = build_parser()
-    args, extra = parser.parse_known_args(argv)
-    if extra and args.command != "train":
-        parser.error(f"unrecognized arguments: {' '.join(extra)}")
-    if args.command in ("encode", "export"):
-        _import_keras_without_extras()
+    argv, verbose = take_verbose_flag(argv)
+    # This is a program of its own: TensorFlow's C++ start-up notices are
+    # dropped unless --verbose or the user's TF_CPP_MIN_LOG_LEVEL (see quiet_startup).
+    with quiet_tensorflow_startup(verbose):
+        if len(argv) >= 2 and argv[0] == "train" and argv[1] in METHODS and (
+            "-h" in argv or "--help" in argv
+        ):
+            print(train_help(argv[1]))
+            return 0
+        parser = build_parser()
+        args, extra = parser.parse_known_args(argv)
+        if extra and args.command != "train":
+            parser.error(f"unrecognized arguments: {' '.join(extra)}")
+        if args.command in ("encode", "export"):
+            _import_keras_without_extras()
+        start_tensorflow()
     try:
         if args.command == "encode":
             return cmd_encode(args)

@@ -155,3 +155,48 @@ def run_saved_model_cli(argv):
     sys.argv = ["saved_model_cli", *argv]
     saved_model_cli.main()
 
+
+# ---------------------------------------------------------------- optimizers
+# Keras 3's optimizer base class (keras/src/optimizers/base_optimizer.py) keeps
+# each variable's slots in lists indexed by `_get_variable_index`, decides which
+# variables decay in `_use_weight_decay` (keyed by `_var_key`) and applies the
+# decoupled weight decay in `_apply_weight_decay`, before the updates.
+
+
+def optimizer_variable_index(optimizer, variable):
+    """The index of `variable` in the optimizer's slot lists (`_get_variable_index`)."""
+    return optimizer._get_variable_index(variable)
+
+
+def optimizer_variable_key(optimizer, variable):
+    """The key Keras files `variable` under in an optimizer (`_var_key`)."""
+    return optimizer._var_key(variable)
+
+
+def optimizer_decays(optimizer, variable):
+    """Whether Keras' weight decay applies to `variable` (`_use_weight_decay`)."""
+    return optimizer._use_weight_decay(variable)
+
+
+def optimizer_slots(optimizer, variable, *names):
+    """The slot variables `names` (e.g. `"momentums"`, `"velocities"`) of `variable`.
+
+    Keras' Adam and RMSprop keep them in `_momentums` / `_velocities`.
+    """
+    index = optimizer._get_variable_index(variable)
+    return [getattr(optimizer, f"_{name}")[index] for name in names]
+
+
+def install_weight_decay_hook(cls, hook):
+    """Run `hook(optimizer, variables)` where Keras applies the weight decay.
+
+    Overrides `_apply_weight_decay` on `cls`, which Keras calls once per step
+    with every trainable variable before the per-variable updates.
+    """
+    cls._apply_weight_decay = hook
+
+
+def keras_weight_decay(cls, optimizer, variables):
+    """Keras' own weight decay, as applied by the class after `cls` in the MRO."""
+    return super(cls, optimizer)._apply_weight_decay(variables)
+

@@ -187,15 +187,25 @@ def evaluation_entries(benchmark, result):
     """Card entries (name, protocol, split, value) from an `evaluate_*` result.
 
     Args:
-        benchmark: str. `"sts"`, `"transfer"` or `"all"`.
+        benchmark: str. `"sts"`, `"transfer"`, `"all"` or `"retrieval"`.
         result: dict. What `evaluate_sts` / `evaluate_transfer` /
-            `evaluate_all` returned.
+            `evaluate_all` / `evaluate_retrieval` returned.
     """
     if benchmark == "all":
         return [e for kind in ("sts", "transfer") if result.get(kind)
                 for e in evaluation_entries(kind, result[kind])]
     protocol = result.get("protocol", {})
     entries = []
+    if benchmark == "retrieval":
+        described = (f"BEIR {protocol.get('data')}, {protocol.get('similarity')}, "
+                     f"dim {protocol.get('dim')}, exact search, trec_eval x100")
+        for key in ("query_prompt", "corpus_prompt"):
+            if protocol.get(key):
+                described += f", {key.replace('_', ' ')} {protocol[key]!r}"
+        return [{"name": f"retrieval {metric}", "protocol": described,
+                 "split": protocol.get("split"), "value": result[metric]}
+                for metric in ("ndcg@10", "mrr@10", "map@100", "recall@1", "recall@10",
+                               "recall@100")]
     if benchmark == "sts":
         described = f"cosine, Spearman x100, pooling {protocol.get('pooling')}"
         for task, value in result.items():

@@ -9,6 +9,7 @@ import subprocess
 import sys
 
 import keras
+import numpy as np
 import tensorflow as tf
 
 from keras_sentemb import compat
@@ -150,3 +151,37 @@ def test_saved_model_cli_runs(tmp_path):
     )
     assert out.returncode == 0, out.stderr[-2000:]
     assert "serving_default" in out.stdout
+
+
+def test_optimizer_internals_reach_the_slots_and_the_decay_rule():
+    kernel = keras.Variable(tf.ones((2, 2)), name="kernel")
+    bias = keras.Variable(tf.zeros((2,)), name="bias")
+    adam = keras.optimizers.AdamW(1e-3, weight_decay=0.1)
+    adam.exclude_from_weight_decay(var_names=["bias"])
+    adam.build([kernel, bias])
+    assert compat.optimizer_variable_index(adam, bias) == 1
+    momentum, velocity = compat.optimizer_slots(adam, bias, "momentums", "velocities")
+    assert tuple(momentum.shape) == tuple(velocity.shape) == (2,)
+    assert compat.optimizer_variable_key(adam, kernel) != compat.optimizer_variable_key(adam, bias)
+    assert compat.optimizer_decays(adam, kernel) and not compat.optimizer_decays(adam, bias)
+    rms = keras.optimizers.RMSprop(1e-3, momentum=0.9)
+    rms.build([kernel])
+    assert len(compat.optimizer_slots(rms, kernel, "velocities", "momentums")) == 2
+
+
+def test_the_weight_decay_hook_replaces_keras_decay_and_can_defer_to_it():
+    calls = []
+
+    class Probe(keras.optimizers.SGD):
+        pass
+
+    def hook(self, variables):
+        calls.append(len(variables))
+        return compat.keras_weight_decay(Probe, self, variables)
+
+    compat.install_weight_decay_hook(Probe, hook)
+    w = keras.Variable(tf.ones((3,)))
+    opt = Probe(0.1, weight_decay=0.5)
+    opt.apply_gradients([(tf.zeros((3,)), w)])
+    assert calls == [1]
+    np.testing.assert_allclose(w.numpy(), 1.0 - 0.1 * 0.5, rtol=1e-6)  # Keras' decay ran

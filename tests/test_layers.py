@@ -3,12 +3,13 @@
 The layers, from the ground up (a module may import its own layer's and
 lower layers' modules, never a higher one's):
 
-1. `version`, `compat`, `io_utils`, `validation`, `lazy_exports`: no keras_sentemb imports
-   but each other.
+1. `version`, `compat`, `io_utils`, `validation`, `lazy_exports`, `quiet_startup`: no
+   keras_sentemb imports but each other.
 2. `augment`, `losses`, `model_card`: functions and layers on tensors.
 3. `models`: the encoder and its parts.
 4. `data`: tf.data pipelines (they tokenize with an encoder).
-5. `trainers`, `evaluation`, `export`, `beam`: what is done with encoders.
+5. `trainers`, `evaluation`, `export`, `beam`, `quantization`, `hard_negatives`: what is done
+   with encoders.
 6. `pipelines`: one `fit_*` per method over the trainers, data and evaluation.
 7. `api`, then `cli` and `__main__` at the top; the package's `__init__`
    loads the public names lazily and is imported by no module.
@@ -23,11 +24,12 @@ from pathlib import Path
 
 PACKAGE = Path(__file__).resolve().parents[1] / "keras_sentemb"
 LAYERS = {
-    "version": 1, "compat": 1, "io_utils": 1, "validation": 1, "lazy_exports": 1,
+    "version": 1, "compat": 1, "io_utils": 1, "validation": 1, "lazy_exports": 1, "quiet_startup": 1,
     "augment": 2, "losses": 2, "model_card": 2,
     "models": 3,
     "data": 4,
-    "trainers": 5, "evaluation": 5, "export": 5, "beam": 5,
+    "trainers": 5, "evaluation": 5, "export": 5, "beam": 5, "quantization": 5,
+    "hard_negatives": 5,
     "pipelines": 6,
     "api": 7,
     "cli": 8,

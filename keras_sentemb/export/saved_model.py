@@ -42,6 +42,7 @@ from keras_sentemb.model_card import build_model_card
 from keras_sentemb.model_card import write_model_card
 from keras_sentemb.models.fused_gelu import plain_gelu
 from keras_sentemb.models.sentence_encoder import SentenceEncoder
+from keras_sentemb.models.truncation import check_truncate_dim
 from keras_sentemb.version import __version__
 
 SERVING_SIGNATURE = "serving_default"
@@ -166,10 +167,11 @@ def required_custom_ops(path):
 
 
 # ------------------------------------------------------------------- graph
-def _serving_functions(encoder, chunk_size):
+def _serving_functions(encoder, chunk_size, truncate_dim=None):
     """The endpoint functions: strings -> embeddings, strings -> tokens."""
     max_length = encoder.max_length
     output_dim = encoder.output_dim
+    served_dim = output_dim if truncate_dim is None else truncate_dim
     hidden_dim = encoder.hidden_dim
 
     def forward(tokens):
@@ -210,7 +212,11 @@ def _serving_functions(encoder, chunk_size):
                 lambda: forward(tokens),
                 lambda: chunked(tokens),
             )
-        return {OUTPUT_KEY: tf.ensure_shape(out, [None, output_dim])}
+        if truncate_dim is not None:  # Matryoshka truncation, as `encode(truncate_dim=)`
+            out = out[:, :truncate_dim]
+            if encoder.normalize:
+                out = tf.math.l2_normalize(out, axis=-1, epsilon=1e-12)
+        return {OUTPUT_KEY: tf.ensure_shape(out, [None, served_dim])}
 
     def token_outputs(sentences):
         inputs = encoder.preprocess(_as_batch(sentences), max_length)
@@ -264,7 +270,7 @@ def _check_chunk_size(chunk_size):
 
 
 def build_export_archive(
-    encoder, token_signature=True, chunk_size=DEFAULT_CHUNK_SIZE
+    encoder, token_signature=True, chunk_size=DEFAULT_CHUNK_SIZE, truncate_dim=None
 ):
     """A `keras.export.ExportArchive` holding the string-in endpoints.
 
@@ -283,6 +289,9 @@ def build_export_archive(
             length and run in chunks of this size, each padded to its own
             longest sentence; `None` runs every request as one batch padded
             to its longest sentence. Defaults to `16`.
+        truncate_dim: int or None. `embeddings` holds the first
+            `truncate_dim` dimensions, renormalised when the encoder
+            normalises. Defaults to `None` (all).
 
     Returns:
         A `keras.export.ExportArchive`.
@@ -299,7 +308,7 @@ def build_export_archive(
     # SavedModel), and `track(encoder)` fails on the encoder's cache of
     # compiled functions (a dict with tuple keys).
     archive.track(encoder.tokenizer)
-    embed, token_outputs = _serving_functions(encoder, chunk_size)
+    embed, token_outputs = _serving_functions(encoder, chunk_size, truncate_dim)
     spec = tf.TensorSpec([None], tf.string, name=INPUT_KEY)
     # Plain GELU ops in the exported graph: no XLA-compiled calls, which a
     # TF Serving build without XLA could not run.
@@ -347,7 +356,8 @@ def _run_signature(signature, sentences, key, batch_size=256):
     return np.concatenate(parts)
 
 
-def verify_saved_model(path, encoder, sentences=None, tolerance=DEFAULT_TOLERANCE):
+def verify_saved_model(path, encoder, sentences=None, tolerance=DEFAULT_TOLERANCE,
+                       truncate_dim=None):
     """Reload a SavedModel and compare it with eager `encoder.encode`.
 
     Checks the signature contract (`serving_default`: `sentences` tf.string
@@ -366,6 +376,8 @@ def verify_saved_model(path, encoder, sentences=None, tolerance=DEFAULT_TOLERANC
         sentences: list of str/bytes or None. Extra probe sentences.
         tolerance: float. Largest allowed relative error of a row.
             Defaults to `1e-4`.
+        truncate_dim: int or None. The export's truncation (compared with
+            `encode(truncate_dim=...)`). Defaults to `None`.
 
     Returns:
         dict with `max_rel_diff`, `min_cosine`, `max_abs_diff` (for
@@ -387,7 +399,7 @@ def verify_saved_model(path, encoder, sentences=None, tolerance=DEFAULT_TOLERANC
             f"The SavedModel has no {SERVING_SIGNATURE!r} signature "
             f"(found {sorted(signatures)})."
         )
-    dim = encoder.output_dim
+    dim = encoder.output_dim if truncate_dim is None else truncate_dim
     _check_signature(
         signatures[SERVING_SIGNATURE],
         SERVING_SIGNATURE,
@@ -395,7 +407,7 @@ def verify_saved_model(path, encoder, sentences=None, tolerance=DEFAULT_TOLERANC
         {OUTPUT_KEY: (tf.float32, [None, dim])},
     )
     got = _run_signature(signatures[SERVING_SIGNATURE], as_bytes, OUTPUT_KEY)
-    ref = encoder.encode(probes)
+    ref = encoder.encode(probes, truncate_dim=truncate_dim)
     report = compare(got, ref, tolerance, "The SavedModel", probes)
     token_diff = None
     if TOKEN_SIGNATURE in signatures:
@@ -487,6 +499,7 @@ def export_saved_model(
     chunk_size=DEFAULT_CHUNK_SIZE,
     check_standalone=False,
     verbose=False,
+    truncate_dim=None,
 ):
     """Export a string-in, embedding-out SavedModel in the TF Serving layout.
 
@@ -531,6 +544,10 @@ def export_saved_model(
             Python process where keras, keras-hub and keras_sentemb cannot be
             imported (a few seconds more). Defaults to `False`.
         verbose: bool. Print a summary. Defaults to `False`.
+        truncate_dim: int or None. The SavedModel returns the first
+            `truncate_dim` dimensions (renormalised when the encoder
+            normalises), as `encode(truncate_dim=...)` does; the signature
+            keeps its names. Defaults to `None` (all).
 
     Returns:
         str. The version folder, e.g. `saved_models/NAME/1`.
@@ -553,6 +570,8 @@ def export_saved_model(
     """
     encoder = _as_encoder(encoder)
     chunk_size = _check_chunk_size(chunk_size)
+    if truncate_dim is not None:
+        truncate_dim = check_truncate_dim(truncate_dim, encoder.output_dim)
     if version is not None and (
         isinstance(version, bool)
         or not isinstance(version, (int, np.integer))
@@ -579,18 +598,19 @@ def export_saved_model(
     base.mkdir(parents=True, exist_ok=True)
     tmp = base / f"{_TMP_PREFIX}{version}-{os.getpid()}-{uuid.uuid4().hex[:8]}"
     try:
-        archive = build_export_archive(encoder, token_signature, chunk_size)
+        archive = build_export_archive(encoder, token_signature, chunk_size, truncate_dim)
         with plain_gelu():
             archive.write_out(str(tmp), verbose=False)
         del archive
         report = None
         if verify:
-            report = verify_saved_model(tmp, encoder, probe_sentences, tolerance=tolerance)
+            report = verify_saved_model(tmp, encoder, probe_sentences, tolerance=tolerance,
+                                        truncate_dim=truncate_dim)
         if check_standalone:
             probes = [_to_bytes(s, i) for i, s in enumerate(PROBE_SENTENCES)]
             outside = run_standalone(tmp, probes, strict=True)
             diff = compare(
-                outside, encoder.encode(probes), tolerance,
+                outside, encoder.encode(probes, truncate_dim=truncate_dim), tolerance,
                 "In a process without Keras the SavedModel", probes,
             )["max_rel_diff"]
             if report is not None:
@@ -599,6 +619,11 @@ def export_saved_model(
             encoder, version, chunk_size, token_signature, report,
             required_custom_ops(tmp),
         )
+        if truncate_dim is not None:
+            meta["truncate_dim"] = truncate_dim
+            meta["output_dim"] = truncate_dim
+            meta["signatures"][SERVING_SIGNATURE]["outputs"] = {
+                OUTPUT_KEY: f"float32 [None, {truncate_dim}]"}
         (tmp / METADATA_FILE).parent.mkdir(parents=True, exist_ok=True)
         with open(tmp / METADATA_FILE, "w", encoding="utf-8") as f:
             json.dump(meta, f, indent=2)
@@ -606,7 +631,8 @@ def export_saved_model(
         card["export"] = {
             "version": version,
             "serving_signature": f"{SERVING_SIGNATURE}: {INPUT_KEY} string [None] -> "
-                                 f"{OUTPUT_KEY} float32 [None, {encoder.output_dim}]",
+                                 f"{OUTPUT_KEY} float32 [None, {truncate_dim or encoder.output_dim}]",
+            "truncate_dim": truncate_dim,
             "verified_max_abs_diff": None if report is None else report["max_abs_diff"],
             "verified_max_rel_diff": None if report is None else report["max_rel_diff"],
             "required_custom_ops": meta["required_custom_ops"],

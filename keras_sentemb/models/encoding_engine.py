@@ -21,6 +21,8 @@ from keras_sentemb.models.precision import PRECISIONS
 from keras_sentemb.models.precision import check_precision
 from keras_sentemb.models.sharded_encoding import encode_to_files
 from keras_sentemb.models.text_normalization import normalize_text
+from keras_sentemb.models.truncation import check_truncate_dim
+from keras_sentemb.models.truncation import truncate_embeddings
 
 # Sequence lengths that `encode` pads a batch up to, so that a handful of
 # compiled shapes serve every input.
@@ -176,6 +178,7 @@ class EncodingEngine:
         postprocess=True,
         parallel_batches=None,
         max_batch_tokens=None,
+        truncate_dim=None,
     ):
         """Encode raw sentences into a float32 numpy array `[n, dim]`.
 
@@ -210,11 +213,27 @@ class EncodingEngine:
                 (on Python threads; see `keras_sentemb.models.cpu_threads`).
                 Defaults to `None`: 2 on a host without GPU or TPU, else 1.
                 The vectors do not depend on it.
+            truncate_dim: int or None. Keep only the first `truncate_dim`
+                dimensions (Matryoshka truncation), L2-renormalised when the
+                vectors are normalised (the encoder's `normalize` or the
+                `normalize` argument). Defaults to `None` (all).
 
         Returns:
             float32 numpy array `[n, output_dim]` (`[n, base_output_dim]`
-            without post-processing); `[dim]` for a single str.
+            without post-processing; `[n, truncate_dim]` when truncated);
+            `[dim]` for a single str.
         """
+        if truncate_dim is not None:
+            dim = self.output_dim if postprocess and self.postprocess is not None else (
+                self.base_output_dim)
+            truncate_dim = check_truncate_dim(truncate_dim, dim)
+            full = self.encode(
+                sentences, batch_size=batch_size, max_length=max_length, pooling=pooling,
+                normalize=normalize, show_progress=show_progress, precision=precision,
+                postprocess=postprocess, parallel_batches=parallel_batches,
+                max_batch_tokens=max_batch_tokens,
+            )
+            return truncate_embeddings(full, truncate_dim, self.normalize or bool(normalize))
         precision = effective_precision(check_precision(precision))
         if precision != "float32":
             twin = self.precision_twin(precision)

@@ -31,7 +31,8 @@ def _optimizer(name, schedule, in_batch):
 
 
 @fit_function(
-    "ct", paper_pooling="mean", in_batch=True, optional=("precision", "mini_batch_size"),
+    "ct", paper_pooling="mean", in_batch=True,
+    optional=("precision", "mini_batch_size", "matryoshka_dims", "matryoshka_weights"),
     steps=500, batch_size=16, max_length=75, python_only=("tower_score",),
     docs={
         "batch_size": "int. Rows per batch (a multiple of K + 1 for `kN`). Defaults to `16`.",

@@ -292,6 +292,10 @@ class FitScaffold:
         self.mini_batch_size = validation.optional_positive_int(
             arguments.get("mini_batch_size"), "mini_batch_size"
         )
+        self.matryoshka_dims = arguments.get("matryoshka_dims")
+        self.matryoshka_weights = arguments.get("matryoshka_weights")
+        if self.matryoshka_dims is None and self.matryoshka_weights is not None:
+            raise ValueError("`matryoshka_weights` needs `matryoshka_dims`.")
         self.pooling = None
         self.pooling_reason = None
         self.report = TrainingReport(
@@ -390,7 +394,9 @@ class FitScaffold:
 
     # -------------------------------------------------------------- training
     def compile(self, trainer, optimizer, **kwargs):
-        """`trainer.compile(optimizer=...)` inside the strategy scope."""
+        """`trainer.compile(optimizer=...)` inside the strategy scope (Matryoshka set first)."""
+        if self.matryoshka_dims is not None:
+            trainer.set_matryoshka(self.matryoshka_dims, self.matryoshka_weights)
         with self.scope():
             trainer.compile(optimizer=optimizer, **kwargs)
 

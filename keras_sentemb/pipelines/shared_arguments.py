@@ -62,6 +62,13 @@ OPTIONAL_ARGUMENTS = (
     SharedArgument("mini_batch_size", None, "int or None. GradCache: embed the batch in chunks "
                    "of this many rows, so `batch_size` is limited by time, not memory (same loss "
                    "and gradients; see `BaseTrainer`). None embeds the whole batch at once."),
+    SharedArgument("matryoshka_dims", None, "tuple of int or None. Matryoshka training: the "
+                   "method's loss is summed over the first d dimensions for each d here (e.g. "
+                   "`(384, 256, 128, 64, 32)`), so the encoder can be used truncated "
+                   "(`encode(truncate_dim=d)`); see `keras_sentemb.losses.matryoshka`. None "
+                   "trains on the whole vector only."),
+    SharedArgument("matryoshka_weights", None, "tuple of float or None. One weight per "
+                   "`matryoshka_dims` entry; None is 1 each."),
 )
 SHARED_NAMES = tuple(a.name for a in SHARED_ARGUMENTS)
 OPTIONAL_NAMES = tuple(a.name for a in OPTIONAL_ARGUMENTS)

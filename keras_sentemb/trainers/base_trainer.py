@@ -6,6 +6,7 @@ import tensorflow as tf
 from keras_sentemb import compat
 from keras_sentemb import validation
 from keras_sentemb.losses.distributed import all_replicas_agree
+from keras_sentemb.losses.matryoshka import MatryoshkaLoss
 from keras_sentemb.models.logit_scale import LogitScale
 from keras_sentemb.trainers.optimizers import get
 
@@ -188,6 +189,7 @@ class BaseTrainer(keras.Model):
         self.loss_tracker = keras.metrics.Mean(name="loss")
         self.nonfinite_tracker = keras.metrics.Sum(name="nonfinite")
         object.__setattr__(self, "_seed_states", None)
+        object.__setattr__(self, "matryoshka", None)
         self.built = True
 
     def compile(self, optimizer="rmsprop", **kwargs):
@@ -251,7 +253,49 @@ class BaseTrainer(keras.Model):
                 f"{type(self).__name__} implements neither compute_contrastive_loss nor "
                 "embed_batch / loss_from_embeddings."
             )
-        return self.loss_from_embeddings(self.embed_batch(data, training), data, training)
+        return self.embeddings_loss(self.embed_batch(data, training), data, training)
+
+    def embeddings_loss(self, embeddings, data, training=True):
+        """`loss_from_embeddings`, over nested prefixes when `set_matryoshka` was called."""
+        if self.matryoshka is not None:
+            return self.matryoshka(embeddings, data, training)
+        return self.loss_from_embeddings(embeddings, data, training)
+
+    def set_matryoshka(self, dims, weights=None):
+        """Train with the method's loss summed over the first `d` dimensions, `d` in `dims`.
+
+        Wraps `loss_from_embeddings` in a `MatryoshkaLoss` (see
+        `keras_sentemb.losses.matryoshka`); `None` turns it off.
+
+        Args:
+            dims: sequence of int or None. Prefix sizes, each at most the
+                encoder's `output_dim`.
+            weights: sequence of float or None. One weight per size.
+                Defaults to 1 each.
+        """
+        if dims is None:
+            object.__setattr__(self, "matryoshka", None)
+            return
+        reason = self.matryoshka_unsupported()
+        if reason:
+            raise ValueError(f"matryoshka_dims is not available here: {reason}.")
+        loss = MatryoshkaLoss(self.matryoshka_base_loss(), dims, weights,
+                              full_dim=self.encoder.output_dim)
+        object.__setattr__(self, "matryoshka", loss)
+
+    def matryoshka_base_loss(self):
+        """The loss a Matryoshka loss wraps: `loss_from_embeddings`."""
+        return self.loss_from_embeddings
+
+    def matryoshka_unsupported(self):
+        """Why a Matryoshka loss cannot wrap this trainer's loss, or None."""
+        if not self._splits_loss():
+            return f"{type(self).__name__} does not compute its loss from sentence embeddings"
+        for name in ("mlp", "target_mlp", "source_mlp"):
+            if getattr(self, name, None) is not None:
+                return (f"the loss compares the training-only projection head's outputs, not the "
+                        f"encoder's vectors; train with mlp='none'")
+        return None
 
     def embed_batch(self, data, training=True):
         """Per-row embeddings of a batch: a nest of float32 `[b, ...]` tensors.
@@ -422,7 +466,7 @@ class BaseTrainer(keras.Model):
             tape.watch(flat)
             embeddings = tf.nest.pack_sequence_as(structure, flat)
             loss, extras, aux = self._unpack(
-                self.loss_from_embeddings(embeddings, data, training=True)
+                self.embeddings_loss(embeddings, data, training=True)
             )
             loss = tf.cast(loss, "float32")
             scaled = self.optimizer.scale_loss(loss / replicas)

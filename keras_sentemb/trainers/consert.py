@@ -214,6 +214,12 @@ class ConSERT(BaseTrainer):
     def loss_from_embeddings(self, embeddings, data, training=True):
         return nt_xent_loss(embeddings["a"], embeddings["b"], temperature=self.temperature)
 
+    def matryoshka_unsupported(self):
+        if self.mode != "unsup":
+            return (f"ConSERT mode={self.mode!r} trains a classifier on the full vectors; "
+                    "use mode='unsup'")
+        return super().matryoshka_unsupported()
+
     def grad_cache_unsupported(self):
         if self.mode != "unsup":
             return (

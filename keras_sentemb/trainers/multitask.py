@@ -399,10 +399,23 @@ class MultitaskModel(MultitaskInference, BaseTrainer):
         n = tf.shape(x["token_ids"])[0]
         doubled = {k: tf.concat([v, v], axis=0) for k, v in x.items()}
         z = self.encoder.sentence_vectors(doubled, self.pooling, training=training)
-        per_row = info_nce_loss(
-            z[:n], z[n:], temperature=self.fusion_temperature, reduction="none"
-        )
+        views = {"first": z[:n], "second": z[n:]}
+        per_row = (self.matryoshka or self._fusion_info_nce)(views)
         return masked_mean(per_row, tf.concat([batch["mask"], batch["mask"]], axis=0))
+
+    def _fusion_info_nce(self, views):
+        return info_nce_loss(views["first"], views["second"],
+                             temperature=self.fusion_temperature, reduction="none")
+
+    def matryoshka_base_loss(self):
+        """The fusion InfoNCE: the one multitask loss on the sentence vectors themselves."""
+        return self._fusion_info_nce
+
+    def matryoshka_unsupported(self):
+        if not self.fusion:
+            return ("the multitask task heads read the whole vector; only the fusion loss "
+                    "(fusion=True), an InfoNCE on the sentence vectors, trains on prefixes")
+        return None
 
     # -------------------------------------------------------------- compile
     def compile(self, optimizer="adamw", head_optimizer=None, fusion_optimizer=None, **kwargs):

@@ -25,6 +25,8 @@ import os
 import keras
 import tensorflow as tf
 
+from keras_sentemb import compat
+
 _KERNELS = {}
 
 
@@ -86,22 +88,25 @@ class _FusedUpdate:
     def _fuses(self):
         return fused_enabled(self.fused)
 
-    def _apply_weight_decay(self, variables):
+    def _decay_before_update(self, variables):
         # Keras decays every variable in one pass before the updates; with
         # the kernels each variable's decay happens inside its update. Which
         # variables decay is decided here, by Keras' own rule.
         if not self._fuses():
-            return super()._apply_weight_decay(variables)
+            return compat.keras_weight_decay(_FusedUpdate, self, variables)
         if self.weight_decay is None:
             self._decayed_keys = set()
         else:
             self._decayed_keys = {
-                self._var_key(v) for v in variables if self._use_weight_decay(v)
+                compat.optimizer_variable_key(self, v) for v in variables
+                if compat.optimizer_decays(self, v)
             }
 
     def _decay_rate(self, variable, lr):
         """(whether `variable` decays, its `weight_decay * lr`)."""
-        decays = bool(self._decayed_keys) and self._var_key(variable) in self._decayed_keys
+        decays = bool(self._decayed_keys) and (
+            compat.optimizer_variable_key(self, variable) in self._decayed_keys
+        )
         if not decays:
             return False, tf.zeros([], variable.dtype)
         return True, tf.cast(self.weight_decay, variable.dtype) * lr
@@ -120,6 +125,9 @@ class _FusedUpdate:
         config = super().get_config()
         config["fused"] = self.fused
         return config
+
+
+compat.install_weight_decay_hook(_FusedUpdate, _FusedUpdate._decay_before_update)
 
 
 @keras.saving.register_keras_serializable(package="keras_sentemb")
@@ -143,13 +151,11 @@ class RMSprop(_FusedUpdate, keras.optimizers.RMSprop):
     def update_step(self, gradient, variable, learning_rate):
         if not self._fuses() or self.centered:
             return super().update_step(self._dense(gradient, variable), variable, learning_rate)
-        index = self._get_variable_index(variable)
         lr = tf.cast(learning_rate, variable.dtype)
         decays, decay_rate = self._decay_rate(variable, lr)
         kernel = _rmsprop_kernel(self.rho, self.epsilon, self.momentum, decays)
-        slots = [self._velocities[index]]
-        if self.momentum > 0:
-            slots.append(self._momentums[index])
+        names = ("velocities", "momentums") if self.momentum > 0 else ("velocities",)
+        slots = compat.optimizer_slots(self, variable, *names)
         kernel(
             self._tf_variable(variable), *(self._tf_variable(s) for s in slots),
             self._dense(gradient, variable), lr, decay_rate,
@@ -177,7 +183,7 @@ class Adam(_FusedUpdate, keras.optimizers.Adam):
     def update_step(self, gradient, variable, learning_rate):
         if not self._fuses() or self.amsgrad:
             return super().update_step(self._dense(gradient, variable), variable, learning_rate)
-        index = self._get_variable_index(variable)
+        momentum, velocity = compat.optimizer_slots(self, variable, "momentums", "velocities")
         dtype = variable.dtype
         lr = tf.cast(learning_rate, dtype)
         local_step = tf.cast(self.iterations + 1, dtype)
@@ -187,8 +193,8 @@ class Adam(_FusedUpdate, keras.optimizers.Adam):
         decays, decay_rate = self._decay_rate(variable, lr)
         kernel = _adam_kernel(self.beta_1, self.beta_2, self.epsilon, decays)
         kernel(
-            self._tf_variable(variable), self._tf_variable(self._momentums[index]),
-            self._tf_variable(self._velocities[index]), self._dense(gradient, variable),
+            self._tf_variable(variable), self._tf_variable(momentum),
+            self._tf_variable(velocity), self._dense(gradient, variable),
             alpha, decay_rate,
         )
 

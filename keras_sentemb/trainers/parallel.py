@@ -259,7 +259,9 @@ class ParallelContrastive(BaseTrainer):
         scale = self.logit_scale()
         loss = info_nce_loss(
             queries, all_keys, temperature=1.0 / scale, gather=False, label_offset=offset,
-            extra_candidates=None if self.queue is None else self.queue.contents(),
+            # (cut to the keys' width when a Matryoshka loss passes a prefix)
+            extra_candidates=(None if self.queue is None
+                              else self.queue.contents()[:, : keys.shape[-1]]),
         )
         extras = {
             "temperature": 1.0 / scale,

@@ -28,6 +28,7 @@ import keras
 import tensorflow as tf
 from keras import ops
 
+from keras_sentemb import compat
 from keras_sentemb.trainers.optimizers import _FusedUpdate, _kernel
 
 
@@ -123,7 +124,7 @@ class TorchAdamW(_FusedUpdate, keras.optimizers.Optimizer):
         return tf.cast(lr, dtype), tf.cast(step_size, dtype), tf.cast(root_correction, dtype)
 
     def update_step(self, gradient, variable, learning_rate):
-        index = self._get_variable_index(variable)
+        index = compat.optimizer_variable_index(self, variable)
         gradient = self._dense(gradient, variable)
         lr, step_size, root_correction = self._corrections(variable.dtype, learning_rate)
         m, v = self._momentums[index], self._velocities[index]

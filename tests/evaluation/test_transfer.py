@@ -193,7 +193,7 @@ def test_stratified_folds_partition_and_balance():
 # in tests/evaluation/reference_transfer.py. With a few thousand examples
 # (SentEval's tasks have 2k-67k) they agree within this many points; measured
 # on these tasks with seeds 11 and 12: 0.2-1.62; on the default model's TREC and
-# MRPC vectors: docs/evaluation.md. On a few
+# MRPC vectors: docs/evaluation/protocols.md. On a few
 # hundred examples SentEval's early stopping on 5% held out can stop after
 # one check, far from the L-BFGS optimum: that is the protocol, not a bug.
 TOLERANCE = 2.0

@@ -1,0 +1,125 @@
+"""Quora duplicate questions (quora-dev.csv) as a BEIR retrieval set, split into dev and test.
+
+    python benchmarks/quora_beir.py --output datasets/quora-beir [--dev-fraction 0.3] [--seed 0]
+
+The CS224N `quora-dev.csv` holds labelled question pairs. Every distinct
+question (exact text after stripping) is a document of the corpus; questions
+linked by an `is_duplicate = 1` pair are grouped into duplicate sets (the
+connected components of those links: a duplicate of a duplicate is a
+duplicate). A question with at least one duplicate is a query, and its
+relevant documents are the other questions of its set; a query is never its
+own answer (its query id equals its corpus id, which `evaluate_retrieval`
+ignores, as BEIR does). Queries are split into dev and test by duplicate set
+(all queries of one set go to the same split) with a seeded shuffle, so no
+test query has a duplicate among the dev queries.
+
+Writes `corpus.jsonl`, `queries.jsonl`, `qrels/dev.tsv`, `qrels/test.tsv`
+and `stats.json`.
+"""
+
+import argparse
+import json
+import os
+import random
+import sys
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE.parent))
+DEFAULT_INPUT = HERE.parent.parent / "shared" / "data" / "multitask" / "quora-dev.csv"
+
+
+def duplicate_sets(pairs):
+    """Connected components of the duplicate links: `{question: set id}` (union-find)."""
+    parent = {}
+
+    def find(x):
+        parent.setdefault(x, x)
+        while parent[x] != x:
+            parent[x] = parent[parent[x]]
+            x = parent[x]
+        return x
+
+    for a, b in pairs:
+        ra, rb = find(a), find(b)
+        if ra != rb:
+            parent[max(ra, rb)] = min(ra, rb)
+    return {x: find(x) for x in parent}
+
+
+def convert(rows, dev_fraction=0.3, seed=0):
+    """BEIR dicts from `(question1, question2, label)` rows.
+
+    Returns:
+        `(corpus, queries, qrels)`: corpus `[{"_id", "title", "text"}]`,
+        queries `[{"_id", "text"}]`, qrels `{"dev": [(qid, did, 1)], "test": [...]}`.
+    """
+    ids = {}
+    for a, b, _ in rows:
+        for text in (a.strip(), b.strip()):
+            if text and text not in ids:
+                ids[text] = f"q{len(ids)}"
+    links = [(ids[a.strip()], ids[b.strip()]) for a, b, label in rows
+             if int(label) == 1 and a.strip() and b.strip() and a.strip() != b.strip()]
+    group = duplicate_sets(links)
+    members = {}
+    for qid, root in group.items():
+        members.setdefault(root, []).append(qid)
+    roots = sorted(r for r, m in members.items() if len(m) > 1)
+    random.Random(seed).shuffle(roots)
+    n_dev = int(round(dev_fraction * len(roots)))
+    split_of = {r: ("dev" if i < n_dev else "test") for i, r in enumerate(roots)}
+    text_of = {v: k for k, v in ids.items()}
+    qrels = {"dev": [], "test": []}
+    query_ids = []
+    for root in roots:
+        for qid in sorted(members[root], key=lambda x: int(x[1:])):
+            query_ids.append(qid)
+            qrels[split_of[root]] += [(qid, other, 1) for other in members[root] if other != qid]
+    corpus = [{"_id": qid, "title": "", "text": text} for text, qid in ids.items()]
+    queries = [{"_id": qid, "text": text_of[qid]} for qid in sorted(query_ids, key=lambda x: int(x[1:]))]
+    return corpus, queries, qrels
+
+
+def write_beir(folder, corpus, queries, qrels):
+    folder = Path(folder)
+    (folder / "qrels").mkdir(parents=True, exist_ok=True)
+    with open(folder / "corpus.jsonl", "w", encoding="utf-8") as f:
+        for doc in corpus:
+            f.write(json.dumps(doc, ensure_ascii=False) + "\n")
+    with open(folder / "queries.jsonl", "w", encoding="utf-8") as f:
+        for query in queries:
+            f.write(json.dumps(query, ensure_ascii=False) + "\n")
+    for split, rows in qrels.items():
+        with open(folder / "qrels" / f"{split}.tsv", "w", encoding="utf-8") as f:
+            f.write("query-id\tcorpus-id\tscore\n")
+            f.writelines(f"{q}\t{d}\t{s}\n" for q, d, s in rows)
+
+
+def main(argv=None):
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--input", default=str(DEFAULT_INPUT))
+    p.add_argument("--output", required=True)
+    p.add_argument("--dev-fraction", type=float, default=0.3)
+    p.add_argument("--seed", type=int, default=0)
+    args = p.parse_args(argv)
+    from keras_sentemb.data.nli import read_labeled_pairs
+
+    rows, skipped = read_labeled_pairs(args.input, return_skipped=True)
+    corpus, queries, qrels = convert(rows, args.dev_fraction, args.seed)
+    write_beir(args.output, corpus, queries, qrels)
+    stats = {
+        "input": os.path.basename(args.input), "pairs": len(rows), "skipped_rows": skipped,
+        "documents": len(corpus), "queries": len(queries),
+        "dev_queries": len({q for q, _, _ in qrels["dev"]}),
+        "test_queries": len({q for q, _, _ in qrels["test"]}),
+        "dev_qrels": len(qrels["dev"]), "test_qrels": len(qrels["test"]),
+        "dev_fraction": args.dev_fraction, "seed": args.seed,
+    }
+    with open(Path(args.output) / "stats.json", "w", encoding="utf-8") as f:
+        json.dump(stats, f, indent=2)
+    print(json.dumps(stats))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,43 @@
+"""The Quora -> BEIR converter: duplicate sets, no query finds itself, a split by set."""
+
+import sys
+
+from tests.conftest import REPO
+
+sys.path.insert(0, str(REPO / "benchmarks"))
+import quora_beir  # noqa: E402
+
+from keras_sentemb.evaluation.beir import load_beir  # noqa: E402
+
+ROWS = [
+    ("How do I learn Python?", "What is the best way to learn Python?", 1),
+    ("What is the best way to learn Python?", "How can I learn Python fast?", 1),
+    ("How do I learn Python?", "How do I cook rice?", 0),
+    ("Why is the sky blue?", "What makes the sky blue?", 1),
+    ("Is coffee healthy?", "How do I cook rice?", 0),
+    ("Where is Paris?", "Where is Paris?", 1),  # a question paired with itself: no link
+]
+
+
+def test_sets_queries_and_qrels(tmp_path):
+    corpus, queries, qrels = quora_beir.convert(ROWS, dev_fraction=0.5, seed=0)
+    texts = {d["_id"]: d["text"] for d in corpus}
+    assert len(corpus) == 8  # every distinct question
+    assert {q["text"] for q in queries} == {
+        "How do I learn Python?", "What is the best way to learn Python?",
+        "How can I learn Python fast?", "Why is the sky blue?", "What makes the sky blue?"}
+    rows = qrels["dev"] + qrels["test"]
+    assert all(q != d for q, d, _ in rows)  # no query is its own answer
+    python = {q for q, d, _ in rows if "Python" in texts[q]}
+    # Transitive: "How do I learn Python?" finds "How can I learn Python fast?".
+    first = next(d["_id"] for d in corpus if d["text"] == "How do I learn Python?")
+    assert {texts[d] for q, d, _ in rows if q == first} == {
+        "What is the best way to learn Python?", "How can I learn Python fast?"}
+    # A duplicate set lies in one split only.
+    for split in ("dev", "test"):
+        in_split = {q for q, _, _ in qrels[split]}
+        assert not in_split & python or python <= in_split
+    assert quora_beir.convert(ROWS, 0.5, 0) == (corpus, queries, qrels)  # seeded
+    quora_beir.write_beir(tmp_path / "q", corpus, queries, qrels)
+    loaded = load_beir(tmp_path / "q", split="test")
+    assert len(loaded.corpus) == 8 and loaded.qrels

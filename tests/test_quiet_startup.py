@@ -1,0 +1,124 @@
+"""The command line starts quietly: TensorFlow's C++ start-up notices are hidden, errors are not."""
+
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from keras_sentemb import quiet_startup
+from keras_sentemb.quiet_startup import NOISE
+from keras_sentemb.quiet_startup import quiet_tensorflow_startup
+from keras_sentemb.quiet_startup import take_verbose_flag
+from tests.conftest import REPO
+from tests.conftest import make_tiny_encoder
+
+# Seen on a CPU-only machine with TensorFlow 2.21 (timestamps and thread ids vary).
+STARTUP_LINES = [
+    "WARNING: All log messages before absl::InitializeLog() is called are written to STDERR",
+    "I0000 00:00:1795618167.346535   19868 port.cc:153] oneDNN custom operations are on. "
+    "You may see slightly different numerical results due to floating-point round-off errors "
+    "from different computation orders. To turn them off, set the environment variable "
+    "`TF_ENABLE_ONEDNN_OPTS=0`.",
+    "I0000 00:00:1795618167.347281   19868 cudart_stub.cc:31] Could not find cuda drivers on "
+    "your machine, GPU will not be used.",
+    "E0000 00:00:1795618184.207535   19868 cuda_platform.cc:52] failed call to cuInit: INTERNAL: "
+    "CUDA error: Failed call to cuInit: UNKNOWN ERROR (303)",
+]
+REAL_ERROR = ("E0000 00:00:1795618184.207535   19868 op_kernel.cc:1857] OP_REQUIRES failed at "
+              "save_restore_v2_ops.cc:189 : NOT_FOUND: Key dense/kernel not found in checkpoint")
+
+
+def _without_user_level(monkeypatch):
+    monkeypatch.delenv("TF_CPP_MIN_LOG_LEVEL", raising=False)
+    monkeypatch.delenv(quiet_startup._OWN_LEVEL_MARK, raising=False)
+
+
+@pytest.mark.parametrize("line", STARTUP_LINES)
+def test_startup_notices_are_noise(line):
+    assert NOISE.match(line)
+
+
+@pytest.mark.parametrize("line", [
+    REAL_ERROR,
+    "keras-sentemb: error: input file not found: s.txt",
+    "Traceback (most recent call last):",
+    "F0000 00:00:1795618184.207535   19868 check.cc:12] Check failed: x",
+])
+def test_real_errors_are_not_noise(line):
+    assert not NOISE.match(line)
+
+
+def test_the_filter_drops_notices_and_passes_everything_else(monkeypatch, capfd):
+    _without_user_level(monkeypatch)
+    with quiet_tensorflow_startup():
+        assert os.environ["TF_CPP_MIN_LOG_LEVEL"] == "2"
+        os.write(2, ("\n".join(STARTUP_LINES[:2]) + "\n").encode())
+        os.write(2, (REAL_ERROR + "\n").encode())
+        print("usage: from Python", file=sys.stderr)
+        os.write(2, (STARTUP_LINES[3] + "\nno newline at the end").encode())
+    err = capfd.readouterr().err  # Python's and the fd's writes are captured separately
+    assert sorted(err.splitlines()) == sorted([REAL_ERROR, "usage: from Python", "no newline at the end"])
+
+
+def test_the_filter_ends_with_the_block(monkeypatch, capfd):
+    _without_user_level(monkeypatch)
+    with pytest.raises(SystemExit):
+        with quiet_tensorflow_startup():
+            raise SystemExit(2)
+    os.write(2, (STARTUP_LINES[0] + "\n").encode())
+    assert capfd.readouterr().err == STARTUP_LINES[0] + "\n"
+
+
+@pytest.mark.parametrize("verbose, level", [(True, None), (False, "0")])
+def test_verbose_or_a_users_level_filters_nothing(monkeypatch, capfd, verbose, level):
+    _without_user_level(monkeypatch)
+    if level is not None:
+        monkeypatch.setenv("TF_CPP_MIN_LOG_LEVEL", level)
+    with quiet_tensorflow_startup(verbose=verbose):
+        os.write(2, (STARTUP_LINES[3] + "\n").encode())
+    assert capfd.readouterr().err == STARTUP_LINES[3] + "\n"
+    assert os.environ.get("TF_CPP_MIN_LOG_LEVEL") == level
+
+
+def test_verbose_flag_anywhere_but_trains_keras_verbosity_stays():
+    assert take_verbose_flag(["--verbose", "encode", "--model", "m"]) == (["encode", "--model", "m"], True)
+    assert take_verbose_flag(["encode", "--model", "m", "--verbose"]) == (["encode", "--model", "m"], True)
+    assert take_verbose_flag(["train", "ct", "--verbose", "0"]) == (["train", "ct", "--verbose", "0"], False)
+    assert take_verbose_flag(["train", "ct", "--verbose", "--steps", "3"]) == (
+        ["train", "ct", "--steps", "3"], True)
+    assert take_verbose_flag(["encode", "--model", "m"]) == (["encode", "--model", "m"], False)
+
+
+def _encode(tmp_path, *extra, model=None):
+    env = {k: v for k, v in os.environ.items() if k != "TF_CPP_MIN_LOG_LEVEL"}
+    env["PYTHONPATH"] = os.pathsep.join([str(REPO), env.get("PYTHONPATH", "")])
+    (tmp_path / "s.txt").write_text("A man plays a guitar.\nA woman reads.\n", encoding="utf-8")
+    return subprocess.run(
+        [sys.executable, "-m", "keras_sentemb", "encode", "--model", model or str(tmp_path / "tiny"),
+         "--input", str(tmp_path / "s.txt"), "--output", str(tmp_path / "v.npy"), *extra],
+        capture_output=True, text=True, env=env, cwd=tmp_path, timeout=600,
+    )
+
+
+@pytest.mark.slow
+def test_encode_prints_no_tensorflow_chatter_unless_verbose(tmp_path):
+    make_tiny_encoder().save(tmp_path / "tiny")
+    quiet = _encode(tmp_path)
+    assert quiet.returncode == 0, quiet.stderr
+    assert np.load(tmp_path / "v.npy").shape[0] == 2
+    for word in ("absl::InitializeLog", "oneDNN", "cuda drivers", "cuInit", "I0000", "E0000"):
+        assert word not in quiet.stderr, quiet.stderr
+    assert "wrote" in quiet.stderr + quiet.stdout
+
+    missing = _encode(tmp_path, model=str(tmp_path / "no-such-model"))
+    assert missing.returncode == 2
+    assert missing.stderr.strip().splitlines() == [
+        line for line in missing.stderr.strip().splitlines() if line.startswith("keras-sentemb: error:")
+    ] and "no-such-model" in missing.stderr
+
+    loud = _encode(tmp_path, "--verbose")
+    assert loud.returncode == 0, loud.stderr
+    if not any(NOISE.match(line) for line in loud.stderr.splitlines()):
+        pytest.skip("this TensorFlow build prints no start-up notices to hide")
