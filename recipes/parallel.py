@@ -61,13 +61,30 @@ PAPER = {
                                  "(RoBERTa-large and step A: 200,000)"),
     "max_length": Setting(50, "section 4.2.1: 'the input sentence length is 50' (and "
                               "section 4.2.3 for NLI)"),
+    "teacher": Setting("default", "section 4.2.1: 'we adopt the pre-trained SimCSE-RoBERTa"
+                                  "large model as the source language (English) encoder' and "
+                                  "freeze it; here the toolkit's trained English encoder "
+                                  "(all-MiniLM-L6-v2, --teacher), never the untrained student"),
     "temperature": Setting("learnable", "section 4.2.2 and Table 1: 'temperature is parameter 1 "
-                                        "(a learnable parameter in training)'; fit_parallel "
-                                        "starts it at 0.07"),
+                                        "(a learnable parameter in training)'"),
+    "init_temperature": Setting(1.0, "section 4.2 ('Effect of Temperature') and 4.2.2: "
+                                     "'temperature is parameter 1 (a learnable parameter in "
+                                     "training)': a learnable temperature starting at 1 "
+                                     "(fit_parallel's own default: 0.07)"),
     "schedule": Setting("cosine", "sections 4.2.1 / 4.2.2: 'a cosine learning rate scheduler' "
                                   "(fit_parallel: 10% warm-up + cosine)"),
     "eval_every": Setting(250, "sections 4.2.1 / 4.2.2: 'We evaluate every 250 training steps on "
                                "the development set of STS-B and save the best checkpoint'"),
+    "nli_learning_rate": Setting(1e-5, "section 4.2.3: 'we set the learning rate to 1e-5, batch "
+                                       "size to 128, dropout to 0.1, temperature to 0.05, and "
+                                       "input length to 50' (base models)"),
+    "nli_batch_size": Setting(128, "section 4.2.3 (base models; large models: 96)"),
+    "nli_mlp": Setting("keep", "Appendix C: 'we adopt the [CLS] with MLP as the fine-tuned "
+                               "models pooling method, as suggested by SimCSE': the NLI head is "
+                               "trained and kept for evaluation (fit_simcse mlp='keep')"),
+    "track_every": Setting(100, "section 4.4.2 / Figure 4A and Appendix A: alignment and "
+                                "uniformity of the target encoder on STS-B dev pairs, "
+                                "'checkpoints every 100 training steps'"),
     "objective_comparison": Setting("lr 2e-4, batch 128, queue 0", "section 4.4.2 / Table 5: "
                                     "'batch size is 128, learning rate is 2e-4, queue size is "
                                     "0' (--preset objective-comparison)"),
@@ -85,8 +102,9 @@ DIFFERENCES = [
     "NLI: supervised SimCSE uses the SNLI dev+test triplets fallback (5.7k), not SNLI/MNLI train.",
     "steps A and B share one setting here (step B's BERT-base values); the paper trains step A "
     "with the large-model values (lr 5e-5, batch 200, queue 200,000, 2 epochs).",
-    "the teacher of step A is --model itself unless fit_parallel is given another; the paper's "
-    "is the trained SimCSE-RoBERTa-large.",
+    "step A's frozen teacher is --teacher (default: all-MiniLM-L6-v2, a trained 384-d English "
+    "encoder), not SimCSE-RoBERTa-large; a teacher of another size than the student gives the "
+    "student a kept tanh head to the teacher's space (fit_parallel).",
     "evaluation: the row scores the final English student (step B, after NLI with --nli) with "
     "its own pooling; the 7 STS tasks need --sts-data, the 7 transfer tasks --transfer-data.",
     "--smoke: the default model, 8 steps, batch 8, queue 64, every step on a tenth of the "
@@ -113,6 +131,8 @@ def build_parser():
     p = paper_parser(__doc__.split("\n\n")[0], PAPER, DIFFERENCES)
     p.add_argument("--pairs", default=str(DATA / "parallel" / "cmn-eng.tatoeba.tsv"))
     p.add_argument("--model", default=paper_value(PAPER, "model"))
+    p.add_argument("--teacher", default=paper_value(PAPER, "teacher"),
+                   help="step A's frozen English teacher: a trained sentence encoder")
     p.add_argument("--preset", default="main", choices=sorted(PRESETS),
                    help="objective-comparison: lr 2e-4, batch 128, queue 0 (explicit flags win)")
     p.add_argument("--steps", type=int, default=1000)
@@ -121,6 +141,9 @@ def build_parser():
     p.add_argument("--learning-rate", type=float, default=paper_value(PAPER, "learning_rate"))
     p.add_argument("--queue-size", type=int, default=paper_value(PAPER, "queue_size"))
     p.add_argument("--temperature", default=paper_value(PAPER, "temperature"))
+    p.add_argument("--init-temperature", type=float,
+                   default=paper_value(PAPER, "init_temperature"),
+                   help="start of the learnable temperature")
     p.add_argument("--pooling", default="auto",
                    help="the students' pooling; auto: the model's own, else the paper's cls")
     p.add_argument("--mlp", default="auto", choices=["auto", "train", "none"])
@@ -145,6 +168,14 @@ def build_parser():
     p.add_argument("--nli", action="store_true", help="supervised SimCSE finetune of the step-B student")
     p.add_argument("--nli-file", default=str(DATA / "nli" / "snli_devtest_triplets.csv"))
     p.add_argument("--nli-steps", type=int, default=200)
+    p.add_argument("--nli-learning-rate", type=float,
+                   default=paper_value(PAPER, "nli_learning_rate"))
+    p.add_argument("--nli-batch-size", type=int, default=paper_value(PAPER, "nli_batch_size"))
+    p.add_argument("--nli-mlp", default=paper_value(PAPER, "nli_mlp"),
+                   choices=["keep", "train", "none"],
+                   help="keep: the NLI step's MLP head stays for evaluation")
+    p.add_argument("--track-every", type=int, default=paper_value(PAPER, "track_every"),
+                   help="steps between step B's alignment/uniformity points on STS-B dev")
     p.add_argument("--sts-limit", type=int, default=None, help="use the first N STS-B pairs")
     p.add_argument("--out", default="/tmp/parallel_recipe",
                    help="folder for the models, results.json and row.json")
@@ -170,7 +201,7 @@ def main(argv=None):
         args.steps, args.batch_size, args.max_length, args.eval_every = 8, 8, 32, 4
         args.queue_size, args.eval_size, args.dev_size, args.sts_limit = 64, 100, 50, 200
         args.step_b = args.nli = args.simcse_baseline = True
-        args.nli_steps = 4
+        args.nli_steps, args.nli_batch_size, args.track_every = 4, 8, 4
 
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s")
     from keras_sentemb.api import fit_parallel
@@ -180,6 +211,8 @@ def main(argv=None):
     from keras_sentemb.data.resources import bundled_sts_dir
     from keras_sentemb.evaluation.readers import read_stsb
     from keras_sentemb.evaluation.retrieval import evaluate_bitext_retrieval
+    from keras_sentemb.evaluation.sts_alignment_uniformity_tracker import (
+        STSAlignmentUniformityTracker)
     from keras_sentemb.models import SentenceEncoder
     from keras_sentemb.models.vocabulary import unknown_token_share
     from keras_sentemb.pipelines.callbacks import sts_spearman
@@ -199,16 +232,28 @@ def main(argv=None):
     results = {"args": vars(args), "sts_pairs": {k: len(v) for k, v in sts.items()},
                "pairs": len(pairs), "step_a_test_pairs": len(heldout)}
     base = SentenceEncoder.from_preset(args.model)
+    # Step A's frozen English teacher: a trained sentence encoder (section 4.2.1), never the
+    # untrained student.
+    teacher = SentenceEncoder.from_preset(args.teacher)
+    results["teacher"] = {"model": args.teacher, "output_dim": teacher.output_dim,
+                          "stsb": stsb(teacher)}
+
+    def source_retrieval(student):
+        if student.output_dim != teacher.output_dim:
+            return f"n/a: {student.output_dim}-d student, {teacher.output_dim}-d teacher"
+        return evaluate_bitext_retrieval(teacher, student, heldout, max_length=args.max_length)
+
     results["initial"] = {
         "stsb": stsb(base),
-        "retrieval": evaluate_bitext_retrieval(base, base, heldout, max_length=args.max_length),
+        "retrieval": source_retrieval(base),
         "unk_share_test_zh": unknown_token_share(base, [b for _, b in heldout]),
         "unk_share_test_en": unknown_token_share(base, [a for a, _ in heldout]),
     }
     common = dict(
         steps=args.steps, batch_size=args.batch_size, max_length=args.max_length,
         learning_rate=args.learning_rate, queue_size=args.queue_size,
-        temperature=args.temperature, pooling=args.pooling, mlp=args.mlp,
+        temperature=args.temperature, init_temperature=args.init_temperature,
+        pooling=args.pooling, mlp=args.mlp,
         eval_every=args.eval_every, verbose=2,
     )
 
@@ -223,12 +268,12 @@ def main(argv=None):
         students["frozen_teacher"] = zh
         results["A_given"] = {
             "model": args.step_a_model,
-            "retrieval": evaluate_bitext_retrieval(base, zh, heldout, max_length=args.max_length),
+            "retrieval": source_retrieval(zh),
         }
     else:
         for mode in [m.strip() for m in args.modes.split(",") if m.strip()]:
             student = fit_parallel(
-                pairs, model=base, mode=mode, eval_size=args.eval_size, dev_size=args.dev_size,
+                pairs, model=base, teacher=teacher, mode=mode, eval_size=args.eval_size, dev_size=args.dev_size,
                 extend_vocabulary=args.extend_vocabulary, vocabulary_init=args.vocabulary_init,
                 vocabulary_min_count=args.vocabulary_min_count, output=str(out / f"A_{mode}"),
                 plot=str(out / f"A_{mode}_alignment_uniformity.png"), **common,
@@ -239,12 +284,11 @@ def main(argv=None):
             save_results()
     if args.zh_nli_file and "frozen_teacher" in students:
         zh_nli = fit_simcse(
-            args.zh_nli_file, model=students["frozen_teacher"], mode="sup",
-            steps=args.nli_steps, batch_size=args.batch_size, max_length=args.max_length,
-            dev=None, output=str(out / "A_nli"), verbose=2,
+            args.zh_nli_file, model=students["frozen_teacher"], mode="sup", mlp=args.nli_mlp,
+            steps=args.nli_steps, batch_size=args.nli_batch_size, max_length=args.max_length,
+            learning_rate=args.nli_learning_rate, dev=None, output=str(out / "A_nli"), verbose=2,
         )
-        results["A_nli"] = {"retrieval": evaluate_bitext_retrieval(
-            base, zh_nli, heldout, max_length=args.max_length), "nli_steps": args.nli_steps}
+        results["A_nli"] = {"retrieval": source_retrieval(zh_nli), "nli_steps": args.nli_steps}
         students["frozen_teacher"] = zh_nli
 
     # ---------------------------------------------------------------- step B
@@ -252,22 +296,29 @@ def main(argv=None):
     if args.step_b:
         if "frozen_teacher" not in students:
             build_parser().error("--step-b needs the frozen_teacher step A (in --modes or --step-a-model)")
+        # Figure 4A: alignment and uniformity of the English student on STS-B dev pairs.
+        tracker = STSAlignmentUniformityTracker(sts["dev"], every=args.track_every)
         en_student = fit_parallel(
             reversed_pairs, model=args.model, teacher=students["frozen_teacher"],
             dev="stsb", eval_size=min(args.eval_size, len(reversed_pairs) // 10),
-            output=str(out / "B_frozen_teacher"), track_alignment=False, **common,
+            output=str(out / "B_frozen_teacher"), track_alignment=False, callbacks=[tracker],
+            **common,
         )
-        results["B_frozen_teacher"] = dict(_report(en_student), stsb=stsb(en_student))
+        tracker.plot(str(out / "B_alignment_uniformity_stsb.png"))
+        results["B_frozen_teacher"] = dict(_report(en_student), stsb=stsb(en_student),
+                                           alignment_uniformity_stsb_dev=tracker.history)
         save_results()
         if args.nli:
             # Supervised SimCSE on NLI triplets (premise, entailment, contradiction).
             nli_student = fit_simcse(
-                args.nli_file, model=en_student, mode="sup", steps=args.nli_steps,
-                batch_size=args.batch_size, max_length=args.max_length,
+                args.nli_file, model=en_student, mode="sup", mlp=args.nli_mlp,
+                steps=args.nli_steps, batch_size=args.nli_batch_size,
+                learning_rate=args.nli_learning_rate, max_length=args.max_length,
                 output=str(out / "B_nli"), verbose=2,
             )
             results["B_nli"] = {"stsb": stsb(nli_student), "nli_steps": args.nli_steps,
                                 "pooling": nli_student.training_report.pooling,
+                                "mlp": nli_student.training_report.resolved["mlp"],
                                 "selection": nli_student.training_report.selection}
             save_results()
 
@@ -288,7 +339,9 @@ def main(argv=None):
     save_results()
     print(json.dumps(results, indent=2, ensure_ascii=False))
     english = nli_student if args.step_b and args.nli else en_student if args.step_b else None
-    protocol = {"name": args.preset, "model": args.model, "steps": args.steps,
+    protocol = {"name": args.preset, "model": args.model, "teacher": args.teacher,
+                "init_temperature": args.init_temperature, "nli_mlp": args.nli_mlp,
+                "steps": args.steps,
                 "batch_size": args.batch_size, "learning_rate": args.learning_rate,
                 "queue_size": args.queue_size,
                 "model_scored": "B_nli" if args.step_b and args.nli else "B_frozen_teacher"}

@@ -33,8 +33,10 @@ RECIPES = Path(__file__).resolve().parents[1] / "recipes"
 #       MLP heads with dropout 0.3), Table 10 (pre-training lr 2e-5), section 4.2 (shared
 #       first layer, average loss); gpoesia/minbert-default-final-project@7ac8260 (bert-base)
 #   parallel: the paper's section 4.2.2 / Table 6 (BERT-base: lr 2e-4, batch 400, queue 10,000),
-#       section 4.2.1 (length 50, dev every 250), section 4.4.2 / Table 5 (objective comparison:
-#       lr 2e-4, batch 128, queue 0)
+#       section 4.2.1 (length 50, dev every 250, SimCSE-RoBERTa-large teacher: here a trained
+#       encoder, --teacher), 'temperature is parameter 1 (a learnable parameter in training)',
+#       section 4.2.3 (NLI: lr 1e-5, batch 128), Appendix C (MLP kept after NLI), Figure 4 (every
+#       100 steps), section 4.4.2 / Table 5 (objective comparison: lr 2e-4, batch 128, queue 0)
 #   ct_sts_regression: the CT paper's section 5.2 / Table 2 (model-specific labels, 20
 #       right-closed buckets of STS-B train, 10 runs x 8 epochs, the run best on dev reported)
 PAPERS = {
@@ -61,7 +63,9 @@ PAPERS = {
                       head_style="plain", head_sharing="first_layer", procedures="average",
                       fusion=False, smoke=False),
     "parallel": dict(eval_every=250, preset="main", smoke=False, learning_rate=2e-4,
-                     batch_size=400, queue_size=10000, max_length=50, temperature="learnable"),
+                     batch_size=400, queue_size=10000, max_length=50, temperature="learnable",
+                     teacher="default", init_temperature=1.0, nli_mlp="keep",
+                     nli_learning_rate=1e-5, nli_batch_size=128, track_every=100),
     "ct_sts_regression": dict(model="bert_base_en_uncased", labels=["model_specific"],
                               num_buckets=20, epochs=8, seeds=10, steps=None, smoke=False,
                               report="best_on_dev", spread_data="train"),

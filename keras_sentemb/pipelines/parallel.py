@@ -8,6 +8,7 @@ from keras_sentemb.data.parallel import load_parallel_pairs
 from keras_sentemb.data.parallel import split_pairs
 from keras_sentemb.evaluation.alignment_uniformity import AlignmentUniformityTracker
 from keras_sentemb.evaluation.retrieval import evaluate_bitext_retrieval
+from keras_sentemb.models.projection_head import with_projection_head
 from keras_sentemb.models.vocabulary import INITS
 from keras_sentemb.models.vocabulary import can_extend
 from keras_sentemb.models.vocabulary import extend_vocabulary as grow_vocabulary
@@ -110,7 +111,13 @@ def fit_parallel(
     `output/alignment_uniformity.png` when `output` is given).
 
     Pooling of the student: its own when it declares one, else the paper's
-    [CLS] with a training-only MLP head (`mlp="auto"`).
+    [CLS] with a training-only MLP head (`mlp="auto"`). A frozen teacher
+    whose vectors have another size than the student's (a trained
+    384-d English encoder teaching a 768-d multilingual BERT) gives the
+    student a kept tanh head to the teacher's size instead
+    (`with_projection_head`, identity start), so that it is trained,
+    evaluated against the teacher and saved with it
+    (`training_report.extras["kept_head"]`).
 
     A student whose vocabulary lacks the target script (an English model
     and Chinese targets: most characters are `[UNK]`) cannot learn it, so
@@ -128,8 +135,11 @@ def fit_parallel(
     Args:
         data: TSV path (`source<TAB>target[<TAB>...]`), list of
             (source, target), or `tf.data.Dataset` of pairs.
-        teacher: str, `SentenceEncoder` or None. The source-side encoder.
-            Defaults to `None` (= `model`).
+        teacher: str, `SentenceEncoder` or None. The source-side encoder:
+            in the paper a trained sentence encoder (SimCSE-RoBERTa-large
+            for step A). Defaults to `None` (= `model`, with a warning in
+            `"frozen_teacher"` mode: the student would learn from its own
+            starting point).
         student: str, `SentenceEncoder` or None. The student's
             initialisation. Defaults to `None` (a copy of `model`).
         mode: str. `"frozen_teacher"`, `"dual"` or `"shared"`.
@@ -208,6 +218,14 @@ def fit_parallel(
         teacher_enc = base if teacher is None else run.load_encoder(teacher)
         source_init = teacher_enc  # the untrained source side (dual-mode reference)
         start = base if student is None else run.load_encoder(student)
+        start_spec = run.model if student is None else student
+        if mode == "frozen_teacher" and (teacher_enc is start or teacher is start_spec or (
+                isinstance(teacher, str) and teacher == start_spec)):
+            logger.warning(
+                "parallel: the frozen teacher is the student's own starting model; the paper's "
+                "teacher is a trained sentence encoder (SimCSE-RoBERTa-large). Pass "
+                "`teacher=` a trained encoder unless the starting model is one."
+            )
         # The student is always a fresh copy (the caller's encoder is never
         # trained in place); so is a dual-mode teacher, which is trained too.
         student_enc = start.clone(name="student")
@@ -241,10 +259,21 @@ def fit_parallel(
             teacher_enc = teacher_enc.clone(name="teacher")
             set_trainable(teacher_enc, True)
         pooling = run.pooling_for(start)
+        kept_head = None
+        training_mlp = run.training_mlp(mlp)
+        if (mode == "frozen_teacher" and student_enc.projection is None
+                and student_enc.output_dim != teacher_enc.output_dim):
+            # Without a kept head the student could not be compared with its teacher.
+            logger.info("parallel: the student (%d-d) keeps a tanh head to the teacher's %d-d "
+                        "space", student_enc.output_dim, teacher_enc.output_dim)
+            student_enc = with_projection_head(student_enc, units=teacher_enc.output_dim,
+                                               initializer="identity")
+            training_mlp = run.report.resolved["mlp"] = "none"
+            kept_head = teacher_enc.output_dim
         trainer = ParallelContrastive(
             student_enc, teacher_enc, mode=mode, queue_size=queue_size,
             temperature=temperature, init_temperature=init_temperature,
-            max_logit_scale=max_logit_scale, pooling=pooling, mlp=run.training_mlp(mlp),
+            max_logit_scale=max_logit_scale, pooling=pooling, mlp=training_mlp,
             mini_batch_size=run.mini_batch_size,
         )
         optimizer = TorchAdamW(
@@ -261,6 +290,8 @@ def fit_parallel(
         )
 
     extras = {"mode": mode, "vocabulary": vocabulary}
+    if kept_head:
+        extras["kept_head"] = kept_head
     if heldout:
         extras["retrieval_before"] = retrieval(trainer.student)
         logger.info("held-out retrieval before: %s", extras["retrieval_before"])

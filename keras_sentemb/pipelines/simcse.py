@@ -4,6 +4,7 @@ from keras_sentemb import validation
 from keras_sentemb.data.corpus import load_corpus
 from keras_sentemb.data.nli import load_positive_pairs
 from keras_sentemb.data.nli import load_supervised
+from keras_sentemb.models.projection_head import with_projection_head
 from keras_sentemb.pipelines.arguments import fit_function
 from keras_sentemb.pipelines.schedules import adamw_linear_decay
 from keras_sentemb.trainers.simcse import SIMCSE_MODES
@@ -71,7 +72,11 @@ def fit_simcse(
         mode: str. `"unsup"`, `"sup"`, `"pairs"` or `"paraphrase"`.
             Defaults to `"unsup"`.
         temperature: float. Defaults to `0.05`.
-        mlp: str. `"auto"`, `"train"` or `"none"`. Defaults to `"auto"`.
+        mlp: str. `"auto"`, `"train"`, `"none"` or `"keep"` (a tanh head
+            trained and kept as the encoder's own projection, so dev
+            selection, evaluation and the saved model use it: SimCSE's
+            supervised "[CLS] with MLP"; see `with_projection_head`).
+            Defaults to `"auto"`.
         hard_negative_weight: float. Defaults to `0.0`.
         negative_weight: float. Paraphrase mode. Defaults to `1.0`.
         negative_margin: float. Paraphrase mode. Defaults to `0.0`.
@@ -91,7 +96,7 @@ def fit_simcse(
         - [Gao et al., 2021. SimCSE: Simple Contrastive Learning of Sentence
           Embeddings](https://arxiv.org/abs/2104.08821).
     """
-    validation.choice(mlp, "mlp", ("auto", "train", "none"))
+    validation.choice(mlp, "mlp", ("auto", "train", "none", "keep"))
     validation.choice(mode, "mode", SIMCSE_MODES)
     if mode == "unsup":
         sentences = load_corpus(data)
@@ -103,9 +108,13 @@ def fit_simcse(
     with run.scope():
         encoder = run.load_encoder()
         pooling = run.pooling_for(encoder)
+        if mlp == "keep":  # the head is part of the encoder; the trainer adds none
+            if encoder.projection is None:
+                encoder = with_projection_head(encoder, seed=run.seed)
+            run.report.resolved["mlp"] = "keep"
         trainer = SimCSE(
             encoder, mode=mode, temperature=temperature, pooling=pooling,
-            mlp=run.training_mlp(mlp), hard_negative_weight=hard_negative_weight,
+            mlp="none" if mlp == "keep" else run.training_mlp(mlp), hard_negative_weight=hard_negative_weight,
             negative_weight=negative_weight, negative_margin=negative_margin,
             mini_batch_size=run.mini_batch_size,
         )
