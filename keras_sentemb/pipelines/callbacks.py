@@ -1,4 +1,4 @@
-"""Callbacks of the shared fit scaffold: dev selection, step limit, NaN guard."""
+"""Callbacks of the shared fit scaffold: dev selection, step limit, NaN guard, loss log."""
 
 import json
 import logging
@@ -302,3 +302,29 @@ class NonFiniteGuard(keras.callbacks.Callback):
                 "weights kept from the last finite step.", self.stopped_at,
             )
             self.model.stop_training = True
+
+
+class LossHistory(keras.callbacks.Callback):
+    """Records the training loss at the end of every epoch, by optimizer step.
+
+    The fit scaffold trains in epochs of `eval_every` steps, so each entry is
+    the mean loss Keras reports over those steps (the last, short epoch of a
+    stopped run included): `history` is a list of `[step, loss]`, the data
+    of the loss curve in the training report.
+
+    Examples:
+
+    ```python
+    losses = LossHistory()
+    trainer.fit(dataset, epochs=3, steps_per_epoch=50, callbacks=[losses])
+    losses.history  # [[50, 2.31], [100, 1.87], [150, 1.52]]
+    ```
+    """
+    def __init__(self):
+        super().__init__()
+        self.history = []
+
+    def on_epoch_end(self, epoch, logs=None):
+        if logs and "loss" in logs:
+            loss = float(logs["loss"])
+            self.history.append([_step(self.model), round(loss, 6) if math.isfinite(loss) else None])
