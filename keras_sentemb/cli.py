@@ -41,6 +41,7 @@ one line on stderr and exit status 2, never a traceback.
 import argparse
 import contextlib
 import csv
+import importlib
 import inspect
 import json
 import logging
@@ -412,6 +413,9 @@ def cmd_analyze(args):
     au = evaluation.alignment_uniformity
     maps = evaluation.embedding_map
     removal = evaluation.token_removal
+    # By module name: `evaluation.layer_survey` is also the name of a function
+    # the package exports, so attribute access may give the function.
+    survey = importlib.import_module("keras_sentemb.evaluation.layer_survey")
 
     chosen = [args.model] + list(args.compare or [])
     names = [_model_name(m) for m in chosen]
@@ -447,7 +451,7 @@ def cmd_analyze(args):
                           "text": p["text"]} for p in res["points"]]
             else:
                 poolings = tuple(p.strip() for p in args.poolings.split(","))
-                res = evaluation.layer_survey.layer_survey(encoder, data, args.split or "test", pooling=poolings)
+                res = survey.layer_survey(encoder, data, args.split or "test", pooling=poolings)
                 rows += [{"model": name, "pooling": pool, "layer": l["layer"], "spearman": l["spearman"]}
                          for pool, r in res.items() for l in r["layers"]]
             results[name] = res
@@ -461,7 +465,7 @@ def cmd_analyze(args):
     elif args.analysis == "layers":
         curves = {(f"{name} {pool}" if len(chosen) > 1 else pool): r
                   for name, res in results.items() for pool, r in res.items()}
-        evaluation.layer_survey.plot_layer_survey(curves, png)
+        survey.plot_layer_survey(curves, png)
     for res in results.values():
         if isinstance(res, dict) and "plot" in res:
             res["plot"] = png
