@@ -18,6 +18,8 @@ import os
 from keras_sentemb.evaluation import _plotting
 
 REPORT_FILE = "training_report.json"
+# The loss panel is log-scaled when the loss spans at least this factor.
+LOG_SCALE_RATIO = 20
 
 
 def load_training_report(model_dir):
@@ -100,6 +102,9 @@ def training_curves(report):
 def plot_training_curves(results, path, title=None):
     """Loss per step (left) and dev score per step (right) as one PNG.
 
+    The loss axis is logarithmic when the loss falls (or rises) by a factor
+    of 20 or more; both panels share the steps axis.
+
     Args:
         results: one `training_curves` result or `{name: result}` (several
             runs on the same axes).
@@ -135,9 +140,14 @@ def plot_training_curves(results, path, title=None):
     if not any(res["dev"] for res in results.values()):
         dev_ax.text(0.5, 0.5, "no dev set in this run", ha="center", va="center",
                     transform=dev_ax.transAxes)
+    losses = [v for res in results.values() for _, v in res["loss"] if v is not None]
+    if losses and min(losses) > 0 and max(losses) / min(losses) >= LOG_SCALE_RATIO:
+        loss_ax.set_yscale("log")  # a loss that falls by orders of magnitude
+    if losses and any(res["dev"] for res in results.values()):
+        loss_ax.set_xlim(dev_ax.get_xlim())  # the same steps under both panels
     monitor = next((r["monitor"] for r in results.values() if r["monitor"]), None)
     loss_ax.set_xlabel("optimizer step")
-    loss_ax.set_ylabel("training loss (mean per evaluation interval)")
+    loss_ax.set_ylabel("mean loss over each eval_every steps")
     loss_ax.set_title("Training loss")
     dev_ax.set_xlabel("optimizer step")
     dev_ax.set_ylabel(monitor or "dev score")
