@@ -16,6 +16,7 @@ logger = logging.getLogger(__name__)
 
 SELECTION_STATE = "sentemb_dev_selection.json"
 SELECTION_WEIGHTS = "sentemb_dev_selection_best.npz"
+LOSS_STATE = "sentemb_loss_history.json"
 
 
 def pair_sentences(pairs):
@@ -312,6 +313,17 @@ class LossHistory(keras.callbacks.Callback):
     stopped run included): `history` is a list of `[step, loss]`, the data
     of the loss curve in the training report.
 
+    With `state_dir` (the fit scaffold passes the folder of a
+    `BackupAndRestore` callback) the history is saved there at each epoch
+    end, and a run resumed at `resume_step` keeps the entries of its first
+    attempt up to that step.
+
+    Args:
+        state_dir: str or None. Where to keep the history for a resumed
+            run. Defaults to `None` (kept in memory only).
+        resume_step: int. The step a resumed run starts from. Defaults to
+            `0`.
+
     Examples:
 
     ```python
@@ -320,11 +332,33 @@ class LossHistory(keras.callbacks.Callback):
     losses.history  # [[50, 2.31], [100, 1.87], [150, 1.52]]
     ```
     """
-    def __init__(self):
+    def __init__(self, state_dir=None, resume_step=0):
         super().__init__()
+        self.state_dir = state_dir
+        self.resume_step = int(resume_step)
         self.history = []
 
+    def _state_path(self):
+        return os.path.join(self.state_dir, LOSS_STATE) if self.state_dir else None
+
+    def on_train_begin(self, logs=None):
+        path = self._state_path()
+        if self.resume_step > 0 and path and os.path.isfile(path):
+            with open(path, encoding="utf-8") as f:
+                saved = json.load(f)
+            self.history = [entry for entry in saved if entry[0] <= self.resume_step]
+
     def on_epoch_end(self, epoch, logs=None):
-        if logs and "loss" in logs:
-            loss = float(logs["loss"])
-            self.history.append([_step(self.model), round(loss, 6) if math.isfinite(loss) else None])
+        if not logs or "loss" not in logs:
+            return
+        loss = float(logs["loss"])
+        self.history.append([_step(self.model), round(loss, 6) if math.isfinite(loss) else None])
+        path = self._state_path()
+        if path:
+            os.makedirs(self.state_dir, exist_ok=True)
+
+            def write(p):
+                with open(p, "w", encoding="utf-8") as f:
+                    json.dump(self.history, f)
+
+            _atomic_write(path, write)

@@ -452,7 +452,9 @@ class FitScaffold:
                 logger.info("%s: resuming from step %d (backup in %s)",
                             self.method, start_step, backup.backup_dir)
         guard = NonFiniteGuard()
-        losses = LossHistory()
+        losses = LossHistory(
+            state_dir=None if backup is None else os.fspath(backup.backup_dir), resume_step=start_step,
+        )
         cbs = [guard, losses]
         if selection is None and dev_pairs:
             selection = STSDevEvaluation(

@@ -5,11 +5,13 @@ import math
 import struct
 
 import pytest
+import tensorflow as tf
 
 import keras_sentemb
 from keras_sentemb import cli
 from keras_sentemb.evaluation.training_curves import plot_training_curves
 from keras_sentemb.evaluation.training_curves import training_curves
+from keras_sentemb.pipelines.callbacks import LossHistory
 from tests.conftest import make_tiny_encoder
 from tests.trainers.test_contrastive_tension import CORPUS
 from tests.trainers.test_contrastive_tension import DEV
@@ -93,3 +95,35 @@ def test_folder_without_report_is_one_line_exit_2(tmp_path, capsys):
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "no training report in" in err and "Traceback" not in err
     assert not out.exists()
+
+
+class _FakeOptimizer:
+    def __init__(self):
+        self.iterations = tf.Variable(0, dtype="int64")
+
+
+class _FakeModel:
+    def __init__(self):
+        self.optimizer = _FakeOptimizer()
+
+
+def test_loss_history_survives_a_resumed_run(tmp_path):
+    model = _FakeModel()
+    first = LossHistory(state_dir=str(tmp_path))
+    first.set_model(model)
+    first.on_train_begin()
+    for step, loss in ((2, 0.9), (4, 0.5), (6, float("nan"))):
+        model.optimizer.iterations.assign(step)
+        first.on_epoch_end(step // 2 - 1, {"loss": loss})
+    assert first.history == [[2, 0.9], [4, 0.5], [6, None]]
+    # Interrupted after step 6, the backup of step 4 resumes: steps <= 4 are kept.
+    resumed = LossHistory(state_dir=str(tmp_path), resume_step=4)
+    resumed.set_model(model)
+    resumed.on_train_begin()
+    model.optimizer.iterations.assign(6)
+    resumed.on_epoch_end(2, {"loss": 0.3})
+    assert resumed.history == [[2, 0.9], [4, 0.5], [6, 0.3]]
+    fresh = LossHistory(state_dir=str(tmp_path))
+    fresh.set_model(model)
+    fresh.on_train_begin()
+    assert fresh.history == []
