@@ -19,8 +19,9 @@ keras-sentemb train METHOD --model MODEL --train-file FILE --output DIR
                        [--max-length N] [method options]
                        # METHOD: ct | simcse | consert | sg | parallel | multitask | sts
                        #         | mlm | whitening | flow (post-processing fitted on a frozen model)
-keras-sentemb analyze  alignment-uniformity|token-removal|map|layers --model MODEL
+keras-sentemb analyze  alignment-uniformity|token-removal|map|layers|training --model MODEL
                        [--compare MODEL2] --output DIR
+                       # training: loss and dev score per step from MODEL/training_report.json
 keras-sentemb export   --model MODEL --output saved_models/NAME [--version N]
                        [--format saved-model|sentence-transformers|transformers]
                        [--overwrite] [--dtype float32|float16|bfloat16] [--tolerance T]
@@ -40,6 +41,7 @@ one line on stderr and exit status 2, never a traceback.
 import argparse
 import contextlib
 import csv
+import importlib
 import inspect
 import json
 import logging
@@ -52,6 +54,7 @@ from keras_sentemb import evaluation
 from keras_sentemb import export
 from keras_sentemb import models
 from keras_sentemb import pipelines
+from keras_sentemb.evaluation import training_curves
 from keras_sentemb.io_utils import check_new_folder
 from keras_sentemb.io_utils import looks_like_model
 from keras_sentemb.pipelines.shared_arguments import SHARED_ARGUMENTS
@@ -367,7 +370,7 @@ def _check_card_folder(model):
         )
 
 
-ANALYSES = ("alignment-uniformity", "token-removal", "map", "layers")
+ANALYSES = ("alignment-uniformity", "token-removal", "map", "layers", "training")
 
 
 def _model_name(model):
@@ -385,17 +388,41 @@ def _write_analysis(folder, name, result, rows):
             writer.writerows(rows)
 
 
+def _analyze_training(args, chosen, names):
+    """`analyze training`: the curves of each model folder's training report."""
+    reports = [training_curves.load_training_report(m) for m in chosen]  # before any output
+    os.makedirs(args.output, exist_ok=True)
+    results, rows = {}, []
+    for name, report in zip(names, reports):
+        curves = results[name] = training_curves.training_curves(report)
+        rows += [{"model": name, "series": "loss", "step": s, "value": v} for s, v in curves["loss"]]
+        rows += [{"model": name, "series": f"dev {candidate}", "step": s, "value": v}
+                 for candidate, points in curves["dev"].items() for s, v in points]
+    png = os.path.join(args.output, "training.png")
+    training_curves.plot_training_curves(results if len(chosen) > 1 else results[names[0]], png)
+    _write_analysis(args.output, "training", {"analysis": "training", "chosen": dict(zip(names, chosen)),
+                                             "results": results, "plot": png}, rows)
+    print(json.dumps({"analysis": "training", "png": png,
+                      "json": os.path.join(args.output, "training.json")}))
+    return 0
+
+
 def cmd_analyze(args):
     """Each analysis: one PNG, its numbers as JSON and CSV, in --output."""
     au = evaluation.alignment_uniformity
     maps = evaluation.embedding_map
     removal = evaluation.token_removal
+    # By module name: `evaluation.layer_survey` is also the name of a function
+    # the package exports, so attribute access may give the function.
+    survey = importlib.import_module("keras_sentemb.evaluation.layer_survey")
 
-    os.makedirs(args.output, exist_ok=True)
     chosen = [args.model] + list(args.compare or [])
     names = [_model_name(m) for m in chosen]
     if len(set(names)) != len(names):
         names = chosen
+    if args.analysis == "training":
+        return _analyze_training(args, chosen, names)
+    os.makedirs(args.output, exist_ok=True)
     data = args.data or "stsb"
     if data != "stsb" and not os.path.exists(data):
         raise UsageError(f"data not found: {data}")
@@ -423,7 +450,7 @@ def cmd_analyze(args):
                           "text": p["text"]} for p in res["points"]]
             else:
                 poolings = tuple(p.strip() for p in args.poolings.split(","))
-                res = evaluation.layer_survey.layer_survey(encoder, data, args.split or "test", pooling=poolings)
+                res = survey.layer_survey(encoder, data, args.split or "test", pooling=poolings)
                 rows += [{"model": name, "pooling": pool, "layer": l["layer"], "spearman": l["spearman"]}
                          for pool, r in res.items() for l in r["layers"]]
             results[name] = res
@@ -437,7 +464,7 @@ def cmd_analyze(args):
     elif args.analysis == "layers":
         curves = {(f"{name} {pool}" if len(chosen) > 1 else pool): r
                   for name, res in results.items() for pool, r in res.items()}
-        evaluation.layer_survey.plot_layer_survey(curves, png)
+        survey.plot_layer_survey(curves, png)
     for res in results.values():
         if isinstance(res, dict) and "plot" in res:
             res["plot"] = png
@@ -691,7 +718,8 @@ def build_parser():
     p.add_argument("method", choices=METHODS)
     _train_args(p)
 
-    p = sub.add_parser("analyze", help="analyses as a PNG plus its numbers (JSON, CSV)")
+    p = sub.add_parser("analyze", help="analyses as a PNG plus its numbers (JSON, CSV); "
+                                       "'training' draws a trained model folder's loss and dev curves")
     p.add_argument("analysis", choices=ANALYSES)
     model_args(p)
     p.add_argument("--compare", action="append", default=None, metavar="MODEL",

@@ -20,4 +20,6 @@ __getattr__, __dir__, __all__ = lazy_exports(__name__, {
     "plot_sts_spread": f"{__name__}.sts_spread",
     "spread_statistics": f"{__name__}.sts_spread",
     "sts_spread": f"{__name__}.sts_spread",
+    "load_training_report": f"{__name__}.training_curves",
+    "plot_training_curves": f"{__name__}.training_curves",
 })

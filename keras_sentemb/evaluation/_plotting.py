@@ -3,14 +3,17 @@
 from pathlib import Path
 
 
-def axes(figsize=(6, 4)):
-    """A new `(figure, axes)` pair drawn off-screen (Agg; no display needed)."""
+def axes(figsize=(6, 4), ncols=1):
+    """A new `(figure, axes)` pair drawn off-screen (Agg; no display needed).
+
+    With `ncols` > 1, `axes` is the row of `ncols` panels.
+    """
     import matplotlib  # loaded only when a plot is drawn (a slow import)
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt  # after choosing the off-screen backend
 
-    return plt.subplots(figsize=figsize)
+    return plt.subplots(ncols=ncols, figsize=figsize)
 
 
 def named_results(results, marker, what):

@@ -1,4 +1,4 @@
-"""Callbacks of the shared fit scaffold: dev selection, step limit, NaN guard."""
+"""Callbacks of the shared fit scaffold: dev selection, step limit, NaN guard, loss log."""
 
 import json
 import logging
@@ -16,6 +16,7 @@ logger = logging.getLogger(__name__)
 
 SELECTION_STATE = "sentemb_dev_selection.json"
 SELECTION_WEIGHTS = "sentemb_dev_selection_best.npz"
+LOSS_STATE = "sentemb_loss_history.json"
 
 
 def pair_sentences(pairs):
@@ -302,3 +303,62 @@ class NonFiniteGuard(keras.callbacks.Callback):
                 "weights kept from the last finite step.", self.stopped_at,
             )
             self.model.stop_training = True
+
+
+class LossHistory(keras.callbacks.Callback):
+    """Records the training loss at the end of every epoch, by optimizer step.
+
+    The fit scaffold trains in epochs of `eval_every` steps, so each entry is
+    the mean loss Keras reports over those steps (the last, short epoch of a
+    stopped run included): `history` is a list of `[step, loss]`, the data
+    of the loss curve in the training report.
+
+    With `state_dir` (the fit scaffold passes the folder of a
+    `BackupAndRestore` callback) the history is saved there at each epoch
+    end, and a run resumed at `resume_step` keeps the entries of its first
+    attempt up to that step.
+
+    Args:
+        state_dir: str or None. Where to keep the history for a resumed
+            run. Defaults to `None` (kept in memory only).
+        resume_step: int. The step a resumed run starts from. Defaults to
+            `0`.
+
+    Examples:
+
+    ```python
+    losses = LossHistory()
+    trainer.fit(dataset, epochs=3, steps_per_epoch=50, callbacks=[losses])
+    losses.history  # [[50, 2.31], [100, 1.87], [150, 1.52]]
+    ```
+    """
+    def __init__(self, state_dir=None, resume_step=0):
+        super().__init__()
+        self.state_dir = state_dir
+        self.resume_step = int(resume_step)
+        self.history = []
+
+    def _state_path(self):
+        return os.path.join(self.state_dir, LOSS_STATE) if self.state_dir else None
+
+    def on_train_begin(self, logs=None):
+        path = self._state_path()
+        if self.resume_step > 0 and path and os.path.isfile(path):
+            with open(path, encoding="utf-8") as f:
+                saved = json.load(f)
+            self.history = [entry for entry in saved if entry[0] <= self.resume_step]
+
+    def on_epoch_end(self, epoch, logs=None):
+        if not logs or "loss" not in logs:
+            return
+        loss = float(logs["loss"])
+        self.history.append([_step(self.model), round(loss, 6) if math.isfinite(loss) else None])
+        path = self._state_path()
+        if path:
+            os.makedirs(self.state_dir, exist_ok=True)
+
+            def write(p):
+                with open(p, "w", encoding="utf-8") as f:
+                    json.dump(self.history, f)
+
+            _atomic_write(path, write)

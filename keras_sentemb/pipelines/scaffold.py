@@ -45,6 +45,7 @@ from keras_sentemb.models.pooling import parse_pooling
 from keras_sentemb.models.native_bfloat16 import effective_precision
 from keras_sentemb.models.precision import PRECISIONS
 from keras_sentemb.models.precision import check_precision
+from keras_sentemb.pipelines.callbacks import LossHistory
 from keras_sentemb.pipelines.callbacks import NonFiniteGuard
 from keras_sentemb.pipelines.callbacks import STSDevEvaluation
 from keras_sentemb.pipelines.callbacks import StopAtStep
@@ -80,6 +81,10 @@ class TrainingReport:
         steps_trained: int. Optimizer steps done (fewer after a stop).
         selection: dict or None. The dev selection: rule, history, kept
             candidate and step.
+        loss_history: list of `[step, loss]`. The mean training loss of
+            each `eval_every` steps (of the last stage in multi-stage
+            recipes; each stage's is in `extras["stages"]`). Empty in
+            reports written before it was recorded.
         stopped: str or None. Why training stopped early, if it did.
         extras: dict. Method-specific results (e.g. held-out retrieval).
         seconds: float. Wall time of the call.
@@ -95,6 +100,7 @@ class TrainingReport:
     steps: int = 0
     steps_trained: int = 0
     selection: dict = None
+    loss_history: list = dataclasses.field(default_factory=list)
     stopped: str = None
     extras: dict = dataclasses.field(default_factory=dict)
     seconds: float = 0.0
@@ -446,7 +452,10 @@ class FitScaffold:
                 logger.info("%s: resuming from step %d (backup in %s)",
                             self.method, start_step, backup.backup_dir)
         guard = NonFiniteGuard()
-        cbs = [guard]
+        losses = LossHistory(
+            state_dir=None if backup is None else os.fspath(backup.backup_dir), resume_step=start_step,
+        )
+        cbs = [guard, losses]
         if selection is None and dev_pairs:
             selection = STSDevEvaluation(
                 dev_pairs, every=steps_per_epoch, pooling=self.pooling, patience=patience,
@@ -465,7 +474,8 @@ class FitScaffold:
             callbacks=cbs, verbose=self.verbose, shuffle=False,  # shuffled in tf.data
         )
         done = int(trainer.optimizer.iterations.numpy())
-        stage_report = {"stage": stage, "steps": steps, "steps_trained": done}
+        stage_report = {"stage": stage, "steps": steps, "steps_trained": done,
+                        "loss_history": losses.history}
         if guard.stopped_at is not None:
             stage_report["stopped"] = f"non-finite loss at step {guard.stopped_at}"
         elif done < steps:
@@ -502,6 +512,7 @@ class FitScaffold:
         report.steps = sum(s["steps"] for s in self._stages)
         report.steps_trained = sum(s["steps_trained"] for s in self._stages)
         report.selection = last.get("selection")
+        report.loss_history = last.get("loss_history", [])
         report.stopped = next((s["stopped"] for s in self._stages if s.get("stopped")), None)
         if len(self._stages) > 1:
             report.extras["stages"] = self._stages

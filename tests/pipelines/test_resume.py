@@ -86,6 +86,11 @@ def test_killed_run_resumes_where_it_stopped(method, tmp_path):
     assert (a["kept"], a["kept_step"]) == (b["kept"], b["kept_step"])
     for (_, x), (_, y) in zip(a["history"], b["history"]):
         assert x == pytest.approx(y, abs=0.05)
+    # The loss of the epoch before the kill is kept from the first attempt.
+    a, b = full.training_report.loss_history, resumed.training_report.loss_history
+    assert [s for s, _ in a] == [s for s, _ in b] == [3, 6]
+    for (_, x), (_, y) in zip(a, b):
+        assert x == pytest.approx(y, rel=1e-3)
     assert not (tmp_path / "backup").exists()  # removed after the completed run
 
 
