@@ -23,6 +23,7 @@ def test_registry_names_classes_and_defaults():
         "feature_cutoff",
         "span_cutoff",
         "dropout",
+        "dropout_exact",
     )
     expected = {
         "none": (IdentityView, {}),
@@ -31,6 +32,7 @@ def test_registry_names_classes_and_defaults():
         "feature_cutoff": (FeatureCutoff, {"rate": 0.2}),
         "span_cutoff": (SpanCutoff, {"rate": 0.1, "mode": "keep"}),
         "dropout": (EmbeddingDropout, {"rate": 0.2, "mode": "bernoulli"}),
+        "dropout_exact": (EmbeddingDropout, {"rate": 0.2, "mode": "exact"}),
     }
     for name, (cls, defaults) in expected.items():
         view = make_view(name)

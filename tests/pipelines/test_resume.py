@@ -7,6 +7,7 @@ ends.
 """
 
 import keras
+import numpy as np
 import pytest
 
 import keras_sentemb
