@@ -28,7 +28,7 @@ table below for the detected GPU; null when unknown, e.g. on CPU). Timing:
 `--repeats` timed runs is reported. One JSON object per line goes to
 `--output` (and stdout), each naming the device.
 
-Reference points (sentence-transformers, one H100, from issue 17): encode
+Reference points (sentence-transformers, one H100): encode
 MiniLM 21.1k sentences/s fp32, BERT-base 10.9k fp16; MNRL batch 512:
 MiniLM 6.8k sentences/s, BERT-base 4.9k; CT K=7 batch 64 BERT-base 740
 sentences/s.
