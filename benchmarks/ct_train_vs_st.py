@@ -1,6 +1,8 @@
-"""Contrastive Tension training speed: keras_sentemb vs sentence-transformers.
+"""Training speed (CT K = 7, CT in-batch, SimCSE): keras_sentemb vs sentence-transformers.
 
     python benchmarks/ct_train_vs_st.py --steps 30
+    python benchmarks/ct_train_vs_st.py --steps 30 --negatives in_batch --batch-size 64 --max-length 32
+    python benchmarks/ct_train_vs_st.py --steps 30 --method simcse --batch-size 64 --max-length 32
 
 Same CPU, same model (bundled all-MiniLM-L6-v2), same batch layout (16 rows:
 groups of one (s, s) positive and 7 random negative pairs), max length 75,
@@ -10,6 +12,10 @@ benchmarks/st_ct_train.py (ContrastiveTensionLoss, a manual training loop in
 its own venv: `ST_PYTHON`, default /opt/stref/bin/python). ST trains with
 dropout on (train mode); ours is timed with dropout on as well (`--dropout`,
 default) so the work per step is the same. `--warmup` steps are excluded.
+`--method simcse`: unsupervised SimCSE instead (ours: the `SimCSE` trainer
+with mean pooling and no head, as `fit_simcse` trains the default model, one
+pass over the doubled batch; ST: MultipleNegativesRankingLoss at scale 20 on
+(s, s) pairs, its two passes), TorchAdamW / torch AdamW at 3e-5 on both sides.
 `--precisions float32,bfloat16` times ours in each (bfloat16: Keras'
 `mixed_bfloat16` policy, as `fit_ct(precision="bfloat16")`), one after the
 other in this process. Prints one JSON line with steps/s of both, the ratios,
@@ -30,10 +36,23 @@ from _common import (  # noqa: E402
 )
 
 
-def ours_steps_per_s(sentences, steps, warmup, batch_size, max_length, negatives, dropout,
-                     precision="float32"):
-    import keras
+def simcse_trainer_and_data(encoder, sentences, batch_size):
+    """Ours for `--method simcse`: the trainer `fit_simcse` builds for the default model."""
+    import tensorflow as tf
 
+    from keras_sentemb.data.batching import tokenize_columns
+    from keras_sentemb.trainers.simcse import SimCSE
+    from keras_sentemb.trainers.torch_adamw import TorchAdamW
+
+    trainer = SimCSE(encoder, mode="unsup", pooling="mean", mlp="none")
+    trainer.compile(optimizer=TorchAdamW(3e-5))
+    data = (tf.data.Dataset.from_tensor_slices({"sentence": sentences})
+            .shuffle(len(sentences), seed=0).repeat().batch(batch_size, drop_remainder=True))
+    return trainer, tokenize_columns(encoder, data, ["sentence"])
+
+
+def ours_steps_per_s(sentences, steps, warmup, batch_size, max_length, negatives, dropout,
+                     precision="float32", method="ct"):
     from keras_sentemb import SentenceEncoder
     from keras_sentemb.data.batching import tokenize_columns
     from keras_sentemb.data.ct_sampler import ct_pair_dataset
@@ -45,6 +64,9 @@ def ours_steps_per_s(sentences, steps, warmup, batch_size, max_length, negatives
     encoder = SentenceEncoder.from_preset("default", max_length=max_length)
     if precision != "float32":
         encoder = encoder.clone(name=encoder.name, dtype="mixed_bfloat16")
+    if method == "simcse":
+        trainer, data = simcse_trainer_and_data(encoder, sentences, batch_size)
+        return timed_fit(trainer, data, steps, warmup)
     trainer = ContrastiveTension(encoder, negatives=negatives, dropout=dropout)
     # As fit_ct: RMSprop on CT's step schedule (TorchAdamW for in-batch negatives),
     # fused unless KERAS_SENTEMB_PLAIN_OPTIMIZER=1 (--plain-optimizer).
@@ -56,6 +78,13 @@ def ours_steps_per_s(sentences, steps, warmup, batch_size, max_length, negatives
     data = tokenize_columns(
         encoder, ct_pair_dataset(sentences, batch_size, k, seed=0), ["left", "right"]
     )
+    return timed_fit(trainer, data, steps, warmup)
+
+
+def timed_fit(trainer, data, steps, warmup):
+    """Steps/s of `trainer.fit` over `steps` steps after `warmup` untimed ones."""
+    import keras
+
     times = []
 
     class Clock(keras.callbacks.Callback):
@@ -81,7 +110,9 @@ def main():
     p.add_argument("--warmup", type=int, default=5)
     p.add_argument("--batch-size", type=int, default=16)
     p.add_argument("--max-length", type=int, default=75)
-    p.add_argument("--negatives", choices=["k7", "in_batch"], default="k7")
+    p.add_argument("--method", choices=["ct", "simcse"], default="ct")
+    p.add_argument("--negatives", choices=["k7", "in_batch"], default="k7",
+                   help="CT's negatives (--method ct)")
     p.add_argument("--dropout", action=argparse.BooleanOptionalAction, default=True)
     p.add_argument("--st-python", default=None)
     p.add_argument("--threads", type=int, default=None,
@@ -113,7 +144,7 @@ def main():
     precisions = [x.strip() for x in args.precisions.split(",") if x.strip()]
     ours_rates = {precision: ours_steps_per_s(sentences, args.steps, args.warmup,
                                               args.batch_size, args.max_length, args.negatives,
-                                              args.dropout, precision)
+                                              args.dropout, precision, args.method)
                   for precision in precisions}
     ours = ours_rates[precisions[0]]
     ours_peak = round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024)
@@ -121,12 +152,16 @@ def main():
                                    "--steps", args.steps, "--warmup", args.warmup,
                                    "--batch-size", args.batch_size,
                                    "--max-length", args.max_length,
-                                   "--negatives", "bce" if args.negatives == "k7" else "in_batch",
+                                   "--negatives", ("simcse" if args.method == "simcse"
+                                                   else "bce" if args.negatives == "k7"
+                                                   else "in_batch"),
+                                   *(["--lr", 3e-5] if args.method == "simcse" else []),
                                    *(["--threads", args.threads] if args.threads else [])],
                 args.st_python)
     result = {
-        "benchmark": "ct_train",
-        "negatives": args.negatives,
+        "benchmark": "train",
+        "method": args.method,
+        "negatives": args.negatives if args.method == "ct" else None,
         "batch_size": args.batch_size,
         "max_length": args.max_length,
         "dropout": args.dropout,

@@ -15,6 +15,9 @@ logging / dataloader overhead):
   label 0 (as ``ContrastiveTensionDataLoader`` builds them). Loss = BCEWithLogits(sum) on the row-wise
   dot products. Optimizer: ``torch.optim.RMSprop(loss.parameters(), lr=1e-5)`` (CT's setting), i.e.
   both towers are updated.
+- ``--negatives simcse``: unsupervised SimCSE, ``MultipleNegativesRankingLoss(model, scale=20)`` on
+  (s, s) pairs (anchors and positives encoded in two passes, each with its own dropout), AdamW
+  (``--lr``; the benchmark passes 3e-5).
 - ``--negatives in_batch``: ``ContrastiveTensionLossInBatchNegatives(model, scale=20)``: batch of 16
   single sentences through both towers, symmetric in-batch cross-entropy on cos_sim * exp(logit_scale).
   Optimizer: ``torch.optim.AdamW(loss.parameters(), lr=--lr)`` (towers + logit_scale).
@@ -90,7 +93,7 @@ def main(argv=None) -> None:
     p = argparse.ArgumentParser(description="sentence-transformers Contrastive Tension training speed")
     p.add_argument("--sentences", default=DEFAULT_SENTENCES)
     p.add_argument("--pool", type=int, default=10000, help="sample batches from the first POOL lines")
-    p.add_argument("--negatives", choices=["bce", "in_batch"], default="bce")
+    p.add_argument("--negatives", choices=["bce", "in_batch", "simcse"], default="bce")
     p.add_argument("--batch-size", type=int, default=16)
     p.add_argument("--max-length", type=int, default=75)
     p.add_argument("--lr", type=float, default=1e-5)
@@ -110,6 +113,7 @@ def main(argv=None) -> None:
     from sentence_transformers.sentence_transformer.losses import (
         ContrastiveTensionLoss,
         ContrastiveTensionLossInBatchNegatives,
+        MultipleNegativesRankingLoss,
     )
 
     rng = random.Random(args.seed)
@@ -123,6 +127,11 @@ def main(argv=None) -> None:
         optimizer = torch.optim.RMSprop(loss_fn.parameters(), lr=args.lr)
         batches = ct_batches(sentences, n_batches, args.batch_size, rng)
         optimizer_name = "RMSprop"
+    elif args.negatives == "simcse":
+        loss_fn = MultipleNegativesRankingLoss(model, scale=20.0)
+        optimizer = torch.optim.AdamW(loss_fn.parameters(), lr=args.lr)
+        batches = [(rng.sample(sentences, args.batch_size), None, None) for _ in range(n_batches)]
+        optimizer_name = "AdamW"
     else:
         loss_fn = ContrastiveTensionLossInBatchNegatives(model, scale=20.0)
         optimizer = torch.optim.AdamW(loss_fn.parameters(), lr=args.lr)
@@ -135,6 +144,9 @@ def main(argv=None) -> None:
         if args.negatives == "bce":
             features = [model.preprocess(a), model.preprocess(b)]
             lab = torch.tensor(labels)
+        elif args.negatives == "simcse":
+            features = [model.preprocess(a), model.preprocess(a)]
+            lab = None
         else:
             features = [model.preprocess(a)]
             lab = None
@@ -152,7 +164,7 @@ def main(argv=None) -> None:
 
     print(json.dumps({
         "impl": "sentence-transformers",
-        "method": "ct" if args.negatives == "bce" else "ct_in_batch",
+        "method": {"bce": "ct", "in_batch": "ct_in_batch", "simcse": "simcse"}[args.negatives],
         "negatives": args.negatives,
         "steps_per_s": round(args.steps / elapsed, 3),
         "batch_size": args.batch_size,

@@ -3,6 +3,8 @@
     python benchmarks/train_profile.py                       # CT K=7 step, as ct_train_vs_st.py
     python benchmarks/train_profile.py --plain-gelu          # keras-hub's composed GELU ops
     python benchmarks/train_profile.py --by-node --ops Mul,AddV2   # which layers run these ops
+    python benchmarks/train_profile.py --method simcse --batch-size 64 --max-length 32 \
+        --precision bfloat16                                 # SimCSE's step in mixed bfloat16
 
 Traces `--steps` steps of `ContrastiveTension.fit` (the step `ct_train_vs_st.py`
 times: default model, batch 16 in CT's layout, max length 75, RMSprop,
@@ -82,6 +84,9 @@ def main():
     p.add_argument("--max-length", type=int, default=75)
     p.add_argument("--plain-gelu", action="store_true",
                    help="keras-hub's GELU ops instead of the fused kernels")
+    p.add_argument("--method", choices=["ct", "simcse"], default="ct",
+                   help="simcse: the step ct_train_vs_st.py --method simcse times")
+    p.add_argument("--precision", choices=["float32", "bfloat16"], default="float32")
     p.add_argument("--by-node", action="store_true")
     p.add_argument("--ops", default=None, help="comma-separated op types to keep")
     p.add_argument("--top", type=int, default=25)
@@ -100,11 +105,18 @@ def main():
 
     sentences = read_lines(sentences_file(None), 10000)
     encoder = SentenceEncoder.from_preset("default", max_length=args.max_length)
-    trainer = ContrastiveTension(encoder, negatives="k7", dropout=True)
-    trainer.compile(optimizer=optimizers.RMSprop(ct_learning_rate_schedule()))  # as fit_ct
-    data = tokenize_columns(
-        encoder, ct_pair_dataset(sentences, args.batch_size, 7, seed=0), ["left", "right"]
-    )
+    if args.precision != "float32":
+        encoder = encoder.clone(name=encoder.name, dtype="mixed_bfloat16")
+    if args.method == "simcse":
+        from ct_train_vs_st import simcse_trainer_and_data
+
+        trainer, data = simcse_trainer_and_data(encoder, sentences, args.batch_size)
+    else:
+        trainer = ContrastiveTension(encoder, negatives="k7", dropout=True)
+        trainer.compile(optimizer=optimizers.RMSprop(ct_learning_rate_schedule()))  # as fit_ct
+        data = tokenize_columns(
+            encoder, ct_pair_dataset(sentences, args.batch_size, 7, seed=0), ["left", "right"]
+        )
     trainer.fit(data, steps_per_epoch=args.warmup, epochs=1, verbose=0)
     with tempfile.TemporaryDirectory() as logdir:
         tf.profiler.experimental.start(logdir)
@@ -115,7 +127,8 @@ def main():
         only = set(args.ops.split(",")) if args.ops else None
         totals, counts = op_times(logdir, args.by_node, only)
     everything = sum(totals.values())
-    print(json.dumps({"benchmark": "train_profile", "plain_gelu": args.plain_gelu,
+    print(json.dumps({"benchmark": "train_profile", "method": args.method,
+                      "precision": args.precision, "plain_gelu": args.plain_gelu,
                       "wall_s_per_step": round(wall, 3),
                       "op_s_per_step": round(everything / args.steps, 3), **cpu_info()}))
     for key, seconds in totals.most_common(args.top):
