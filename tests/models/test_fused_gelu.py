@@ -77,6 +77,21 @@ def test_bfloat16_inputs_stay_bfloat16():
     np.testing.assert_allclose(y.astype(np.float32), want, atol=0.03, rtol=0.02)
 
 
+@pytest.mark.parametrize("fused", [fused_gelu_approximate, fused_gelu_exact], ids=["tanh", "exact"])
+def test_bfloat16_is_the_float32_result_rounded_once(fused):
+    # The kernels compute half precision in float32 and round at the end, so
+    # value and gradient are within one bfloat16 step (2^-8 relative) of the
+    # float32 result; bfloat16 arithmetic throughout drifts by several steps.
+    rng = np.random.default_rng(1)
+    x = tf.constant(rng.normal(scale=2.0, size=(4096,)), tf.bfloat16)
+    dy = tf.constant(rng.normal(size=(4096,)), tf.bfloat16)
+    y, dx = value_and_grad(fused, x, dy)
+    want_y, want_dx = value_and_grad(fused, tf.cast(x, tf.float32), tf.cast(dy, tf.float32))
+    for got, want in ((y, want_y), (dx, want_dx)):
+        got = got.astype(np.float32)
+        assert np.all(np.abs(got - want) <= 2.0 ** -8 * np.abs(want) + 1e-30)
+
+
 @pytest.mark.parametrize("make, approximate", [(make_tiny_encoder, True), (make_tiny_roberta, False)],
                          ids=["bert", "roberta"])
 def test_encoder_installs_the_fused_gelu_on_every_layer(make, approximate):
