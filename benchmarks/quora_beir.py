@@ -1,6 +1,7 @@
 """Quora duplicate questions (quora-dev.csv) as a BEIR retrieval set, split into dev and test.
 
     python benchmarks/quora_beir.py --output datasets/quora-beir [--dev-fraction 0.3] [--seed 0]
+    python benchmarks/quora_beir.py --output datasets/quora-beir-train --train-fraction 0.2
 
 The CS224N `quora-dev.csv` holds labelled question pairs. Every distinct
 question (exact text after stripping) is a document of the corpus; questions
@@ -12,6 +13,11 @@ own answer (its query id equals its corpus id, which `evaluate_retrieval`
 ignores, as BEIR does). Queries are split into dev and test by duplicate set
 (all queries of one set go to the same split) with a seeded shuffle, so no
 test query has a duplicate among the dev queries.
+
+`--train-fraction F` (F < `--dev-fraction`) gives the first F of the
+shuffled sets to a `train` split instead of `dev` (`qrels/train.tsv`: the
+pairs to train on, e.g. supervised SimCSE with mined hard negatives); `dev`
+keeps the rest of its share and `test` is the same as without it.
 
 Writes `corpus.jsonl`, `queries.jsonl`, `qrels/dev.tsv`, `qrels/test.tsv`
 and `stats.json`.
@@ -47,13 +53,16 @@ def duplicate_sets(pairs):
     return {x: find(x) for x in parent}
 
 
-def convert(rows, dev_fraction=0.3, seed=0):
+def convert(rows, dev_fraction=0.3, seed=0, train_fraction=0.0):
     """BEIR dicts from `(question1, question2, label)` rows.
 
     Returns:
         `(corpus, queries, qrels)`: corpus `[{"_id", "title", "text"}]`,
-        queries `[{"_id", "text"}]`, qrels `{"dev": [(qid, did, 1)], "test": [...]}`.
+        queries `[{"_id", "text"}]`, qrels `{"dev": [(qid, did, 1)], "test": [...]}`
+        (and `"train"` when `train_fraction` > 0).
     """
+    if not 0 <= train_fraction < dev_fraction:
+        raise ValueError(f"--train-fraction must be in [0, --dev-fraction); got {train_fraction}")
     ids = {}
     for a, b, _ in rows:
         for text in (a.strip(), b.strip()):
@@ -68,9 +77,11 @@ def convert(rows, dev_fraction=0.3, seed=0):
     roots = sorted(r for r, m in members.items() if len(m) > 1)
     random.Random(seed).shuffle(roots)
     n_dev = int(round(dev_fraction * len(roots)))
-    split_of = {r: ("dev" if i < n_dev else "test") for i, r in enumerate(roots)}
+    n_train = int(round(train_fraction * len(roots)))
+    split_of = {r: ("train" if i < n_train else "dev" if i < n_dev else "test")
+                for i, r in enumerate(roots)}
     text_of = {v: k for k, v in ids.items()}
-    qrels = {"dev": [], "test": []}
+    qrels = {"train": [], "dev": [], "test": []} if n_train else {"dev": [], "test": []}
     query_ids = []
     for root in roots:
         for qid in sorted(members[root], key=lambda x: int(x[1:])):
@@ -101,12 +112,16 @@ def main(argv=None):
     p.add_argument("--input", default=str(DEFAULT_INPUT))
     p.add_argument("--output", required=True)
     p.add_argument("--dev-fraction", type=float, default=0.3)
+    p.add_argument("--train-fraction", type=float, default=0.0)
     p.add_argument("--seed", type=int, default=0)
     args = p.parse_args(argv)
     from keras_sentemb.data.nli import read_labeled_pairs
 
     rows, skipped = read_labeled_pairs(args.input, return_skipped=True)
-    corpus, queries, qrels = convert(rows, args.dev_fraction, args.seed)
+    try:
+        corpus, queries, qrels = convert(rows, args.dev_fraction, args.seed, args.train_fraction)
+    except ValueError as error:
+        raise SystemExit(f"quora_beir.py: {error}") from None
     write_beir(args.output, corpus, queries, qrels)
     stats = {
         "input": os.path.basename(args.input), "pairs": len(rows), "skipped_rows": skipped,
@@ -115,6 +130,9 @@ def main(argv=None):
         "test_queries": len({q for q, _, _ in qrels["test"]}),
         "dev_qrels": len(qrels["dev"]), "test_qrels": len(qrels["test"]),
         "dev_fraction": args.dev_fraction, "seed": args.seed,
+        **({"train_fraction": args.train_fraction,
+            "train_queries": len({q for q, _, _ in qrels["train"]}),
+            "train_qrels": len(qrels["train"])} if "train" in qrels else {}),
     }
     with open(Path(args.output) / "stats.json", "w", encoding="utf-8") as f:
         json.dump(stats, f, indent=2)

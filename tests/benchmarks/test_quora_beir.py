@@ -2,6 +2,8 @@
 
 import sys
 
+import pytest
+
 from tests.conftest import REPO
 
 sys.path.insert(0, str(REPO / "benchmarks"))
@@ -41,3 +43,16 @@ def test_sets_queries_and_qrels(tmp_path):
     quora_beir.write_beir(tmp_path / "q", corpus, queries, qrels)
     loaded = load_beir(tmp_path / "q", split="test")
     assert len(loaded.corpus) == 8 and loaded.qrels
+
+
+def test_train_split_leaves_test_unchanged(tmp_path):
+    rows = [(f"question {i} a", f"question {i} b", 1) for i in range(20)]
+    _, _, plain = quora_beir.convert(rows, dev_fraction=0.5, seed=0)
+    corpus, queries, qrels = quora_beir.convert(rows, dev_fraction=0.5, seed=0, train_fraction=0.25)
+    assert qrels["test"] == plain["test"]
+    assert len(qrels["train"]) == 10 and len(qrels["dev"]) == 10  # 5 and 5 sets of 2 questions
+    assert set(qrels["train"]) | set(qrels["dev"]) == set(plain["dev"])
+    quora_beir.write_beir(tmp_path / "q", corpus, queries, qrels)
+    assert len(load_beir(tmp_path / "q", split="train").qrels) == 10
+    with pytest.raises(ValueError, match="train-fraction"):
+        quora_beir.convert(rows, dev_fraction=0.3, train_fraction=0.3)
