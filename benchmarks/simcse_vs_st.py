@@ -7,7 +7,8 @@ both toolkits train `--steps` steps at batch 64, max length 32, learning rate
 3e-5 decaying linearly to 0 without warm-up, weight decay 0, mean pooling (the
 start's own) and temperature 0.05 (ST: MNRL scale 20), dropout as the only
 augmentation, for each gradient-clipping setting in `--max-grad-norms` (1.0:
-what `SentenceTransformerTrainer` does by default; 0: none) and each seed.
+what `SentenceTransformerTrainer` and `fit_simcse` do by default; 0: none)
+and each seed.
 No dev selection: the model after the last step is scored on STS-B dev and
 test (Spearman x 100, cosine, our evaluation for both; ST's folder is read
 with `SentenceEncoder.from_preset`). ST runs in `ST_PYTHON`
@@ -16,7 +17,6 @@ markdown table last.
 """
 
 import argparse
-import functools
 import json
 import sys
 import tempfile
@@ -32,18 +32,11 @@ from methods_table import START, WIKI  # noqa: E402
 
 def ours(args, seed, max_grad_norm):
     from keras_sentemb import fit_simcse
-    from keras_sentemb.pipelines import schedules, simcse
 
-    optimizer = schedules.adamw_linear_decay
-    if max_grad_norm > 0:
-        optimizer = functools.partial(optimizer, global_clipnorm=max_grad_norm)
-    simcse.adamw_linear_decay = optimizer
-    try:
-        return fit_simcse(args.corpus, model=args.start, steps=args.steps,
-                          batch_size=args.batch_size, learning_rate=args.lr,
-                          max_length=args.max_length, dev=None, seed=seed, verbose=0)
-    finally:
-        simcse.adamw_linear_decay = schedules.adamw_linear_decay
+    return fit_simcse(args.corpus, model=args.start, steps=args.steps,
+                      batch_size=args.batch_size, learning_rate=args.lr,
+                      max_length=args.max_length, dev=None, seed=seed, verbose=0,
+                      max_grad_norm=max_grad_norm if max_grad_norm > 0 else None)
 
 
 def sentence_transformers(args, seed, max_grad_norm, folder):

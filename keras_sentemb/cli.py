@@ -490,6 +490,16 @@ def _parse_value(text):
     return text
 
 
+def _optional_float(text):
+    """A float, or None for `none` / `null`."""
+    if text.lower() in ("none", "null"):
+        return None
+    try:
+        return float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number or none, got {text!r}") from None
+
+
 def method_option_parser(method, add_help=False):
     """An argparse parser of one method's options, built from its fit_* signature.
 
@@ -526,7 +536,9 @@ def method_option_parser(method, add_help=False):
         elif isinstance(default, int):
             group.add_argument(flag, type=int, **kwargs)
         elif isinstance(default, float):
-            group.add_argument(flag, type=float, **kwargs)
+            # "float or None" options (e.g. --max-grad-norm none) also take none.
+            optional = text.startswith("float or None")
+            group.add_argument(flag, type=_optional_float if optional else float, **kwargs)
         elif name == "verbose":
             group.add_argument(flag, type=_verbosity, **kwargs)
         elif isinstance(default, str):

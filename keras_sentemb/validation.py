@@ -42,6 +42,11 @@ def positive_float(value, name):
     return float(value)
 
 
+def optional_positive_float(value, name):
+    """None, or `value` as a finite float > 0."""
+    return None if value is None else positive_float(value, name)
+
+
 def non_negative_float(value, name):
     """`value` as a finite float >= 0."""
     if not _is_real(value) or not math.isfinite(float(value)) or value < 0:

@@ -107,6 +107,14 @@ def test_string_options_stay_strings():
     assert options.eval_every == 10
 
 
+def test_max_grad_norm_takes_a_number_or_none():
+    parser, _ = cli.method_option_parser("simcse")
+    assert parser.parse_args(["--max-grad-norm", "none"]).max_grad_norm is None
+    assert parser.parse_args(["--max-grad-norm", "0.5"]).max_grad_norm == 0.5
+    with pytest.raises(SystemExit):
+        parser.parse_args(["--max-grad-norm", "lots"])
+
+
 def test_train_simcse_mlp_none_from_the_command_line(tiny_model, tmp_path, capsys):
     corpus = tmp_path / "corpus.txt"
     corpus.write_text("\n".join(CORPUS[:64]), encoding="utf-8")

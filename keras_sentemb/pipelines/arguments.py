@@ -55,20 +55,23 @@ def fit_function(method, paper_pooling, *, in_batch=False, custom_dev=(), option
         in_batch: bool. The loss takes its negatives from the batch, so a
             batch needs at least 2 rows.
         custom_dev: tuple of str. `dev` values the method handles itself.
-        optional: tuple of str. Which of `precision` and `mini_batch_size`
+        optional: tuple of str. Which of the optional arguments
+            (`precision`, `mini_batch_size`, `max_grad_norm`, Matryoshka's)
             the method supports (they come last in the signature).
         docs: dict name -> doc text overriding a shared argument's doc.
         python_only: tuple of str. The method's own arguments that take
             Python objects (e.g. a scoring function), so have no flag on the
             command line.
-        **defaults: the method's defaults for shared arguments.
+        **defaults: the method's defaults for shared arguments (and for the
+            optional ones it supports).
     """
-    unknown = set(defaults) - set(SHARED_NAMES)
+    unknown = set(defaults) - set(SHARED_NAMES) - set(optional)
     unknown |= set(optional) - set(OPTIONAL_NAMES)
     if unknown:
         raise TypeError(f"fit_{method}: unknown shared arguments {sorted(unknown)}.")
     shared_defaults = {a.name: defaults.get(a.name, a.default) for a in SHARED_ARGUMENTS}
-    optional_defaults = {a.name: a.default for a in OPTIONAL_ARGUMENTS if a.name in optional}
+    optional_defaults = {a.name: defaults.get(a.name, a.default) for a in OPTIONAL_ARGUMENTS
+                         if a.name in optional}
 
     def decorate(body):
         params = list(inspect.signature(body).parameters.values())

@@ -46,8 +46,9 @@ def _nli_rows(supervised):
 
 @fit_function(
     "consert", paper_pooling="mean", in_batch=True,
-    optional=("precision", "mini_batch_size", "matryoshka_dims", "matryoshka_weights"),
-    batch_size=96, learning_rate=5e-7, max_length=64, eval_every=200, seed=42,
+    optional=("precision", "mini_batch_size", "max_grad_norm", "matryoshka_dims",
+              "matryoshka_weights"),
+    batch_size=96, learning_rate=5e-7, max_length=64, eval_every=200, seed=42, max_grad_norm=1.0,
     docs={
         "steps": (
             "int or None. Steps of the unsupervised stage (of the only stage in"

@@ -32,7 +32,8 @@ def _optimizer(name, schedule, in_batch):
 
 @fit_function(
     "ct", paper_pooling="mean", in_batch=True,
-    optional=("precision", "mini_batch_size", "matryoshka_dims", "matryoshka_weights"),
+    optional=("precision", "mini_batch_size", "max_grad_norm", "matryoshka_dims",
+              "matryoshka_weights"),
     steps=500, batch_size=16, max_length=75, python_only=("tower_score",),
     docs={
         "batch_size": "int. Rows per batch (a multiple of K + 1 for `kN`). Defaults to `16`.",
@@ -137,7 +138,7 @@ def fit_ct(
         )
         lr = run.learning_rate or (2e-5 if mode == "in_batch" else 1e-5)
         schedule = lr if mode == "in_batch" else ct_learning_rate_schedule(lr)
-        trainer.compile(optimizer=_optimizer(optimizer, schedule, mode == "in_batch"))
+        trainer.compile(optimizer=run.clipped(_optimizer(optimizer, schedule, mode == "in_batch")))
 
     def make_dataset(start_step):
         ds = ct_pair_dataset(sentences, run.batch_size, k, seed=run.seed, start_step=start_step,

@@ -8,7 +8,7 @@ from keras_sentemb.trainers.masked_language_model import MaskedLanguageModel
 
 @fit_function(
     "mlm", paper_pooling="mean", steps=500, batch_size=128, learning_rate=1e-4, max_length=64,
-    dev=None,
+    dev=None, optional=("max_grad_norm",),
     docs={
         "output": "str or None. Folder to save the encoder (without the head).",
     },

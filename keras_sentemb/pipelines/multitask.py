@@ -79,7 +79,7 @@ def _find_backup(callbacks):
 
 @fit_function(
     "multitask", paper_pooling="cls", in_batch=True, custom_dev=(MULTITASK_DEV,), steps=300,
-    optional=("matryoshka_dims", "matryoshka_weights"),
+    optional=("max_grad_norm", "matryoshka_dims", "matryoshka_weights"),
     batch_size=16, learning_rate=2e-5, max_length=128, dev=MULTITASK_DEV,
     docs={
         "steps": "int. Optimizer steps of the multitask stage. Defaults to `300`.",

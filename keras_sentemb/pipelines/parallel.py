@@ -56,7 +56,8 @@ class RetrievalDevEvaluation(DevSelection):
 
 @fit_function(
     "parallel", paper_pooling="cls", in_batch=True, custom_dev=(RETRIEVAL_DEV,),
-    optional=("precision", "mini_batch_size", "matryoshka_dims", "matryoshka_weights"),
+    optional=("precision", "mini_batch_size", "max_grad_norm", "matryoshka_dims",
+              "matryoshka_weights"),
     steps=1000, batch_size=64, learning_rate=3e-5,
     max_length=64, dev=RETRIEVAL_DEV, eval_every=250,
     docs={

@@ -298,6 +298,9 @@ class FitScaffold:
         self.mini_batch_size = validation.optional_positive_int(
             arguments.get("mini_batch_size"), "mini_batch_size"
         )
+        self.max_grad_norm = validation.optional_positive_float(
+            arguments.get("max_grad_norm"), "max_grad_norm"
+        )
         self.matryoshka_dims = arguments.get("matryoshka_dims")
         self.matryoshka_weights = arguments.get("matryoshka_weights")
         if self.matryoshka_dims is None and self.matryoshka_weights is not None:
@@ -399,12 +402,24 @@ class FitScaffold:
         return make_dataset
 
     # -------------------------------------------------------------- training
+    def clipped(self, optimizer):
+        """`optimizer`, clipping the global gradient norm at the run's `max_grad_norm`."""
+        if self.max_grad_norm is not None:
+            if getattr(optimizer, "clipnorm", None) or getattr(optimizer, "clipvalue", None):
+                raise ValueError("`max_grad_norm` clips the global norm; the optimizer already "
+                                 "clips by `clipnorm` / `clipvalue`.")
+            optimizer.global_clipnorm = self.max_grad_norm
+        return optimizer
+
     def compile(self, trainer, optimizer, **kwargs):
-        """`trainer.compile(optimizer=...)` inside the strategy scope (Matryoshka set first)."""
+        """`trainer.compile(optimizer=...)` inside the strategy scope (Matryoshka set first).
+
+        The run's `max_grad_norm` is applied to `optimizer` (`clipped`).
+        """
         if self.matryoshka_dims is not None:
             trainer.set_matryoshka(self.matryoshka_dims, self.matryoshka_weights)
         with self.scope():
-            trainer.compile(optimizer=optimizer, **kwargs)
+            trainer.compile(optimizer=self.clipped(optimizer), **kwargs)
 
     def _backup(self):
         for cb in self.callbacks:

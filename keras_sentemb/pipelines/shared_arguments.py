@@ -67,6 +67,10 @@ OPTIONAL_ARGUMENTS = (
                    "`(384, 256, 128, 64, 32)`), so the encoder can be used truncated "
                    "(`encode(truncate_dim=d)`); see `keras_sentemb.losses.matryoshka`. None "
                    "trains on the whole vector only."),
+    SharedArgument("max_grad_norm", None, "float or None. Clip the global norm of the "
+                   "gradients to this before each update (PyTorch's `clip_grad_norm_`; the "
+                   "Hugging Face and sentence-transformers trainers clip at 1.0 by default). "
+                   "None does not clip."),
     SharedArgument("matryoshka_weights", None, "tuple of float or None. One weight per "
                    "`matryoshka_dims` entry; None is 1 each."),
 )

@@ -34,8 +34,9 @@ def supervised_columns(data, mode):
 
 @fit_function(
     "simcse", paper_pooling="cls", in_batch=True,
-    optional=("precision", "mini_batch_size", "matryoshka_dims", "matryoshka_weights"),
-    batch_size=64, learning_rate=3e-5, max_length=32, eval_every=125, seed=42,
+    optional=("precision", "mini_batch_size", "max_grad_norm", "matryoshka_dims",
+              "matryoshka_weights"),
+    batch_size=64, learning_rate=3e-5, max_length=32, eval_every=125, seed=42, max_grad_norm=1.0,
 )
 def fit_simcse(
     run,

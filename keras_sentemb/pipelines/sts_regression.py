@@ -115,6 +115,7 @@ def model_specific_lower_bound(
 
 @fit_function(
     "sts_regression", paper_pooling="mean", batch_size=16, learning_rate=2e-5, max_length=75,
+    optional=("max_grad_norm",),
     docs={
         "pooling": (
             'str. `"auto"` (the model\'s own, else mean) or a pooling name; M is '

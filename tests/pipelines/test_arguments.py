@@ -84,3 +84,34 @@ def test_train_method_help_lists_the_method_options():
         assert flag in text
     assert "`\"k7\"` (any `\"kN\"`) or `\"in_batch\"`" in text
     assert "Defaults to `500`" not in text.split("--negatives")[1]
+
+
+def test_max_grad_norm_defaults_follow_each_methods_reference_code():
+    defaults = {name: inspect.signature(getattr(keras_sentemb, name)).parameters["max_grad_norm"].default
+                for name in ("fit_simcse", "fit_consert", "fit_self_guided", "fit_ct",
+                             "fit_parallel", "fit_multitask", "fit_mlm", "fit_sts_regression")}
+    assert defaults == {"fit_simcse": 1.0, "fit_consert": 1.0, "fit_self_guided": 1.0,
+                        "fit_ct": None, "fit_parallel": None, "fit_multitask": None,
+                        "fit_mlm": None, "fit_sts_regression": None}
+    assert "clip_grad_norm_" in option_docs(keras_sentemb.fit_simcse)["max_grad_norm"]
+
+
+@pytest.mark.parametrize("value", [0, -1.0, float("nan"), "1"])
+def test_max_grad_norm_must_be_positive_before_any_work(value):
+    with pytest.raises(ValueError, match=r"`max_grad_norm` must be a finite number > 0"):
+        keras_sentemb.fit_simcse(["a", "b"], model="no-such-model", max_grad_norm=value, dev=None)
+
+
+def test_the_run_clips_the_optimizer_it_compiles():
+    import keras
+
+    from keras_sentemb.pipelines.scaffold import FitScaffold
+
+    def scaffold(**arguments):
+        arguments = {"data": None, **keras_sentemb.fit_simcse.shared_defaults, **arguments}
+        return FitScaffold("simcse", arguments, "cls")
+
+    assert scaffold().clipped(keras.optimizers.SGD()).global_clipnorm == 1.0
+    assert scaffold(max_grad_norm=None).clipped(keras.optimizers.SGD()).global_clipnorm is None
+    with pytest.raises(ValueError, match="already clips"):
+        scaffold().clipped(keras.optimizers.SGD(clipnorm=2.0))

@@ -211,3 +211,32 @@ def test_mirrored_strategy_matches_one_device(tmp_path):
                             timeout=600)
     assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-4000:]
     assert "OK" in result.stdout
+
+
+@pytest.mark.parametrize("fused", [True, False], ids=["fused", "plain"])
+def test_global_clipnorm_clips_as_torch_clip_grad_norm(fused):
+    # clip_grad_norm_(max_norm=1) scales every gradient by 1 / global norm when
+    # that norm is above 1 and leaves it alone otherwise; Adam is not invariant
+    # to that across steps (the second moments remember the clipped sizes).
+    rng = np.random.default_rng(0)
+    starts = [rng.normal(size=(3, 4)), rng.normal(size=(4,))]
+    big = [rng.normal(size=s.shape) * 10 for s in starts]
+    small = [rng.normal(size=s.shape) * 0.01 for s in starts]
+    norm = np.sqrt(sum(float(np.sum(g * g)) for g in big))
+    assert norm > 1 and np.sqrt(sum(float(np.sum(g * g)) for g in small)) < 1
+
+    def train(grads_per_step, **kwargs):
+        variables = [keras.Variable(s, dtype="float64") for s in starts]
+        opt = TorchAdamW(learning_rate=0.1, weight_decay=0.0, fused=fused, **kwargs)
+        opt.build(variables)
+        for grads in grads_per_step:
+            opt.apply([tf.constant(g) for g in grads], variables)
+        return [v.numpy() for v in variables]
+
+    clipped = train([big, small], global_clipnorm=1.0)
+    by_hand = train([[g / norm for g in big], small])
+    unclipped = train([big, small])
+    for got, want, other in zip(clipped, by_hand, unclipped):
+        np.testing.assert_allclose(got, want, rtol=1e-12)
+        assert relative_error(got - starts[0 if got.ndim == 2 else 1],
+                              other - starts[0 if other.ndim == 2 else 1]) > 1e-3
