@@ -16,6 +16,8 @@ README; measured there on one H100).
     python benchmarks/methods_table.py --smoke                # a minute: pipeline check only
     python benchmarks/methods_table.py --methods simcse --learning-rates simcse=3e-5,1e-4
     python benchmarks/methods_table.py --methods ct_in_batch --variants ct_in_batch=dropout
+    python benchmarks/methods_table.py --methods ct_in_batch --learning-rates ct_in_batch=5e-5 \
+        --variants ct_in_batch=dropout,dropout_clipped
     python benchmarks/methods_table.py --methods simcse --learning-rates simcse=3e-5 --optimizer keras
 
 `--optimizer keras` trains the AdamW methods with Keras' AdamW formula and
@@ -61,10 +63,15 @@ DEFAULT_RATES = {
 # Settings tried per method besides the learning rate (also chosen on dev):
 # sentence-transformers trains CT in train mode (dropout on in both towers);
 # fit_ct follows the official code (dropout off), where the two towers of the
-# in-batch loss see identical inputs and stay identical.
+# in-batch loss see identical inputs and stay identical. `dropout_clipped` is
+# sentence-transformers' whole setting: dropout on and the gradient norm
+# clipped at 1.0 (its trainer's default; fit_ct does not clip by default).
 VARIANTS = {
-    "ct_in_batch": {"no_dropout": {"dropout": False}, "dropout": {"dropout": True}},
+    "ct_in_batch": {"no_dropout": {"dropout": False}, "dropout": {"dropout": True},
+                    "dropout_clipped": {"dropout": True, "max_grad_norm": 1.0}},
 }
+# Variants tried unless --variants names others.
+DEFAULT_VARIANTS = {"ct_in_batch": ["no_dropout", "dropout"]}
 NAMES = {
     "ct_k7": "CT, K = 7 (dot-product BCE)",
     "ct_in_batch": "CT, in-batch negatives",
@@ -121,8 +128,8 @@ def variant_text(row):
 
 
 def parse_variants(text):
-    """`name=v1,v2;...` -> {method: [variant names]} (default: every variant)."""
-    chosen = {m: list(v) for m, v in VARIANTS.items()}
+    """`name=v1,v2;...` -> {method: [variant names]} (default: `DEFAULT_VARIANTS`)."""
+    chosen = {m: list(v) for m, v in DEFAULT_VARIANTS.items()}
     for item in filter(None, (text or "").split(";")):
         name, values = item.split("=")
         names = [v.strip() for v in values.split(",")]
@@ -182,7 +189,7 @@ def main(argv=None):
     p.add_argument("--learning-rates", default=None,
                    help="e.g. 'simcse=3e-5,1e-4;consert=5e-6' (dev chooses among them)")
     p.add_argument("--variants", default=None,
-                   help="e.g. ct_in_batch=dropout (default: every variant in VARIANTS)")
+                   help="e.g. ct_in_batch=dropout,dropout_clipped (default: DEFAULT_VARIANTS)")
     p.add_argument("--out", default=str(REPO / "runs" / "methods_table.jsonl"))
     p.add_argument("--optimizer", choices=["torch", "keras"], default="torch",
                    help="AdamW formula of the AdamW methods (default torch: fit_*'s own)")

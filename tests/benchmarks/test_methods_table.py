@@ -26,6 +26,8 @@ def table():
 
 def test_every_variant_is_tried_by_default_and_can_be_narrowed(table):
     assert table.parse_variants(None) == {"ct_in_batch": ["no_dropout", "dropout"]}
+    assert table.parse_variants("ct_in_batch=dropout_clipped") == {"ct_in_batch": ["dropout_clipped"]}
+    assert table.VARIANTS["ct_in_batch"]["dropout_clipped"] == {"dropout": True, "max_grad_norm": 1.0}
     assert table.parse_variants("ct_in_batch=dropout") == {"ct_in_batch": ["dropout"]}
     with pytest.raises(SystemExit, match="unknown variant"):
         table.parse_variants("ct_in_batch=dropout,sideways")
