@@ -69,6 +69,7 @@ def main(argv=None) -> None:
     sentences = (sentences * (needed // len(sentences) + 1))[:needed]
 
     model = SentenceTransformer(args.start, device=args.device)
+    model.float()  # a folder stored in float16 loads as float16 otherwise; train in float32
     model.max_seq_length = args.max_length
     loss_fn = MultipleNegativesRankingLoss(model, scale=20.0)
     decay = [p_ for n, p_ in loss_fn.named_parameters()
@@ -88,7 +89,8 @@ def main(argv=None) -> None:
     for step in range(1, args.steps + 1):
         batch = sentences[(step - 1) * args.batch_size: step * args.batch_size]
         features = [model.preprocess(batch), model.preprocess(batch)]
-        features = [{k: v.to(args.device) for k, v in f.items()} for f in features]
+        features = [{k: v.to(args.device) if hasattr(v, "to") else v for k, v in f.items()}
+                    for f in features]
         loss = loss_fn(features, None)
         loss.backward()
         if args.max_grad_norm > 0:
