@@ -92,6 +92,58 @@ def _hf_bert_normalization(folder):
     )
 
 
+def _tokenizer_json_model(folder, kind):
+    """The `model` of a folder's `tokenizer.json` when it is a `kind` ("WordPiece"/"BPE") model.
+
+    Folders written by transformers 5 (and sentence-transformers on top of
+    it) hold only the fast tokenizer's `tokenizer.json`, without the
+    `vocab.txt` / `vocab.json` + `merges.txt` of the slow tokenizers.
+    """
+    path = Path(folder) / "tokenizer.json"
+    model = presets.read_json(path).get("model", {}) if path.is_file() else {}
+    if model.get("type") != kind or not isinstance(model.get("vocab"), dict):
+        return None
+    return model
+
+
+def _ordered_vocabulary(folder, vocab):
+    """The tokens of `{token: id}` in id order; the ids must be 0..n-1."""
+    ordered = sorted(vocab, key=vocab.get)
+    if [vocab[t] for t in ordered] != list(range(len(ordered))):
+        raise ModelLoadError(f"{folder}/tokenizer.json: the vocabulary ids are not 0..{len(vocab) - 1}.")
+    return ordered
+
+
+def _wordpiece_vocabulary(folder):
+    """`vocab.txt`, or the WordPiece vocabulary of `tokenizer.json` (a list in id order)."""
+    path = Path(folder) / "vocab.txt"
+    if path.is_file():
+        return str(path)
+    model = _tokenizer_json_model(folder, "WordPiece")
+    if model is None:
+        raise ModelLoadError(
+            f"cannot load the model in {folder}: it has neither vocab.txt nor a WordPiece "
+            "tokenizer.json."
+        )
+    return _ordered_vocabulary(folder, model["vocab"])
+
+
+def _bpe_tokenizer(folder):
+    """A RoBERTa tokenizer: keras-hub's from vocab.json + merges.txt, else from tokenizer.json."""
+    folder = Path(folder)
+    if (folder / "vocab.json").is_file() and (folder / "merges.txt").is_file():
+        return keras_hub.models.Tokenizer.from_preset(str(folder))
+    model = _tokenizer_json_model(folder, "BPE")
+    if model is None:
+        raise ModelLoadError(
+            f"cannot load the model in {folder}: it has neither vocab.json + merges.txt nor a "
+            "BPE tokenizer.json."
+        )
+    vocabulary = {token: i for i, token in enumerate(_ordered_vocabulary(folder, model["vocab"]))}
+    merges = [m if isinstance(m, str) else " ".join(m) for m in model.get("merges", [])]
+    return keras_hub.models.RobertaTokenizer(vocabulary=vocabulary, merges=merges)
+
+
 POOLER_KEYS = ("pooler.dense.weight", "pooler.dense.bias")
 
 
@@ -164,12 +216,12 @@ def _load_hf(folder, dtype):
     if config["model_type"] == "bert":
         settings["text_normalization"] = _hf_bert_normalization(folder)
         tokenizer = keras_hub.models.BertTokenizer(
-            vocabulary=str(Path(folder) / "vocab.txt"),
+            vocabulary=_wordpiece_vocabulary(folder),
             lowercase=False,
             strip_accents=False,
         )
     else:
-        tokenizer = keras_hub.models.Tokenizer.from_preset(folder)
+        tokenizer = _bpe_tokenizer(folder)
     settings.setdefault(
         "max_length", min(512, int(config.get("max_position_embeddings", 512)))
     )

@@ -296,3 +296,31 @@ def test_cli_export_formats(tmp_path, capsys):
                  "--overwrite", "--dtype", "float16", "--tolerance", "1e-2"]) == 0
     assert not (out / "modules.json").exists()
     assert _json(out / "config.json")["torch_dtype"] == "float16"
+
+
+# ------------------------------------------------------------ fast-tokenizer-only folders
+@pytest.mark.parametrize("make, slow_files", [(make_tiny_bert, ("vocab.txt",)),
+                                              (make_tiny_roberta, ("vocab.json", "merges.txt"))],
+                         ids=["bert", "roberta"])
+def test_a_folder_with_only_tokenizer_json_loads(tmp_path, make, slow_files):
+    # transformers 5 (and sentence-transformers over it) saves tokenizer.json only.
+    encoder = make()
+    export_huggingface(encoder, tmp_path / "m", verify=False)
+    for name in slow_files:
+        os.remove(tmp_path / "m" / name)
+    loaded = _assert_round_trip(encoder, tmp_path / "m")
+    def ids(model):
+        tokens = model.tokenize(SENTS)
+        return tokens.to_list() if hasattr(tokens, "to_list") else np.asarray(tokens).tolist()
+
+    assert ids(loaded) == ids(encoder)
+
+
+def test_a_folder_without_any_vocabulary_is_one_clear_error(tmp_path):
+    from keras_sentemb.models.loading import ModelLoadError
+
+    export_huggingface(make_tiny_bert(), tmp_path / "m", verify=False)
+    for name in ("vocab.txt", "tokenizer.json"):
+        os.remove(tmp_path / "m" / name)
+    with pytest.raises(ModelLoadError, match="neither vocab.txt nor a WordPiece tokenizer.json"):
+        SentenceEncoder.from_preset(str(tmp_path / "m"))
