@@ -23,19 +23,11 @@ import argparse
 import json
 import os
 import random
+import sys
 import time
 
-
-def read_sentences(path: str, limit: int | None) -> list[str]:
-    out = []
-    with open(path, encoding="utf-8") as f:
-        for line in f:
-            line = line.strip()
-            if line:
-                out.append(line)
-                if limit and len(out) >= limit:
-                    break
-    return out
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from _common import read_lines  # noqa: E402  (standard library only: runs in any venv)
 
 
 def main(argv=None) -> None:
@@ -63,7 +55,7 @@ def main(argv=None) -> None:
 
     torch.set_num_threads(args.threads)
     torch.manual_seed(args.seed)
-    sentences = read_sentences(args.corpus, None)
+    sentences = read_lines(args.corpus, float("inf"))
     random.Random(args.seed).shuffle(sentences)
     needed = args.steps * args.batch_size
     sentences = (sentences * (needed // len(sentences) + 1))[:needed]
