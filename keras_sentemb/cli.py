@@ -174,7 +174,7 @@ def _load_encoder(model, pooling=None, max_length=None, num_layers=None, precisi
     if precision is not None:
         # Built in its precision once, not built in float32 and then copied.
         precision = models.native_bfloat16.effective_precision(precision)
-        dtype = models.precision.PRECISIONS[precision]
+        dtype = models.precision.INFERENCE_POLICIES[precision]
     encoder = models.SentenceEncoder.from_preset(model, max_length=max_length,
                                                  num_layers=num_layers, dtype=dtype)
     if pooling is not None:

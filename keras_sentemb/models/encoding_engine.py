@@ -17,7 +17,7 @@ import tensorflow as tf
 from keras_sentemb.models.cpu_threads import check_max_batch_tokens
 from keras_sentemb.models.cpu_threads import run_batches
 from keras_sentemb.models.native_bfloat16 import effective_precision
-from keras_sentemb.models.precision import PRECISIONS
+from keras_sentemb.models.precision import INFERENCE_POLICIES
 from keras_sentemb.models.precision import check_precision
 from keras_sentemb.models.sharded_encoding import encode_to_files
 from keras_sentemb.models.text_normalization import normalize_text
@@ -199,9 +199,10 @@ class EncodingEngine:
             show_progress: bool or None. Keras progress bar; `None` shows it
                 for 5,000 sentences or more.
             precision: str or None. `"float32"` (default) or `"bfloat16"`:
-                the forward pass runs in bfloat16 (Keras' `mixed_bfloat16`
-                policy on a copy of this encoder that takes its current
-                weights; pooling and outputs stay float32). Fast only on
+                the forward pass runs in bfloat16 (a copy of this encoder
+                with its current weights in bfloat16, Keras' `bfloat16`
+                policy; layer normalisation, pooling and outputs stay
+                float32). Fast only on
                 CPUs with native bfloat16 (AVX512-BF16 / AMX) and on GPUs;
                 a CPU-only host without it computes float32 instead, with a
                 one-line notice (`keras_sentemb.models.native_bfloat16`).
@@ -291,12 +292,13 @@ class EncodingEngine:
     def precision_twin(self, precision):
         """This encoder computing in `precision`, with its current weights.
 
-        A copy built once per precision (`clone(dtype=...)`); every call
-        copies this encoder's weights into it, so it follows training.
-        `"float32"` is the encoder itself.
+        A copy built once per precision (`clone(dtype=...)`, with the
+        inference policy of `precision`: weights stored in that precision);
+        every call copies this encoder's weights into it, so it follows
+        training. The encoder itself when it already computes so.
         """
         precision = check_precision(precision)
-        policy = PRECISIONS[precision]
+        policy = INFERENCE_POLICIES[precision]
         if policy == self.backbone.dtype_policy.name:
             return self
         twin = self._precision_twins.get(precision)

@@ -23,10 +23,23 @@ def test_bfloat16_encode_is_close_to_float32_and_float32_outputs():
     assert cos.min() > 0.999
     assert not np.array_equal(full, half)  # it really ran in bfloat16
     twin = enc.precision_twin("bfloat16")
-    assert twin.backbone.dtype_policy.name == "mixed_bfloat16"
+    # An encoder that only encodes keeps its weights in bfloat16: no float32
+    # copy cast in every forward pass.
+    assert twin.backbone.dtype_policy.name == "bfloat16"
+    assert {w.dtype for w in twin.backbone.weights} == {"bfloat16"}
     assert enc.precision_twin("float32") is enc
+    assert twin.precision_twin("bfloat16") is twin
     with pytest.raises(ValueError, match="precision"):
         enc.encode(SENTENCES, precision="float16")
+
+
+def test_a_mixed_precision_encoder_encodes_through_a_bfloat16_twin():
+    enc = make_tiny_encoder()
+    mixed = enc.clone(dtype="mixed_bfloat16")
+    twin = mixed.precision_twin("bfloat16")
+    assert twin is not mixed and twin.backbone.dtype_policy.name == "bfloat16"
+    assert_close_vectors(mixed.encode(SENTENCES, precision="bfloat16"),
+                         enc.encode(SENTENCES, precision="bfloat16"), rtol=1e-5)
 
 
 def test_the_bfloat16_twin_follows_the_weights():
