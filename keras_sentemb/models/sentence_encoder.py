@@ -10,6 +10,7 @@ from keras_sentemb.compat import require_tensorflow_backend
 from keras_sentemb.models.backbone_adapter import BackboneAdapter
 from keras_sentemb.models.encoder_persistence import EncoderPersistence
 from keras_sentemb.models.encoding_engine import EncodingEngine
+from keras_sentemb.models.fast_dropout import install_fast_dropout
 from keras_sentemb.models.fused_gelu import fuse_gelu
 from keras_sentemb.models.pooling import parse_pooling
 from keras_sentemb.models.pooling import pool_hidden_states
@@ -92,6 +93,8 @@ class SentenceEncoder(EncoderPersistence, EncodingEngine, keras.Model):
         self.adapter = BackboneAdapter(backbone)
         # One fused XLA kernel per GELU forward / backward (see fused_gelu).
         fuse_gelu(self.adapter.transformer_layers)
+        # Dropout masks from 16-bit random integers (see fast_dropout).
+        install_fast_dropout(backbone)
         self.text_normalization = check_mode(text_normalization)
         if text_normalization is not None:
             tokenizer.lowercase = False

@@ -213,9 +213,11 @@ def test_dual_mode_trains_both_sides_and_lowers_the_loss():
     compile_trainer(trainer, lr=1e-2)
     data = batch(trainer, make_pairs(8))
     before = eval_loss(trainer, data)
-    for _ in range(5):
+    # lr 1e-2 on the tiny model: the first steps may overshoot (which ones
+    # depends on the dropout masks); ten steps settle well below the start.
+    for _ in range(10):
         trainer.train_step(data)
-    assert eval_loss(trainer, data) < 0.98 * before
+    assert eval_loss(trainer, data) < 0.9 * before
 
 
 def test_shared_mode_uses_one_encoder():

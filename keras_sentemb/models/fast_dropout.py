@@ -1,0 +1,120 @@
+"""Dropout masks from 16-bit random integers, two per 32-bit draw, for CPU speed.
+
+Keras' dropout (`tf.nn.experimental.stateless_dropout`) draws one uniform
+float of the input's dtype per element, compares it with the rate and selects.
+On the CPU the draw is the costly part: a Transformer's training step runs 19
+dropouts (embeddings, and per layer the attention probabilities, the attention
+output and the feed-forward output), and in bfloat16 each draw is slower still
+(the float is built in float32 and converted). Here one 32-bit Philox draw
+(`StatelessRandomUniformFullIntV2`, the same generator) gives two 16-bit
+integers; an element is kept when its integer is at least
+`round(rate * 65536)`. Half the random numbers, no float conversion, and the
+mask is a bool tensor that the gradient reuses. A dropout plus its gradient
+costs about 20 % less in float32 and 55 % less in bfloat16 than Keras' on a
+`[128, 32, 384]` activation.
+
+What changes: the drop probability is `round(rate * 65536) / 65536` (0.1
+becomes 0.1000061; Keras' bfloat16 dropout compares a bfloat16 uniform, whose
+steps are 1/256), kept values are scaled by the exact inverse of the keep
+probability, and the masks are another (equally random) function of the
+seed. The seeds come from each layer's own `SeedGenerator`, so a resumed run
+and GradCache's replayed chunks draw the same masks as before.
+
+`SentenceEncoder` installs it on every `keras.layers.Dropout` of its backbone
+without a `noise_shape`; `KERAS_SENTEMB_PLAIN_DROPOUT=1` keeps Keras' own.
+"""
+
+import os
+import types
+
+import keras
+import tensorflow as tf
+
+# Set to "1" to keep Keras' dropout everywhere.
+DISABLE_ENV = "KERAS_SENTEMB_PLAIN_DROPOUT"
+
+_LEVELS = 1 << 16
+
+
+def drop_threshold(rate):
+    """The 16-bit level below which an element is dropped: `round(rate * 65536)`.
+
+    Capped at 65535 (a rate above 1 - 2**-17 still keeps 1 element in 65536).
+    """
+    return min(int(round(float(rate) * _LEVELS)), _LEVELS - 1)
+
+
+def _int32_seed(seed):
+    # Keras' seed state is int64 (a TensorFlow placement constraint); the
+    # stateless ops take int32. Same mapping as Keras' TensorFlow backend.
+    seed = tf.convert_to_tensor(seed)
+    if seed.dtype == tf.int32:
+        return seed
+    return tf.cast(tf.math.floormod(seed, tf.int32.max - 1), tf.int32)
+
+
+def random_uint16(shape, seed):
+    """Uniform 16-bit integers of `shape`, two from each 32-bit Philox draw."""
+    shape = tf.convert_to_tensor(shape, tf.int32)
+    size = tf.reduce_prod(shape)
+    words = tf.random.stateless_uniform(
+        [(size + 1) // 2], _int32_seed(seed), dtype=tf.uint32, minval=None, maxval=None
+    )
+    halves = tf.reshape(tf.bitcast(words, tf.uint16), [-1])
+    return tf.reshape(halves[:size], shape)
+
+
+def dropout(x, rate, seed):
+    """Inverted dropout of `x`: zeros with probability ~`rate`, the rest scaled.
+
+    Args:
+        x: a floating tensor.
+        rate: float in `(0, 1)`.
+        seed: `[2]` integer tensor (stateless seed).
+
+    Returns:
+        a tensor like `x`. Its gradient is the incoming gradient masked and
+        scaled the same way.
+    """
+    threshold = drop_threshold(rate)
+    keep = random_uint16(tf.shape(x), seed) >= tf.constant(threshold, tf.uint16)
+    return _masked(x, keep, _LEVELS / (_LEVELS - threshold))
+
+
+def _masked(x, keep, scale):
+    @tf.custom_gradient
+    def masked(x):
+        s = tf.cast(scale, x.dtype)
+
+        def grad(dy):
+            return tf.where(keep, dy * s, tf.zeros_like(dy))
+
+        return tf.where(keep, x * s, tf.zeros_like(x)), grad
+
+    return masked(x)
+
+
+def _fast_call(self, inputs, training=False):
+    if (training and 0 < self.rate < 1 and self.noise_shape is None
+            and os.environ.get(DISABLE_ENV, "") != "1"):
+        return dropout(inputs, self.rate, self.seed_generator.next())
+    return type(self).call(self, inputs, training=training)
+
+
+def install_fast_dropout(model):
+    """Make every `keras.layers.Dropout` inside `model` use `dropout`; returns how many.
+
+    Patches the layer objects (their class and config are unchanged, so
+    saving and cloning are unaffected). Idempotent.
+    """
+    count = 0
+    for layer in model._flatten_layers(include_self=True, recursive=True):
+        if isinstance(layer, keras.layers.Dropout) and not _is_fast(layer):
+            layer.call = types.MethodType(_fast_call, layer)
+            count += 1
+    return count
+
+
+def _is_fast(layer):
+    call = layer.__dict__.get("call")
+    return getattr(call, "__func__", None) is _fast_call
