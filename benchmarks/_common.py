@@ -18,11 +18,45 @@ def sentences_file(path=None):
     return DEFAULT_SENTENCES if DEFAULT_SENTENCES.exists() else BUNDLED_SENTENCES
 
 
+# Environment that keeps both toolkits' vector code at AVX2 on an AVX-512 CPU:
+# oneDNN (TensorFlow's and torch's matmuls), MKL (torch's BLAS), ATen's own
+# kernels, XLA's code generation (our fused kernels). TensorFlow's other
+# (Eigen) kernels are compiled for AVX anyway. An emulation of an AVX2-only
+# CPU: same cores, caches and clock, only the instruction sets are capped.
+MAX_ISA_ENV = {
+    "avx2": {
+        "ONEDNN_MAX_CPU_ISA": "AVX2",
+        "DNNL_MAX_CPU_ISA": "AVX2",
+        "MKL_ENABLE_INSTRUCTIONS": "AVX2",
+        "ATEN_CPU_CAPABILITY": "avx2",
+        "XLA_FLAGS": "--xla_cpu_max_isa=AVX2",
+    },
+}
+MAX_ISA_MARK = "KERAS_SENTEMB_BENCH_MAX_ISA"
+
+
+def add_max_isa_argument(parser):
+    parser.add_argument("--max-isa", choices=sorted(MAX_ISA_ENV), default=None,
+                        help="cap both sides' vector instructions (emulates an AVX2-only "
+                             "CPU on an AVX-512 one); the process re-runs itself with the cap")
+
+
+def apply_max_isa(isa):
+    """Re-run this script with `MAX_ISA_ENV[isa]` set (it must be set before start)."""
+    if isa is None or os.environ.get(MAX_ISA_MARK) == isa:
+        return
+    env = dict(os.environ, **{MAX_ISA_MARK: isa})
+    for key, value in MAX_ISA_ENV[isa].items():
+        env[key] = f"{env[key]} {value}" if key == "XLA_FLAGS" and env.get(key) else value
+    os.execve(sys.executable, [sys.executable, *sys.argv], env)
+
+
 def cpu_info():
     """What the CPU is and which vector instructions it has (speed ratios depend on them).
 
     TensorFlow's and torch's CPU kernels differ most on AVX-512 (and native
-    bfloat16 needs AVX512-BF16 or AMX), so every speed record names them.
+    bfloat16 needs AVX512-BF16 or AMX), so every speed record names them,
+    and the cap a run put on them (`--max-isa`), if any.
     """
     model, flags = None, set()
     if os.path.exists("/proc/cpuinfo"):
@@ -36,7 +70,8 @@ def cpu_info():
                     break
     return {"cpus": os.cpu_count(), "cpu_model": model,
             "cpu_flags": {f: f in flags for f in
-                          ("avx2", "avx512f", "avx512_bf16", "amx_bf16", "amx_tile")}}
+                          ("avx2", "avx512f", "avx512_bf16", "amx_bf16", "amx_tile")},
+            "max_isa": os.environ.get(MAX_ISA_MARK)}
 
 
 def read_lines(path, n):

@@ -3,6 +3,7 @@
     python benchmarks/ct_train_vs_st.py --steps 30
     python benchmarks/ct_train_vs_st.py --steps 30 --negatives in_batch --batch-size 64 --max-length 32
     python benchmarks/ct_train_vs_st.py --steps 30 --method simcse --batch-size 64 --max-length 32
+    python benchmarks/ct_train_vs_st.py --steps 30 --max-isa avx2        # an AVX2-only CPU, emulated
 
 Same CPU, same model (bundled all-MiniLM-L6-v2), same batch layout (16 rows:
 groups of one (s, s) positive and 7 random negative pairs), max length 75,
@@ -21,6 +22,9 @@ pass over the doubled batch; ST: MultipleNegativesRankingLoss at scale 20 on
 other in this process. Prints one JSON line with steps/s of both, the ratios,
 each side's peak RSS (ours: this process, over every precision it ran; ST:
 its process) and the load average before and after.
+`--max-isa avx2` caps both sides' vector code at AVX2 on an AVX-512 CPU
+(oneDNN, MKL, ATen, XLA; `_common.MAX_ISA_ENV`): what an AVX2-only CPU of the
+same cores and clock would run, short of a real one.
 """
 
 import argparse
@@ -32,6 +36,7 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from _common import (  # noqa: E402
+    add_max_isa_argument, apply_max_isa,
     configure_ours, cpu_info, read_lines, run_st, sentences_file,
 )
 
@@ -127,7 +132,9 @@ def main():
                    help="ours with Keras' own optimizer update instead of the fused kernels")
     p.add_argument("--precisions", default="float32",
                    help="ours: comma-separated float32 / bfloat16, each timed in turn")
+    add_max_isa_argument(p)
     args = p.parse_args()
+    apply_max_isa(args.max_isa)
     load_before = os.getloadavg()
     if args.plain_optimizer:
         os.environ["KERAS_SENTEMB_PLAIN_OPTIMIZER"] = "1"

@@ -4,6 +4,7 @@
     python benchmarks/encode_process.py --n 100 --sides ours-float32,ours-float32-allextras
     python benchmarks/encode_process.py --n 2000 --rounds 3 \
         --sides ours-float32,ours-bfloat16,st-float32,st-bfloat16          # precision
+    python benchmarks/encode_process.py --n 2000 --max-isa avx2            # AVX2-only, emulated
 
 Each side is one fresh process that imports its toolkit, loads the bundled
 all-MiniLM-L6-v2, encodes the first `--n` wiki sentences from a file and
@@ -31,7 +32,9 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from _common import cpu_info, read_lines, sentences_file  # noqa: E402
+from _common import (  # noqa: E402
+    add_max_isa_argument, apply_max_isa, cpu_info, read_lines, sentences_file,
+)
 
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parent
@@ -103,7 +106,9 @@ def main():
                    help="both sides' batch size (default: each toolkit's own default)")
     p.add_argument("--st-python", default=os.environ.get("ST_PYTHON", sys.executable))
     p.add_argument("--out", default=str(REPO / "runs" / "encode_process.jsonl"))
+    add_max_isa_argument(p)
     args = p.parse_args()
+    apply_max_isa(args.max_isa)
     sides = [s.strip() for s in args.sides.split(",") if s.strip()]
     for side in sides:
         if side not in SIDES:
