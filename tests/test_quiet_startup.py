@@ -122,3 +122,23 @@ def test_encode_prints_no_tensorflow_chatter_unless_verbose(tmp_path):
     assert loud.returncode == 0, loud.stderr
     if not any(NOISE.match(line) for line in loud.stderr.splitlines()):
         pytest.skip("this TensorFlow build prints no start-up notices to hide")
+
+
+@pytest.mark.slow
+def test_training_prints_no_tensorflow_error_lines(tmp_path):
+    # The input pipeline once framed ragged batches with a ragged concat,
+    # whose int64 transpose made oneDNN print an "E0000 ... DT_INT64" line.
+    make_tiny_encoder().save(tmp_path / "tiny")
+    (tmp_path / "t.txt").write_text(
+        "\n".join(f"sentence number {i} about a cat" for i in range(64)) + "\n", encoding="utf-8")
+    env = {k: v for k, v in os.environ.items() if k != "TF_CPP_MIN_LOG_LEVEL"}
+    env["PYTHONPATH"] = os.pathsep.join([str(REPO), env.get("PYTHONPATH", "")])
+    out = subprocess.run(
+        [sys.executable, "-m", "keras_sentemb", "train", "ct", "--model", str(tmp_path / "tiny"),
+         "--train-file", str(tmp_path / "t.txt"), "--output", str(tmp_path / "out"),
+         "--steps", "2", "--batch-size", "8", "--max-length", "16", "--dev", "none"],
+        capture_output=True, text=True, env=env, cwd=tmp_path, timeout=900,
+    )
+    assert out.returncode == 0, out.stderr
+    for word in ("E0000", "DT_INT64", "oneDNN", "I0000"):
+        assert word not in out.stderr, out.stderr

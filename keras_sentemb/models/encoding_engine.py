@@ -112,12 +112,18 @@ class EncodingEngine:
         """
         max_length = self.max_length if max_length is None else max_length
         tokens = tokens[:, : max_length - 2]
-        batch = tokens.nrows()
-        start = tf.fill([batch, 1], self.start_token_id)
-        end = tf.fill([batch, 1], self.end_token_id)
-        packed = tf.concat([start, tokens, end], axis=1)
-        token_ids = packed.to_tensor(default_value=self.pad_token_id)
-        padding_mask = tf.ones_like(packed).to_tensor(default_value=0)
+        # Padded first, then framed on the dense tensor: a ragged concat would
+        # transpose int64 row indices, which oneDNN turns down with an error
+        # line in the log.
+        body = tokens.to_tensor(default_value=self.pad_token_id)
+        batch = tf.shape(body)[0]
+        framed = tf.concat([tf.fill([batch, 1], self.start_token_id), body,
+                            tf.fill([batch, 1], self.pad_token_id)], axis=1)
+        positions = tf.range(tf.shape(framed)[1])[tf.newaxis, :]
+        ends = tf.cast(tokens.row_lengths(), tf.int32)[:, tf.newaxis] + 1
+        token_ids = tf.where(positions == ends, tf.constant(self.end_token_id, framed.dtype),
+                             framed)
+        padding_mask = tf.cast(positions <= ends, tf.int32)
         return {
             "token_ids": token_ids,
             "padding_mask": padding_mask,
