@@ -19,7 +19,8 @@ pass over the doubled batch; ST: MultipleNegativesRankingLoss at scale 20 on
 (s, s) pairs, its two passes), TorchAdamW / torch AdamW at 3e-5 on both sides.
 `--precisions float32,bfloat16` times ours in each (bfloat16: Keras'
 `mixed_bfloat16` policy, as `fit_ct(precision="bfloat16")`), one after the
-other in this process. Prints one JSON line with steps/s of both, the ratios,
+other in this process; `--repeats N` does that N times, alternating, and
+reports each precision's median (single short runs vary by about 5 %). Prints one JSON line with steps/s of both, the ratios,
 each side's peak RSS (ours: this process, over every precision it ran; ST:
 its process) and the load average before and after.
 `--max-isa avx2` caps both sides' vector code at AVX2 on an AVX-512 CPU
@@ -31,6 +32,7 @@ import argparse
 import json
 import os
 import resource
+import statistics
 import sys
 import time
 
@@ -130,6 +132,8 @@ def main():
                    help="ours only: TensorFlow's inter-op threads (overrides --threads)")
     p.add_argument("--plain-optimizer", action="store_true",
                    help="ours with Keras' own optimizer update instead of the fused kernels")
+    p.add_argument("--repeats", type=int, default=1,
+                   help="time ours this many times per precision, alternating; medians count")
     p.add_argument("--precisions", default="float32",
                    help="ours: comma-separated float32 / bfloat16, each timed in turn")
     add_max_isa_argument(p)
@@ -149,10 +153,13 @@ def main():
     path = sentences_file(args.sentences)
     sentences = read_lines(path, args.pool)
     precisions = [x.strip() for x in args.precisions.split(",") if x.strip()]
-    ours_rates = {precision: ours_steps_per_s(sentences, args.steps, args.warmup,
-                                              args.batch_size, args.max_length, args.negatives,
-                                              args.dropout, precision, args.method)
-                  for precision in precisions}
+    runs = {precision: [] for precision in precisions}
+    for _ in range(args.repeats):  # alternating, so a change in load hits every precision
+        for precision in precisions:
+            runs[precision].append(ours_steps_per_s(
+                sentences, args.steps, args.warmup, args.batch_size, args.max_length,
+                args.negatives, args.dropout, precision, args.method))
+    ours_rates = {precision: statistics.median(rates) for precision, rates in runs.items()}
     ours = ours_rates[precisions[0]]
     ours_peak = round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024)
     st = run_st("st_ct_train.py", ["--sentences", path, "--pool", args.pool,
@@ -181,6 +188,7 @@ def main():
         "keras_sentemb_steps_per_s": round(ours, 3),
         "sentence_transformers_steps_per_s": round(st["steps_per_s"], 3) if st else None,
         "keras_sentemb_steps_per_s_by_precision": {k: round(v, 3) for k, v in ours_rates.items()},
+        "keras_sentemb_steps_per_s_runs": {k: [round(x, 3) for x in v] for k, v in runs.items()},
         # Peak before ST ran: a child's getrusage peak starts at its parent's.
         "keras_sentemb_peak_rss_mib": ours_peak,
         "sentence_transformers_peak_rss_mib": st.get("peak_rss_mib") if st else None,
