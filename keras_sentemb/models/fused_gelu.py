@@ -18,6 +18,12 @@ the kernels 4x (forward) to 7x (backward) slower than float32; computing in
 float32 within the fused loop costs one conversion each way and is also the
 more exact result.
 
+Forward-only graphs (`encode`, inside `inference_gelu()`) take another route:
+the feed-forward layer runs as a 2-D matmul, `bias_add` and TensorFlow's own
+GELU, the pattern TensorFlow's graph optimizer turns into one oneDNN matmul
+with bias and GELU fused into it (no extra pass over the activation, no XLA
+compile per batch shape): bfloat16 encoding 10 % faster, float32 a little.
+
 `SentenceEncoder` installs the fused activation on every Transformer layer
 whose feed-forward activation is keras-hub's GELU (tanh approximation, as
 BERT) or Keras' exact GELU (as RoBERTa). `FusedGelu` falls back to the
@@ -30,6 +36,7 @@ import contextlib
 import math
 import os
 import threading
+import types
 
 import keras
 import tensorflow as tf
@@ -64,6 +71,30 @@ def plain_gelu():
 
 def _use_plain():
     return getattr(_state, "plain", False) or os.environ.get(DISABLE_ENV, "") == "1"
+
+
+@contextlib.contextmanager
+def inference_gelu():
+    """Within this context (graphs that only run forward), the feed-forward
+    block runs as one 2-D matmul, `bias_add` and TensorFlow's own GELU.
+
+    That is the pattern TensorFlow's graph optimizer fuses into a single
+    oneDNN matmul with the bias and GELU applied on its output: no separate
+    pass over the largest activation and no XLA compile per batch shape.
+    Its gradient is TensorFlow's chain of element-wise ops, so training
+    keeps the fused XLA kernels. `SentenceEncoder.encode` traces its forward
+    pass inside this context.
+    """
+    previous = getattr(_state, "inference", False)
+    _state.inference = True
+    try:
+        yield
+    finally:
+        _state.inference = previous
+
+
+def _use_inference():
+    return getattr(_state, "inference", False) and not _use_plain()
 
 
 def _wide(x):
@@ -158,6 +189,22 @@ def _gelu_kind(activation):
     return None
 
 
+def _dense_call(self, inputs, training=None):
+    """`Dense.call`, or in `inference_gelu()` the 2-D matmul + bias + GELU pattern."""
+    activation = self.activation
+    if (isinstance(activation, FusedGelu) and _use_inference() and self.bias is not None
+            and getattr(self, "quantization_mode", None) is None
+            and not getattr(self, "lora_enabled", False)
+            and isinstance(inputs, tf.Tensor) and inputs.dtype.is_floating):
+        kernel = tf.convert_to_tensor(self.kernel)
+        bias = tf.cast(tf.convert_to_tensor(self.bias), kernel.dtype)
+        rows = tf.reshape(tf.cast(inputs, kernel.dtype), [-1, kernel.shape[0]])
+        x = tf.nn.bias_add(tf.matmul(rows, kernel), bias)
+        x = tf.nn.gelu(x, approximate=activation.approximate)
+        return tf.reshape(x, tf.concat([tf.shape(inputs)[:-1], [kernel.shape[1]]], axis=0))
+    return type(self).call(self, inputs, training=training)
+
+
 def _feedforward_denses(transformer_layers):
     for layer in transformer_layers:
         dense = getattr(layer, "_feedforward_intermediate_dense", None)
@@ -176,6 +223,7 @@ def fuse_gelu(transformer_layers):
         kind = _gelu_kind(dense.activation)
         if kind is not None:
             dense.activation = FusedGelu(dense.activation, approximate=kind)
+            dense.call = types.MethodType(_dense_call, dense)
             count += 1
     return count
 
@@ -186,5 +234,6 @@ def unfuse_gelu(transformer_layers):
     for dense in _feedforward_denses(transformer_layers):
         if isinstance(dense.activation, FusedGelu):
             dense.activation = dense.activation.original
+            dense.__dict__.pop("call", None)
             count += 1
     return count

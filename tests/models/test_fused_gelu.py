@@ -11,6 +11,7 @@ from keras_sentemb.models.fused_gelu import FusedGelu
 from keras_sentemb.models.fused_gelu import fuse_gelu
 from keras_sentemb.models.fused_gelu import fused_gelu_approximate
 from keras_sentemb.models.fused_gelu import fused_gelu_exact
+from keras_sentemb.models.fused_gelu import inference_gelu
 from keras_sentemb.models.fused_gelu import plain_gelu
 from keras_sentemb.models.fused_gelu import unfuse_gelu
 from tests.conftest import make_tiny_encoder
@@ -154,3 +155,51 @@ def test_export_graph_has_no_xla_compiled_function(tmp_path):
     # The encoder itself still runs the fused kernels after the export.
     assert isinstance(encoder.backbone.transformer_layers[0]._feedforward_intermediate_dense
                       .activation, FusedGelu)
+
+
+def _graph_ops(concrete):
+    ops = [op.type for op in concrete.graph.get_operations()]
+    for function in concrete.graph._functions.values():
+        ops += [node.op for node in function.definition.node_def]
+    return ops
+
+
+@pytest.mark.parametrize("make", [make_tiny_encoder, make_tiny_roberta], ids=["bert", "roberta"])
+@pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
+def test_encode_runs_the_fused_matmul_gelu_pattern_with_the_same_vectors(make, dtype):
+    encoder = make()
+    if dtype != "float32":
+        encoder = encoder.clone(dtype=dtype)
+    sentences = ["the man plays the guitar .", "a dog sits on the mat", "hello"]
+    inputs = encoder.preprocess(sentences)
+    trained_path = encoder.sentence_vectors(inputs, "mean", training=False).numpy()
+    with inference_gelu():
+        pattern = encoder.sentence_vectors(inputs, "mean", training=False).numpy()
+    assert_close_vectors(pattern.astype("float32"), trained_path.astype("float32"),
+                         rtol=1e-5 if dtype == "float32" else 2e-2)
+    assert_close_vectors(encoder.encode(sentences, pooling="mean"), trained_path, rtol=1e-5
+                         if dtype == "float32" else 2e-2)
+    # encode's graph: TensorFlow's own GELU after a 2-D matmul + bias_add, no XLA call.
+    fn = encoder._encode_fn(encoder._resolve_pooling("mean"), False, True)
+    concrete = fn.get_concrete_function(tf.TensorSpec([None, None], tf.int32),
+                                        tf.TensorSpec([None, None], tf.int32))
+    ops = _graph_ops(concrete)
+    assert "BiasAdd" in ops and ("Tanh" in ops if make is make_tiny_encoder else "Erfc" in ops)
+    marked = [node.name for function in concrete.graph._functions.values()
+              for node in function.definition.node_def if node.attr["_XlaMustCompile"].b]
+    assert marked == []
+
+
+def test_inference_pattern_is_only_for_forward_graphs():
+    encoder = make_tiny_encoder()
+    dense = encoder.backbone.transformer_layers[0]._feedforward_intermediate_dense
+    x = tf.random.stateless_normal([2, 3, dense.kernel.shape[0]], [1, 2])
+    with inference_gelu():
+        with plain_gelu():  # the export's graphs keep keras-hub's ops
+            plain = dense(x)
+        pattern = dense(x)
+    np.testing.assert_allclose(pattern.numpy(), dense(x).numpy(), rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(plain.numpy(), dense(x).numpy(), rtol=1e-5, atol=1e-6)
+    assert pattern.shape == (2, 3, dense.units)
+    unfuse_gelu(encoder.backbone.transformer_layers)
+    assert "call" not in dense.__dict__
