@@ -56,25 +56,29 @@ _state = threading.local()
 
 
 @contextlib.contextmanager
+def _flag(name):
+    """Sets a thread-local flag of this module for the duration of a block."""
+    previous = getattr(_state, name, False)
+    setattr(_state, name, True)
+    try:
+        yield
+    finally:
+        setattr(_state, name, previous)
+
+
 def plain_gelu():
     """Within this context, `FusedGelu` calls the original GELU ops.
 
     For graphs that must not contain XLA-compiled functions (SavedModel
     export) and for comparisons.
     """
-    previous = getattr(_state, "plain", False)
-    _state.plain = True
-    try:
-        yield
-    finally:
-        _state.plain = previous
+    return _flag("plain")
 
 
 def _use_plain():
     return getattr(_state, "plain", False) or os.environ.get(DISABLE_ENV, "") == "1"
 
 
-@contextlib.contextmanager
 def inference_gelu():
     """Within this context (graphs that only run forward), a half-precision
     feed-forward block runs as one 2-D matmul, `bias_add` and TensorFlow's own GELU.
@@ -86,12 +90,7 @@ def inference_gelu():
     keeps the fused XLA kernels. `SentenceEncoder.encode` traces its forward
     pass inside this context.
     """
-    previous = getattr(_state, "inference", False)
-    _state.inference = True
-    try:
-        yield
-    finally:
-        _state.inference = previous
+    return _flag("inference")
 
 
 def _use_inference():
