@@ -2,6 +2,7 @@
 
     python benchmarks/encode_batch_tokens.py --n 2000 --caps 1024,2048,4096,8192,none
     python benchmarks/encode_batch_tokens.py --n 2000 --caps 1024,2048,4096,8192,none --longest
+    python benchmarks/encode_batch_tokens.py --n 2000 --caps 2048,4096,8192 --precision bfloat16
 
 `encode(max_batch_tokens=...)` gives a batch at most that many padded tokens
 (rows x width): batches of long sentences get fewer rows. Each cap runs in a
@@ -11,6 +12,8 @@ memory (`ru_maxrss`) is its own. The default model encodes the first N
 sentences of wiki100k (or the bundled 10k sample), or with `--longest` the N
 longest ones, at batch size 128: one warm-up pass, then the best of
 `--repeats` passes. One JSON line per cap (`"none"`: no cap), then a summary.
+`--precision bfloat16` encodes as `keras-sentemb encode --precision bfloat16`
+does (the encoder's bfloat16 twin).
 """
 
 import argparse
@@ -39,6 +42,8 @@ def run_one(args):
 
     sentences = pick_sentences(sentences_file(args.sentences), args.n, args.longest)
     encoder = SentenceEncoder.from_preset("default")
+    if args.precision != "float32":
+        encoder = encoder.precision_twin(args.precision)
     cap = None if args.cap == "none" else int(args.cap)
     rate = our_encode_rate(
         encoder, sentences, args.repeats, batch_size=args.batch_size,
@@ -48,6 +53,7 @@ def run_one(args):
     )
     print(json.dumps({
         "max_batch_tokens": args.cap if cap is None else cap,
+        "precision": args.precision,
         "sentences_per_s": round(rate, 1),
         "peak_rss_mib": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1),
     }))
@@ -63,6 +69,7 @@ def main():
     p.add_argument("--max-length", type=int, default=256)
     p.add_argument("--repeats", type=int, default=2)
     p.add_argument("--caps", default="1024,2048,4096,8192,none")
+    p.add_argument("--precision", choices=["float32", "bfloat16"], default="float32")
     p.add_argument("--cap", default=None, help=argparse.SUPPRESS)  # the child's one cap
     args = p.parse_args()
     if args.cap is not None:
@@ -73,7 +80,7 @@ def main():
     for cap in args.caps.split(","):
         cmd = [sys.executable, os.path.abspath(__file__), "--cap", cap, "--n", str(args.n),
                "--batch-size", str(args.batch_size), "--max-length", str(args.max_length),
-               "--repeats", str(args.repeats)]
+               "--repeats", str(args.repeats), "--precision", args.precision]
         if args.sentences:
             cmd += ["--sentences", args.sentences]
         if args.longest:
@@ -87,7 +94,7 @@ def main():
         rows.append(row)
     best = max(rows, key=lambda r: r["sentences_per_s"])
     print(json.dumps({
-        "summary": "encode_batch_tokens", **cpu_info(),
+        "summary": "encode_batch_tokens", "precision": args.precision, **cpu_info(),
         "fastest_cap": best["max_batch_tokens"],
         "sentences_per_s": {str(r["max_batch_tokens"]): r["sentences_per_s"] for r in rows},
         "peak_rss_mib": {str(r["max_batch_tokens"]): r["peak_rss_mib"] for r in rows},

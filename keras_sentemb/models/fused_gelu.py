@@ -18,7 +18,7 @@ the kernels 4x (forward) to 7x (backward) slower than float32; computing in
 float32 within the fused loop costs one conversion each way and is also the
 more exact result.
 
-Forward-only graphs (`encode`, inside `inference_gelu()`) take another route:
+Forward-only graphs (`encode`, inside `forward_only.forward_only()`) take another route:
 the feed-forward layer runs as a 2-D matmul, `bias_add` and TensorFlow's own
 GELU, the pattern TensorFlow's graph optimizer turns into one oneDNN matmul
 with bias and GELU fused into it (no extra pass over the activation, no XLA
@@ -43,6 +43,7 @@ import keras
 import tensorflow as tf
 
 from keras_sentemb import compat
+from keras_sentemb.models.forward_only import is_forward_only
 
 _SQRT_2_OVER_PI = math.sqrt(2.0 / math.pi)
 _CUBIC = 0.044715
@@ -79,22 +80,8 @@ def _use_plain():
     return getattr(_state, "plain", False) or os.environ.get(DISABLE_ENV, "") == "1"
 
 
-def inference_gelu():
-    """Within this context (graphs that only run forward), a half-precision
-    feed-forward block runs as one 2-D matmul, `bias_add` and TensorFlow's own GELU.
-
-    That is the pattern TensorFlow's graph optimizer fuses into a single
-    oneDNN matmul with the bias and GELU applied on its output: no separate
-    pass over the largest activation and no XLA compile per batch shape.
-    Its gradient is TensorFlow's chain of element-wise ops, so training
-    keeps the fused XLA kernels. `SentenceEncoder.encode` traces its forward
-    pass inside this context.
-    """
-    return _flag("inference")
-
-
 def _use_inference():
-    return getattr(_state, "inference", False) and not _use_plain()
+    return is_forward_only() and not _use_plain()
 
 
 def _wide(x):
@@ -190,7 +177,7 @@ def _gelu_kind(activation):
 
 
 def _dense_call(self, inputs, training=None):
-    """`Dense.call`, or in `inference_gelu()` on half precision the 2-D matmul + bias + GELU
+    """`Dense.call`, or in `forward_only()` on half precision the 2-D matmul + bias + GELU
     pattern. In float32 the fused XLA kernel stays: the pattern gained 2.5 % there on AVX-512
     and lost 7 % with the vector code capped at AVX2."""
     if (isinstance(self.activation, FusedGelu) and _use_inference() and self.bias is not None

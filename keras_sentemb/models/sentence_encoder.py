@@ -12,6 +12,7 @@ from keras_sentemb.models.encoder_persistence import EncoderPersistence
 from keras_sentemb.models.encoding_engine import EncodingEngine
 from keras_sentemb.models.fast_dropout import install_fast_dropout
 from keras_sentemb.models.fused_gelu import fuse_gelu
+from keras_sentemb.models.fused_transformer import install_fused_transformer
 from keras_sentemb.models.pooling import parse_pooling
 from keras_sentemb.models.pooling import pool_hidden_states
 from keras_sentemb.models.post_processing import PostProcessing
@@ -93,6 +94,8 @@ class SentenceEncoder(EncoderPersistence, EncodingEngine, keras.Model):
         self.adapter = BackboneAdapter(backbone)
         # One fused XLA kernel per GELU forward / backward (see fused_gelu).
         fuse_gelu(self.adapter.transformer_layers)
+        # Fewer, larger ops per Transformer layer in half-precision encoding (see fused_transformer).
+        install_fused_transformer(self.adapter.transformer_layers)
         # Dropout masks from 16-bit random integers (see fast_dropout).
         install_fast_dropout(backbone)
         self.text_normalization = check_mode(text_normalization)

@@ -11,7 +11,7 @@ from keras_sentemb.models.fused_gelu import FusedGelu
 from keras_sentemb.models.fused_gelu import fuse_gelu
 from keras_sentemb.models.fused_gelu import fused_gelu_approximate
 from keras_sentemb.models.fused_gelu import fused_gelu_exact
-from keras_sentemb.models.fused_gelu import inference_gelu
+from keras_sentemb.models.forward_only import forward_only
 from keras_sentemb.models.fused_gelu import plain_gelu
 from keras_sentemb.models.fused_gelu import unfuse_gelu
 from tests.conftest import make_tiny_encoder
@@ -173,7 +173,7 @@ def test_encode_runs_the_fused_matmul_gelu_pattern_with_the_same_vectors(make, d
     sentences = ["the man plays the guitar .", "a dog sits on the mat", "hello"]
     inputs = encoder.preprocess(sentences)
     trained_path = encoder.sentence_vectors(inputs, "mean", training=False).numpy()
-    with inference_gelu():
+    with forward_only():
         pattern = encoder.sentence_vectors(inputs, "mean", training=False).numpy()
     assert_close_vectors(pattern.astype("float32"), trained_path.astype("float32"),
                          rtol=1e-5 if dtype == "float32" else 2e-2)
@@ -205,7 +205,7 @@ def test_inference_pattern_is_only_for_forward_graphs(monkeypatch):
     pattern_fn = fused_gelu._matmul_bias_gelu
     monkeypatch.setattr(fused_gelu, "_matmul_bias_gelu",
                         lambda *a: calls.append(1) or pattern_fn(*a))
-    with inference_gelu():
+    with forward_only():
         with plain_gelu():  # the export's graphs keep keras-hub's ops
             plain = dense(x)
         assert calls == []
