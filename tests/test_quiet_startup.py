@@ -9,7 +9,6 @@ import pytest
 
 from keras_sentemb import quiet_startup
 from keras_sentemb.quiet_startup import NOISE
-from keras_sentemb.quiet_startup import quiet_tensorflow_startup
 from keras_sentemb.quiet_startup import take_verbose_flag
 from tests.conftest import REPO
 from tests.conftest import make_tiny_encoder
@@ -50,36 +49,68 @@ def test_real_errors_are_not_noise(line):
     assert not NOISE.match(line)
 
 
-def test_the_filter_drops_notices_and_passes_everything_else(monkeypatch, capfd):
-    _without_user_level(monkeypatch)
-    with quiet_tensorflow_startup():
-        assert os.environ["TF_CPP_MIN_LOG_LEVEL"] == "2"
-        os.write(2, ("\n".join(STARTUP_LINES[:2]) + "\n").encode())
-        os.write(2, (REAL_ERROR + "\n").encode())
-        print("usage: from Python", file=sys.stderr)
-        os.write(2, (STARTUP_LINES[3] + "\nno newline at the end").encode())
-    err = capfd.readouterr().err  # Python's and the fd's writes are captured separately
+def _stderr_of(body, env_level=None, verbose=False):
+    """Stderr of a fresh Python process that runs `body` inside the filter.
+
+    A process of its own: in the test process other threads (a previous
+    test's TensorFlow or tf.data threads) may write to descriptor 2 while the
+    filter owns it, and their lines would be counted here.
+    """
+    env = {k: v for k, v in os.environ.items()
+           if k not in ("TF_CPP_MIN_LOG_LEVEL", quiet_startup._OWN_LEVEL_MARK)}
+    if env_level is not None:
+        env["TF_CPP_MIN_LOG_LEVEL"] = env_level
+    env["PYTHONPATH"] = os.pathsep.join([str(REPO), env.get("PYTHONPATH", "")])
+    script = (
+        "import os, sys\n"
+        "from keras_sentemb.quiet_startup import quiet_tensorflow_startup\n"
+        "def fd(text): os.write(2, text.encode())\n"
+        f"LINES = {STARTUP_LINES!r}\n"
+        f"REAL_ERROR = {REAL_ERROR!r}\n"
+        f"{body}\n"
+        "print('level', os.environ.get('TF_CPP_MIN_LOG_LEVEL'))\n"
+    )
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                         env=env, timeout=120)
+    assert out.returncode in (0, 2), out.stderr
+    return out.stderr, out.stdout
+
+
+def test_the_filter_drops_notices_and_passes_everything_else():
+    err, out = _stderr_of(
+        "with quiet_tensorflow_startup():\n"
+        "    assert os.environ['TF_CPP_MIN_LOG_LEVEL'] == '2'\n"
+        "    fd('\\n'.join(LINES[:2]) + '\\n')\n"
+        "    fd(REAL_ERROR + '\\n')\n"
+        "    print('usage: from Python', file=sys.stderr)\n"
+        "    fd(LINES[3] + '\\nno newline at the end')\n"
+    )
+    # Python's writes and the descriptor's are not ordered against each other.
     assert sorted(err.splitlines()) == sorted([REAL_ERROR, "usage: from Python", "no newline at the end"])
+    assert out == "level 2\n"  # the command line's level stays for the rest of the run
 
 
-def test_the_filter_ends_with_the_block(monkeypatch, capfd):
-    _without_user_level(monkeypatch)
-    with pytest.raises(SystemExit):
-        with quiet_tensorflow_startup():
-            raise SystemExit(2)
-    os.write(2, (STARTUP_LINES[0] + "\n").encode())
-    assert capfd.readouterr().err == STARTUP_LINES[0] + "\n"
+def test_the_filter_ends_with_the_block():
+    err, _ = _stderr_of(
+        "try:\n"
+        "    with quiet_tensorflow_startup():\n"
+        "        raise SystemExit(2)\n"
+        "except SystemExit:\n"
+        "    pass\n"
+        "fd(LINES[0] + '\\n')\n"
+    )
+    assert err == STARTUP_LINES[0] + "\n"
 
 
 @pytest.mark.parametrize("verbose, level", [(True, None), (False, "0")])
-def test_verbose_or_a_users_level_filters_nothing(monkeypatch, capfd, verbose, level):
-    _without_user_level(monkeypatch)
-    if level is not None:
-        monkeypatch.setenv("TF_CPP_MIN_LOG_LEVEL", level)
-    with quiet_tensorflow_startup(verbose=verbose):
-        os.write(2, (STARTUP_LINES[3] + "\n").encode())
-    assert capfd.readouterr().err == STARTUP_LINES[3] + "\n"
-    assert os.environ.get("TF_CPP_MIN_LOG_LEVEL") == level
+def test_verbose_or_a_users_level_filters_nothing(verbose, level):
+    err, out = _stderr_of(
+        f"with quiet_tensorflow_startup(verbose={verbose}):\n"
+        "    fd(LINES[3] + '\\n')\n",
+        env_level=level,
+    )
+    assert err == STARTUP_LINES[3] + "\n"
+    assert out == f"level {level}\n"
 
 
 def test_verbose_flag_anywhere_but_trains_keras_verbosity_stays():
