@@ -25,7 +25,7 @@ fast, the rest is not.
 
 Measured on a 2-core AVX512-BF16 CPU, `keras-sentemb encode --precision
 bfloat16` of 3,000 wiki sentences as the command runs it (two batches side by
-side, 2,048 tokens each): 795 -> 850 sentences/s (docs/performance.md). Float32
+side, 2,048 tokens each): 800 -> 848 sentences/s (docs/performance.md). Float32
 gained 1 % and keeps keras-hub's layer.
 
 It runs only inside `forward_only()` (training keeps keras-hub's layer, whose
