@@ -159,7 +159,8 @@ def fused_call(layer, inputs, padding_mask, attention_mask=None):
 def _layer_call(self, inputs, padding_mask=None, attention_mask=None, training=None,
                 return_attention_scores=False):
     """keras-hub's `TransformerEncoder.call`, or `fused_call` where it applies."""
-    if _use_fused(inputs, padding_mask, training, return_attention_scores):
+    # `supports` again: LoRA or quantization may have been enabled since install.
+    if _use_fused(inputs, padding_mask, training, return_attention_scores) and supports(self):
         return fused_call(self, inputs, padding_mask, attention_mask)
     return type(self).call(self, inputs, padding_mask=padding_mask, attention_mask=attention_mask,
                            training=training, return_attention_scores=return_attention_scores)

@@ -97,7 +97,7 @@ def test_only_forward_only_half_precision_graphs_take_it(monkeypatch):
     layer = encoder.backbone.transformer_layers[0]
     calls = []
     real = fused_transformer.fused_call
-    monkeypatch.setattr(fused_transformer, "fused_call", lambda *a: calls.append(1) or real(*a))
+    monkeypatch.setattr(fused_transformer, "fused_call", lambda *a, **k: calls.append(1) or real(*a, **k))
     x, padding = _inputs(width=32, dtype="bfloat16")
     layer(x, padding_mask=padding, training=False)
     assert calls == []  # not forward-only
@@ -121,3 +121,17 @@ def test_a_row_of_pure_padding_gives_finite_values():
     for dtype in ("bfloat16", "float16"):
         out = fused_call(layer, tf.cast(x, dtype), padding)
         assert np.isfinite(tf.cast(out, "float32").numpy()).all()
+
+
+def test_lora_enabled_after_install_falls_back(monkeypatch):
+    encoder = make_tiny_encoder().clone(dtype="bfloat16")
+    layer = encoder.backbone.transformer_layers[0]
+    layer._self_attention_layer._query_dense.enable_lora(2)
+    calls = []
+    real = fused_transformer.fused_call
+    monkeypatch.setattr(fused_transformer, "fused_call", lambda *a, **k: calls.append(1) or real(*a, **k))
+    x, padding = _inputs(width=32, dtype="bfloat16")
+    with forward_only():
+        layer(x, padding_mask=padding, training=False)
+        encoder.backbone.transformer_layers[1](x, padding_mask=padding, training=False)
+    assert calls == [1]  # only the layer without LoRA
