@@ -2,7 +2,7 @@
 
 The checks run in a fresh Python process (`distributed_loss_check.py`):
 logical devices must be configured before TensorFlow initializes, which other
-test modules in this session will already have done.
+test modules in the same pytest run will already have done.
 
 Convention under test (see keras_sentemb.losses.distributed): each replica
 computes the loss as the mean over its local anchors with candidates gathered
