@@ -18,8 +18,8 @@ fast, the rest is not.
 - the heads split by one transpose, scores and context by batched matmuls,
   the padding as an additive bias built once per layer (-1e9, -3e4 in float16,
   where Keras' softmax uses the same numbers);
-- the attention output and the feed-forward output as matmul + bias +
-  residual, which oneDNN runs as one fused op;
+- the attention output and the feed-forward output as a matmul with its
+  bias fused in (oneDNN) and the residual added to the rows;
 - the layer norms and the feed-forward intermediate layer are the layer's own
   (with the fused GELU of `fused_gelu`).
 
