@@ -56,14 +56,9 @@ DISABLE_ENV = "KERAS_SENTEMB_PLAIN_TRANSFORMER"
 _HALF = (tf.bfloat16, tf.float16)
 
 
-def _plain_einsum_dense(layer):
-    return (isinstance(layer, keras.layers.EinsumDense) and getattr(layer, "bias", None) is not None
-            and getattr(layer, "quantization_mode", None) is None
-            and not getattr(layer, "lora_enabled", False))
-
-
-def _plain_dense(layer):
-    return (isinstance(layer, keras.layers.Dense) and layer.bias is not None
+def _plain(layer, kind):
+    """A `kind` layer with a bias and float weights (no quantization, no LoRA)."""
+    return (isinstance(layer, kind) and getattr(layer, "bias", None) is not None
             and getattr(layer, "quantization_mode", None) is None
             and not getattr(layer, "lora_enabled", False))
 
@@ -82,9 +77,9 @@ def supports(layer):
             and getattr(attention, "_output_shape", None) is None
             and getattr(attention, "_key_dim", None) is not None
             and getattr(attention, "_key_dim", None) == getattr(attention, "_value_dim", None)
-            and all(_plain_einsum_dense(getattr(attention, name, None)) for name in
+            and all(_plain(getattr(attention, name, None), keras.layers.EinsumDense) for name in
                     ("_query_dense", "_key_dense", "_value_dense", "_output_dense"))
-            and _plain_dense(output_dense)
+            and _plain(output_dense, keras.layers.Dense)
             and keras.activations.get(output_dense.activation) is keras.activations.linear)
 
 
