@@ -61,16 +61,24 @@ def test_unsup_training_loss_goes_through_the_mlp():
     np.testing.assert_allclose(got, expected, rtol=1e-5)
 
 
-def test_unsup_dropout_makes_the_two_views_of_one_pass_differ():
+def test_unsup_views_are_two_passes_of_the_batch_with_their_own_dropout():
     encoder = make_tiny_encoder()
     x = packed(encoder)
     trainer = SimCSE(encoder, pooling="mean", mlp="none")
-    doubled = {k: tf.concat([v, v], axis=0) for k, v in x.items()}
-    n = len(SENTENCES)
-    train = trainer.embed(doubled, training=True).numpy()
-    assert relative_errors(train[:n], train[n:]).max() > 1e-2
-    evaluation = trainer.embed(doubled, training=False).numpy()
-    np.testing.assert_array_equal(evaluation[:n], evaluation[n:])
+    rows = []
+    embed = trainer.embed
+
+    def counted(inputs, training):
+        rows.append(int(inputs["token_ids"].shape[0]))
+        return embed(inputs, training)
+
+    trainer.embed = counted
+    views = trainer.embed_batch({"sentence": x}, training=True)
+    assert rows == [len(SENTENCES)] * 2  # two passes of the batch, not one of it doubled
+    assert relative_errors(views["first"].numpy(), views["second"].numpy()).max() > 1e-2
+    evaluation = trainer.embed_batch({"sentence": x}, training=False)
+    np.testing.assert_array_equal(evaluation["first"], evaluation["second"])
+    np.testing.assert_array_equal(evaluation["first"], embed(x, training=False))
 
 
 def test_sup_loss_uses_hard_negatives():
