@@ -80,6 +80,9 @@ FIT_FUNCTIONS = {
     "whitening": ("whitening", "fit_whitening"),
     "flow": ("bert_flow", "fit_flow"),
 }
+# Methods whose training step runs two independent encoder passes (CT's towers,
+# SimCSE's dropout views): `train` gives each pass its share of the cores.
+SIDE_BY_SIDE_METHODS = ("ct", "simcse")
 # Keyword arguments of the fit_* functions that have fixed flags of their own
 # (or are not expressible on a command line).
 COMMON_FIT_ARGS = {
@@ -561,6 +564,10 @@ def train_help(method):
 
 
 def cmd_train(args, extra):
+    if args.method in SIDE_BY_SIDE_METHODS:
+        # Their steps run two independent encoder passes: one per share of the
+        # cores beats every op split over all of them (models.cpu_threads).
+        models.cpu_threads.configure_train_threads()
     # Dev-set evaluations and the kept checkpoint are reported through logging.
     logging.basicConfig(level=logging.INFO, format="%(name)s: %(message)s", stream=sys.stderr)
     parser, fit = method_option_parser(args.method)

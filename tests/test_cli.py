@@ -213,3 +213,14 @@ def test_bad_data_is_refused_with_a_line_naming_it(tiny_model, tmp_path, capsys)
                      "--output", str(tmp_path / "out2"), "--steps", "1"]) == 2
     err = capsys.readouterr().err.strip().splitlines()[-1]
     assert str(pairs) in err and "--eval-size" in err and "5 pairs are too few" in err
+
+
+@pytest.mark.parametrize("method,splits", [("ct", True), ("simcse", True), ("mlm", False),
+                                           ("sts", False)])
+def test_train_splits_the_cores_only_for_two_pass_methods(method, splits, monkeypatch, capsys):
+    calls = []
+    monkeypatch.setattr(cli.models.cpu_threads, "configure_train_threads",
+                        lambda: calls.append(method) or True)
+    assert cli.main(["train", method, "--train-file", "no-such-file.txt", "--output", "x"]) == 2
+    assert "train file not found" in capsys.readouterr().err
+    assert calls == ([method] if splits else [])

@@ -14,6 +14,7 @@ from keras_sentemb.models import cpu_threads
 from keras_sentemb.models.cpu_threads import check_max_batch_tokens
 from keras_sentemb.models.cpu_threads import check_parallel_batches
 from keras_sentemb.models.cpu_threads import configure_encode_threads
+from keras_sentemb.models.cpu_threads import configure_train_threads
 from keras_sentemb.models.cpu_threads import run_batches
 from keras_sentemb.models.encoding_engine import bucket_length
 from tests.conftest import REPO
@@ -133,6 +134,50 @@ def test_a_users_thread_setting_is_kept():
         "print(configure_encode_threads(2), tf.config.threading.get_intra_op_parallelism_threads())\n"
     )
     assert run_fresh(code) == ["False", "3"]
+
+
+def test_a_fresh_process_splits_the_cores_between_two_training_passes():
+    code = (
+        "import os, tensorflow as tf\n"
+        "from keras_sentemb.models.cpu_threads import configure_train_threads\n"
+        "applied = configure_train_threads()\n"
+        "t = tf.config.threading\n"
+        "print(applied, t.get_intra_op_parallelism_threads(), t.get_inter_op_parallelism_threads(),"
+        " len(os.sched_getaffinity(0)))\n"
+    )
+    applied, intra, inter, cores = run_fresh(code)
+    if int(cores) < 2:
+        assert (applied, intra, inter) == ("False", "0", "0")  # nothing to split
+    else:
+        assert applied == "True"
+        assert int(intra) == int(cores) // 2 and int(inter) >= 2
+
+
+def test_train_threads_keep_a_users_setting_and_a_running_tensorflow():
+    code = (
+        "import tensorflow as tf\n"
+        "from keras_sentemb.models.cpu_threads import configure_train_threads\n"
+        "tf.config.threading.set_inter_op_parallelism_threads(3)\n"
+        "print(configure_train_threads(), tf.config.threading.get_intra_op_parallelism_threads())\n"
+    )
+    assert run_fresh(code) == ["False", "0"]
+    tf.constant(1.0) + 1.0
+    before = tf.config.threading.get_intra_op_parallelism_threads()
+    assert configure_train_threads() is False
+    assert tf.config.threading.get_intra_op_parallelism_threads() == before
+
+
+@pytest.mark.parametrize("passes", [0, -1, 1.5, True, "2"])
+def test_train_threads_refuse_a_bad_pass_count(passes):
+    with pytest.raises(ValueError, match="passes"):
+        configure_train_threads(passes)
+
+
+def test_train_threads_leave_an_accelerator_host_alone(monkeypatch):
+    calls = []
+    monkeypatch.setattr(cpu_threads, "has_accelerator", lambda: True)
+    monkeypatch.setattr(cpu_threads, "_split_cores", lambda ways: calls.append(ways) or True)
+    assert configure_train_threads() is False and calls == []
 
 
 def test_vectors_do_not_depend_on_parallel_batches(tiny_encoder):
