@@ -14,9 +14,14 @@ its own venv: `ST_PYTHON`, default /opt/stref/bin/python). ST trains with
 dropout on (train mode); ours is timed with dropout on as well (`--dropout`,
 default) so the work per step is the same. `--warmup` steps are excluded.
 `--method simcse`: unsupervised SimCSE instead (ours: the `SimCSE` trainer
-with mean pooling and no head, as `fit_simcse` trains the default model, one
-pass over the doubled batch; ST: MultipleNegativesRankingLoss at scale 20 on
-(s, s) pairs, its two passes), TorchAdamW / torch AdamW at 3e-5 on both sides.
+with mean pooling and no head, as `fit_simcse` trains the default model, two
+passes of the batch; ST: MultipleNegativesRankingLoss at scale 20 on (s, s)
+pairs, its two passes), TorchAdamW / torch AdamW at 3e-5 on both sides.
+Ours runs with the threads `keras-sentemb train` gives these methods (each
+of the step's two passes on its share of the cores,
+`cpu_threads.configure_train_threads`); `--tf-default-threads` keeps
+TensorFlow's own, `--threads` / `--intra-op-threads` / `--inter-op-threads`
+set them.
 `--precisions float32,bfloat16` times ours in each (bfloat16: Keras'
 `mixed_bfloat16` policy, as `fit_ct(precision="bfloat16")`), one after the
 other in this process; `--repeats N` does that N times, alternating, and
@@ -130,6 +135,9 @@ def main():
                    help="ours only: TensorFlow's intra-op threads (overrides --threads)")
     p.add_argument("--inter-op-threads", type=int, default=None,
                    help="ours only: TensorFlow's inter-op threads (overrides --threads)")
+    p.add_argument("--tf-default-threads", action="store_true",
+                   help="ours with TensorFlow's default threads instead of the split "
+                        "`keras-sentemb train` uses for CT and SimCSE")
     p.add_argument("--plain-optimizer", action="store_true",
                    help="ours with Keras' own optimizer update instead of the fused kernels")
     p.add_argument("--repeats", type=int, default=1,
@@ -142,7 +150,12 @@ def main():
     load_before = os.getloadavg()
     if args.plain_optimizer:
         os.environ["KERAS_SENTEMB_PLAIN_OPTIMIZER"] = "1"
-    configure_ours(args.threads, args.plain_gelu, parallel_batches=1)  # training: every thread per op
+    configure_ours(args.threads, args.plain_gelu, parallel_batches=1)
+    if not (args.threads or args.intra_op_threads or args.inter_op_threads
+            or args.tf_default_threads):
+        from keras_sentemb.models.cpu_threads import configure_train_threads
+
+        configure_train_threads()  # as `keras-sentemb train ct|simcse`
     if args.intra_op_threads or args.inter_op_threads:
         import tensorflow as tf
 
@@ -180,6 +193,7 @@ def main():
         "max_length": args.max_length,
         "dropout": args.dropout,
         "threads": args.threads,
+        "tf_default_threads": args.tf_default_threads,
         "intra_op_threads": tf_threads("intra"),
         "inter_op_threads": tf_threads("inter"),
         "fused_gelu": not args.plain_gelu,
