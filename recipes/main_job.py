@@ -49,6 +49,11 @@ def main(argv=None):
     args = p.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(message)s")
     start = time.time()
+    # CT's two towers run side by side, each on its share of the cores (and
+    # the STS evaluations' two batches likewise), as `keras-sentemb train ct`.
+    from keras_sentemb.models.cpu_threads import configure_train_threads
+
+    configure_train_threads()
 
     encoder = keras_sentemb.SentenceEncoder.from_preset(args.model)
     before = sts(encoder)
