@@ -122,6 +122,17 @@ def seed_generator_states(model):
     return [v for v in model.variables if v.path.split("/")[-1] == SEED_STATE_NAME]
 
 
+def no_autocast():
+    """A context in which Keras variables read as stored (no cast to a compute dtype).
+
+    `keras.src.backend.AutocastScope(None)`: what `Layer.__call__` enters for
+    a layer with `autocast=False` inside another layer's autocast scope.
+    """
+    from keras.src.backend import AutocastScope
+
+    return AutocastScope(None)
+
+
 def keras_hub_gelu_approximate():
     """keras-hub's tanh-approximate GELU, the activation its BERT configs name.
 

@@ -185,3 +185,11 @@ def test_the_weight_decay_hook_replaces_keras_decay_and_can_defer_to_it():
     opt.apply_gradients([(tf.zeros((3,)), w)])
     assert calls == [1]
     np.testing.assert_allclose(w.numpy(), 1.0 - 0.1 * 0.5, rtol=1e-6)  # Keras' decay ran
+
+
+def test_no_autocast_reads_variables_as_stored():
+    v = keras.Variable(np.ones([2, 2], "float32"))
+    with keras.src.backend.AutocastScope("bfloat16"):
+        assert tf.convert_to_tensor(v).dtype == tf.bfloat16
+        with compat.no_autocast():
+            assert tf.convert_to_tensor(v).dtype == tf.float32

@@ -8,6 +8,7 @@ from keras_sentemb.augment.views import apply_embedding_view
 from keras_sentemb.augment.views import apply_position_view
 from keras_sentemb.compat import require_tensorflow_backend
 from keras_sentemb.models.backbone_adapter import BackboneAdapter
+from keras_sentemb.models.embedding_gather import install_embedding_gather
 from keras_sentemb.models.encoder_persistence import EncoderPersistence
 from keras_sentemb.models.encoding_engine import EncodingEngine
 from keras_sentemb.models.fast_dropout import install_fast_dropout
@@ -98,6 +99,8 @@ class SentenceEncoder(EncoderPersistence, EncodingEngine, keras.Model):
         install_fused_transformer(self.adapter.transformer_layers)
         # Dropout masks from 16-bit random integers (see fast_dropout).
         install_fast_dropout(backbone)
+        # Embedding rows gathered from the float32 table, then cast (see embedding_gather).
+        install_embedding_gather(backbone)
         self.text_normalization = check_mode(text_normalization)
         if text_normalization is not None:
             tokenizer.lowercase = False
