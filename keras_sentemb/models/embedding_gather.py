@@ -16,11 +16,10 @@ table), and the gradient reaches the table as float32 rows. A reversed
 multiplies by the whole table and wants it in the compute dtype.
 """
 
-import types
-
 import keras
 
 from keras_sentemb import compat
+from keras_sentemb.models.layer_calls import patch_calls
 
 
 def _gather_call(self, inputs, *args, **kwargs):
@@ -37,15 +36,7 @@ def install_embedding_gather(model):
     Patches the layer objects (class and config unchanged, so saving and
     cloning are unaffected). Idempotent. Returns how many were patched.
     """
-    count = 0
-    for layer in model._flatten_layers(include_self=True, recursive=True):
-        if (isinstance(layer, keras.layers.Embedding) and not layer.autocast
-                and not _is_patched(layer)):
-            layer.call = types.MethodType(_gather_call, layer)
-            count += 1
-    return count
-
-
-def _is_patched(layer):
-    call = layer.__dict__.get("call")
-    return getattr(call, "__func__", None) is _gather_call
+    return patch_calls(
+        model, lambda layer: isinstance(layer, keras.layers.Embedding) and not layer.autocast,
+        _gather_call,
+    )

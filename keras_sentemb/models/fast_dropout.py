@@ -25,10 +25,12 @@ without a `noise_shape`; `KERAS_SENTEMB_PLAIN_DROPOUT=1` keeps Keras' own.
 """
 
 import os
-import types
 
 import keras
 import tensorflow as tf
+
+from keras_sentemb.models.layer_calls import is_patched
+from keras_sentemb.models.layer_calls import patch_calls
 
 # Set to "1" to keep Keras' dropout everywhere.
 DISABLE_ENV = "KERAS_SENTEMB_PLAIN_DROPOUT"
@@ -107,14 +109,8 @@ def install_fast_dropout(model):
     Patches the layer objects (their class and config are unchanged, so
     saving and cloning are unaffected). Idempotent.
     """
-    count = 0
-    for layer in model._flatten_layers(include_self=True, recursive=True):
-        if isinstance(layer, keras.layers.Dropout) and not _is_fast(layer):
-            layer.call = types.MethodType(_fast_call, layer)
-            count += 1
-    return count
+    return patch_calls(model, lambda layer: isinstance(layer, keras.layers.Dropout), _fast_call)
 
 
 def _is_fast(layer):
-    call = layer.__dict__.get("call")
-    return getattr(call, "__func__", None) is _fast_call
+    return is_patched(layer, _fast_call)
