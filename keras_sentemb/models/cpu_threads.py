@@ -128,8 +128,8 @@ def configure_train_threads(passes=TRAIN_SIDE_BY_SIDE_PASSES):
     other, forward and backward. With each pass on its share of the cores
     (intra-op threads `cores // passes`) TensorFlow runs them side by side
     instead of splitting every small op over all cores: on a 2-core host CT
-    K=7 ran 6 % faster in float32 and 9 % in bfloat16, SimCSE 13 % and 12 %
-    (docs/performance.md). `keras-sentemb train` calls it for those methods;
+    K=7 ran 2 % faster in float32 and 8 % in bfloat16, SimCSE (against one
+    pass over the doubled batch) 10.5 % and 7 % (docs/performance.md). `keras-sentemb train` calls it for those methods;
     call it first thing in a script that trains them. A step with a single
     pass (masked language modelling) would run on fewer cores: do not call it
     there. Does nothing with a GPU or TPU, on one core, when the user already

@@ -24,8 +24,8 @@ class SimCSE(BaseTrainer):
       temperature 0.05). Two passes rather than one over the doubled batch:
       the same loss, and the passes are independent, so TensorFlow runs them
       side by side (on a CPU host each pass's activations also stay closer
-      to the cache): 6 % faster per step with TensorFlow's default threads,
-      13 % with the cores split between the passes
+      to the cache): 4-5 % faster per step with TensorFlow's default
+      threads, 7-10 % with the cores split between the passes
       (`keras_sentemb.models.cpu_threads.configure_train_threads`).
     - `"sup"`: `(anchor, positive, hard negative)` triplets, e.g. (premise,
       entailment, contradiction) or a sentence and its back-translation; the
