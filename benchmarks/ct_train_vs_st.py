@@ -17,6 +17,8 @@ default) so the work per step is the same. `--warmup` steps are excluded.
 with mean pooling and no head, as `fit_simcse` trains the default model, two
 passes of the batch; ST: MultipleNegativesRankingLoss at scale 20 on (s, s)
 pairs, its two passes), TorchAdamW / torch AdamW at 3e-5 on both sides.
+`--method consert`: ConSERT's two views (ours only; sentence-transformers has
+no ConSERT).
 Ours runs with the threads `keras-sentemb train` gives these methods (each
 of the step's two passes on its share of the cores,
 `cpu_threads.configure_train_threads`); `--tf-default-threads` keeps
@@ -63,6 +65,21 @@ def simcse_trainer_and_data(encoder, sentences, batch_size):
     return trainer, tokenize_columns(encoder, data, ["sentence"])
 
 
+def consert_trainer_and_data(encoder, sentences, batch_size):
+    """Ours for `--method consert`: ConSERT's default views (shuffle, feature cut-off), AdamW."""
+    import tensorflow as tf
+
+    from keras_sentemb.data.batching import tokenize_columns
+    from keras_sentemb.trainers.consert import ConSERT
+    from keras_sentemb.trainers.torch_adamw import TorchAdamW
+
+    trainer = ConSERT(encoder)
+    trainer.compile(optimizer=TorchAdamW(5e-7))
+    data = (tf.data.Dataset.from_tensor_slices({"sentence": sentences})
+            .shuffle(len(sentences), seed=0).repeat().batch(batch_size, drop_remainder=True))
+    return trainer, tokenize_columns(encoder, data, ["sentence"])
+
+
 def ours_steps_per_s(sentences, steps, warmup, batch_size, max_length, negatives, dropout,
                      precision="float32", method="ct"):
     from keras_sentemb import SentenceEncoder
@@ -78,6 +95,9 @@ def ours_steps_per_s(sentences, steps, warmup, batch_size, max_length, negatives
         encoder = encoder.clone(name=encoder.name, dtype="mixed_bfloat16")
     if method == "simcse":
         trainer, data = simcse_trainer_and_data(encoder, sentences, batch_size)
+        return timed_fit(trainer, data, steps, warmup)
+    if method == "consert":
+        trainer, data = consert_trainer_and_data(encoder, sentences, batch_size)
         return timed_fit(trainer, data, steps, warmup)
     trainer = ContrastiveTension(encoder, negatives=negatives, dropout=dropout)
     # As fit_ct: RMSprop on CT's step schedule (TorchAdamW for in-batch negatives),
@@ -122,7 +142,8 @@ def main():
     p.add_argument("--warmup", type=int, default=5)
     p.add_argument("--batch-size", type=int, default=16)
     p.add_argument("--max-length", type=int, default=75)
-    p.add_argument("--method", choices=["ct", "simcse"], default="ct")
+    p.add_argument("--method", choices=["ct", "simcse", "consert"], default="ct",
+                   help="consert: ours only (sentence-transformers has no ConSERT)")
     p.add_argument("--negatives", choices=["k7", "in_batch"], default="k7",
                    help="CT's negatives (--method ct)")
     p.add_argument("--dropout", action=argparse.BooleanOptionalAction, default=True)
@@ -137,7 +158,7 @@ def main():
                    help="ours only: TensorFlow's inter-op threads (overrides --threads)")
     p.add_argument("--tf-default-threads", action="store_true",
                    help="ours with TensorFlow's default threads instead of the split "
-                        "`keras-sentemb train` uses for CT and SimCSE")
+                        "`keras-sentemb train` uses for CT, SimCSE and ConSERT")
     p.add_argument("--plain-optimizer", action="store_true",
                    help="ours with Keras' own optimizer update instead of the fused kernels")
     p.add_argument("--repeats", type=int, default=1,
@@ -155,7 +176,7 @@ def main():
             or args.tf_default_threads):
         from keras_sentemb.models.cpu_threads import configure_train_threads
 
-        configure_train_threads()  # as `keras-sentemb train ct|simcse`
+        configure_train_threads()  # as `keras-sentemb train ct|simcse|consert`
     if args.intra_op_threads or args.inter_op_threads:
         import tensorflow as tf
 
@@ -175,7 +196,7 @@ def main():
     ours_rates = {precision: statistics.median(rates) for precision, rates in runs.items()}
     ours = ours_rates[precisions[0]]
     ours_peak = round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024)
-    st = run_st("st_ct_train.py", ["--sentences", path, "--pool", args.pool,
+    st = None if args.method == "consert" else run_st("st_ct_train.py", ["--sentences", path, "--pool", args.pool,
                                    "--steps", args.steps, "--warmup", args.warmup,
                                    "--batch-size", args.batch_size,
                                    "--max-length", args.max_length,

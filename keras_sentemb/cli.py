@@ -81,8 +81,9 @@ FIT_FUNCTIONS = {
     "flow": ("bert_flow", "fit_flow"),
 }
 # Methods whose training step runs two independent encoder passes (CT's towers,
-# SimCSE's dropout views): `train` gives each pass its share of the cores.
-SIDE_BY_SIDE_METHODS = ("ct", "simcse")
+# SimCSE's dropout views, ConSERT's augmented views): `train` gives each pass
+# its share of the cores.
+SIDE_BY_SIDE_METHODS = ("ct", "simcse", "consert")
 # Keyword arguments of the fit_* functions that have fixed flags of their own
 # (or are not expressible on a command line).
 COMMON_FIT_ARGS = {

@@ -215,8 +215,8 @@ def test_bad_data_is_refused_with_a_line_naming_it(tiny_model, tmp_path, capsys)
     assert str(pairs) in err and "--eval-size" in err and "5 pairs are too few" in err
 
 
-@pytest.mark.parametrize("method,splits", [("ct", True), ("simcse", True), ("mlm", False),
-                                           ("sts", False)])
+@pytest.mark.parametrize("method,splits", [("ct", True), ("simcse", True), ("consert", True),
+                                           ("mlm", False), ("sts", False)])
 def test_train_splits_the_cores_only_for_two_pass_methods(method, splits, monkeypatch, capsys):
     calls = []
     monkeypatch.setattr(cli.models.cpu_threads, "configure_train_threads",

@@ -14,7 +14,7 @@ batches at once, each on its share of the cores, keeps every core busy:
   command calls it and library users may.
 - `configure_train_threads()` does the same for a training step whose
   encoder passes are independent (CT's two towers, SimCSE's two dropout
-  views): TensorFlow then runs the passes side by side, each on its share
+  views, ConSERT's two augmented views): TensorFlow then runs the passes side by side, each on its share
   of the cores, forward and backward. `keras-sentemb train` calls it for
   those methods. A step with one pass wants every thread per op.
 - `encode(max_batch_tokens=...)` caps a batch at that many padded tokens
@@ -123,13 +123,14 @@ def configure_encode_threads(parallel_batches=None):
 def configure_train_threads(passes=TRAIN_SIDE_BY_SIDE_PASSES):
     """Split the cores between the independent passes of a training step, if still possible.
 
-    A step of Contrastive Tension (two towers) or unsupervised SimCSE (two
-    dropout views) runs two encoder passes that do not depend on each
+    A step of Contrastive Tension (two towers), unsupervised SimCSE (two
+    dropout views) or ConSERT (two augmented views) runs two encoder passes that do not depend on each
     other, forward and backward. With each pass on its share of the cores
     (intra-op threads `cores // passes`) TensorFlow runs them side by side
     instead of splitting every small op over all cores: on a 2-core host CT
     K=7 ran 2 % faster in float32 and 8 % in bfloat16, SimCSE (against one
-    pass over the doubled batch) 10.5 % and 7 % (docs/performance.md). `keras-sentemb train` calls it for those methods;
+    pass over the doubled batch) 10.5 % and 7 %, ConSERT 5.5 % in float32
+    (docs/performance.md). `keras-sentemb train` calls it for those methods;
     call it first thing in a script that trains them. A step with a single
     pass (masked language modelling) would run on fewer cores: do not call it
     there. Does nothing with a GPU or TPU, on one core, when the user already
