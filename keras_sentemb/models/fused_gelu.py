@@ -16,7 +16,10 @@ float16) are computed in float32 inside the kernel and rounded once at the
 end: XLA's CPU code for bfloat16 arithmetic converts every operand, and ran
 the kernels 4x (forward) to 7x (backward) slower than float32; computing in
 float32 within the fused loop costs one conversion each way and is also the
-more exact result.
+more exact result. For bfloat16 those two conversions are integer operations
+on the bits (`bfloat16_bits`, bit-identical to `tf.cast`), which vectorise
+where XLA's own conversion does not: mixed-bfloat16 training's GELU kernels
+then run about 2x faster than with XLA's conversion, and faster than float32.
 
 Forward-only graphs (`encode`, inside `forward_only.forward_only()`) take another route:
 the feed-forward layer runs as a 2-D matmul, `bias_add` and TensorFlow's own
@@ -43,6 +46,7 @@ import keras
 import tensorflow as tf
 
 from keras_sentemb import compat
+from keras_sentemb.models.bfloat16_bits import narrow, widen
 from keras_sentemb.models.forward_only import is_forward_only
 
 _SQRT_2_OVER_PI = math.sqrt(2.0 / math.pi)
@@ -76,17 +80,18 @@ def plain_gelu():
     return _flag("plain")
 
 
-def _use_plain():
+def use_plain_kernels():
+    """Whether XLA-compiled kernels are off here (`plain_gelu()` or the environment)."""
     return getattr(_state, "plain", False) or os.environ.get(DISABLE_ENV, "") == "1"
 
 
 def _use_inference():
-    return is_forward_only() and not _use_plain()
+    return is_forward_only() and not use_plain_kernels()
 
 
 def _wide(x):
     """float32 for half-precision tensors (see the module docstring), else `x` as is."""
-    return tf.cast(x, tf.float32) if x.dtype in (tf.bfloat16, tf.float16) else x
+    return widen(x) if x.dtype in (tf.bfloat16, tf.float16) else x
 
 
 def _tanh_arg(x):
@@ -97,7 +102,7 @@ def _tanh_arg(x):
 @tf.function(jit_compile=True, reduce_retracing=True, autograph=False)
 def _approximate_forward(x):
     dtype, x = x.dtype, _wide(x)
-    return tf.cast(0.5 * x * (1.0 + tf.tanh(_tanh_arg(x))), dtype)
+    return narrow(0.5 * x * (1.0 + tf.tanh(_tanh_arg(x))), dtype)
 
 
 @tf.function(jit_compile=True, reduce_retracing=True, autograph=False)
@@ -106,13 +111,13 @@ def _approximate_backward(x, dy):
     t = tf.tanh(_tanh_arg(x))
     c = tf.cast(_SQRT_2_OVER_PI, x.dtype)
     slope = c * (1.0 + tf.cast(3.0 * _CUBIC, x.dtype) * x * x)
-    return tf.cast(dy * (0.5 * (1.0 + t) + 0.5 * x * (1.0 - t * t) * slope), dtype)
+    return narrow(dy * (0.5 * (1.0 + t) + 0.5 * x * (1.0 - t * t) * slope), dtype)
 
 
 @tf.function(jit_compile=True, reduce_retracing=True, autograph=False)
 def _exact_forward(x):
     dtype, x = x.dtype, _wide(x)
-    return tf.cast(0.5 * x * (1.0 + tf.math.erf(x * tf.cast(_INV_SQRT_2, x.dtype))), dtype)
+    return narrow(0.5 * x * (1.0 + tf.math.erf(x * tf.cast(_INV_SQRT_2, x.dtype))), dtype)
 
 
 @tf.function(jit_compile=True, reduce_retracing=True, autograph=False)
@@ -120,7 +125,7 @@ def _exact_backward(x, dy):
     dtype, x, dy = dy.dtype, _wide(x), _wide(dy)
     cdf = 0.5 * (1.0 + tf.math.erf(x * tf.cast(_INV_SQRT_2, x.dtype)))
     pdf = tf.cast(_INV_SQRT_2PI, x.dtype) * tf.exp(-0.5 * x * x)
-    return tf.cast(dy * (cdf + x * pdf), dtype)
+    return narrow(dy * (cdf + x * pdf), dtype)
 
 
 def _fused(forward, backward):
@@ -156,7 +161,7 @@ class FusedGelu:
         self.__name__ = f"fused_{getattr(original, '__name__', 'gelu')}"
 
     def __call__(self, x):
-        if _use_plain() or not isinstance(x, (tf.Tensor, tf.Variable)) or not x.dtype.is_floating:
+        if use_plain_kernels() or not isinstance(x, (tf.Tensor, tf.Variable)) or not x.dtype.is_floating:
             return self.original(x)
         return self._fused(x)
 
