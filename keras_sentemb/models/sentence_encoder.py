@@ -13,6 +13,7 @@ from keras_sentemb.models.encoder_persistence import EncoderPersistence
 from keras_sentemb.models.encoding_engine import EncodingEngine
 from keras_sentemb.models.fast_dropout import install_fast_dropout
 from keras_sentemb.models.fused_gelu import fuse_gelu
+from keras_sentemb.models.fused_layer_norm import install_fused_layer_norm
 from keras_sentemb.models.fused_transformer import install_fused_transformer
 from keras_sentemb.models.pooling import parse_pooling
 from keras_sentemb.models.pooling import pool_hidden_states
@@ -101,6 +102,8 @@ class SentenceEncoder(EncoderPersistence, EncodingEngine, keras.Model):
         install_fast_dropout(backbone)
         # Embedding rows gathered from the float32 table, then cast (see embedding_gather).
         install_embedding_gather(backbone)
+        # Layer norms in training as one fused kernel each way (see fused_layer_norm).
+        install_fused_layer_norm(backbone)
         self.text_normalization = check_mode(text_normalization)
         if text_normalization is not None:
             tokenizer.lowercase = False
