@@ -21,6 +21,12 @@ on the bits (`bfloat16_bits`, bit-identical to `tf.cast`), which vectorise
 where XLA's own conversion does not: mixed-bfloat16 training's GELU kernels
 then run about 2x faster than with XLA's conversion, and faster than float32.
 
+In training, the feed-forward layer's bias add joins the kernel too
+(`bias_gelu`: GELU(z + bias) forward; backward the gradient of z and the
+bias' gradient summed in float32), so neither a separate bias add nor a
+separate bias-gradient reduction runs: forward + backward on a `[2048, 1536]`
+activation, one core, 3.5 -> 2.3 ms in bfloat16, 4.3 -> 3.1 ms in float32.
+
 Forward-only graphs (`encode`, inside `forward_only.forward_only()`) take another route:
 the feed-forward layer runs as a 2-D matmul, `bias_add` and TensorFlow's own
 GELU, the pattern TensorFlow's graph optimizer turns into one oneDNN matmul
@@ -85,10 +91,6 @@ def use_plain_kernels():
     return getattr(_state, "plain", False) or os.environ.get(DISABLE_ENV, "") == "1"
 
 
-def _use_inference():
-    return is_forward_only() and not use_plain_kernels()
-
-
 def _wide(x):
     """float32 for half-precision tensors (see the module docstring), else `x` as is."""
     return widen(x) if x.dtype in (tf.bfloat16, tf.float16) else x
@@ -99,33 +101,82 @@ def _tanh_arg(x):
     return c * (x + tf.cast(_CUBIC, x.dtype) * x * x * x)
 
 
+def _gelu(x, approximate):
+    """GELU of `x` in `x`'s dtype (keras-hub's tanh approximation or the exact erf form)."""
+    if approximate:
+        return 0.5 * x * (1.0 + tf.tanh(_tanh_arg(x)))
+    return 0.5 * x * (1.0 + tf.math.erf(x * tf.cast(_INV_SQRT_2, x.dtype)))
+
+
+def _gelu_derivative(x, approximate):
+    """d GELU(x) / dx in `x`'s dtype."""
+    if approximate:
+        t = tf.tanh(_tanh_arg(x))
+        c = tf.cast(_SQRT_2_OVER_PI, x.dtype)
+        slope = c * (1.0 + tf.cast(3.0 * _CUBIC, x.dtype) * x * x)
+        return 0.5 * (1.0 + t) + 0.5 * x * (1.0 - t * t) * slope
+    cdf = 0.5 * (1.0 + tf.math.erf(x * tf.cast(_INV_SQRT_2, x.dtype)))
+    pdf = tf.cast(_INV_SQRT_2PI, x.dtype) * tf.exp(-0.5 * x * x)
+    return cdf + x * pdf
+
+
 @tf.function(jit_compile=True, reduce_retracing=True, autograph=False)
 def _approximate_forward(x):
-    dtype, x = x.dtype, _wide(x)
-    return narrow(0.5 * x * (1.0 + tf.tanh(_tanh_arg(x))), dtype)
+    return narrow(_gelu(_wide(x), True), x.dtype)
 
 
 @tf.function(jit_compile=True, reduce_retracing=True, autograph=False)
 def _approximate_backward(x, dy):
-    dtype, x, dy = dy.dtype, _wide(x), _wide(dy)
-    t = tf.tanh(_tanh_arg(x))
-    c = tf.cast(_SQRT_2_OVER_PI, x.dtype)
-    slope = c * (1.0 + tf.cast(3.0 * _CUBIC, x.dtype) * x * x)
-    return narrow(dy * (0.5 * (1.0 + t) + 0.5 * x * (1.0 - t * t) * slope), dtype)
+    return narrow(_wide(dy) * _gelu_derivative(_wide(x), True), dy.dtype)
 
 
 @tf.function(jit_compile=True, reduce_retracing=True, autograph=False)
 def _exact_forward(x):
-    dtype, x = x.dtype, _wide(x)
-    return narrow(0.5 * x * (1.0 + tf.math.erf(x * tf.cast(_INV_SQRT_2, x.dtype))), dtype)
+    return narrow(_gelu(_wide(x), False), x.dtype)
 
 
 @tf.function(jit_compile=True, reduce_retracing=True, autograph=False)
 def _exact_backward(x, dy):
-    dtype, x, dy = dy.dtype, _wide(x), _wide(dy)
-    cdf = 0.5 * (1.0 + tf.math.erf(x * tf.cast(_INV_SQRT_2, x.dtype)))
-    pdf = tf.cast(_INV_SQRT_2PI, x.dtype) * tf.exp(-0.5 * x * x)
-    return narrow(dy * (cdf + x * pdf), dtype)
+    return narrow(_wide(dy) * _gelu_derivative(_wide(x), False), dy.dtype)
+
+
+@tf.function(jit_compile=True, reduce_retracing=True, autograph=False)
+def _bias_gelu_forward(z, bias, approximate):
+    return narrow(_gelu(_wide(z) + bias, approximate), z.dtype)
+
+
+@tf.function(jit_compile=True, reduce_retracing=True, autograph=False)
+def _bias_gelu_backward(z, bias, dy, approximate):
+    dz = _wide(dy) * _gelu_derivative(_wide(z) + bias, approximate)
+    # One reduction over all rows: here (a wide activation) 3x faster in bfloat16 than
+    # partial sums per block of rows, which the layer norm kernel uses.
+    return narrow(dz, z.dtype), tf.reduce_sum(tf.reshape(dz, [-1, tf.shape(dz)[-1]]), axis=0)
+
+
+def bias_gelu(z, bias, approximate):
+    """GELU(z + bias) as one fused kernel forward and one backward.
+
+    Args:
+        z: floating tensor `[..., width]` (a matmul's output).
+        bias: tensor `[width]`, added in float32 (or in `z`'s dtype when wider).
+        approximate: bool. The tanh approximation (True) or the exact form.
+
+    Returns:
+        a tensor like `z`; the bias' gradient comes back in the bias' dtype,
+        summed in float32.
+    """
+    z = tf.convert_to_tensor(z)
+    bias = tf.convert_to_tensor(bias)
+    wide = tf.float32 if z.dtype in (tf.bfloat16, tf.float16) else z.dtype
+
+    @tf.custom_gradient
+    def fused(z, bias_wide):
+        def grad(dy):
+            return _bias_gelu_backward(z, bias_wide, dy, bool(approximate))
+
+        return _bias_gelu_forward(z, bias_wide, bool(approximate)), grad
+
+    return fused(z, tf.cast(bias, wide))
 
 
 def _fused(forward, backward):
@@ -182,15 +233,34 @@ def _gelu_kind(activation):
 
 
 def _dense_call(self, inputs, training=None):
-    """`Dense.call`, or in `forward_only()` on half precision the 2-D matmul + bias + GELU
-    pattern. In float32 the fused XLA kernel stays: the pattern gained 2.5 % there on AVX-512
-    and lost 7 % with the vector code capped at AVX2."""
-    if (isinstance(self.activation, FusedGelu) and _use_inference() and self.bias is not None
+    """`Dense.call` with the GELU fused, in one of two forms.
+
+    In `forward_only()` on half precision: the 2-D matmul + bias + GELU pattern
+    that oneDNN fuses (in float32 the XLA kernel stays: the pattern gained 2.5 %
+    there on AVX-512 and lost 7 % with the vector code capped at AVX2).
+    Elsewhere (training): the matmul, then the bias add and the GELU as one XLA
+    kernel each way (`bias_gelu`), which also sums the bias' gradient: no
+    separate bias add forward or bias gradient backward.
+    """
+    if (isinstance(self.activation, FusedGelu) and self.bias is not None
             and getattr(self, "quantization_mode", None) is None
             and not getattr(self, "lora_enabled", False)
-            and isinstance(inputs, tf.Tensor) and inputs.dtype in (tf.bfloat16, tf.float16)):
-        return _matmul_bias_gelu(self, inputs)
+            and isinstance(inputs, tf.Tensor) and inputs.dtype.is_floating
+            and not use_plain_kernels()):
+        if not is_forward_only():
+            return _matmul_then_bias_gelu(self, inputs)
+        if inputs.dtype in (tf.bfloat16, tf.float16):
+            return _matmul_bias_gelu(self, inputs)
     return type(self).call(self, inputs, training=training)
+
+
+def _matmul_then_bias_gelu(dense, inputs):
+    kernel = tf.convert_to_tensor(dense.kernel)
+    with compat.no_autocast():
+        bias = tf.convert_to_tensor(dense.bias)
+    rows = tf.reshape(tf.cast(inputs, kernel.dtype), [-1, kernel.shape[0]])
+    x = bias_gelu(tf.matmul(rows, kernel), bias, dense.activation.approximate)
+    return tf.reshape(x, tf.concat([tf.shape(inputs)[:-1], [kernel.shape[1]]], axis=0))
 
 
 def _matmul_bias_gelu(dense, inputs):

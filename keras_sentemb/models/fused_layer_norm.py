@@ -7,8 +7,8 @@ mixed precision each end is a `Cast` as well. A BERT-like encoder runs
 loop (statistics and output in float32, bfloat16 read and written through
 `bfloat16_bits`) and the backward pass another, which returns the input's
 gradient and, per block of 16 rows, the partial sums of the scale's and the
-offset's gradients (TensorFlow adds the blocks up: XLA's CPU code is slow at
-reducing a whole column). Forward + backward on a `[64, 32, 384]` activation,
+offset's gradients (TensorFlow adds the blocks up: XLA's CPU code was slower
+at reducing these whole columns in one loop). Forward + backward on a `[64, 32, 384]` activation,
 one core: 2.3-2.9 -> 1.4 ms in bfloat16, 2.6-3.1 -> 1.5 ms in float32.
 
 The values are Keras' to float rounding, except that under mixed precision
@@ -39,9 +39,8 @@ from keras_sentemb.models.layer_calls import is_patched, patch_calls
 # Set to "1" to keep Keras' layer normalisation everywhere.
 DISABLE_ENV = "KERAS_SENTEMB_PLAIN_LAYER_NORM"
 
-# Rows per partial sum of the scale / offset gradients (see the module docstring).
-_BLOCK = 16
-
+# Rows per partial sum of the scale / offset gradients (`block_sums`).
+BLOCK_ROWS = 16
 
 @tf.function(jit_compile=True, reduce_retracing=True, autograph=False)
 def _forward(x, gamma, beta, epsilon, out_dtype):
@@ -59,16 +58,22 @@ def _backward(x, gamma, mean, rstd, dy):
     g = dyf * gamma
     dx = rstd * (g - tf.reduce_mean(g, axis=-1, keepdims=True)
                  - xhat * tf.reduce_mean(g * xhat, axis=-1, keepdims=True))
-    return narrow(dx, x.dtype), _block_sums(dyf * xhat), _block_sums(dyf)
+    return narrow(dx, x.dtype), block_sums(dyf * xhat), block_sums(dyf)
 
 
-def _block_sums(t):
-    """Sums of `t`'s rows in blocks of `_BLOCK` rows (zero rows pad the last block)."""
+def block_sums(t):
+    """Column sums of `t`'s rows (`[..., width]` flattened) in blocks of `BLOCK_ROWS` rows.
+
+    The caller adds the `[blocks, width]` result up with one TensorFlow
+    `reduce_sum`. On the model's `[rows, 384]` activations this made the
+    backward kernel about 40 % faster than one reduction over all rows
+    (float32 and bfloat16). Zero rows pad the last block.
+    """
     width = tf.shape(t)[-1]
     rows = tf.reshape(t, [-1, width])
-    pad = tf.math.floormod(-tf.shape(rows)[0], _BLOCK)  # a compile-time constant for XLA
+    pad = tf.math.floormod(-tf.shape(rows)[0], BLOCK_ROWS)  # a compile-time constant for XLA
     rows = tf.pad(rows, [[0, pad], [0, 0]])
-    return tf.reduce_sum(tf.reshape(rows, [-1, _BLOCK, width]), axis=1)
+    return tf.reduce_sum(tf.reshape(rows, [-1, BLOCK_ROWS, width]), axis=1)
 
 
 def layer_norm(x, gamma, beta, epsilon, dtype=None):

@@ -8,6 +8,7 @@ from keras_hub.src.utils.keras_utils import gelu_approximate
 
 from keras_sentemb.models.fused_gelu import DISABLE_ENV
 from keras_sentemb.models.fused_gelu import FusedGelu
+from keras_sentemb.models.fused_gelu import bias_gelu
 from keras_sentemb.models.fused_gelu import fuse_gelu
 from keras_sentemb.models.fused_gelu import fused_gelu_approximate
 from keras_sentemb.models.fused_gelu import fused_gelu_exact
@@ -222,3 +223,63 @@ def test_inference_pattern_is_only_for_forward_graphs(monkeypatch):
     assert pattern.shape == (2, 3, dense.units)
     unfuse_gelu(encoder.backbone.transformer_layers)
     assert "call" not in dense.__dict__
+
+
+@pytest.mark.parametrize("approximate", [True, False], ids=["tanh", "exact"])
+@pytest.mark.parametrize("shape", [(4, 8, 40), (3, 7, 40), (5, 40)])
+def test_bias_gelu_equals_gelu_of_the_sum_with_both_gradients(approximate, shape):
+    reference = gelu_approximate if approximate else (
+        lambda x: keras.activations.gelu(x, approximate=False))
+    z = tf.random.stateless_normal(shape, [1, 2]) * 2.0
+    dy = tf.random.stateless_normal(shape, [3, 4])
+    bias = tf.Variable(tf.random.stateless_normal([40], [5, 6]))
+
+    def run(fn):
+        with tf.GradientTape() as tape:
+            tape.watch(z)
+            y = fn(z)
+        return [y, *tape.gradient(y, [z, bias], output_gradients=dy)]
+
+    want = run(lambda z: reference(z + bias))
+    got = tf.function(lambda: run(lambda z: bias_gelu(z, bias, approximate)))()
+    for a, b in zip(want, got):
+        np.testing.assert_allclose(b.numpy(), a.numpy(), rtol=1e-5, atol=1e-5)
+
+
+def test_bias_gelu_in_bfloat16_rounds_once_and_sums_the_bias_gradient_in_float32():
+    z = tf.cast(tf.random.stateless_normal((6, 5, 40), [7, 8]) * 2.0, tf.bfloat16)
+    dy = tf.cast(tf.random.stateless_normal((6, 5, 40), [9, 10]), tf.bfloat16)
+    bias = tf.Variable(tf.random.stateless_normal([40], [11, 12]))
+    with tf.GradientTape() as tape:
+        tape.watch(z)
+        y = bias_gelu(z, bias, approximate=False)
+    dz, dbias = tape.gradient(y, [z, bias], output_gradients=dy)
+    assert y.dtype == dz.dtype == tf.bfloat16 and dbias.dtype == tf.float32
+    wide = tf.cast(z, tf.float32) + bias
+    want = tf.cast(fused_gelu_exact(wide), tf.bfloat16)  # the float32 kernel, rounded
+    np.testing.assert_array_equal(tf.bitcast(y, tf.uint16).numpy(),
+                                  tf.bitcast(want, tf.uint16).numpy())
+    with tf.GradientTape() as tape:
+        tape.watch(wide)
+        exact = keras.activations.gelu(wide, approximate=False)
+    dwide = tape.gradient(exact, wide, output_gradients=tf.cast(dy, tf.float32))
+    np.testing.assert_allclose(dbias.numpy(), tf.reduce_sum(dwide, [0, 1]).numpy(),
+                               rtol=1e-5, atol=1e-5)  # summed before any bfloat16 rounding
+
+
+def test_training_runs_the_bias_and_gelu_as_one_kernel(monkeypatch):
+    from keras_sentemb.models import fused_gelu
+
+    encoder = make_tiny_encoder()
+    calls = []
+    forward = fused_gelu._bias_gelu_forward
+    monkeypatch.setattr(fused_gelu, "_bias_gelu_forward",
+                        lambda *a: calls.append(1) or forward(*a))
+    inputs = encoder.preprocess(["the man plays the guitar .", "a dog sits on the mat"])
+    encoder(inputs, training=True)
+    assert len(calls) == len(encoder.backbone.transformer_layers)
+    with forward_only():
+        encoder(inputs)
+    with plain_gelu():
+        encoder(inputs, training=True)
+    assert len(calls) == len(encoder.backbone.transformer_layers)
