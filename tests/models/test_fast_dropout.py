@@ -109,3 +109,34 @@ def test_noise_shape_and_rate_zero_keep_keras_behaviour():
     zero = keras.layers.Dropout(0.0)
     install_fast_dropout(zero)
     np.testing.assert_array_equal(zero(tf.ones([3, 3]), training=True), tf.ones([3, 3]))
+
+
+@pytest.mark.parametrize("shape", [[64, 12, 9], [3, 7, 5], [1]])
+@pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
+def test_the_xla_masking_keeps_the_masks_and_scales_exactly_once(shape, dtype, monkeypatch):
+    from keras_sentemb.models.fused_gelu import plain_gelu
+
+    x = tf.cast(tf.random.stateless_normal(shape, [1, 2]) + 3.0, dtype)  # no zeros in x
+    dy = tf.cast(tf.random.stateless_normal(shape, [3, 4]) + 3.0, dtype)
+    calls = []
+    apply_mask = fast_dropout._apply_mask
+    monkeypatch.setattr(fast_dropout, "_apply_mask",
+                        lambda *a: calls.append(1) or apply_mask(*a))
+
+    def value_and_grad():
+        with tf.GradientTape() as tape:
+            tape.watch(x)
+            y = dropout(x, 0.1, SEED)
+        return y, tape.gradient(y, x, output_gradients=dy)
+
+    y, g = value_and_grad()
+    assert len(calls) == 2  # forward and backward
+    with plain_gelu():  # the separate ops
+        y_ops, g_ops = value_and_grad()
+    assert len(calls) == 2
+    np.testing.assert_array_equal(y.numpy() == 0, y_ops.numpy() == 0)
+    np.testing.assert_array_equal(g.numpy() == 0, y.numpy() == 0)
+    scale = 65536 / (65536 - drop_threshold(0.1))  # exact, in float32
+    for got, inputs in ((y, x), (g, dy)):
+        want = tf.cast(tf.where(y_ops != 0, tf.cast(inputs, tf.float32) * scale, 0.0), dtype)
+        np.testing.assert_array_equal(got.numpy(), want.numpy())
