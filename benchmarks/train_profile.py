@@ -3,6 +3,7 @@
     python benchmarks/train_profile.py                       # CT K=7 step, as ct_train_vs_st.py
     python benchmarks/train_profile.py --plain-gelu          # keras-hub's composed GELU ops
     python benchmarks/train_profile.py --by-node --ops Mul,AddV2   # which layers run these ops
+    python benchmarks/train_profile.py --train-threads       # with the threads `train` uses
     python benchmarks/train_profile.py --method simcse --batch-size 64 --max-length 32 \
         --precision bfloat16                                 # SimCSE's step in mixed bfloat16
 
@@ -14,7 +15,8 @@ all op time. Op times are summed over TensorFlow's threads, so they add up
 to more than the wall time when ops run side by side; the shares are what to
 read. One JSON line per group, the heaviest first, after a header line with
 the wall time per step and `cpu_info`. `ExecuteAsyncOnStream` is XLA running a
-compiled function (here the fused GELU kernels).
+compiled function (the fused GELU, layer norm and dropout kernels, and the
+optimizer's update).
 
 It found the GELU (about 20 element-wise ops forward and backward on the
 largest activation, where PyTorch runs two kernels), now one fused kernel
@@ -90,9 +92,15 @@ def main():
     p.add_argument("--by-node", action="store_true")
     p.add_argument("--ops", default=None, help="comma-separated op types to keep")
     p.add_argument("--top", type=int, default=25)
+    p.add_argument("--train-threads", action="store_true",
+                   help="the threads `keras-sentemb train ct|simcse` uses (one pass per core)")
     args = p.parse_args()
     if args.plain_gelu:
         os.environ["KERAS_SENTEMB_PLAIN_GELU"] = "1"
+    if args.train_threads:
+        from keras_sentemb.models.cpu_threads import configure_train_threads
+
+        configure_train_threads()
 
     import tensorflow as tf
 
