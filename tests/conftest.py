@@ -21,6 +21,17 @@ TINY_VOCAB = [
 ]
 
 
+def spy_calls(monkeypatch, module, name):
+    """Record each call of `module.name` (e.g. a fused kernel) for the rest of the test.
+
+    Returns the list that grows by one entry per call; the function still runs.
+    """
+    calls = []
+    original = getattr(module, name)
+    monkeypatch.setattr(module, name, lambda *args: calls.append(1) or original(*args))
+    return calls
+
+
 def make_tiny_encoder(num_layers=2, hidden_dim=32, **kwargs):
     """A 2-layer, 32-wide random BERT with a few dozen words of vocabulary."""
     import keras

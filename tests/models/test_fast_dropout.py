@@ -11,7 +11,7 @@ from keras_sentemb.models.fast_dropout import drop_threshold
 from keras_sentemb.models.fast_dropout import dropout
 from keras_sentemb.models.fast_dropout import install_fast_dropout
 from keras_sentemb.models.fast_dropout import random_uint16
-from tests.conftest import make_tiny_encoder
+from tests.conftest import make_tiny_encoder, spy_calls
 from tests.models.test_forward import make_tiny_roberta
 
 SEED = tf.constant([7, 11], tf.int32)
@@ -118,10 +118,7 @@ def test_the_xla_masking_keeps_the_masks_and_scales_exactly_once(shape, dtype, m
 
     x = tf.cast(tf.random.stateless_normal(shape, [1, 2]) + 3.0, dtype)  # no zeros in x
     dy = tf.cast(tf.random.stateless_normal(shape, [3, 4]) + 3.0, dtype)
-    calls = []
-    apply_mask = fast_dropout._apply_mask
-    monkeypatch.setattr(fast_dropout, "_apply_mask",
-                        lambda *a: calls.append(1) or apply_mask(*a))
+    calls = spy_calls(monkeypatch, fast_dropout, "_apply_mask")
 
     def value_and_grad():
         with tf.GradientTape() as tape:

@@ -15,7 +15,7 @@ from keras_sentemb.models.fused_gelu import fused_gelu_exact
 from keras_sentemb.models.forward_only import forward_only
 from keras_sentemb.models.fused_gelu import plain_gelu
 from keras_sentemb.models.fused_gelu import unfuse_gelu
-from tests.conftest import make_tiny_encoder
+from tests.conftest import make_tiny_encoder, spy_calls
 from tests.models.test_forward import make_tiny_roberta
 from tests.numeric import assert_close_vectors
 
@@ -271,10 +271,7 @@ def test_training_runs_the_bias_and_gelu_as_one_kernel(monkeypatch):
     from keras_sentemb.models import fused_gelu
 
     encoder = make_tiny_encoder()
-    calls = []
-    forward = fused_gelu._bias_gelu_forward
-    monkeypatch.setattr(fused_gelu, "_bias_gelu_forward",
-                        lambda *a: calls.append(1) or forward(*a))
+    calls = spy_calls(monkeypatch, fused_gelu, "_bias_gelu_forward")
     inputs = encoder.preprocess(["the man plays the guitar .", "a dog sits on the mat"])
     encoder(inputs, training=True)
     assert len(calls) == len(encoder.backbone.transformer_layers)

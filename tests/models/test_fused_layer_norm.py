@@ -9,7 +9,7 @@ from keras_sentemb.models import fused_layer_norm
 from keras_sentemb.models.forward_only import forward_only
 from keras_sentemb.models.fused_gelu import plain_gelu
 from keras_sentemb.models.fused_layer_norm import install_fused_layer_norm, is_fused, layer_norm
-from tests.conftest import make_tiny_encoder
+from tests.conftest import make_tiny_encoder, spy_calls
 from tests.models.test_forward import make_tiny_roberta
 
 SENTS = ["a man is playing the guitar", "the dog runs in the park", "a"]
@@ -102,10 +102,7 @@ def test_encoder_training_uses_the_kernels_with_keras_values(make, monkeypatch):
     norms = [layer for layer in encoder.backbone._flatten_layers()
              if isinstance(layer, keras.layers.LayerNormalization)]
     assert norms and all(is_fused(layer) for layer in norms)
-    calls = []
-    forward = fused_layer_norm._forward
-    monkeypatch.setattr(fused_layer_norm, "_forward",
-                        lambda *a: calls.append(1) or forward(*a))
+    calls = spy_calls(monkeypatch, fused_layer_norm, "_forward")
     x = encoder.preprocess(tf.constant(SENTS))
     variables = encoder.trainable_variables
 
@@ -129,10 +126,7 @@ def test_encoder_training_uses_the_kernels_with_keras_values(make, monkeypatch):
 
 def test_forward_only_plain_and_the_environment_keep_keras(monkeypatch):
     encoder = make_tiny_encoder()
-    calls = []
-    forward = fused_layer_norm._forward
-    monkeypatch.setattr(fused_layer_norm, "_forward",
-                        lambda *a: calls.append(1) or forward(*a))
+    calls = spy_calls(monkeypatch, fused_layer_norm, "_forward")
     x = encoder.preprocess(tf.constant(SENTS))
     with forward_only():
         encoder(x)
