@@ -25,9 +25,10 @@ What changes: the drop probability is `round(rate * 65536) / 65536` (0.1
 becomes 0.1000061; Keras' bfloat16 dropout compares a bfloat16 uniform, whose
 steps are 1/256), kept values are scaled by the exact inverse of the keep
 probability (in float32, where Keras' bfloat16 dropout multiplies by the
-scale rounded to bfloat16: 1.109 instead of 1.111 at rate 0.1), and the masks are another (equally random) function of the
-seed. The seeds come from each layer's own `SeedGenerator`, so a resumed run
-and GradCache's replayed chunks draw the same masks as before.
+scale rounded to bfloat16: 1.109 instead of 1.111 at rate 0.1), and the masks
+are another (equally random) function of the seed. The seeds come from each
+layer's own `SeedGenerator`, so a resumed run and GradCache's replayed chunks
+draw the same masks as before.
 
 `SentenceEncoder` installs it on every `keras.layers.Dropout` of its backbone
 without a `noise_shape`; `KERAS_SENTEMB_PLAIN_DROPOUT=1` keeps Keras' own.
@@ -125,9 +126,10 @@ def _apply_mask(x, words, threshold, scale):
 def _masked_by_words(x, words, threshold, scale):
     """The masking as one XLA kernel each way, reading the random words directly.
 
-    Same masks and values as `_masked` (a bfloat16 product is the float32
-    product rounded once either way), without the mask, the zeros and the
-    product as separate tensors: one pass over the activation each way.
+    Same masks as `_masked`; the product is taken in float32 with the exact
+    scale and rounded once (`_masked` multiplies a bfloat16 input by the
+    scale rounded to bfloat16). No mask, zeros or product as separate
+    tensors: one pass over the activation each way.
     """
 
     @tf.custom_gradient

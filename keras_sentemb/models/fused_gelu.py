@@ -212,7 +212,8 @@ class FusedGelu:
         self.__name__ = f"fused_{getattr(original, '__name__', 'gelu')}"
 
     def __call__(self, x):
-        if use_plain_kernels() or not isinstance(x, (tf.Tensor, tf.Variable)) or not x.dtype.is_floating:
+        if (use_plain_kernels() or not isinstance(x, (tf.Tensor, tf.Variable))
+                or not x.dtype.is_floating):
             return self.original(x)
         return self._fused(x)
 
