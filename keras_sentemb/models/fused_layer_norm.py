@@ -42,6 +42,10 @@ DISABLE_ENV = "KERAS_SENTEMB_PLAIN_LAYER_NORM"
 # Rows per partial sum of the scale / offset gradients (`block_sums`).
 BLOCK_ROWS = 16
 
+# Input dtypes the kernels take (statistics in float32; wider inputs keep Keras' layer).
+_DTYPES = (tf.float32, tf.bfloat16, tf.float16)
+
+
 @tf.function(jit_compile=True, reduce_retracing=True, autograph=False)
 def _forward(x, gamma, beta, epsilon, out_dtype):
     xf = widen(x)
@@ -119,7 +123,7 @@ def _last_axis(layer, inputs):
 
 
 def _fused_call(self, inputs):
-    if (isinstance(inputs, tf.Tensor) and inputs.dtype.is_floating and _last_axis(self, inputs)
+    if (isinstance(inputs, tf.Tensor) and inputs.dtype in _DTYPES and _last_axis(self, inputs)
             and inputs.shape[-1] is not None and not is_forward_only() and not use_plain_kernels()
             and os.environ.get(DISABLE_ENV, "") != "1"):
         with compat.no_autocast():
@@ -138,4 +142,5 @@ def install_fused_layer_norm(model):
 
 
 def is_fused(layer):
+    """Whether `layer` runs the fused layer norm (`install_fused_layer_norm`)."""
     return is_patched(layer, _fused_call)

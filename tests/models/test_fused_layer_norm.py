@@ -140,6 +140,18 @@ def test_forward_only_plain_and_the_environment_keep_keras(monkeypatch):
     assert calls
 
 
+def test_float64_inputs_keep_keras_precision(monkeypatch):
+    layer = keras.layers.LayerNormalization(dtype="float64")
+    layer.build([None, 8])
+    install_fused_layer_norm(layer)
+    calls = spy_calls(monkeypatch, fused_layer_norm, "_forward")
+    x = tf.constant(np.random.default_rng(0).standard_normal((3, 8)) * 1e3 + 1e6)
+    y = layer(x)
+    assert calls == [] and y.dtype == tf.float64
+    want = (x - tf.reduce_mean(x, -1, keepdims=True)) / tf.math.reduce_std(x, -1, keepdims=True)
+    np.testing.assert_allclose(y.numpy(), want.numpy(), atol=1e-6)
+
+
 def test_mixed_precision_training_step_reads_float32_scales():
     encoder = make_tiny_encoder().clone(dtype="mixed_bfloat16")
     x = encoder.preprocess(tf.constant(SENTS))
