@@ -256,20 +256,28 @@ def _dense_call(self, inputs, training=None):
 
 
 def _matmul_then_bias_gelu(dense, inputs):
+    """Training's form: the 2-D matmul, then `bias_gelu` (one XLA kernel each way)."""
+    return _on_rows(dense, inputs, lambda z, bias: bias_gelu(
+        z, bias, dense.activation.approximate))
+
+
+def _matmul_bias_gelu(dense, inputs):
+    """`encode`'s half-precision form: matmul + `bias_add` + GELU, which oneDNN fuses."""
+    return _on_rows(dense, inputs, lambda z, bias: tf.nn.gelu(
+        tf.nn.bias_add(z, tf.cast(bias, z.dtype)), approximate=dense.activation.approximate))
+
+
+def _on_rows(dense, inputs, bias_and_activation):
+    """`dense`'s matmul on the inputs as 2-D rows, `bias_and_activation(z, bias)`, reshaped back.
+
+    The bias is read as stored (float32 under mixed precision); the kernel in the
+    compute dtype.
+    """
     kernel = tf.convert_to_tensor(dense.kernel)
     with compat.no_autocast():
         bias = tf.convert_to_tensor(dense.bias)
     rows = tf.reshape(tf.cast(inputs, kernel.dtype), [-1, kernel.shape[0]])
-    x = bias_gelu(tf.matmul(rows, kernel), bias, dense.activation.approximate)
-    return tf.reshape(x, tf.concat([tf.shape(inputs)[:-1], [kernel.shape[1]]], axis=0))
-
-
-def _matmul_bias_gelu(dense, inputs):
-    kernel = tf.convert_to_tensor(dense.kernel)
-    bias = tf.cast(tf.convert_to_tensor(dense.bias), kernel.dtype)
-    rows = tf.reshape(tf.cast(inputs, kernel.dtype), [-1, kernel.shape[0]])
-    x = tf.nn.bias_add(tf.matmul(rows, kernel), bias)
-    x = tf.nn.gelu(x, approximate=dense.activation.approximate)
+    x = bias_and_activation(tf.matmul(rows, kernel), bias)
     return tf.reshape(x, tf.concat([tf.shape(inputs)[:-1], [kernel.shape[1]]], axis=0))
 
 
