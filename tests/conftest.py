@@ -8,6 +8,13 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 import pytest  # noqa: E402
 
+from tests import process_guard  # noqa: E402
+
+# TensorFlow and PyTorch never share a test process: importing the second
+# raises instead of crashing the worker (the PyTorch side runs in
+# tests/torch_worker.py through the `torch_worker` fixture).
+process_guard.install()
+
 REPO = Path(__file__).resolve().parents[1]
 SHARED = REPO.parent / "shared"
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
@@ -84,3 +91,29 @@ def default_encoder():
     from keras_sentemb.models import SentenceEncoder
 
     return SentenceEncoder.from_preset("default")
+
+
+@pytest.fixture(scope="session")
+def torch_worker():
+    """A PyTorch interpreter (sentence-transformers, transformers) beside this test process."""
+    from tests.torch_side import TorchWorker
+    from tests.torch_side import missing_packages
+
+    missing = missing_packages()
+    if missing:
+        pytest.skip(f"the test extra's PyTorch side is not installed: {', '.join(missing)}")
+    worker = TorchWorker()
+    yield worker
+    worker.close()
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item, call):
+    """Fails the test after which this process holds TensorFlow and PyTorch together."""
+    outcome = yield
+    report = outcome.get_result()
+    mixed = process_guard.mixed_frameworks()
+    if mixed and call.when == "call" and report.passed:
+        report.outcome = "failed"
+        report.longrepr = (f"this test process now holds {', '.join(mixed)}: TensorFlow and "
+                           "PyTorch must not share a process; use the torch_worker fixture")

@@ -25,19 +25,21 @@ def data():
 
 @pytest.mark.parametrize("precision", PRECISIONS)
 @pytest.mark.parametrize("how", ["embeddings", "ranges", "own"])
-def test_equal_to_sentence_transformers(data, precision, how):
-    st = pytest.importorskip("sentence_transformers.quantization")
+def test_equal_to_sentence_transformers(data, precision, how, torch_worker):
+    # sentence-transformers runs in its own interpreter (it imports torch).
     corpus, _, calibration = data
     if how == "embeddings":
         ours = quantize_embeddings(corpus, precision, calibration=calibration)
-        theirs = st.quantize_embeddings(corpus, precision, calibration_embeddings=calibration)
+        inputs = torch_worker.save_inputs(embeddings=corpus, calibration_embeddings=calibration)
     elif how == "ranges":
         ranges = QuantizationCalibration.from_embeddings(calibration)
         ours = quantize_embeddings(corpus, precision, calibration=ranges)
-        theirs = st.quantize_embeddings(corpus, precision, ranges=ranges.ranges)
+        inputs = torch_worker.save_inputs(embeddings=corpus, ranges=np.asarray(ranges.ranges))
     else:
         ours = quantize_embeddings(corpus, precision)
-        theirs = st.quantize_embeddings(corpus, precision)
+        inputs = torch_worker.save_inputs(embeddings=corpus)
+    _, arrays = torch_worker.request("st_quantize", inputs=inputs, precision=precision)
+    theirs = arrays["quantized"]
     assert ours.dtype == theirs.dtype and ours.shape == theirs.shape
     np.testing.assert_array_equal(ours, theirs)
 

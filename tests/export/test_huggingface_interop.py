@@ -2,7 +2,10 @@
 
 `SentenceTransformer(folder).encode(...)` (and `AutoModel` token vectors) must
 match `encode()` on the same sentences: min cosine >= 0.99999. The libraries
-(and torch) are test-only dependencies; the package never imports them.
+(and torch) are test-only dependencies; the package never imports them. They
+run in their own interpreter (the `torch_worker` fixture), as a user's
+PyTorch service loads an exported folder: TensorFlow and PyTorch never share
+a process.
 """
 
 import numpy as np
@@ -13,10 +16,6 @@ from keras_sentemb.models.vocabulary import extend_vocabulary
 from keras_sentemb.models.whitening import Whitening
 from tests.export.hf_helpers import SENTS, make_tiny_bert, make_tiny_roberta
 
-sentence_transformers = pytest.importorskip("sentence_transformers")
-transformers = pytest.importorskip("transformers")
-torch = pytest.importorskip("torch")
-
 CHINESE = ["我喜欢在公园里散步。", "我喜欢猫。", "猫在垫子上。", "a man 喜欢 the guitar ."]
 
 
@@ -24,11 +23,6 @@ def _min_cosine(a, b):
     a, b = np.asarray(a, np.float64), np.asarray(b, np.float64)
     norms = np.linalg.norm(a, axis=1) * np.linalg.norm(b, axis=1)
     return float((np.sum(a * b, 1) / np.maximum(norms, 1e-12)).min())
-
-
-def _st_vectors(folder, sentences):
-    model = sentence_transformers.SentenceTransformer(str(folder), device="cpu")
-    return model.encode(sentences, convert_to_numpy=True, batch_size=8)
 
 
 def _whitened(encoder):
@@ -63,14 +57,14 @@ def _set(encoder, pooling, normalize):
 
 
 @pytest.mark.parametrize("case", list(CASES) + ["roberta-mean", "roberta-cls-normalize"])
-def test_sentence_transformers_encodes_as_encode(case, tmp_path, request):
+def test_sentence_transformers_encodes_as_encode(case, tmp_path, request, torch_worker):
     if case.startswith("roberta"):
         normalize = case.endswith("normalize")
         encoder = _set(request.getfixturevalue("roberta"), case.split("-")[1], normalize)
     else:
         encoder = CASES[case]()
     export_huggingface(encoder, tmp_path / "m", verify=False)
-    theirs = _st_vectors(tmp_path / "m", SENTS)
+    theirs = torch_worker.st_encode(tmp_path / "m", SENTS)
     ours = encoder.encode(SENTS)
     assert theirs.shape == ours.shape
     assert _min_cosine(theirs, ours) >= 0.99999
@@ -78,43 +72,43 @@ def test_sentence_transformers_encodes_as_encode(case, tmp_path, request):
                                rtol=1e-4)
 
 
-def test_extended_vocabulary_encodes_chinese_as_encode(tmp_path):
+def test_extended_vocabulary_encodes_chinese_as_encode(tmp_path, torch_worker):
     grown = extend_vocabulary(make_tiny_bert(pooling="mean"), CHINESE * 2, min_count=1)
     export_huggingface(grown, tmp_path / "m", verify=False)
-    tokenizer = transformers.AutoTokenizer.from_pretrained(str(tmp_path / "m"))
+    _, theirs = torch_worker.request("hf_token_ids", folder=tmp_path / "m", sentences=CHINESE)
     ours = grown.preprocess(np.array(CHINESE))
-    for i, sentence in enumerate(CHINESE):
+    for i in range(len(CHINESE)):
         n = int(ours["padding_mask"][i].numpy().sum())
-        assert tokenizer(sentence)["input_ids"] == ours["token_ids"][i, :n].numpy().tolist()
-    assert _min_cosine(_st_vectors(tmp_path / "m", CHINESE), grown.encode(CHINESE)) >= 0.99999
+        assert theirs[f"ids_{i}"].tolist() == ours["token_ids"][i, :n].numpy().tolist()
+    assert _min_cosine(torch_worker.st_encode(tmp_path / "m", CHINESE),
+                       grown.encode(CHINESE)) >= 0.99999
 
 
 @pytest.mark.parametrize("family", ["bert", "roberta"])
-def test_transformers_automodel_gives_the_token_vectors(family, tmp_path, request):
+def test_transformers_automodel_gives_the_token_vectors(family, tmp_path, request, torch_worker):
     encoder = make_tiny_bert() if family == "bert" else request.getfixturevalue("roberta")
     export_huggingface(encoder, tmp_path / "m", format="transformers", verify=False)
-    model = transformers.AutoModel.from_pretrained(str(tmp_path / "m"))
-    tokenizer = transformers.AutoTokenizer.from_pretrained(str(tmp_path / "m"))
-    assert type(model).__name__ == ("BertModel" if family == "bert" else "RobertaModel")
-    batch = tokenizer(SENTS, padding=True, truncation=True, return_tensors="pt")
-    with torch.no_grad():
-        theirs = model(**batch).last_hidden_state.numpy()
+    answer, batch = torch_worker.request("hf_hidden_states", folder=tmp_path / "m",
+                                         sentences=SENTS)
+    assert answer["model_class"] == ("BertModel" if family == "bert" else "RobertaModel")
+    theirs = batch["last_hidden_state"]
     inputs = encoder.preprocess(np.array(SENTS))
-    np.testing.assert_array_equal(batch["input_ids"].numpy(), inputs["token_ids"].numpy())
+    np.testing.assert_array_equal(batch["input_ids"], inputs["token_ids"].numpy())
     ours = encoder.hidden_states(inputs)[-1].numpy()
-    mask = batch["attention_mask"].numpy().astype(bool)
+    mask = batch["attention_mask"].astype(bool)
     assert _min_cosine(theirs[mask], ours[mask]) >= 0.99999
 
 
 @pytest.mark.integration
-def test_default_model_round_trips_through_sentence_transformers(default_encoder, tmp_path):
+def test_default_model_round_trips_through_sentence_transformers(default_encoder, tmp_path,
+                                                                torch_worker):
     from keras_sentemb.data.resources import bundled_sts_dir
     from keras_sentemb.evaluation.readers import read_stsb
 
     pairs = read_stsb(bundled_sts_dir(), "test")
     sentences = list(dict.fromkeys(s for pair in pairs[:150] for s in pair[:2]))
     export_huggingface(default_encoder, tmp_path / "minilm")
-    theirs = _st_vectors(tmp_path / "minilm", sentences)
+    theirs = torch_worker.st_encode(tmp_path / "minilm", sentences)
     assert _min_cosine(theirs, default_encoder.encode(sentences)) >= 0.99999
 
 
@@ -122,7 +116,8 @@ def test_default_model_round_trips_through_sentence_transformers(default_encoder
 @pytest.mark.slow
 @pytest.mark.parametrize("method,extra", [("ct", ["--steps", "2", "--batch-size", "8", "--dev", "none"]),
                                           ("whitening", ["--pooling", "cls", "--dev", "none"])])
-def test_cli_train_export_loads_in_sentence_transformers(method, extra, tmp_path, capsys):
+def test_cli_train_export_loads_in_sentence_transformers(method, extra, tmp_path, capsys,
+                                                        torch_worker):
     # The round trip on a fresh checkout: train from the default model, export as a
     # sentence-transformers folder, load it with the real library.
     from keras_sentemb.cli import main
@@ -142,4 +137,4 @@ def test_cli_train_export_loads_in_sentence_transformers(method, extra, tmp_path
     pairs = read_stsb(bundled_sts_dir(), "test")
     sentences = list(dict.fromkeys(s for pair in pairs[:100] for s in pair[:2]))
     ours = SentenceEncoder.from_preset(str(tmp_path / "model")).encode(sentences)
-    assert _min_cosine(_st_vectors(tmp_path / "hf", sentences), ours) >= 0.99999
+    assert _min_cosine(torch_worker.st_encode(tmp_path / "hf", sentences), ours) >= 0.99999

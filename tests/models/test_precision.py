@@ -1,9 +1,17 @@
-"""bfloat16 precision: encode close to float32, twins follow the weights, training round trip."""
+"""bfloat16 precision: encode close to float32, twins follow the weights, training round trip.
+
+`precision="bfloat16"` computes in bfloat16 only where the CPU does so
+natively (elsewhere it falls back to float32, see `native_bfloat16`). The
+tests of bfloat16 math therefore force it (`KERAS_SENTEMB_BFLOAT16=force`),
+and the fallback is tested on its own, so every test checks the same thing
+on an AVX2-only CPU and on one with AVX512-BF16.
+"""
 
 import numpy as np
 import pytest
 
 from keras_sentemb import cli
+from keras_sentemb.models import native_bfloat16
 from keras_sentemb.models import SentenceEncoder
 from keras_sentemb.pipelines.simcse import fit_simcse
 from tests.conftest import make_tiny_encoder
@@ -11,6 +19,18 @@ from tests.numeric import assert_close_vectors
 from tests.trainers.test_contrastive_tension import CORPUS
 
 SENTENCES = ["a man plays the guitar", "the cat sits on the mat", "hello world", "x"]
+
+
+@pytest.fixture(autouse=True)
+def bfloat16_math(monkeypatch):
+    """bfloat16 computed as bfloat16 on any CPU (emulated where it is not native)."""
+    monkeypatch.setenv("KERAS_SENTEMB_BFLOAT16", "force")
+
+
+@pytest.fixture
+def cpu_without_native_bfloat16(monkeypatch):
+    monkeypatch.delenv("KERAS_SENTEMB_BFLOAT16")
+    monkeypatch.setattr(native_bfloat16, "has_native_bfloat16", lambda flags=None: False)
 
 
 def test_bfloat16_encode_is_close_to_float32_and_float32_outputs():
@@ -40,6 +60,12 @@ def test_a_mixed_precision_encoder_encodes_through_a_bfloat16_twin():
     assert twin is not mixed and twin.backbone.dtype_policy.name == "bfloat16"
     assert_close_vectors(mixed.encode(SENTENCES, precision="bfloat16"),
                          enc.encode(SENTENCES, precision="bfloat16"), rtol=1e-5)
+
+
+def test_without_native_bfloat16_encode_computes_in_float32(cpu_without_native_bfloat16):
+    enc = make_tiny_encoder()
+    np.testing.assert_array_equal(enc.encode(SENTENCES, precision="bfloat16"),
+                                  enc.encode(SENTENCES))
 
 
 def test_the_bfloat16_twin_follows_the_weights():
