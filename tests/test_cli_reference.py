@@ -1,0 +1,50 @@
+"""docs/cli.md is what docs/_ext/cli_reference.py generates from the real parser."""
+
+import importlib.util
+import re
+
+from tests.conftest import REPO
+
+
+def _generator():
+    spec = importlib.util.spec_from_file_location(
+        "cli_reference", REPO / "docs" / "_ext" / "cli_reference.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_the_committed_cli_reference_is_the_generated_one():
+    committed = (REPO / "docs" / "cli.md").read_text(encoding="utf-8")
+    generated = _generator().render()
+    assert committed == generated, (
+        "docs/cli.md differs from the parser: run `python docs/_ext/cli_reference.py` and "
+        "commit docs/cli.md")
+
+
+def test_the_reference_lists_every_command_method_and_flag():
+    from keras_sentemb import cli
+
+    page = (REPO / "docs" / "cli.md").read_text(encoding="utf-8")
+    parser = cli.build_parser()
+    sub = next(a for a in parser._actions if a.__class__.__name__ == "_SubParsersAction")
+    for name, command in sub.choices.items():
+        assert f"## `keras-sentemb {name}`" in page
+        for action in command._actions:
+            for flag in action.option_strings:
+                if flag not in ("-h", "--help"):
+                    assert f"`{flag}`" in page, (name, flag)
+    for method in cli.METHODS:
+        assert f"### `train {method}`" in page
+        options, _ = cli.method_option_parser(method)
+        section = page.split(f"### `train {method}`")[1].split("\n### ")[0]
+        for action in options._actions:
+            for flag in action.option_strings:
+                assert f"`{flag}`" in section, (method, flag)
+
+
+def test_the_reference_documents_both_meanings_of_verbose_and_the_exit_codes():
+    page = (REPO / "docs" / "cli.md").read_text(encoding="utf-8")
+    assert "train METHOD --verbose LEVEL" in page and "TF_CPP_MIN_LOG_LEVEL" in page
+    table = page.split("## Exit status")[1].split("\n## ")[0]
+    assert {"0", "1", "2"} <= set(re.findall(r"^\| `(\d)` \|", table, re.M))
