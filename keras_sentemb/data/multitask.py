@@ -7,7 +7,7 @@
 - `pretraining_examples`: columns for contrastive pre-training with the
   `SimCSE` trainer.
 
-The folder layout is the one of `shared/data/multitask`:
+The folder layout is the one of the CS224N minBERT project's `data/`:
 
 ```
 ids-sst-train.csv  ids-sst-dev.csv   # <idx> id sentence sentiment (0-4)
@@ -149,7 +149,7 @@ def load_multitask_data(data_dir, quora_dev_fraction=0.1, verbose=True):
     """Load the three tasks' train and dev sets from a multitask folder.
 
     Args:
-        data_dir: str or path. A folder laid out like `shared/data/multitask`.
+        data_dir: str or path. A folder laid out like minBERT's `data/`.
         quora_dev_fraction: float in (0, 1). Share of `quora-dev.csv` held out
             as the paraphrase dev set (hash split on the `id` column, see the
             module docstring). Defaults to `0.1`.

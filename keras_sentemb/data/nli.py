@@ -2,7 +2,7 @@
 
 - `read_nli_triplets`: SimCSE's `nli_for_simcse.csv` layout, a CSV with the
   header `sent0,sent1,hard_neg` (premise, entailment, contradiction), e.g.
-  `shared/data/nli/snli_devtest_triplets.csv`.
+  SimCSE's `nli_for_simcse.csv` itself.
 - `read_labeled_pairs`: tab-separated `(sentence1, sentence2, label)` rows
   such as the CS224N minBERT Quora file (`id  sentence1  sentence2
   is_duplicate` after a leading index column), or a plain 3-column TSV.

@@ -415,9 +415,10 @@ def load_stsb_pairs(data="stsb", split="test"):
     """STS-B pairs `(s1, s2, score)` from a name, a path or a list.
 
     Args:
-        data: `"stsb"` (the SentEval STS-B files: `../shared/data/STS` when
-            present, else the copy packaged with keras_sentemb, which holds
-            dev and test only), a path to an STS-B csv file or folder, or a
+        data: `"stsb"` (the SentEval STS-B files packaged with
+            keras_sentemb, which hold dev and test only; a development
+            checkout may also have a `shared/data/STS` folder beside the
+            repository, which is read first), a path to an STS-B csv file or folder, or a
             list of `(s1, s2, score)`. Defaults to `"stsb"`.
         split: str. `"train"`, `"dev"` or `"test"` (ignored for a csv file or
             a list). Defaults to `"test"`.

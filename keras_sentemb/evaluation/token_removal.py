@@ -81,7 +81,7 @@ def frequent_token_removal(
     Examples:
 
     ```python
-    before = frequent_token_removal(SentenceEncoder.from_preset("../shared/models/untuned-minilm"))
+    before = frequent_token_removal(SentenceEncoder.from_preset("runs/untuned-minilm"))
     after = frequent_token_removal(SentenceEncoder.from_preset("default"))
     plot_token_removal({"un-tuned": before, "trained": after}, "removal.png")
     ```

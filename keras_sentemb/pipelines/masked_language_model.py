@@ -30,9 +30,10 @@ def fit_mlm(
     - adapting an encoder to the users' domain before a contrastive method;
     - making an un-tuned start: MLM alone scrambles a sentence encoder's
       sentence-level organisation the way an MLM-only encoder has none.
-      `../shared/models/untuned-minilm` is the default model after
-      `fit_mlm("wiki100k.txt", steps=500, batch_size=128, max_length=64,
-      learning_rate=1e-4, warmup_ratio=0.4)` (200 warm-up steps).
+      `untuned-minilm`, the start of the documentation's methods table, is
+      the default model after `fit_mlm("wiki100k.txt", steps=500,
+      batch_size=128, max_length=64, learning_rate=1e-4, warmup_ratio=0.4)`
+      (200 warm-up steps; the documentation's Data page has the command).
 
     No dev selection by default (`dev=None`): the objective is not STS, and
     selecting on STS would keep the start. The kept encoder keeps its

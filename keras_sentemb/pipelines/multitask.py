@@ -126,7 +126,7 @@ def fit_multitask(
 ):
     """Contrastive pre-training, then the three task heads on one encoder.
 
-    Reads a folder laid out like `shared/data/multitask` (Quora's dev file is
+    Reads a folder laid out like the CS224N minBERT project's `data/` (Quora's dev file is
     split into train/dev by a hash of the pair id, see
     `keras_sentemb.data.multitask`), optionally pre-trains the encoder with
     SimCSE (`pretrain`: the `SimCSE` trainer, unsupervised or supervised),
@@ -200,7 +200,7 @@ def fit_multitask(
     Examples:
 
     ```python
-    model = fit_multitask("shared/data/multitask", steps=300, output="mt_model")
+    model = fit_multitask("data/multitask", steps=300, output="mt_model")
     model.predict_similarity(["A man plays."], ["A man is playing."])
     ```
 

@@ -199,8 +199,8 @@ def multitask_preset(name, data, epochs=FINE_TUNING_EPOCHS, quora_dev_fraction=0
     Examples:
 
     ```python
-    kwargs = multitask_preset("three_given", "shared/data/multitask")
-    model = fit_multitask("shared/data/multitask", **kwargs)
+    kwargs = multitask_preset("three_given", "data/multitask")
+    model = fit_multitask("data/multitask", **kwargs)
     ```
     """
     if name not in MULTITASK_PRESETS:

@@ -147,8 +147,9 @@ def fit_sts_regression(
     weights included, is kept.
 
     Args:
-        data: `"stsb"` (STS-B train from `../shared/data/STS`), a path to an
-            STS-B csv file or folder (its train split), or a list of
+        data: `"stsb"` (STS-B train, which the package does not ship: pass
+            its path, e.g. SentEval's `data/downstream/STS/STSBenchmark`), a
+            path to an STS-B csv file or folder (its train split), or a list of
             `(s1, s2, score)` with scores in [0, 5]. Defaults to `"stsb"`.
         labels: str. `"model_specific"` ([M, 1]) or `"unit"` ([0, 1]).
             Defaults to `"model_specific"`.

@@ -67,8 +67,8 @@ class MaskedLanguageModel(BaseTrainer):
     kept encoder.
 
     Used to adapt an encoder to a domain before a contrastive method, and to
-    build an un-tuned start (`../shared/models/untuned-minilm` is the default
-    model after 500 such steps).
+    build an un-tuned start (the documentation's `untuned-minilm` is the
+    default model after 500 such steps).
 
     Inputs of `fit`: dicts `{"sentence": packed}`.
 
