@@ -24,6 +24,7 @@ from keras_sentemb.models.backbone_adapter import truncate_backbone
 from keras_sentemb.models.loading import POSTPROCESS_FORMAT_VERSION
 from keras_sentemb.models.loading import POSTPROCESS_WEIGHTS
 from keras_sentemb.models.loading import load_components
+from keras_sentemb.models.loading import register_serializable_classes
 
 FORMAT_VERSION = 1
 PROJECTION_WEIGHTS = "sentemb_projection.npz"
@@ -62,6 +63,7 @@ class EncoderPersistence:
 
     @classmethod
     def from_config(cls, config):
+        register_serializable_classes()  # the post-processing layer's class, for one
         config = dict(config)
         config["backbone"] = keras.saving.deserialize_keras_object(config["backbone"])
         config["tokenizer"] = keras.saving.deserialize_keras_object(config["tokenizer"])

@@ -2,6 +2,7 @@
 
 import contextlib
 import dataclasses
+import importlib
 import json
 import logging
 import os
@@ -29,6 +30,45 @@ POSTPROCESS_FORMAT_VERSION = 2
 POSTPROCESS_WEIGHTS = "sentemb_postprocess.npz"
 
 logger = logging.getLogger(__name__)
+
+# The modules that register keras_sentemb's serialisable classes
+# (`@keras.saving.register_keras_serializable`) which a saved encoder's
+# config can name: its layers, post-processing layers (`Whitening`,
+# `GlowFlow`), views and losses. The package loads its modules lazily, so a
+# class is registered only once its module is imported;
+# `register_serializable_classes` imports them all before a model is built
+# from a config. (The trainers, optimizers and schedules register their own
+# classes for checkpoints of a training run; a saved encoder names none.)
+SERIALIZABLE_MODULES = (
+    "keras_sentemb.augment.adversarial_perturbation",
+    "keras_sentemb.augment.embedding_dropout",
+    "keras_sentemb.augment.feature_cutoff",
+    "keras_sentemb.augment.identity_view",
+    "keras_sentemb.augment.span_cutoff",
+    "keras_sentemb.augment.token_cutoff",
+    "keras_sentemb.augment.token_shuffle",
+    "keras_sentemb.losses.keras_losses",
+    "keras_sentemb.models.glow_flow",
+    "keras_sentemb.models.logit_scale",
+    "keras_sentemb.models.memory_queue",
+    "keras_sentemb.models.pooling",
+    "keras_sentemb.models.post_processing",
+    "keras_sentemb.models.projection_mlp",
+    "keras_sentemb.models.sentence_encoder",
+    "keras_sentemb.models.whitening",
+)
+
+
+def register_serializable_classes():
+    """Import every module in `SERIALIZABLE_MODULES`, registering their classes with Keras.
+
+    Called wherever a model is loaded (`load_components`,
+    `SentenceEncoder.from_config`), so that a saved config naming, e.g.,
+    `keras_sentemb>GlowFlow` deserialises in a fresh interpreter whatever
+    was imported before. Cheap after the first call.
+    """
+    for module in SERIALIZABLE_MODULES:
+        importlib.import_module(module)
 
 
 @dataclasses.dataclass
@@ -371,6 +411,7 @@ def load_components(resolved, dtype=None):
     Raises `ModelLoadError` (one line, naming the file or preset) for a
     broken folder or an unreachable preset.
     """
+    register_serializable_classes()
     location = resolved.location
     if resolved.kind == "keras_hub" and not Path(location).is_dir():
 

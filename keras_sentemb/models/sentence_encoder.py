@@ -15,6 +15,7 @@ from keras_sentemb.models.fast_dropout import install_fast_dropout
 from keras_sentemb.models.fused_gelu import fuse_gelu
 from keras_sentemb.models.fused_layer_norm import install_fused_layer_norm
 from keras_sentemb.models.fused_transformer import install_fused_transformer
+from keras_sentemb.models.loading import register_serializable_classes
 from keras_sentemb.models.pooling import parse_pooling
 from keras_sentemb.models.pooling import pool_hidden_states
 from keras_sentemb.models.post_processing import PostProcessing
@@ -191,6 +192,7 @@ class SentenceEncoder(EncoderPersistence, EncodingEngine, keras.Model):
 
     def _set_postprocess(self, layer):
         if isinstance(layer, dict):
+            register_serializable_classes()
             layer = keras.saving.deserialize_keras_object(layer)
         if layer is not None and not isinstance(layer, PostProcessing):
             raise TypeError(
