@@ -8,6 +8,7 @@ flags and help from them without loading any training code.
 import dataclasses
 import inspect
 import re
+import typing
 
 
 @dataclasses.dataclass(frozen=True)
@@ -20,59 +21,73 @@ class SharedArgument:
         doc: str. The docstring text after `name:` (type, then meaning),
             without the `Defaults to` sentence, which is written from the
             method's default.
+        type: the value's type, as an annotation (`int | None`); `object`
+            for values several forms can take (`dev`, `verbose`). The
+            command line's flag parses by it.
+        python_only: bool. Takes a Python object (a strategy, callbacks):
+            no flag on the command line.
+        choices: tuple or None. The allowed values.
     """
 
     name: str
     default: object
     doc: str
+    type: object = object
+    python_only: bool = False
+    choices: tuple = None
 
 
 SHARED_ARGUMENTS = (
     SharedArgument("model", "default", "str or `SentenceEncoder`. `\"default\"` (the bundled "
                    "all-MiniLM-L6-v2), a keras-hub preset name, a Hugging Face / "
-                   "sentence-transformers folder, a folder saved by this package, or an encoder."),
+                   "sentence-transformers folder, a folder saved by this package, or an encoder.",
+                   object),
     SharedArgument("steps", None, "int or None. Optimizer steps; None is the method's epochs "
-                   "over the data."),
-    SharedArgument("batch_size", 32, "int. Rows per optimizer step (global, across replicas)."),
+                   "over the data.", typing.Optional[int]),
+    SharedArgument("batch_size", 32, "int. Rows per optimizer step (global, across replicas).", int),
     SharedArgument("learning_rate", None, "float or None. Peak learning rate; None is the "
-                   "method's own."),
+                   "method's own.", typing.Optional[float]),
     SharedArgument("max_length", None, "int or None. Token limit per training sentence, capped "
                    "at the backbone's positions (the encoder keeps its own limit for inference); "
-                   "None is the encoder's."),
+                   "None is the encoder's.", typing.Optional[int]),
     SharedArgument("pooling", "auto", "str. `\"auto\"` (the model's own pooling when it declares "
                    "one, else the paper's) or a pooling name (`cls`, `mean`, `max`, `mean_last2`, "
-                   "`first_last`, `layer:K`)."),
+                   "`first_last`, `layer:K`).", str),
     SharedArgument("dev", "stsb", "`\"stsb\"` (the bundled STS-B dev set), an STS-B file or "
                    "folder, a list of (s1, s2, score) or None (no dev selection). With a dev set the "
-                   "best checkpoint, the starting weights included, is kept."),
-    SharedArgument("eval_every", 100, "int. Steps between dev evaluations (and backups)."),
-    SharedArgument("output", None, "str or None. Folder to save the kept encoder to."),
+                   "best checkpoint, the starting weights included, is kept.", object),
+    SharedArgument("eval_every", 100, "int. Steps between dev evaluations (and backups).", int),
+    SharedArgument("output", None, "str or None. Folder to save the kept encoder to.",
+                   typing.Optional[str]),
     SharedArgument("strategy", None, "`tf.distribute.Strategy` or None. In-batch candidates "
-                   "are gathered across replicas."),
+                   "are gathered across replicas.", object, python_only=True),
     SharedArgument("callbacks", None, "list of Keras callbacks or None (e.g. "
-                   "`BackupAndRestore`, `TensorBoard`)."),
+                   "`BackupAndRestore`, `TensorBoard`).", object, python_only=True),
     SharedArgument("seed", 0, "int or None. Seed of the sampling, the initialisation and "
-                   "dropout."),
-    SharedArgument("verbose", "auto", "Keras `fit` verbosity."),
+                   "dropout.", typing.Optional[int]),
+    SharedArgument("verbose", "auto", "Keras `fit` verbosity.", object),
 )
 OPTIONAL_ARGUMENTS = (
     SharedArgument("precision", "float32", "str. `\"float32\"` or `\"bfloat16\"` (compute in "
                    "bfloat16, weights and losses in float32; for GPUs and CPUs with AVX512-BF16 / "
-                   "AMX: a CPU-only host without them computes float32, with a notice)."),
+                   "AMX: a CPU-only host without them computes float32, with a notice).", str,
+                   choices=("float32", "bfloat16")),
     SharedArgument("mini_batch_size", None, "int or None. GradCache: embed the batch in chunks "
                    "of this many rows, so `batch_size` is limited by time, not memory (same loss "
-                   "and gradients; see `BaseTrainer`). None embeds the whole batch at once."),
+                   "and gradients; see `BaseTrainer`). None embeds the whole batch at once.", typing.Optional[int]),
     SharedArgument("matryoshka_dims", None, "tuple of int or None. Matryoshka training: the "
                    "method's loss is summed over the first d dimensions for each d here (e.g. "
                    "`(384, 256, 128, 64, 32)`), so the encoder can be used truncated "
                    "(`encode(truncate_dim=d)`); see `keras_sentemb.losses.matryoshka`. None "
-                   "trains on the whole vector only."),
+                   "trains on the whole vector only.",
+                   typing.Optional[typing.Tuple[int, ...]]),
     SharedArgument("max_grad_norm", None, "float or None. Clip the global norm of the "
                    "gradients to this before each update (PyTorch's `clip_grad_norm_`; the "
                    "Hugging Face and sentence-transformers trainers clip at 1.0 by default). "
-                   "None does not clip."),
+                   "None does not clip.", typing.Optional[float]),
     SharedArgument("matryoshka_weights", None, "tuple of float or None. One weight per "
-                   "`matryoshka_dims` entry; None is 1 each."),
+                   "`matryoshka_dims` entry; None is 1 each.",
+                   typing.Optional[typing.Tuple[float, ...]]),
 )
 SHARED_NAMES = tuple(a.name for a in SHARED_ARGUMENTS)
 OPTIONAL_NAMES = tuple(a.name for a in OPTIONAL_ARGUMENTS)

@@ -1,0 +1,19 @@
+"""Training methods as registered objects: one class per method, one runner.
+
+`register_method`, `Method`, `MethodConfig` and `option` define a method;
+`fit(name, data, ...)` trains with any of them; `list_methods()` names them
+all. The built-in methods are one module each in this package.
+"""
+
+from keras_sentemb.lazy_exports import lazy_exports
+
+__getattr__, __dir__, __all__ = lazy_exports(__name__, {
+    "Method": f"{__name__}.method",
+    "MethodConfig": f"{__name__}.options",
+    "UnknownMethodError": f"{__name__}.registry",
+    "fit": f"{__name__}.runner",
+    "get_method": f"{__name__}.registry",
+    "list_methods": f"{__name__}.registry",
+    "option": f"{__name__}.options",
+    "register_method": f"{__name__}.registry",
+})

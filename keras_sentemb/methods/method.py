@@ -1,0 +1,206 @@
+"""`Method`: the base class of a training method (light: no TensorFlow).
+
+A method is one class in one module: its options (a frozen `MethodConfig`
+dataclass), the paper's defaults of the shared run arguments, the paper's
+pooling for a raw backbone, and `train(run, data, config)`, which turns the
+data into a trained encoder over the run's `FitScaffold`. `@register_method`
+makes it reachable by name: `keras_sentemb.fit(name, data, ...)`,
+`keras-sentemb train name`, `keras_sentemb.list_methods()`.
+
+Examples:
+
+```python
+import dataclasses
+import keras
+from keras_sentemb.methods import Method, MethodConfig, option, register_method
+
+
+@dataclasses.dataclass(frozen=True)
+class MeanShiftConfig(MethodConfig):
+    temperature: float = option(0.05, "Softmax temperature.", above=0.0)
+
+
+@register_method("mean_shift")
+class MeanShift(Method):
+    \"\"\"One line: what the method does.\"\"\"
+
+    config_class = MeanShiftConfig
+    paper_pooling = "mean"
+    in_batch = True
+    run_defaults = {"batch_size": 64, "learning_rate": 3e-5, "steps": 200}
+
+    def train(self, run, data, config):
+        ...  # see docs/guides/adding-a-method.md
+```
+"""
+
+import dataclasses
+import inspect
+import re
+import textwrap
+
+from keras_sentemb.methods.options import MethodConfig
+from keras_sentemb.methods.options import OptionField
+from keras_sentemb.methods.options import OptionSpec
+from keras_sentemb.pipelines.shared_arguments import OPTIONAL_ARGUMENTS
+from keras_sentemb.pipelines.shared_arguments import SHARED_ARGUMENTS
+from keras_sentemb.pipelines.shared_arguments import format_default
+
+_SHARED = {a.name: a for a in SHARED_ARGUMENTS}
+_OPTIONAL = {a.name: a for a in OPTIONAL_ARGUMENTS}
+DATA_DOC = "list of str, a text file (one sentence a line), a `tf.data.Dataset` or a TFDS name."
+
+
+@dataclasses.dataclass(frozen=True)
+class RunArgument:
+    """One shared run argument as a method sees it: its default and doc for that method."""
+
+    name: str
+    type: object
+    default: object
+    doc: str
+    python_only: bool
+
+    def doc_line(self):
+        text = self.doc
+        if "Defaults to" not in text:
+            text = f"{text} Defaults to `{format_default(self.default)}`."
+        return text
+
+    choices: tuple = None
+
+    def as_option_field(self):
+        """The same argument as an `OptionField` (for the command line's flags)."""
+        return OptionField(self.name, self.type, self.default,
+                           OptionSpec(doc=self.doc, python_only=self.python_only,
+                                      choices=self.choices))
+
+
+class Method:
+    """Base class of a training method; subclass it and `@register_method("name")` it.
+
+    Class attributes a method sets:
+
+    - `config_class`: its options, a frozen `MethodConfig` dataclass
+      (defaults to `MethodConfig`: no options).
+    - `paper_pooling`: str. The paper's pooling for a raw backbone
+      (`pooling="auto"` uses the model's own when it declares one).
+    - `run_defaults`: dict. The paper's values of the shared run arguments
+      (`batch_size`, `learning_rate`, `steps`, `max_length`, `eval_every`,
+      `seed`, `dev`, ...) where they differ from the base defaults.
+    - `optional`: tuple of str. The optional run arguments the method
+      supports: `precision`, `mini_batch_size`, `max_grad_norm`,
+      `matryoshka_dims`, `matryoshka_weights`.
+    - `in_batch`: bool. Its loss takes negatives from the batch (so a batch
+      has at least 2 rows).
+    - `custom_dev`: tuple of str. `dev` values the method handles itself.
+    - `run_docs`: dict. Docs of shared arguments that read differently for
+      this method.
+    - `data_doc`: str. What `data` is.
+    - `parallel_passes`: bool. A training step runs two independent encoder
+      passes (CT's towers, SimCSE's views): `keras-sentemb train` gives
+      each its share of the cores.
+
+    The class docstring's first line is the method's summary (the `train
+    METHOD --help` description and the docs' method table); the rest of it
+    is the `fit_*` docstring's prose.
+    """
+
+    name = None  # set by @register_method
+    config_class = MethodConfig
+    paper_pooling = "mean"
+    run_defaults = {}
+    optional = ()
+    in_batch = False
+    custom_dev = ()
+    run_docs = {}
+    data_doc = DATA_DOC
+    parallel_passes = False
+
+    def train(self, run, data, config):
+        """Trains and returns the encoder (`run.finish(encoder)`).
+
+        Args:
+            run: `FitScaffold`. The validated shared arguments and the steps
+                every method shares (loading, pooling, batches, `fit`,
+                dev selection, saving).
+            data: what the caller passed as `data`.
+            config: an instance of `config_class`, already validated.
+        """
+        raise NotImplementedError(f"{type(self).__name__}.train")
+
+    # ------------------------------------------------------------ definition
+    @classmethod
+    def check_definition(cls):
+        """Raises `TypeError` when the class is not a usable method definition."""
+        where = f"{cls.__module__}.{cls.__qualname__}"
+        config = cls.config_class
+        declared = isinstance(config, type) and (
+            config is MethodConfig or "__dataclass_fields__" in vars(config))
+        if not (declared and issubclass(config, MethodConfig)
+                and config.__dataclass_params__.frozen):
+            raise TypeError(f"{where}.config_class must be a frozen dataclass subclassing "
+                            "MethodConfig")
+        if cls.train is Method.train:
+            raise TypeError(f"{where} must define train(self, run, data, config)")
+        unknown = set(cls.optional) - set(_OPTIONAL)
+        if unknown:
+            raise TypeError(f"{where}.optional names unknown arguments {sorted(unknown)}; "
+                            f"known: {sorted(_OPTIONAL)}")
+        unknown = set(cls.run_defaults) - set(_SHARED) - set(cls.optional)
+        if unknown:
+            raise TypeError(f"{where}.run_defaults names {sorted(unknown)}, which are neither "
+                            "shared arguments nor in `optional`")
+        clash = {f.name for f in config.option_fields()} & (set(_SHARED) | set(_OPTIONAL) | {"data"})
+        if clash:
+            raise TypeError(f"{where}: options {sorted(clash)} clash with shared run arguments")
+        config()  # the defaults must validate
+
+    @classmethod
+    def summary(cls):
+        """The first line of the class docstring."""
+        return (inspect.getdoc(cls) or cls.__name__).splitlines()[0]
+
+    @classmethod
+    def run_arguments(cls):
+        """The shared run arguments with this method's defaults and docs, in signature order."""
+        def argument(a):
+            return RunArgument(a.name, a.type, cls.run_defaults.get(a.name, a.default),
+                               cls.run_docs.get(a.name, a.doc), a.python_only, a.choices)
+        shared = tuple(argument(a) for a in SHARED_ARGUMENTS)
+        optional = tuple(argument(a) for a in OPTIONAL_ARGUMENTS if a.name in cls.optional)
+        return shared, optional
+
+    @classmethod
+    def signature(cls):
+        """`(data, <shared>, <own options>, <optional>)`: the `fit_*` signature."""
+        kind = inspect.Parameter.POSITIONAL_OR_KEYWORD
+        shared, optional = cls.run_arguments()
+        params = [inspect.Parameter("data", kind)]
+        params += [inspect.Parameter(a.name, kind, default=a.default) for a in shared]
+        params += [inspect.Parameter(f.name, kind, default=f.default)
+                   for f in cls.config_class.option_fields()]
+        params += [inspect.Parameter(a.name, kind, default=a.default) for a in optional]
+        return inspect.Signature(params)
+
+    @classmethod
+    def docstring(cls):
+        """The `fit_*` docstring: the class's prose, `Args:` for every argument, then
+        the class's `Examples:` and `References:`."""
+        doc = inspect.getdoc(cls) or cls.summary()
+        sections = re.split(r"^(Examples:|References:)\n", doc, flags=re.M)
+        prose, tails = sections[0].rstrip(), dict(zip(sections[1::2], sections[2::2]))
+        shared, optional = cls.run_arguments()
+        entries = [("data", cls.data_doc)]
+        entries += [(a.name, a.doc_line()) for a in shared]
+        entries += [(f.name, f.doc_line()) for f in cls.config_class.option_fields()]
+        entries += [(a.name, a.doc_line()) for a in optional]
+        lines = ["Args:"]
+        for name, text in entries:
+            lines += textwrap.wrap(f"{name}: {text}", width=76, initial_indent="    ",
+                                   subsequent_indent="        ", break_on_hyphens=False)
+        parts = [prose, "\n".join(lines),
+                 "Returns:\n    The trained `SentenceEncoder` (with a dev set: the kept checkpoint)."]
+        parts += [f"{title}\n{tails[title].rstrip()}" for title in ("Examples:", "References:")
+                  if title in tails]
+        return "\n\n".join(parts)

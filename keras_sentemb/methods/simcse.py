@@ -1,0 +1,144 @@
+"""SimCSE, unsupervised (dropout views) or supervised: `fit_simcse`."""
+
+import dataclasses
+
+from keras_sentemb.data.corpus import load_corpus
+from keras_sentemb.data.nli import load_positive_pairs
+from keras_sentemb.data.nli import load_supervised
+from keras_sentemb.methods.method import Method
+from keras_sentemb.methods.options import MethodConfig
+from keras_sentemb.methods.options import option
+from keras_sentemb.methods.registry import register_method
+from keras_sentemb.methods.runner import fit
+from keras_sentemb.methods.runner import fit_function
+from keras_sentemb.models.projection_head import with_projection_head
+from keras_sentemb.pipelines.schedules import adamw_linear_decay
+from keras_sentemb.trainers.simcse import SIMCSE_MODES
+from keras_sentemb.trainers.simcse import SimCSE as SimCSETrainer
+
+PAPER = "Gao et al. 2021"
+
+
+@dataclasses.dataclass(frozen=True)
+class SimCSEConfig(MethodConfig):
+    """SimCSE's options."""
+
+    mode: str = option("unsup", "`\"unsup\"` (dropout views of each sentence), `\"sup\"` "
+                       "(anchor, positive, hard-negative triplets), `\"pairs\"` (sentence, "
+                       "positive pairs) or `\"paraphrase\"` (sentence1, sentence2, label rows).",
+                       choices=SIMCSE_MODES)
+    temperature: float = option(0.05, "Softmax temperature of the InfoNCE loss.", above=0.0,
+                                source=f"{PAPER}, section 3")
+    mlp: str = option("auto", "`\"auto\"` (a training-only MLP head exactly when pooling is "
+                      "[CLS]), `\"train\"`, `\"none\"` or `\"keep\"` (a tanh head trained and kept "
+                      "as the encoder's projection: supervised SimCSE's \"[CLS] with MLP\").",
+                      choices=("auto", "train", "none", "keep"), source=f"{PAPER}, section 6.3")
+    hard_negative_weight: float = option(0.0, "Added to the hard negatives' logits (sup mode; "
+                                         "the paper's log-weight).", source=f"{PAPER}, Table 9")
+    negative_weight: float = option(1.0, "Weight of the negative pairs' term (paraphrase mode).",
+                                    minimum=0.0)
+    negative_margin: float = option(0.0, "Cosine margin below which a negative pair costs "
+                                    "nothing (paraphrase mode).")
+
+
+def supervised_columns(data, mode):
+    """Columns (and labels) of supervised SimCSE data for `mode`."""
+    if mode == "pairs":
+        rows = load_positive_pairs(data)
+        return {k: [r[i] for r in rows] for i, k in enumerate(("sent0", "sent1"))}, None, len(rows)
+    kind, rows = load_supervised(data)
+    wanted = "triplets" if mode == "sup" else "labeled_pairs"
+    if kind != wanted:
+        raise ValueError(
+            f"mode={mode!r} expects {wanted} (sent0,sent1,hard_neg for 'sup'; "
+            f"sentence1,sentence2,label for 'paraphrase'). Received {kind}."
+        )
+    if mode == "sup":
+        names = ("sent0", "sent1", "hard_neg")
+        return {k: [r[i] for r in rows] for i, k in enumerate(names)}, None, len(rows)
+    columns = {"sentence1": [r[0] for r in rows], "sentence2": [r[1] for r in rows]}
+    return columns, {"label": [int(r[2]) for r in rows]}, len(rows)
+
+
+@register_method("simcse")
+class SimCSE(Method):
+    """Trains a sentence encoder with SimCSE and returns it.
+
+    Unsupervised (default, the paper's main setting): the sentences of
+    `data` (e.g. Wikipedia), dropout noise as the only augmentation,
+    InfoNCE at temperature 0.05, batch 64, learning rate 3e-5 (linear decay),
+    max length 32, one epoch. Pooling: the model's own when it declares one
+    (the default all-MiniLM-L6-v2: mean), else the paper's [CLS] with an
+    MLP head in training only (`mlp="auto"`). `mode="sup"` trains on
+    `(anchor, positive, hard negative)` triplets (a `sent0,sent1,hard_neg`
+    CSV: NLI premise, entailment, contradiction; the paper uses batch 512,
+    lr 5e-5); `mode="pairs"` on user-supplied `(sentence, positive)` pairs
+    without hard negatives (a `sentence<TAB>positive` file or a `sent0,sent1`
+    CSV), e.g. sentences and their back-translations (the SG paper's
+    "Contrastive (BT)"); `mode="paraphrase"` on `(sentence1, sentence2,
+    label)` pairs such as `quora-dev.csv`. With `dev` (STS-B dev by default)
+    the best checkpoint, the starting weights included, is kept.
+
+    Examples:
+
+    ```python
+    encoder = fit_simcse("wiki100k.txt", steps=300)
+    encoder = fit_simcse("nli.csv", mode="sup", batch_size=128)
+    encoder = fit_simcse("back_translations.tsv", mode="pairs")
+    ```
+
+    References:
+        - [Gao et al., 2021. SimCSE: Simple Contrastive Learning of Sentence
+          Embeddings](https://arxiv.org/abs/2104.08821).
+    """
+
+    config_class = SimCSEConfig
+    paper_pooling = "cls"
+    in_batch = True
+    parallel_passes = True
+    optional = ("precision", "mini_batch_size", "max_grad_norm", "matryoshka_dims",
+                "matryoshka_weights")
+    run_defaults = {"batch_size": 64, "learning_rate": 3e-5, "max_length": 32,
+                    "eval_every": 125, "seed": 42, "max_grad_norm": 1.0}
+    data_doc = ("unsup: list of str, text file, `tf.data.Dataset` or TFDS name; sup / "
+                "paraphrase: the CSV/TSV path or a list of 3-tuples; pairs: the TSV/CSV path "
+                "or a list of 2-tuples.")
+
+    def train(self, run, data, config):
+        if config.mode == "unsup":
+            sentences = load_corpus(data)
+            columns, extra, n = {"sentence": sentences}, None, len(sentences)
+        else:
+            columns, extra, n = supervised_columns(data, config.mode)
+        run.record_data(examples=n, mode=config.mode)
+        run.set_steps(n)
+        with run.scope():
+            encoder = run.load_encoder()
+            pooling = run.pooling_for(encoder)
+            mlp = config.mlp
+            if mlp == "keep":  # the head is part of the encoder; the trainer adds none
+                if encoder.projection is None:
+                    encoder = with_projection_head(encoder, seed=run.seed)
+                run.report.resolved["mlp"] = "keep"
+            trainer = SimCSETrainer(
+                encoder, mode=config.mode, temperature=config.temperature, pooling=pooling,
+                mlp="none" if mlp == "keep" else run.training_mlp(mlp),
+                hard_negative_weight=config.hard_negative_weight,
+                negative_weight=config.negative_weight, negative_margin=config.negative_margin,
+                mini_batch_size=run.mini_batch_size,
+            )
+        run.compile(trainer, adamw_linear_decay(run.learning_rate, run.steps))
+        run.fit(trainer, run.batches(encoder, columns, extra=extra))
+        return run.finish(trainer.encoder)
+
+
+def fit_simcse(data, model="default", steps=None, batch_size=64, learning_rate=3e-5,
+               max_length=32, pooling="auto", dev="stsb", eval_every=125, output=None,
+               strategy=None, callbacks=None, seed=42, verbose="auto", mode="unsup",
+               temperature=0.05, mlp="auto", hard_negative_weight=0.0, negative_weight=1.0,
+               negative_margin=0.0, precision="float32", mini_batch_size=None,
+               matryoshka_dims=None, max_grad_norm=1.0, matryoshka_weights=None):
+    return fit("simcse", **locals())
+
+
+fit_function("simcse", fit_simcse)
