@@ -8,6 +8,10 @@ way a user reads it: `[...]` groups are optional and taken, `a|b|c` takes the
 first alternative, `...` elides flags that are then filled in, and
 placeholders (`MODEL`, `N`, `FILE`, ...) get a value of the flag's type.
 
+A code block whose commands cannot parse here by design (a method that a
+separately installed plugin adds, say) is skipped when the line right above
+its fence is `<!-- not parsed: REASON -->`; the reason must not be empty.
+
 Every `--model` (and `--compare`, `--teacher`) must name something that
 resolves for a user with the repository only: `default`, a keras-hub preset
 name, a `kaggle://` / `hf://` handle, a placeholder, or a folder that the same
@@ -31,6 +35,7 @@ PAGES = [REPO / "README.md", *sorted((REPO / "docs").rglob("*.md"))]
 DATA_PAGE = REPO / "docs" / "data.md"
 
 _START = re.compile(r"(?:^|(?<=[\s`$(]))(keras-sentemb|python -m keras_sentemb)(?=\s|$)")
+_NOT_PARSED = re.compile(r"^<!--\s*not parsed:(?P<reason>.*?)-->\s*$")
 _PLACEHOLDER = re.compile(r"^[A-Z][A-Z0-9_]*$")
 _PLACEHOLDER_PART = re.compile(r"(?:^|[/.])[A-Z][A-Z0-9_]*(?:$|[/.])")
 _MODEL_FLAGS = ("model", "compare", "teacher")
@@ -73,16 +78,20 @@ def extract(page, text=None):
     """The `keras-sentemb` commands of one Markdown page."""
     text = Path(page).read_text(encoding="utf-8") if text is None else text
     lines = text.split("\n")
-    commands, prose, block, fence = [], [], None, None
+    commands, prose, block, fence, skip = [], [], None, None, False
     for number, line in enumerate(lines, 1):
         stripped = line.strip()
         if block is None and stripped.startswith("```"):
             block, fence = [], stripped[:3]
             language = stripped[3:].strip()
+            marker = _NOT_PARSED.match(lines[number - 2].strip()) if number > 1 else None
+            skip = bool(marker)
+            if marker and not marker.group("reason").strip():
+                raise ValueError(f"{page}:{number - 1}: a 'not parsed' marker must say why")
             continue
         if block is not None:
             if stripped.startswith(fence) and stripped.strip("`") == "":
-                if language in ("", "bash", "sh", "shell", "console", "text"):
+                if not skip and language in ("", "bash", "sh", "shell", "console", "text"):
                     for start, logical in _join_block_lines(block):
                         match = _START.search(logical)
                         if match and not logical.lstrip().startswith("#"):
@@ -424,7 +433,9 @@ def test_every_command_line_parses_and_every_model_resolves():
     bad = _report([c for c in _all_commands() if c.where not in captured], lambda p: True)
     bad += _report([c for c in _all_commands() if c.where in captured],
                    lambda p: ABBREVIATION not in p and "does not resolve" not in p)
-    assert not bad, "\n".join(bad)
+    assert not bad, "\n".join(bad) + (
+        "\n(a block that cannot parse by design takes `<!-- not parsed: REASON -->` "
+        "on the line above its fence)")
 
 
 @pytest.mark.xfail(strict=True, reason=(
@@ -474,6 +485,17 @@ def test_the_checker_reports_bad_commands(tmp_path):
     commands = check(page, data_made=set())
     assert len(commands) == 7
     assert all(c.problems for c in commands), [c.text for c in commands if not c.problems]
+
+
+def test_a_not_parsed_block_is_skipped_and_must_say_why(tmp_path):
+    page = tmp_path / "plugin.md"
+    page.write_text("<!-- not parsed: needs the plugin installed -->\n```\n"
+                    "keras-sentemb train plugin_method --output o --train-file t\n```\n",
+                    encoding="utf-8")
+    assert check(page, data_made=set()) == []
+    page.write_text("<!-- not parsed: -->\n```\nkeras-sentemb train x\n```\n", encoding="utf-8")
+    with pytest.raises(ValueError, match="must say why"):
+        extract(page)
 
 
 def test_the_checker_accepts_good_commands(tmp_path):

@@ -60,7 +60,7 @@ So `keras-sentemb train ct ... --verbose` shows TensorFlow's log, `keras-sentemb
 | status | when |
 |---|---|
 | `0` | the command did what it was asked; results on stdout (`evaluate` prints one JSON line or a markdown table; `export` prints the path it wrote) |
-| `2` | a mistake on the command line or in its inputs: an unknown flag or value (argparse's usage message), a missing file, an unknown model, an output folder that already holds a model, an interrupted run (Ctrl-C). One line on stderr, `keras-sentemb: error: ...`, no traceback |
+| `2` | a mistake on the command line or in its inputs: an unknown flag or value (argparse's usage message), a missing file, an unknown model, an output folder that already holds a model; a full disk or file-size limit (naming the path; nothing half-written is left); a missing optional dependency (with the pip command that installs it); an interrupted run (Ctrl-C). One line on stderr, `keras-sentemb: error: ...`, no traceback |
 | `1` | anything else: an unexpected failure, reported with Python's traceback |
 
 Progress, warnings and notices go to stderr, so `keras-sentemb evaluate ... > result.json`
