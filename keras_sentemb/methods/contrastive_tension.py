@@ -1,0 +1,192 @@
+"""Contrastive Tension from raw text: `fit_ct`."""
+
+import dataclasses
+import typing
+
+import keras
+
+from keras_sentemb.data.batching import tokenize_columns
+from keras_sentemb.data.corpus import load_corpus
+from keras_sentemb.data.ct_sampler import LAYOUTS
+from keras_sentemb.data.ct_sampler import ct_pair_dataset
+from keras_sentemb.methods.method import Method
+from keras_sentemb.methods.options import MethodConfig
+from keras_sentemb.methods.options import option
+from keras_sentemb.methods.registry import register_method
+from keras_sentemb.methods.runner import fit
+from keras_sentemb.methods.runner import fit_function
+from keras_sentemb.pipelines.callbacks import sts_spearman
+from keras_sentemb.pipelines.schedules import ct_learning_rate_schedule
+from keras_sentemb.trainers import optimizers
+from keras_sentemb.trainers.contrastive_tension import LOGITS
+from keras_sentemb.trainers.contrastive_tension import ContrastiveTension as CTTrainer
+from keras_sentemb.trainers.contrastive_tension import parse_negatives
+from keras_sentemb.trainers.torch_adamw import TorchAdamW
+
+PAPER = "Carlsson et al. 2021"
+KEEP = ("best", "tower1", "tower2", "worst")
+
+
+@dataclasses.dataclass(frozen=True)
+class ContrastiveTensionConfig(MethodConfig):
+    """Contrastive Tension's options."""
+
+    negatives: str = option("k7", "`\"k7\"` (any `\"kN\"`) or `\"in_batch\"`.",
+                            check=parse_negatives, source=f"{PAPER}, section 5")
+    logits: str = option("dot", "`\"dot\"` (the paper's raw dot product) or `\"cosine\"` "
+                         "(learnable scale).", choices=LOGITS, source=f"{PAPER}, section 4")
+    keep: str = option("best", "`\"best\"` (best tower on dev), `\"tower1\"` or `\"tower2\"` "
+                       "(that tower at the last step; sentence-transformers keeps tower 2), or "
+                       "`\"worst\"` (the tower scoring lower after the last step, the paper's "
+                       "reporting rule).", choices=KEEP)
+    dropout: bool = option(False, "Dropout on in the towers.")
+    optimizer: typing.Union[str, keras.optimizers.Optimizer, None] = option(
+        None, "An optimizer name (e.g. `\"adamw\"`, run on the same learning-rate schedule), "
+        "a `keras.optimizers.Optimizer`, or None: RMSprop (`kN`) or AdamW (`in_batch`).")
+    negatives_layout: str = option(
+        "official", "The negative rows of a `kN` group: `\"official\"` (`(a, b)`, two random "
+        "sentences, as the authors' code samples them) or `\"paper\"` (`(s, n)`, the group's "
+        "sentence against a random negative embedded by tower 2, as section 4 and Appendix A.1 "
+        "describe). See `ct_pair_dataset`.", choices=LAYOUTS)
+    tower_score: typing.Optional[typing.Callable] = option(
+        None, "With `keep=\"worst\"`, `encoder -> score` ranking the two towers after training "
+        "(e.g. the average of the paper's STS tasks); None scores them on `dev`.",
+        python_only=True)
+
+
+@register_method("ct")
+class ContrastiveTension(Method):
+    """Train a sentence encoder with Contrastive Tension; return it.
+
+    Two towers start from `model`; batches follow CT's layout (see
+    `keras_sentemb.data.ct_sampler`), sampled uniformly from the whole
+    corpus. With `keep="best"` (the default) both towers are scored on the
+    dev set every `eval_every` steps and the best one at its best step is
+    kept — the starting weights included, so the returned encoder is never
+    worse on dev than the model you started from. `keep="tower1"` or
+    `"tower2"` is the paper's protocol: that tower after exactly `steps`
+    steps (the dev scores, if any, are only recorded; pass `dev=None` for no
+    validation data at all). `keep="worst"` is the paper's reporting rule
+    (section 5: "we strictly perform 50,000 update steps before evaluating,
+    and ... report results for the worst-performing of the two models"):
+    exactly `steps` steps with no evaluation during training, then both
+    towers are scored once (by `tower_score`, else on `dev`) and the
+    lower-scoring one is kept.
+
+    The defaults are the paper's (`negatives="k7"`, dot-product logits,
+    RMSprop with the step schedule from 1e-5, batch 16, max length 75,
+    dropout off, mean pooling), with the model's own pooling when it
+    declares one. The returned encoder's `.training_report` holds the dev
+    history and the kept tower (with `keep="worst"`, both towers' scores in
+    `extras["tower_scores"]`).
+
+    Examples:
+
+    ```python
+    encoder = keras_sentemb.fit_ct("sentences.txt", steps=400)
+    encoder.encode(["A sentence."])
+    ```
+
+    References:
+        - [Carlsson et al., 2021](https://openreview.net/forum?id=Ov_sMNau-PF)
+    """
+
+    config_class = ContrastiveTensionConfig
+    paper_pooling = "mean"
+    in_batch = True
+    parallel_passes = True
+    optional = ("precision", "mini_batch_size", "max_grad_norm", "matryoshka_dims",
+                "matryoshka_weights")
+    run_defaults = {"steps": 500, "batch_size": 16, "max_length": 75}
+    run_docs = {
+        "batch_size": "int. Rows per batch (a multiple of K + 1 for `kN`). Defaults to `16`.",
+        "learning_rate": (
+            "float or None. First-stage learning rate. Defaults to `1e-5` "
+            "(`kN`, RMSprop, CT's step schedule) or `2e-5` (`in_batch`, AdamW)."
+        ),
+    }
+    data_doc = ("list of str, a text file (one sentence per line), a `tf.data.Dataset` of "
+                "strings, or a TFDS dataset name.")
+
+    def train(self, run, data, config):
+        keep, tower_score = config.keep, config.tower_score
+        if tower_score is not None and keep != "worst":
+            raise ValueError(
+                "`tower_score` must be a callable `encoder -> score` and ranks the towers for "
+                f"keep='worst' only; received tower_score={tower_score!r}, keep={keep!r}."
+            )
+        if keep == "worst" and tower_score is None and run.dev_pairs is None:
+            raise ValueError(
+                "keep='worst' ranks the two towers after training on `dev` (or `tower_score`); "
+                "received dev=None."
+            )
+        mode, k = parse_negatives(config.negatives)
+        sentences = load_corpus(data)
+        run.record_data(sentences=len(sentences))
+        with run.scope():
+            encoder = run.load_encoder()
+            trainer = CTTrainer(
+                encoder, negatives=config.negatives, logits=config.logits,
+                dropout=config.dropout, pooling=run.pooling_for(encoder),
+                mini_batch_size=run.mini_batch_size,
+            )
+            lr = run.learning_rate or (2e-5 if mode == "in_batch" else 1e-5)
+            schedule = lr if mode == "in_batch" else ct_learning_rate_schedule(lr)
+            trainer.compile(optimizer=run.clipped(
+                _optimizer(config.optimizer, schedule, mode == "in_batch")))
+
+        def make_dataset(start_step):
+            ds = ct_pair_dataset(sentences, run.batch_size, k, seed=run.seed,
+                                 start_step=start_step, layout=config.negatives_layout)
+            return tokenize_columns(encoder, ds, ["left", "right"], run.max_length)
+
+        extras = {}
+        if keep == "worst":
+            run.fit(trainer, make_dataset, dev_pairs=None, keep_best=False)
+            extras["tower_scores"] = _tower_scores(trainer, run, tower_score)
+            trainer.select(min(extras["tower_scores"], key=extras["tower_scores"].get))
+        else:
+            run.fit(trainer, make_dataset, keep_best=keep == "best")
+            if keep != "best":
+                trainer.select(keep)
+        extras["kept_tower"] = _kept_tower(trainer)
+        return run.finish(trainer.encoder, extras=extras)
+
+
+def _optimizer(name, schedule, in_batch):
+    """The optimizer of the run: `name` (a name or an optimizer), else CT's own."""
+    if name is None:
+        if in_batch:
+            return TorchAdamW(learning_rate=schedule, weight_decay=0.01)
+        return optimizers.RMSprop(learning_rate=schedule)
+    return optimizers.get(name, learning_rate=schedule)
+
+
+def _tower_scores(trainer, run, scorer):
+    """Each tower's score after training: `scorer(tower)`, else STS Spearman on the dev pairs."""
+    scores = {}
+    for name, tower in trainer.candidates().items():
+        tower.pooling = run.pooling
+        if scorer is not None:
+            scores[name] = float(scorer(tower))
+        else:
+            scores[name] = sts_spearman(tower, run.dev_pairs, pooling=run.pooling)
+    return scores
+
+
+def _kept_tower(trainer):
+    return next(name for name, enc in trainer.candidates().items() if enc is trainer.encoder)
+
+
+def fit_ct(data, model="default", steps=500, batch_size=16, learning_rate=None, max_length=75,
+           pooling="auto", dev="stsb", eval_every=100, output=None, strategy=None,
+           callbacks=None, seed=0, verbose="auto", negatives="k7", logits="dot", keep="best",
+           dropout=False, optimizer=None, negatives_layout="official", tower_score=None,
+           precision="float32", mini_batch_size=None, matryoshka_dims=None, max_grad_norm=None,
+           matryoshka_weights=None):
+    return fit("ct", **locals())
+
+
+fit_function("ct", fit_ct)
+# The command line has no flag for an option that takes a Python object.
+fit_ct.python_only = ("tower_score",)
