@@ -35,7 +35,9 @@ which are hidden otherwise unless TF_CPP_MIN_LOG_LEVEL is set.
 
 Every command that loads MODEL also takes `--num-layers N` (the first N
 Transformer layers of MODEL). User mistakes (missing files, unknown models or pooling, bad values) end with
-one line on stderr and exit status 2, never a traceback.
+one line on stderr and exit status 2, never a traceback; so do a full disk
+("cannot write PATH: no space left on device", or "file too large" under a
+file-size limit; nothing half-written is left).
 """
 
 import argparse
@@ -56,7 +58,10 @@ from keras_sentemb import models
 from keras_sentemb import pipelines
 from keras_sentemb.evaluation import training_curves
 from keras_sentemb.io_utils import check_new_folder
+from keras_sentemb.io_utils import disk_full_cause
 from keras_sentemb.io_utils import looks_like_model
+from keras_sentemb.io_utils import save_npy
+from keras_sentemb.io_utils import write_file_atomic
 from keras_sentemb.pipelines.shared_arguments import SHARED_ARGUMENTS
 from keras_sentemb.pipelines.shared_arguments import format_default
 from keras_sentemb.pipelines.shared_arguments import option_docs
@@ -242,14 +247,8 @@ def cmd_encode(args):
             precision=args.precision,
             truncate_dim=args.truncate_dim,
         )
-    tmp = f"{args.output}.tmp-{os.getpid()}"
-    try:
-        with open(tmp, "wb") as f:
-            np.save(f, vectors.astype(np.float32))
-        os.replace(tmp, args.output)  # never a half-written .npy
-    finally:
-        if os.path.exists(tmp):
-            os.remove(tmp)
+    # Never a half-written .npy: a temporary file, renamed when complete.
+    write_file_atomic(args.output, lambda f: save_npy(f, vectors.astype(np.float32)))
     print(
         f"wrote {args.output}: {vectors.shape[0]} x {vectors.shape[1]} float32",
         file=sys.stderr,
@@ -267,11 +266,7 @@ def _write_report(prefix, report, markdown):
     if not os.path.isdir(folder):
         raise UsageError(f"--output folder does not exist: {folder}")
     for suffix, text in ((".json", json.dumps(report, indent=2)), (".md", markdown)):
-        path = prefix + suffix
-        tmp = f"{path}.tmp-{os.getpid()}"
-        with open(tmp, "w", encoding="utf-8") as f:
-            f.write(text)
-        os.replace(tmp, path)
+        write_file_atomic(prefix + suffix, lambda f: f.write(text), mode="w", encoding="utf-8")
     print(f"wrote {prefix}.json and {prefix}.md", file=sys.stderr)
 
 
@@ -775,6 +770,45 @@ def build_parser():
     return parser
 
 
+def _written_path(args, error):
+    """What the command was writing when `error` happened, as the user named it."""
+    if getattr(args, "output", None):
+        return args.output
+    if getattr(args, "update_card", False):
+        return args.model
+    while error is not None:
+        if getattr(error, "filename", None):
+            return error.filename
+        error = error.__cause__ or error.__context__
+    return "the output"
+
+
+def one_line_error(error, args):
+    """The one-line message for `error`, or None when it must stay a traceback.
+
+    A full disk (or a file-size limit or quota) is reported as "cannot write
+    PATH: no space left on device" (or "file too large", "disk quota
+    exceeded"), whichever library raised it; user mistakes (`UsageError`,
+    unknown or broken models, missing files, bad values) by their first line.
+    Anything else is a bug: None.
+
+    Args:
+        error: Exception. What the command raised.
+        args: argparse.Namespace. The command's arguments (for the path).
+
+    Returns:
+        str or None.
+    """
+    cause = disk_full_cause(error)
+    if cause is not None:
+        return f"cannot write {_written_path(args, error)}: {cause}"
+    if isinstance(error, (UsageError, models.presets.ModelNotFoundError, FileNotFoundError,
+                          FileExistsError, ValueError)):
+        text = str(error).strip()
+        return text.splitlines()[0] if text else type(error).__name__
+    return None
+
+
 def _attach_negative_numbers(argv):
     """`--flag -1e-5` -> `--flag=-1e-5`, so argparse reads a negative number as a value.
 
@@ -853,11 +887,13 @@ def main(argv=None):
         if args.command == "analyze":
             return cmd_analyze(args)
         return cmd_export(args)
-    except (UsageError, models.presets.ModelNotFoundError, FileNotFoundError, FileExistsError,
-            ValueError) as e:
-        return _error(str(e).splitlines()[0] if str(e) else type(e).__name__)
     except KeyboardInterrupt:
         return _error("interrupted")
+    except Exception as e:
+        message = one_line_error(e, args)
+        if message is None:  # not a user's or the machine's problem: a bug, with its traceback
+            raise
+        return _error(message)
 
 
 if __name__ == "__main__":

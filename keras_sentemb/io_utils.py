@@ -1,6 +1,7 @@
-"""Writing model folders so that a crash never leaves a half-written model."""
+"""Writing files and model folders so that a crash or a full disk never leaves half of one."""
 
 import contextlib
+import errno
 import os
 import shutil
 import tempfile
@@ -83,3 +84,184 @@ def atomic_folder(path, overwrite=True):
         shutil.rmtree(old, ignore_errors=True)
     else:
         os.rename(tmp, final)
+
+
+# Why a write failed for lack of room, by errno.
+DISK_FULL_CAUSES = {
+    errno.ENOSPC: "no space left on device",
+    errno.EFBIG: "file too large",
+    errno.EDQUOT: "disk quota exceeded",
+}
+
+
+def _disk_full_patterns():
+    """(pattern, cause) pairs for the messages that wrap a disk-full errno.
+
+    TensorFlow's file system (`OutOfRangeError` / `ResourceExhaustedError`
+    from `SaveV2` or `GFile`), h5py (`errno = 27, error message = 'File too
+    large'`) and safetensors (`File too large (os error 27)`) keep the
+    operating system's text or number in their own exception types.
+    """
+    patterns = []
+    for number, cause in DISK_FULL_CAUSES.items():
+        text = os.strerror(number)
+        patterns.append((text.lower(), cause))
+        patterns.append((f"errno = {number},", cause))
+        patterns.append((f"os error {number})", cause))
+    return patterns
+
+
+def disk_full_cause(error):
+    """Why `error` says a write failed for lack of room, or None when it does not.
+
+    Recognises an `OSError` whose errno is ENOSPC (no space left), EFBIG (a
+    file larger than the system allows, e.g. `ulimit -f`) or EDQUOT (quota),
+    and the exceptions TensorFlow, h5py and safetensors raise for them (by
+    their message), also where another exception wraps one (`__cause__`,
+    `__context__`). Anything else, a bug included, is not one of them.
+
+    Args:
+        error: BaseException. The exception a write raised.
+
+    Returns:
+        str or None. `"no space left on device"`, `"file too large"` or
+        `"disk quota exceeded"`.
+
+    Examples:
+
+    >>> import errno
+    >>> disk_full_cause(OSError(errno.ENOSPC, "No space left on device"))
+    'no space left on device'
+    >>> disk_full_cause(RuntimeError("Error while serializing: File too large (os error 27)"))
+    'file too large'
+    >>> disk_full_cause(ValueError("shapes do not match")) is None
+    True
+    """
+    seen = set()
+    while error is not None and id(error) not in seen:
+        seen.add(id(error))
+        if isinstance(error, OSError) and error.errno in DISK_FULL_CAUSES:
+            return DISK_FULL_CAUSES[error.errno]
+        text = str(error).lower()
+        for pattern, cause in _disk_full_patterns():
+            if pattern in text:
+                return cause
+        error = error.__cause__ or error.__context__
+    return None
+
+
+def write_file_atomic(path, write, mode="wb", encoding=None):
+    """Write `path` whole or not at all: a temporary sibling, renamed when complete.
+
+    `write(f)` writes the content to the open temporary file. If it raises
+    (a full disk, an interruption), the temporary file is removed and `path`
+    is left as it was.
+
+    Args:
+        path: str or path. The file to write.
+        write: callable. Called with the open file.
+        mode: str. `"wb"` or `"w"`. Defaults to `"wb"`.
+        encoding: str or None. The text encoding in mode `"w"`. Defaults to
+            None.
+
+    Examples:
+
+    ```python
+    write_file_atomic("report.json", lambda f: f.write(text), mode="w", encoding="utf-8")
+    ```
+    """
+    path = os.fspath(path)
+    tmp = f"{path}.tmp-{os.getpid()}"
+    try:
+        with open(tmp, mode, encoding=encoding) as f:
+            write(f)
+        os.replace(tmp, path)
+    finally:
+        if os.path.exists(tmp):
+            os.remove(tmp)
+
+
+# An upper bound of what an HDF5 weights file (Keras' `.weights.h5`) adds to
+# its tensors' bytes: about 2.5 KiB of metadata per variable was measured.
+H5_BYTES_PER_VARIABLE = 4096
+H5_BASE_BYTES = 65536
+
+
+def h5_weights_size(variables):
+    """An upper bound of the size of the `.weights.h5` file that holds `variables`.
+
+    Args:
+        variables: list of Keras variables (anything with `shape` and `dtype`).
+
+    Returns:
+        int. Bytes.
+    """
+    import numpy as np
+
+    data = sum(int(np.prod(v.shape)) * np.dtype(getattr(v.dtype, "name", v.dtype)).itemsize
+               for v in variables)
+    return data + H5_BYTES_PER_VARIABLE * len(variables) + H5_BASE_BYTES
+
+
+def check_room(path, nbytes):
+    """Raise the operating system's error now when `nbytes` cannot be written to `path`.
+
+    h5py may crash the process (a segmentation fault) when the disk fills up,
+    or the file-size limit (`ulimit -f`) is reached, in the middle of writing
+    a weights file; this check, made before the write, turns the foreseeable
+    cases into an `OSError` with errno EFBIG (larger than the file-size
+    limit) or ENOSPC (larger than the free space of the file system).
+
+    Args:
+        path: str or path. The file about to be written.
+        nbytes: int. Its size, or an upper bound of it.
+
+    Raises:
+        OSError: errno EFBIG or ENOSPC, naming `path`.
+    """
+    path = os.fspath(path)
+    try:
+        import resource
+
+        soft, _ = resource.getrlimit(resource.RLIMIT_FSIZE)
+    except (ImportError, OSError, ValueError):  # not POSIX
+        soft = None
+    if soft is not None and soft != resource.RLIM_INFINITY and nbytes > soft:
+        raise OSError(errno.EFBIG, os.strerror(errno.EFBIG), path)
+    folder = os.path.dirname(os.path.abspath(path))
+    while not os.path.exists(folder):
+        folder = os.path.dirname(folder)
+    try:
+        stats = os.statvfs(folder)
+    except (AttributeError, OSError):  # no statvfs here, or a file system without one
+        return
+    blocks = stats.f_bfree if hasattr(os, "geteuid") and os.geteuid() == 0 else stats.f_bavail
+    if nbytes > blocks * stats.f_frsize:
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), path)
+
+
+class _StreamOnly:
+    """A file seen only through `write`, so that numpy writes it with Python's I/O.
+
+    `np.save` on a real file writes with C `fwrite`, whose short write on a
+    full disk is reported without its errno ("N requested and M written");
+    through Python's file object the `OSError` keeps it (ENOSPC, EFBIG).
+    """
+
+    def __init__(self, f):
+        self._f = f
+
+    def write(self, data):
+        return self._f.write(data)
+
+
+def save_npy(f, array):
+    """`np.save(f, array)` whose write errors keep their errno (see `_StreamOnly`).
+
+    Args:
+        f: an open binary file.
+        array: the array to write in `.npy` format.
+    """
+    import numpy as np
+
+    np.save(_StreamOnly(f), array)

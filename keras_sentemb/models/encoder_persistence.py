@@ -16,6 +16,8 @@ import keras
 import numpy as np
 
 from keras_sentemb.io_utils import atomic_folder
+from keras_sentemb.io_utils import check_room
+from keras_sentemb.io_utils import h5_weights_size
 from keras_sentemb.model_card import build_model_card
 from keras_sentemb.model_card import read_model_card
 from keras_sentemb.model_card import write_model_card
@@ -100,6 +102,8 @@ class EncoderPersistence:
         if filepath.endswith(".keras"):
             return super().save(filepath, overwrite=overwrite, **kwargs)
         with atomic_folder(filepath, overwrite=overwrite) as folder:
+            # A clean error instead of h5py's crash when the weights cannot fit.
+            check_room(folder / "model.weights.h5", h5_weights_size(self.backbone.weights))
             self.backbone.save_to_preset(str(folder))
             self.tokenizer.save_to_preset(str(folder))
             if self.projection is not None:

@@ -79,11 +79,24 @@ def embeddings_path(output_dir, name, shard_format):
     return os.path.join(output_dir, f"embeddings-{name}.{shard_format}")
 
 
+def _remove_quietly(path):
+    """Remove a temporary file left by a failed write (a full disk), if it is there."""
+    try:
+        if tf.io.gfile.exists(path):
+            tf.io.gfile.remove(path)
+    except tf.errors.OpError:
+        pass
+
+
 def _write_atomic(path, payload):
     tmp = f"{path}.tmp-{os.getpid()}"
-    with tf.io.gfile.GFile(tmp, "wb") as f:
-        f.write(payload)
-    tf.io.gfile.rename(tmp, path, overwrite=True)
+    try:
+        with tf.io.gfile.GFile(tmp, "wb") as f:
+            f.write(payload)
+        tf.io.gfile.rename(tmp, path, overwrite=True)
+    except BaseException:
+        _remove_quietly(tmp)
+        raise
 
 
 def write_shard(output_dir, name, ids, embeddings, shard_format="npy"):
@@ -108,10 +121,14 @@ def write_shard(output_dir, name, ids, embeddings, shard_format="npy"):
         return
     path = embeddings_path(output_dir, name, "tfrecord")
     tmp = f"{path}.tmp-{os.getpid()}"
-    with tf.io.TFRecordWriter(tmp) as writer:
-        for (file_index, line), vector in zip(ids, embeddings):
-            writer.write(embedding_example(file_index, line, vector))
-    tf.io.gfile.rename(tmp, path, overwrite=True)
+    try:
+        with tf.io.TFRecordWriter(tmp) as writer:
+            for (file_index, line), vector in zip(ids, embeddings):
+                writer.write(embedding_example(file_index, line, vector))
+        tf.io.gfile.rename(tmp, path, overwrite=True)
+    except BaseException:
+        _remove_quietly(tmp)
+        raise
 
 
 def embedding_example(file_index, line, vector):

@@ -23,6 +23,8 @@ import h5py
 import keras
 
 from keras_sentemb import compat
+from keras_sentemb.io_utils import check_room
+from keras_sentemb.io_utils import h5_weights_size
 
 logger = logging.getLogger(__name__)
 
@@ -124,8 +126,17 @@ class TrainingBackup(keras.callbacks.BackupAndRestore):
         name = WEIGHTS_PATTERN.format(epoch=epoch + 1)
         final = os.path.join(self.backup_dir, name)
         tmp = os.path.join(self.backup_dir, f".{uuid.uuid4().hex[:8]}.{name}")
-        self.model.save_weights(tmp, overwrite=True)
-        os.replace(tmp, final)
+        variables = list(self.model.weights)
+        if self.model.optimizer is not None:
+            variables += list(self.model.optimizer.variables)
+        try:
+            # A clean error instead of h5py's crash when the weights cannot fit.
+            check_room(tmp, h5_weights_size(variables))
+            self.model.save_weights(tmp, overwrite=True)
+            os.replace(tmp, final)
+        finally:
+            with contextlib.suppress(OSError):
+                os.remove(tmp)
         _write_json_atomically(os.path.join(self.backup_dir, METADATA_FILE),
                                {"epoch": epoch + 1, "batch": 0, "weights": name})
         for other in os.listdir(self.backup_dir):
