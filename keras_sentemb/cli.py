@@ -37,7 +37,8 @@ Every command that loads MODEL also takes `--num-layers N` (the first N
 Transformer layers of MODEL). User mistakes (missing files, unknown models or pooling, bad values) end with
 one line on stderr and exit status 2, never a traceback; so do a full disk
 ("cannot write PATH: no space left on device", or "file too large" under a
-file-size limit; nothing half-written is left).
+file-size limit; nothing half-written is left) and a missing optional
+dependency (with the pip command that installs it).
 """
 
 import argparse
@@ -62,6 +63,8 @@ from keras_sentemb.io_utils import disk_full_cause
 from keras_sentemb.io_utils import looks_like_model
 from keras_sentemb.io_utils import save_npy
 from keras_sentemb.io_utils import write_file_atomic
+from keras_sentemb.missing_dependency import MissingDependencyError
+from keras_sentemb.missing_dependency import import_optional
 from keras_sentemb.pipelines.shared_arguments import SHARED_ARGUMENTS
 from keras_sentemb.pipelines.shared_arguments import format_default
 from keras_sentemb.pipelines.shared_arguments import option_docs
@@ -340,7 +343,11 @@ def cmd_evaluate_retrieval(args):
         raise UsageError(f"--split for retrieval must be test or dev, got {split!r}")
     if args.update_card:
         _check_card_folder(args.model)
-    data = evaluation.beir.load_beir(args.data, split=split)  # bad files fail before the model loads
+    # A missing optional dependency, then bad files, fail before the model loads.
+    import_optional("pytrec_eval", "evaluate retrieval", "retrieval")
+    if args.approximate:
+        import_optional("faiss", "evaluate retrieval --approximate", "retrieval")
+    data = evaluation.beir.load_beir(args.data, split=split)
     encoder = _load_encoder(args.model, args.pooling, args.max_length, args.num_layers)
     if args.truncate_dim is not None:
         models.truncation.check_truncate_dim(args.truncate_dim, encoder.output_dim)
@@ -789,8 +796,8 @@ def one_line_error(error, args):
     A full disk (or a file-size limit or quota) is reported as "cannot write
     PATH: no space left on device" (or "file too large", "disk quota
     exceeded"), whichever library raised it; user mistakes (`UsageError`,
-    unknown or broken models, missing files, bad values) by their first line.
-    Anything else is a bug: None.
+    unknown or broken models, missing files, bad values) and missing optional
+    dependencies by their first line. Anything else is a bug: None.
 
     Args:
         error: Exception. What the command raised.
@@ -803,7 +810,7 @@ def one_line_error(error, args):
     if cause is not None:
         return f"cannot write {_written_path(args, error)}: {cause}"
     if isinstance(error, (UsageError, models.presets.ModelNotFoundError, FileNotFoundError,
-                          FileExistsError, ValueError)):
+                          FileExistsError, ValueError, MissingDependencyError)):
         text = str(error).strip()
         return text.splitlines()[0] if text else type(error).__name__
     return None

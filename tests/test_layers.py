@@ -3,8 +3,8 @@
 The layers, from the ground up (a module may import its own layer's and
 lower layers' modules, never a higher one's):
 
-1. `version`, `compat`, `io_utils`, `validation`, `lazy_exports`, `quiet_startup`: no
-   keras_sentemb imports but each other.
+1. `version`, `compat`, `io_utils`, `validation`, `lazy_exports`, `quiet_startup`,
+   `missing_dependency`: no keras_sentemb imports but each other.
 2. `augment`, `losses`, `model_card`: functions and layers on tensors.
 3. `models`: the encoder and its parts.
 4. `data`: tf.data pipelines (they tokenize with an encoder).
@@ -25,6 +25,7 @@ from pathlib import Path
 PACKAGE = Path(__file__).resolve().parents[1] / "keras_sentemb"
 LAYERS = {
     "version": 1, "compat": 1, "io_utils": 1, "validation": 1, "lazy_exports": 1, "quiet_startup": 1,
+    "missing_dependency": 1,
     "augment": 2, "losses": 2, "model_card": 2,
     "models": 3,
     "data": 4,

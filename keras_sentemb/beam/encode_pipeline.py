@@ -33,13 +33,24 @@ import argparse
 import os
 import sys
 
-import apache_beam as beam
+from keras_sentemb.missing_dependency import is_missing
+from keras_sentemb.missing_dependency import missing_dependency
+
+try:
+    import apache_beam as beam
+    from apache_beam.ml.inference.base import KeyedModelHandler
+    from apache_beam.ml.inference.base import ModelHandler
+    from apache_beam.ml.inference.base import PredictionResult
+    from apache_beam.ml.inference.base import RunInference
+    from apache_beam.options.pipeline_options import PipelineOptions
+except ImportError as e:
+    if not is_missing(e, "apache_beam"):
+        raise
+    _missing = missing_dependency("apache_beam", "The Beam pipeline", "beam")
+    if __name__ == "__main__":  # run as a program: one line, no traceback
+        sys.exit(f"keras_sentemb.beam.encode_pipeline: error: {_missing}")
+    raise _missing from None
 import numpy as np
-from apache_beam.ml.inference.base import KeyedModelHandler
-from apache_beam.ml.inference.base import ModelHandler
-from apache_beam.ml.inference.base import PredictionResult
-from apache_beam.ml.inference.base import RunInference
-from apache_beam.options.pipeline_options import PipelineOptions
 import tensorflow as tf
 
 from keras_sentemb import validation

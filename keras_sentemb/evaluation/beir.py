@@ -10,7 +10,7 @@ an approximate one (faiss HNSW) whose recall against the exact one is
 reported, and scores the ranking with trec_eval.
 
 The metrics come from pytrec_eval (the `pytrec-eval-terrier` wheels, an
-optional dependency: `pip install keras-sentemb[retrieval]`). It is chosen
+optional dependency: `pip install -e ".[retrieval]"`). It is chosen
 over ir-measures because it *is* trec_eval, the reference implementation,
 bound to Python, and BEIR computes its published numbers with it (so numbers
 here compare with BEIR's); ir-measures is a front end that mostly delegates
@@ -31,6 +31,7 @@ from keras_sentemb.evaluation.search import approximate_search
 from keras_sentemb.evaluation.search import check_similarity
 from keras_sentemb.evaluation.search import exact_search
 from keras_sentemb.evaluation.search import recall_at_k
+from keras_sentemb.missing_dependency import import_optional
 
 SPLITS = ("test", "dev", "train")
 # Reported metric name -> (trec_eval measure, key in its output, run cut-off).
@@ -198,14 +199,8 @@ def retrieval_metrics(qrels, run):
     >>> retrieval_metrics(qrels, run)["mrr@10"]
     75.0
     """
-    try:
-        # Optional dependency: trec_eval's metrics are needed only here.
-        import pytrec_eval
-    except ImportError:
-        raise ImportError(
-            "Retrieval metrics need pytrec_eval: pip install pytrec-eval-terrier "
-            "(or keras-sentemb[retrieval])."
-        ) from None
+    # Optional dependency: trec_eval's metrics are needed only here.
+    pytrec_eval = import_optional("pytrec_eval", "Retrieval metrics", "retrieval")
     if not qrels:
         raise ValueError("`qrels` is empty: no query to evaluate.")
     qrels = {str(q): {str(d): int(r) for d, r in docs.items()} for q, docs in qrels.items()}

@@ -7,7 +7,7 @@ by corpus index (lower first), so the result does not depend on the block
 sizes: searching in blocks returns exactly what one full product would.
 
 `approximate_search` builds a faiss HNSW index (an optional dependency,
-`pip install keras-sentemb[retrieval]`) for corpora too large to scan.
+`pip install -e ".[retrieval]"`) for corpora too large to scan.
 faiss is the maintained reference library for vector search (Meta AI, MIT
 licence, CPU wheels on PyPI for every major platform); its HNSW graph needs
 no training pass, works with inner products (cosine on unit vectors) and has
@@ -16,6 +16,8 @@ how many of the exact neighbours it finds.
 """
 
 import numpy as np
+
+from keras_sentemb.missing_dependency import import_optional
 
 SIMILARITIES = ("cosine", "dot")
 
@@ -186,7 +188,7 @@ def approximate_search(
 ):
     """Approximate top-k search with a faiss HNSW index (inner product).
 
-    Needs faiss (`pip install keras-sentemb[retrieval]` or `faiss-cpu`).
+    Needs faiss (`pip install -e ".[retrieval]"` or `pip install faiss-cpu`).
     For `"cosine"`, rows are L2-normalised first, so the inner product is the
     cosine. The graph is built once over the corpus (`m` links per node,
     `ef_construction` candidates while building); `ef_search` candidates are
@@ -207,14 +209,8 @@ def approximate_search(
         `(scores, indices)` like `exact_search` (index `-1` where the
         index returned fewer than `k` documents).
     """
-    try:
-        # Optional dependency: only approximate search needs faiss.
-        import faiss
-    except ImportError:
-        raise ImportError(
-            "Approximate search needs faiss: pip install faiss-cpu "
-            "(or keras-sentemb[retrieval])."
-        ) from None
+    # Optional dependency: only approximate search needs faiss.
+    faiss = import_optional("faiss", "Approximate search", "retrieval")
     queries = _as_matrix(query_embeddings, "query_embeddings")
     corpus = _as_matrix(corpus_embeddings, "corpus_embeddings")
     check_similarity(similarity)
