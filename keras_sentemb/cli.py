@@ -39,6 +39,10 @@ one line on stderr and exit status 2, never a traceback; so do a full disk
 ("cannot write PATH: no space left on device", or "file too large" under a
 file-size limit; nothing half-written is left) and a missing optional
 dependency (with the pip command that installs it).
+
+`evaluate ... --output FILE` writes exactly FILE, in the format its
+extension (.json, .md) or `--format` names; for sts, transfer and all, a
+FILE with neither gets FILE.json and FILE.md.
 """
 
 import argparse
@@ -263,20 +267,70 @@ def _split_tasks(text):
     return [t for t in text.split(",") if t.strip()] if text else None
 
 
-def _write_report(prefix, report, markdown):
-    """`PREFIX.json` and `PREFIX.md`, each written whole (temporary file, then rename)."""
-    folder = os.path.dirname(os.path.abspath(prefix))
+# Report file extensions and the format each names.
+REPORT_EXTENSIONS = {".json": "json", ".md": "markdown"}
+
+
+def report_files(output, fmt, benchmark):
+    """The report files `evaluate --output OUTPUT` writes: a list of `(path, format)`.
+
+    `--output FILE` writes exactly FILE, in the format its extension (`.json`,
+    `.md`) names, else in `--format`'s (JSON by default). For `sts`,
+    `transfer` and `all`, an OUTPUT without either extension is a prefix:
+    `OUTPUT.json` and `OUTPUT.md`.
+
+    Args:
+        output: str. The `--output` value.
+        fmt: str or None. The `--format` value (None when not given).
+        benchmark: str. `sts`, `transfer`, `all` or `retrieval`.
+
+    Returns:
+        list of `(path, format)`, format `"json"` or `"markdown"`.
+
+    Examples:
+
+    >>> report_files("r.json", None, "retrieval")
+    [('r.json', 'json')]
+    >>> report_files("r", "markdown", "retrieval")
+    [('r', 'markdown')]
+    >>> report_files("report", None, "all")
+    [('report.json', 'json'), ('report.md', 'markdown')]
+    """
+    named = REPORT_EXTENSIONS.get(os.path.splitext(output)[1].lower())
+    if named is not None and fmt is not None and fmt != named:
+        raise UsageError(
+            f"--output {output} names a {named} file but --format is {fmt}; give the file "
+            f"the extension of its format (.json or .md) or drop --format"
+        )
+    if named is None and benchmark != "retrieval":
+        return [(output + ".json", "json"), (output + ".md", "markdown")]
+    return [(output, named or fmt or "json")]
+
+
+def _check_report_output(output):
+    """Fail before any work when the folder of `--output` does not exist."""
+    folder = os.path.dirname(os.path.abspath(output))
     if not os.path.isdir(folder):
         raise UsageError(f"--output folder does not exist: {folder}")
-    for suffix, text in ((".json", json.dumps(report, indent=2)), (".md", markdown)):
-        write_file_atomic(prefix + suffix, lambda f: f.write(text), mode="w", encoding="utf-8")
-    print(f"wrote {prefix}.json and {prefix}.md", file=sys.stderr)
+    if os.path.isdir(output):
+        raise UsageError(f"--output {output} is a folder; give a file path")
+
+
+def _write_report(files, report, markdown):
+    """Each `(path, format)` of `report_files`, written whole (temporary file, then rename)."""
+    for path, fmt in files:
+        text = markdown if fmt == "markdown" else json.dumps(report, indent=2)
+        write_file_atomic(path, lambda f: f.write(text), mode="w", encoding="utf-8")
+    print(f"wrote {' and '.join(path for path, _ in files)}", file=sys.stderr)
 
 
 def cmd_evaluate(args):
     reports = evaluation.report
     if not os.path.exists(args.data):
         raise UsageError(f"data folder not found: {args.data}")
+    if args.output:
+        _check_report_output(args.output)
+        files = report_files(args.output, args.format, args.benchmark)
     logging.basicConfig(level=logging.INFO, format="%(name)s: %(message)s", stream=sys.stderr)
     tasks = _split_tasks(args.tasks)
     if args.benchmark == "sts" and (args.seed is not None or args.config is not None):
@@ -325,7 +379,7 @@ def cmd_evaluate(args):
             markdown = reports.report_markdown(dict(result, model=args.model))
     result["model"] = args.model
     if args.output:
-        _write_report(args.output, result, markdown)
+        _write_report(files, result, markdown)
     if args.update_card:
         evaluation.card_results.add_evaluation(args.model, args.benchmark, result)
         print(f"added the {args.benchmark} results to the model card in {args.model}", file=sys.stderr)
@@ -361,7 +415,7 @@ def cmd_evaluate_retrieval(args):
     result["model"] = args.model
     markdown = evaluation.beir.retrieval_markdown(result)
     if args.output:
-        _write_report(args.output, result, markdown)
+        _write_report(report_files(args.output, args.format, "retrieval"), result, markdown)
     if args.update_card:
         evaluation.card_results.add_evaluation(args.model, "retrieval", result)
         print(f"added the retrieval results to the model card in {args.model}", file=sys.stderr)
@@ -728,10 +782,13 @@ def build_parser():
                    help="transfer: SentEval's paper setting (default) or its fast one")
     p.add_argument("--mrpc-features", choices=["senteval", "concat"], default="senteval",
                    help="transfer: [|u-v|, u*v] (SentEval's, default) or [u, v, |u-v|, u*v]")
-    p.add_argument("--format", choices=["json", "markdown"], default="json",
-                   help="stdout: one JSON line (default) or the markdown table")
-    p.add_argument("--output", default=None,
-                   help="also write the report to OUTPUT.json and OUTPUT.md")
+    p.add_argument("--format", choices=["json", "markdown"], default=None,
+                   help="stdout: one JSON line (default) or the markdown table; also the "
+                        "format of --output FILE when its extension names none")
+    p.add_argument("--output", default=None, metavar="FILE",
+                   help="also write the report to FILE, in the format its extension (.json, "
+                        ".md) or --format names; for sts, transfer and all, a FILE with "
+                        "neither gets FILE.json and FILE.md")
     p.add_argument("--update-card", action="store_true",
                    help="add the results to the model card of the --model folder")
 

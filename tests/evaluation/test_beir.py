@@ -208,7 +208,7 @@ def test_cli_json_markdown_output_and_card(tiny_model, word_dir, tmp_path, capsy
     assert len(out) == 1
     result = json.loads(out[0])
     assert result["protocol"]["dim"] == 16 and result["model"] == tiny_model
-    assert json.loads((tmp_path / "report.json").read_text())["ndcg@10"] == result["ndcg@10"]
+    assert json.loads((tmp_path / "report").read_text())["ndcg@10"] == result["ndcg@10"]
     card = json.loads(open(f"{tiny_model}/model_card.json").read())
     entries = {e["name"]: e for e in card["evaluation"]}
     assert entries["retrieval ndcg@10"]["value"] == result["ndcg@10"]
@@ -217,6 +217,25 @@ def test_cli_json_markdown_output_and_card(tiny_model, word_dir, tmp_path, capsy
                      "--split", "dev", "--format", "markdown"]) == 0
     text = capsys.readouterr().out
     assert "| exact |" in text and "(dev)" in text
+
+
+def test_cli_output_writes_exactly_the_file_in_its_format(tiny_model, word_dir, tmp_path, capsys):
+    base = ["evaluate", "retrieval", "--model", tiny_model, "--data", str(word_dir)]
+    assert cli.main(base + ["--output", str(tmp_path / "r.json")]) == 0
+    result = json.loads(capsys.readouterr().out)
+    assert json.loads((tmp_path / "r.json").read_text())["ndcg@10"] == result["ndcg@10"]
+    assert cli.main(base + ["--output", str(tmp_path / "r.md")]) == 0
+    assert (tmp_path / "r.md").read_text().startswith("## Retrieval")
+    capsys.readouterr()
+    assert cli.main(base + ["--output", str(tmp_path / "table"), "--format", "markdown"]) == 0
+    table = (tmp_path / "table").read_text()
+    assert "| exact |" in table and table.strip() == capsys.readouterr().out.strip()
+    assert sorted(p.name for p in tmp_path.iterdir() if p.is_file()) == ["r.json", "r.md", "table"]
+    # A format that contradicts the extension is refused before any work.
+    assert cli.main(base + ["--output", str(tmp_path / "x.json"), "--format", "markdown"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "x.json names a json file but --format is markdown" in err[0]
+    assert not (tmp_path / "x.json").exists()
 
 
 @pytest.mark.parametrize(
