@@ -10,7 +10,7 @@ from keras_sentemb.pipelines.consert import fit_consert  # noqa: F401
 from keras_sentemb.methods.contrastive_tension import fit_ct  # noqa: F401
 from keras_sentemb.pipelines.masked_language_model import fit_mlm  # noqa: F401
 from keras_sentemb.pipelines.multitask import fit_multitask  # noqa: F401
-from keras_sentemb.pipelines.parallel import fit_parallel  # noqa: F401
+from keras_sentemb.methods.parallel import fit_parallel  # noqa: F401
 from keras_sentemb.pipelines.self_guided import fit_self_guided  # noqa: F401
 from keras_sentemb.methods.simcse import fit_simcse  # noqa: F401
 from keras_sentemb.pipelines.sts_regression import fit_sts_regression  # noqa: F401

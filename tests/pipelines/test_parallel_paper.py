@@ -24,7 +24,7 @@ STS_PAIRS = [("a man is playing", "a man plays", 4.6), ("the cat sits", "a cat i
 
 
 def _fit(caplog, **kwargs):
-    with caplog.at_level(logging.WARNING, logger="keras_sentemb.pipelines.parallel"):
+    with caplog.at_level(logging.WARNING, logger="keras_sentemb.methods.parallel"):
         kwargs.setdefault("steps", 1)
         return keras_sentemb.fit_parallel(
             make_pairs(24), batch_size=4, queue_size=0, max_length=12, eval_size=0,
@@ -94,7 +94,7 @@ def test_sts_tracker_follows_a_parallel_student(caplog):
 def test_a_teacher_of_another_size_gives_the_student_a_kept_head(caplog, tmp_path):
     teacher = make_tiny_encoder(num_layers=1, hidden_dim=16)
     out = tmp_path / "student"
-    with caplog.at_level(logging.WARNING, logger="keras_sentemb.pipelines.parallel"):
+    with caplog.at_level(logging.WARNING, logger="keras_sentemb.methods.parallel"):
         student = keras_sentemb.fit_parallel(
             make_pairs(40), model=make_tiny_encoder(num_layers=1), teacher=teacher, steps=2,
             batch_size=4, queue_size=8, max_length=12, eval_size=8, dev_size=8, eval_every=1,
