@@ -21,6 +21,10 @@ numerics, not only the logs.
 
 Nothing is filtered when the user asked for the logs (`--verbose`) or chose a
 level themselves (`TF_CPP_MIN_LOG_LEVEL` set in the environment).
+
+The recipes (`recipes/*.py`, the README's main job among them) start the
+same way through `run_quietly`, and take the same `--verbose`
+(`add_verbose_flag`).
 """
 
 import contextlib
@@ -165,3 +169,56 @@ def start_tensorflow():
     import tensorflow as tf
 
     tf.config.list_physical_devices()
+
+
+VERBOSE_HELP = "show TensorFlow's C++ start-up logs (hidden by default)"
+
+
+def add_verbose_flag(parser):
+    """Add `--verbose` (TensorFlow's start-up logs, see `run_quietly`) to a program's parser.
+
+    Args:
+        parser: argparse.ArgumentParser. The program's parser.
+
+    Returns:
+        The parser.
+
+    Examples:
+
+    >>> import argparse
+    >>> add_verbose_flag(argparse.ArgumentParser()).parse_args(["--verbose"]).verbose
+    True
+    """
+    parser.add_argument("--verbose", action="store_true", help=VERBOSE_HELP)
+    return parser
+
+
+def run_quietly(main, argv=None):
+    """Start TensorFlow quietly, then run a program's `main(argv)`; its entry point.
+
+    TensorFlow is imported and its devices listed inside
+    `quiet_tensorflow_startup`, so that its C++ start-up notices are dropped,
+    unless `argv` holds `--verbose` (the program's parser takes it, see
+    `add_verbose_flag`) or the user set `TF_CPP_MIN_LOG_LEVEL`. With `-h` /
+    `--help` TensorFlow is not started: the help comes at once.
+
+    Args:
+        main: callable. The program's `main(argv)`.
+        argv: list of str or None. The arguments after the program name;
+            None reads `sys.argv`.
+
+    Returns:
+        What `main` returns (the exit status).
+
+    Examples:
+
+    ```python
+    if __name__ == "__main__":
+        sys.exit(run_quietly(main))
+    ```
+    """
+    argv = sys.argv[1:] if argv is None else list(argv)
+    if "-h" not in argv and "--help" not in argv:
+        with quiet_tensorflow_startup(verbose="--verbose" in argv):
+            start_tensorflow()
+    return main(argv)

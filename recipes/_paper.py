@@ -10,6 +10,8 @@ import argparse
 import math
 from dataclasses import dataclass
 
+from keras_sentemb.quiet_startup import add_verbose_flag
+
 
 @dataclass(frozen=True)
 class Setting:
@@ -43,12 +45,16 @@ def paper_epilog(paper, differences):
 
 
 def paper_parser(doc, paper, differences):
-    """An `ArgumentParser` whose `--help` shows `doc`, the paper table and the differences."""
-    return argparse.ArgumentParser(
+    """An `ArgumentParser` whose `--help` shows `doc`, the paper table and the differences.
+
+    It takes `--verbose` (TensorFlow's start-up logs, see
+    `keras_sentemb.quiet_startup.run_quietly`, the recipes' entry point).
+    """
+    return add_verbose_flag(argparse.ArgumentParser(
         description=doc,
         epilog=paper_epilog(paper, differences),
         formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
+    ))
 
 
 def add_seeds(parser, default=1, help_runs="the paper's"):

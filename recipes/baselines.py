@@ -32,8 +32,9 @@ import sys
 import time
 from pathlib import Path
 
+from keras_sentemb.quiet_startup import add_verbose_flag, run_quietly
+
 os.environ.setdefault("KERAS_BACKEND", "tensorflow")
-os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 REPO = Path(__file__).resolve().parents[1]
 WIKI = REPO.parent / "shared" / "data" / "wiki" / "wiki100k.txt"
@@ -60,6 +61,7 @@ def main(argv=None):
     parser.add_argument("--flow-eval-every", type=int, default=125)
     parser.add_argument("--results", default=None, help="write the JSON here too")
     parser.add_argument("--smoke", action="store_true", help="tiny CPU run")
+    add_verbose_flag(parser)
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s: %(message)s")
 
@@ -162,4 +164,4 @@ def main(argv=None):
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(run_quietly(main))  # TensorFlow's start-up notices hidden unless --verbose

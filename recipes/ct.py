@@ -45,6 +45,7 @@ from _paper import (  # noqa: E402
     Setting, add_row_args, add_seeds, average_rows, emit_row, paper_parser, paper_value,
     summarize_seeds, table_row,
 )
+from keras_sentemb.quiet_startup import run_quietly  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]
 WIKI = REPO.parent / "shared" / "data" / "wiki" / "wiki100k.txt"
@@ -291,4 +292,4 @@ def main(argv=None):
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(run_quietly(main))  # TensorFlow's start-up notices hidden unless --verbose

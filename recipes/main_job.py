@@ -28,6 +28,7 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 import keras_sentemb  # noqa: E402
 from keras_sentemb.data.resources import bundled_corpus, bundled_sts_dir  # noqa: E402
+from keras_sentemb.quiet_startup import add_verbose_flag, run_quietly  # noqa: E402
 
 
 def sts(encoder):
@@ -46,6 +47,7 @@ def main(argv=None):
     p.add_argument("--eval-every", type=int, default=100)
     p.add_argument("--output", default="runs/ct_default")
     p.add_argument("--export", default="saved_models/ct_default")
+    add_verbose_flag(p)
     args = p.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(message)s")
     start = time.time()
@@ -88,4 +90,4 @@ def main(argv=None):
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(run_quietly(main))  # TensorFlow's start-up notices hidden unless --verbose

@@ -44,10 +44,10 @@ import time
 from pathlib import Path
 
 os.environ.setdefault("KERAS_BACKEND", "tensorflow")
-os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _paper import Setting, paper_parser, paper_value  # noqa: E402
+from keras_sentemb.quiet_startup import run_quietly  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]
 DEFAULT_DATA = REPO.parent / "shared" / "data" / "multitask"
@@ -258,4 +258,4 @@ def main(argv=None):
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(run_quietly(main))  # TensorFlow's start-up notices hidden unless --verbose

@@ -37,10 +37,10 @@ import time
 from pathlib import Path
 
 os.environ.setdefault("KERAS_BACKEND", "tensorflow")
-os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _paper import Setting, add_row_args, emit_row, paper_parser, paper_value, table_row  # noqa: E402,E501
+from keras_sentemb.quiet_startup import run_quietly  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]
 DATA = REPO.parent / "shared" / "data"
@@ -355,4 +355,4 @@ def main(argv=None):
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(run_quietly(main))  # TensorFlow's start-up notices hidden unless --verbose
