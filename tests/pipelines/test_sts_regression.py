@@ -9,10 +9,10 @@ import keras_sentemb
 from keras_sentemb.evaluation.sts_spread import pair_cosines
 from keras_sentemb.models import SentenceEncoder
 from keras_sentemb.pipelines.callbacks import sts_spearman
-from keras_sentemb.pipelines.sts_regression import lowest_bucket_mean
-from keras_sentemb.pipelines.sts_regression import map_scores
-from keras_sentemb.pipelines.sts_regression import model_specific_lower_bound
-from keras_sentemb.pipelines.sts_regression import resolve_train_pairs
+from keras_sentemb.methods.sts_regression import lowest_bucket_mean
+from keras_sentemb.methods.sts_regression import map_scores
+from keras_sentemb.methods.sts_regression import model_specific_lower_bound
+from keras_sentemb.methods.sts_regression import resolve_train_pairs
 from keras_sentemb.trainers.sts_regression import STSRegression
 from tests.conftest import make_tiny_encoder
 from tests.evaluation.test_sts_spread import PAIRS

@@ -1,0 +1,223 @@
+"""STS-B cosine regression with model-specific labels (CT, section 5.2): `fit_sts_regression`."""
+
+import dataclasses
+import logging
+
+import numpy as np
+
+from keras_sentemb.evaluation.readers import load_stsb_pairs
+from keras_sentemb.evaluation.sts_spread import pair_cosines
+from keras_sentemb.evaluation.sts_spread import score_buckets
+from keras_sentemb.methods.method import Method
+from keras_sentemb.methods.options import MethodConfig
+from keras_sentemb.methods.options import option
+from keras_sentemb.methods.registry import register_method
+from keras_sentemb.methods.runner import fit
+from keras_sentemb.methods.runner import fit_function
+from keras_sentemb.pipelines.schedules import adamw_linear_decay
+from keras_sentemb.trainers.sts_regression import STSRegression as STSRegressionTrainer
+
+logger = logging.getLogger(__name__)
+
+PAPER = "Carlsson et al. 2021"
+LABEL_MODES = ("model_specific", "unit")
+STS_SCORE_RANGE = (0.0, 5.0)
+
+
+@dataclasses.dataclass(frozen=True)
+class STSRegressionConfig(MethodConfig):
+    """`fit_sts_regression`'s options."""
+
+    labels: str = option("model_specific", "`\"model_specific\"` (gold scores mapped onto "
+                         "[M, 1]) or `\"unit\"` (onto [0, 1]).", choices=LABEL_MODES,
+                         source=f"{PAPER}, section 5.2")
+    epochs: int = option(4, "Epochs when `steps` is None.")
+    num_buckets: int = option(20, "Buckets used to find M.", minimum=1,
+                              source=f"{PAPER}, section 5.2")
+    warmup_ratio: float = option(0.1, "Fraction of steps of linear warm-up.")
+    weight_decay: float = option(0.01, "AdamW weight decay.", minimum=0.0)
+
+
+def lowest_bucket_mean(cosines, scores, num_buckets=20, score_range=STS_SCORE_RANGE,
+                       closed="right"):
+    """M: mean cosine similarity of the lowest non-empty gold-score bucket.
+
+    The gold scores are split into `num_buckets` equal-width buckets over
+    `score_range`, right-closed as the CT paper's section 5.2 counts them
+    (for STS-B and 20 buckets: [0, 0.25], (0.25, 0.5], ..., (4.75, 5]); M is
+    the mean of `cosines` over the pairs of the lowest bucket that holds any
+    pair.
+
+    Args:
+        cosines: array-like [n]. The starting model's cosine of each pair.
+        scores: array-like [n]. Gold scores.
+        num_buckets: int. Defaults to `20`.
+        score_range: pair of floats. Defaults to `(0.0, 5.0)`.
+        closed: str. `"right"` (the paper's) or `"left"` bucket edges (see
+            `score_buckets`). Defaults to `"right"`.
+
+    Returns:
+        A tuple `(M, bucket, count)`: the mean, the bucket's index and its
+        number of pairs.
+    """
+    cosines = np.asarray(cosines, dtype=np.float64).reshape(-1)
+    index = score_buckets(scores, num_buckets, score_range, closed)
+    if cosines.shape != index.shape or cosines.size == 0:
+        raise ValueError(
+            "`cosines` and `scores` must be non-empty and of the same length. "
+            f"Received {cosines.size} cosines and {index.size} scores."
+        )
+    lowest = int(index.min())
+    chosen = cosines[index == lowest]
+    return float(chosen.mean()), lowest, int(chosen.size)
+
+
+def map_scores(scores, lower=0.0, score_range=STS_SCORE_RANGE):
+    """Maps gold scores linearly from `score_range` onto `[lower, 1]`.
+
+    `target = lower + (1 - lower) * (score - low) / (high - low)`: the lowest
+    gold score goes to `lower`, the highest to 1. `lower=0` is the plain
+    [0, 1] mapping of sentence-transformers' STS-B training; `lower=M` the
+    model-specific mapping of Contrastive Tension.
+
+    Args:
+        scores: array-like of gold scores.
+        lower: float. The target of the lowest score; must be < 1.
+            Defaults to `0.0`.
+        score_range: pair of floats. Defaults to `(0.0, 5.0)`.
+
+    Returns:
+        float32 numpy array of targets.
+    """
+    low, high = (float(v) for v in score_range)
+    if not high > low:
+        raise ValueError(f"`score_range` must have low < high. Received: {score_range!r}.")
+    lower = float(lower)
+    if not lower < 1.0:
+        raise ValueError(
+            f"The lower end of the label range must be < 1 (cosine 1 is the top "
+            f"label). Received: {lower!r}."
+        )
+    scores = np.asarray(scores, dtype=np.float64)
+    return (lower + (1.0 - lower) * (scores - low) / (high - low)).astype(np.float32)
+
+
+def model_specific_lower_bound(
+    encoder,
+    pairs,
+    num_buckets=20,
+    score_range=STS_SCORE_RANGE,
+    batch_size=128,
+    max_length=None,
+    pooling=None,
+    closed="right",
+):
+    """M of `encoder` on `pairs`: its mean cosine on the lowest score bucket.
+
+    Only the pairs of the lowest non-empty bucket (right-closed edges by
+    default, as the paper's section 5.2) are encoded (with `pooling`, by
+    default the encoder's own).
+
+    Returns:
+        A dict with `lower_bound` (M), `bucket`, `count`, `num_buckets`.
+    """
+    index = score_buckets([p[2] for p in pairs], num_buckets, score_range, closed)
+    lowest = int(index.min())
+    chosen = [p for p, i in zip(pairs, index) if i == lowest]
+    cosines = pair_cosines(
+        encoder, chosen, batch_size=batch_size, max_length=max_length, pooling=pooling
+    )
+    m, bucket, count = lowest_bucket_mean(
+        cosines, [p[2] for p in chosen], num_buckets, score_range, closed
+    )
+    return {"lower_bound": m, "bucket": bucket, "count": count, "num_buckets": int(num_buckets)}
+
+
+def resolve_train_pairs(data):
+    """`data` argument -> list of (s1, s2, score) (STS-B train split)."""
+
+    if data is None:
+        raise ValueError("fit_sts_regression needs `data`: 'stsb', an STS-B path or pairs.")
+    return load_stsb_pairs(data, "train")
+
+
+@register_method("sts")
+class STSRegression(Method):
+    """Fine-tunes an encoder on STS-B by cosine regression; returns it.
+
+    Contrastive Tension, section 5.2: split the STS-B training pairs into
+    `num_buckets` (20) equal-width buckets by gold score, let M be the
+    starting model's mean cosine similarity (with its own pooling) over the
+    lowest bucket, map the gold scores linearly from [0, 5] onto [M, 1]
+    (`labels="model_specific"`) — or onto [0, 1] (`labels="unit"`, the usual
+    sentence-transformers setting) — and regress the cosine similarity of
+    each pair on its target with MSE (the `STSRegression` trainer). The optimizer is
+    AdamW with linear warm-up (`warmup_ratio`) and decay, batch 16, learning
+    rate 2e-5, 4 epochs (sentence-transformers' STS-B recipe). With `dev`
+    (STS-B dev by default) the best checkpoint by dev Spearman, the starting
+    weights included, is kept.
+
+    Examples:
+
+    ```python
+    encoder = fit_sts_regression("data/STS/STSBenchmark", model="my_ct_model")
+    encoder = fit_sts_regression(pairs, labels="unit", steps=200)
+    ```
+
+    References:
+        - [Carlsson et al., 2021. Semantic Re-tuning with Contrastive
+          Tension](https://openreview.net/forum?id=Ov_sMNau-PF), section 5.2.
+    """
+
+    config_class = STSRegressionConfig
+    paper_pooling = "mean"
+    optional = ("max_grad_norm",)
+    run_defaults = {"batch_size": 16, "learning_rate": 2e-5, "max_length": 75}
+    run_docs = {
+        "pooling": "str. `\"auto\"` (the model's own, else mean) or a pooling name; M is "
+                   "computed with it too. Defaults to `\"auto\"`.",
+    }
+    data_doc = ("`\"stsb\"` (STS-B train, which the package does not ship: pass its path, e.g. "
+                "SentEval's `data/downstream/STS/STSBenchmark`), a path to an STS-B csv file or "
+                "folder (its train split), or a list of `(s1, s2, score)` with scores in [0, 5].")
+
+    def train(self, run, data, config):
+        pairs = resolve_train_pairs(data)
+        run.record_data(pairs=len(pairs))
+        run.set_steps(len(pairs), config.epochs)
+        with run.scope():
+            encoder = run.load_encoder()
+            pooling = run.pooling_for(encoder)
+            lower = 0.0
+            if config.labels == "model_specific":
+                info = model_specific_lower_bound(
+                    encoder, pairs, config.num_buckets, STS_SCORE_RANGE,
+                    max_length=run.max_length, pooling=pooling,
+                )
+                lower = info["lower_bound"]
+                logger.info(
+                    "STS regression: M = %.4f (mean cosine of %d pairs in bucket %d of %d)",
+                    lower, info["count"], info["bucket"], config.num_buckets,
+                )
+            targets = map_scores([p[2] for p in pairs], lower, STS_SCORE_RANGE)
+            trainer = STSRegressionTrainer(encoder, pooling=pooling)
+        run.compile(trainer, adamw_linear_decay(run.learning_rate, run.steps, config.warmup_ratio,
+                                                config.weight_decay))
+        logger.info(
+            "STS regression (%s labels in [%.4f, 1]): %d pairs, %d steps",
+            config.labels, lower, len(pairs), run.steps,
+        )
+        columns = {"sentence1": [p[0] for p in pairs], "sentence2": [p[1] for p in pairs]}
+        run.fit(trainer, run.batches(encoder, columns, extra={"label": targets}))
+        return run.finish(trainer.encoder, extras={"label_lower_bound": float(lower)})
+
+
+def fit_sts_regression(data, model="default", steps=None, batch_size=16, learning_rate=2e-5,
+                       max_length=75, pooling="auto", dev="stsb", eval_every=100, output=None,
+                       strategy=None, callbacks=None, seed=0, verbose="auto",
+                       labels="model_specific", epochs=4, num_buckets=20, warmup_ratio=0.1,
+                       weight_decay=0.01, max_grad_norm=None):
+    return fit("sts", **locals())
+
+
+fit_function("sts", fit_sts_regression)
