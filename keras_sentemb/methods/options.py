@@ -123,10 +123,15 @@ def _is_union(tp):
 
 
 def _type_text(tp):
+    if tp is _NONE:
+        return "None"
     origin = typing.get_origin(tp)
     if origin is tuple:
         args = typing.get_args(tp)
-        return f"tuple of {_type_text(args[0])}" if args else "tuple"
+        if not args:
+            return "tuple"
+        item = _type_text(args[0])
+        return f"tuple of ({item})" if " or " in item else f"tuple of {item}"
     if _is_union(tp):
         return " or ".join(_type_text(a) for a in typing.get_args(tp))
     return getattr(tp, "__name__", str(tp))

@@ -1,0 +1,251 @@
+"""ConSERT's unsupervised, supervised and two-stage recipes: `fit_consert`."""
+
+import dataclasses
+import logging
+import os
+import typing
+
+from keras_sentemb import validation
+from keras_sentemb.data.corpus import load_corpus
+from keras_sentemb.data.nli import load_supervised
+from keras_sentemb.data.nli import triplets_to_nli_pairs
+from keras_sentemb.methods.method import Method
+from keras_sentemb.methods.options import MethodConfig
+from keras_sentemb.methods.options import option
+from keras_sentemb.methods.registry import register_method
+from keras_sentemb.methods.runner import fit
+from keras_sentemb.methods.runner import fit_function
+from keras_sentemb.models.pooling import parse_pooling
+from keras_sentemb.pipelines.callbacks import STSDevEvaluation
+from keras_sentemb.pipelines.schedules import adamw_linear_decay
+from keras_sentemb.trainers.consert import ADVERSARIAL
+from keras_sentemb.trainers.consert import CONSERT_FIT_MODES
+from keras_sentemb.trainers.consert import ConSERT as ConSERTTrainer
+from keras_sentemb.trainers.consert import parse_views
+
+logger = logging.getLogger(__name__)
+
+PAPER = "Yan et al. 2021"
+UNSUP_VIEWS = ("shuffle", "feature_cutoff")
+
+
+def _fraction(name):
+    return lambda value: validation.fraction(value, name)
+
+
+@dataclasses.dataclass(frozen=True)
+class ConSERTConfig(MethodConfig):
+    """ConSERT's options."""
+
+    mode: str = option("unsup", "`\"unsup\"`, `\"sup\"`, `\"joint\"`, `\"sup_unsup\"` or "
+                       "`\"joint_unsup\"`.", choices=CONSERT_FIT_MODES)
+    supervised: typing.Union[str, os.PathLike, list, tuple, None] = option(
+        None, "NLI / labelled-pair data of the two-stage modes (a path or a list of rows).")
+    views: typing.Union[str, typing.Tuple[str, ...]] = option(
+        "shuffle,feature_cutoff", "The two views, e.g. `\"shuffle,feature_cutoff\"` or "
+        "`\"token_cutoff,dropout_exact\"` (a pair or `\"a,b\"`).", check=parse_views,
+        source=f"{PAPER}, section 5.2")
+    view_rates: typing.Union[str, typing.Tuple[typing.Optional[float], ...], None] = option(
+        None, "Rates of the two views, e.g. `\"0.1,0.2\"`; None is each view's default rate "
+        "(`none` for one of them, e.g. `\"none,0.2\"`).")
+    temperature: float = option(0.1, "Temperature of the NT-Xent loss.", above=0.0,
+                                source=f"{PAPER}, section 4.1")
+    encoder_dropout: bool = option(False, "Keep the encoder's own dropout on (the paper "
+                                   "removes it).", source=f"{PAPER}, section 4.1")
+    alpha: float = option(0.15, "Contrastive weight in joint modes.", minimum=0.0,
+                          source=f"{PAPER}, section 4.1")
+    noise_norm: float = option(1.0, "Adversarial view strength.", above=0.0)
+    supervised_steps: typing.Optional[int] = option(
+        None, "Steps of the supervised stage of the two-stage modes; None is one epoch of the "
+        "supervised data.", minimum=1)
+    supervised_learning_rate: float = option(2e-5, "Learning rate of the supervised stage of "
+                                             "the two-stage modes.", above=0.0)
+    epochs: int = option(10, "Passes over the data when `steps` is None (ConSERT's "
+                         "unsupervised setting, `scripts/unsup-consert-base.sh`).", minimum=1)
+    warmup_ratio: float = option(0.1, "Share of each stage's steps of linear warm-up.",
+                                 check=_fraction("warmup_ratio"), source=f"{PAPER}, section 4.1")
+    patience: typing.Optional[int] = option(10, "Dev evaluations without improvement before "
+                                            "stopping; None never stops early.", minimum=1)
+    dev_pooling: typing.Optional[str] = option(
+        None, "The pooling the dev set is scored with (e.g. `\"mean_last2\"`, the paper's "
+        "evaluation); None scores with the training pooling.", check=parse_pooling)
+
+
+@register_method("consert")
+class ConSERT(Method):
+    """Trains a sentence encoder with ConSERT and returns it.
+
+    Unsupervised (default): the sentences of `data` — ideally the unlabeled
+    texts of the target domain — seen through two views (token shuffle +
+    feature cutoff 0.2), NT-Xent at temperature 0.1, the encoder's dropout
+    off, batch 96, learning rate 5e-7 with 10% linear warm-up, 10 epochs with
+    the dev set scored every 200 steps and training stopped after 10
+    evaluations without improvement (ConSERT's main unsupervised setting,
+    `scripts/unsup-consert-base.sh`), mean pooling of the last layer (the
+    paper's training pooling; the model's own when it declares one). The
+    paper reports its tests with the average of the last two layers
+    (`pooling="mean_last2"` when encoding; `recipes/consert.py` reports both). Supervised modes read NLI data (a
+    `sent0,sent1,hard_neg` CSV is turned into entailment/contradiction
+    pairs; a labelled-pair TSV such as the Quora file is used as is):
+
+    - `"sup"`: SBERT-style cross-entropy on `[u, v, |u - v|]` only, on
+      `data`;
+    - `"joint"`: cross-entropy + `alpha` x NT-Xent, on `data`;
+    - `"sup_unsup"` / `"joint_unsup"`: that supervised stage on
+      `supervised` (`supervised_steps`, `supervised_learning_rate`), then the
+      unsupervised stage on `data`.
+
+    With `dev` (STS-B dev by default), the encoder is scored every
+    `eval_every` steps and the best checkpoint (the starting weights
+    included) is kept; `dev_pooling="mean_last2"` scores it as the paper
+    evaluates (section 4.1: "averaging the token embeddings at the last two
+    layers"; "the best checkpoint on the dev set of STSb is saved").
+
+    The views are named as in `keras_sentemb.augment.views`; the dropout
+    view comes in two modes: `"dropout"` (inverted Bernoulli dropout of the
+    embedding elements) and `"dropout_exact"` (ConSERT's own code: exactly
+    `int(rate * tokens * hidden)` elements of each example zeroed, no
+    rescaling), e.g. `views="shuffle,dropout_exact"`.
+
+    Examples:
+
+    ```python
+    from keras_sentemb.evaluation.readers import read_stsb
+    sentences = [s for a, b, _ in read_stsb("STS/STSBenchmark", "train") for s in (a, b)]
+    encoder = fit_consert(sentences, steps=200, max_length=40)
+    ```
+
+    References:
+        - [Yan et al., 2021. ConSERT: A Contrastive Framework for
+          Self-Supervised Sentence Representation Transfer](
+          https://arxiv.org/abs/2105.11741).
+    """
+
+    config_class = ConSERTConfig
+    paper_pooling = "mean"
+    in_batch = True
+    parallel_passes = True
+    optional = ("precision", "mini_batch_size", "max_grad_norm", "matryoshka_dims",
+                "matryoshka_weights")
+    run_defaults = {"batch_size": 96, "learning_rate": 5e-7, "max_length": 64,
+                    "eval_every": 200, "seed": 42, "max_grad_norm": 1.0}
+    run_docs = {
+        "steps": (
+            "int or None. Steps of the unsupervised stage (of the only stage in"
+            ' `"sup"` / `"joint"`). Defaults to `epochs` epochs.'
+        ),
+        "learning_rate": "float. Defaults to `5e-7` (ConSERT, unsupervised).",
+    }
+    data_doc = ("list of str, text file, `tf.data.Dataset` or TFDS name (the unlabeled "
+                "sentences), or, in modes `\"sup\"` / `\"joint\"`, the supervised file or rows.")
+
+    def train(self, run, data, config):
+        mode = config.mode
+        views = parse_views(config.views)
+        supervised_only = mode in ("sup", "joint")
+        if mode in ("sup_unsup", "joint_unsup") and config.supervised is None:
+            raise ValueError(
+                f"mode={mode!r} needs `supervised` data (NLI triplets or labelled pairs).")
+        common = dict(
+            view_rates=_parse_rates(config.view_rates), temperature=config.temperature,
+            encoder_dropout=config.encoder_dropout, alpha=config.alpha,
+            noise_norm=config.noise_norm, seed=run.seed,
+        )
+        if run.mini_batch_size is not None and mode != "unsup":
+            raise ValueError(
+                "mini_batch_size (GradCache) serves ConSERT's unsupervised loss only; "
+                f"received mode={mode!r}."
+            )
+        with run.scope():
+            encoder = run.load_encoder()
+            common["pooling"] = run.pooling_for(encoder)
+        if mode != "unsup":
+            trainer = _supervised_stage(run, config, encoder, views, common,
+                                        data if supervised_only else config.supervised)
+            encoder = trainer.encoder
+        if not supervised_only:
+            sentences = load_corpus(data)
+            run.record_data(sentences=len(sentences))
+            if ADVERSARIAL in views:
+                views = UNSUP_VIEWS
+                logger.info("The unsupervised stage uses shuffle + feature_cutoff "
+                            "(no adversarial view).")
+            with run.scope():
+                trainer = ConSERTTrainer(encoder, views=views, mode="unsup",
+                                         mini_batch_size=run.mini_batch_size, **common)
+            steps = run.set_steps(len(sentences), config.epochs)
+            run.compile(trainer, adamw_linear_decay(run.learning_rate, steps,
+                                                    config.warmup_ratio))
+            logger.info("ConSERT unsup stage: %d sentences, %d steps", len(sentences), steps)
+            run.fit(trainer, run.batches(encoder, {"sentence": sentences}), stage="unsup",
+                    patience=config.patience,
+                    selection=_dev_selection(run, config.dev_pooling, config.patience))
+        return run.finish(trainer.encoder)
+
+
+def _supervised_stage(run, config, encoder, views, common, supervised):
+    """Trains the `"sup"` / `"joint"` stage on `supervised`; returns its trainer."""
+    rows, num_labels = _nli_rows(supervised)
+    run.record_data(supervised_pairs=len(rows))
+    stage = "joint" if config.mode.startswith("joint") else "sup"
+    if config.mode in ("sup", "joint"):
+        steps, lr = run.set_steps(len(rows), config.epochs), run.learning_rate
+    else:
+        steps = config.supervised_steps or max(1, len(rows) // run.batch_size)
+        lr = config.supervised_learning_rate
+    with run.scope():
+        trainer = ConSERTTrainer(encoder, views=views, mode=stage, num_labels=num_labels,
+                                 **common)
+    run.compile(trainer, adamw_linear_decay(lr, steps, config.warmup_ratio))
+    logger.info("ConSERT %s stage: %d pairs, %d steps", stage, len(rows), steps)
+    columns = {"premise": [r[0] for r in rows], "hypothesis": [r[1] for r in rows]}
+    run.fit(trainer, run.batches(encoder, columns, extra={"label": [r[2] for r in rows]}),
+            steps=steps, stage=stage, patience=config.patience,
+            selection=_dev_selection(run, config.dev_pooling, config.patience))
+    return trainer
+
+
+def _parse_rates(view_rates):
+    if view_rates is None:
+        return (None, None)
+    if isinstance(view_rates, str):
+        return tuple(
+            None if r.strip().lower() == "none" else float(r) for r in view_rates.split(",")
+        )
+    return tuple(view_rates)
+
+
+def _nli_rows(supervised):
+    kind, rows = load_supervised(supervised)
+    if kind == "triplets":
+        logger.warning(
+            "%s holds (premise, entailment, contradiction) triplets: the classifier "
+            "learns 2 of NLI's 3 classes (no neutral pairs). Pass 3-way labelled pairs "
+            "(sentence1<TAB>sentence2<TAB>label) to keep neutral.",
+            supervised if isinstance(supervised, str) else "the supervised data",
+        )
+        rows = triplets_to_nli_pairs(rows)
+    num_labels = max(3 if kind == "triplets" else 2, max(r[2] for r in rows) + 1)
+    return rows, num_labels
+
+
+def _dev_selection(run, dev_pooling, patience):
+    """STS dev selection scored with `dev_pooling`; None leaves it to the scaffold."""
+    if dev_pooling is None or not run.dev_pairs:
+        return None
+    return STSDevEvaluation(run.dev_pairs, pooling=dev_pooling, patience=patience)
+
+
+def fit_consert(data, model="default", steps=None, batch_size=96, learning_rate=5e-7,
+                max_length=64, pooling="auto", dev="stsb", eval_every=200, output=None,
+                strategy=None, callbacks=None, seed=42, verbose="auto", mode="unsup",
+                supervised=None, views="shuffle,feature_cutoff", view_rates=None,
+                temperature=0.1, encoder_dropout=False, alpha=0.15, noise_norm=1.0,
+                supervised_steps=None, supervised_learning_rate=2e-5, epochs=10,
+                warmup_ratio=0.1, patience=10, dev_pooling=None, precision="float32",
+                mini_batch_size=None, matryoshka_dims=None, max_grad_norm=1.0,
+                matryoshka_weights=None):
+    return fit("consert", **locals())
+
+
+fit_function("consert", fit_consert)
