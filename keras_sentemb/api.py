@@ -5,7 +5,7 @@ the shared `FitScaffold`; this module gathers them for `keras_sentemb.fit_*`
 and `keras-sentemb train METHOD`.
 """
 
-from keras_sentemb.pipelines.bert_flow import fit_flow  # noqa: F401
+from keras_sentemb.methods.bert_flow import fit_flow  # noqa: F401
 from keras_sentemb.methods.consert import fit_consert  # noqa: F401
 from keras_sentemb.methods.contrastive_tension import fit_ct  # noqa: F401
 from keras_sentemb.pipelines.masked_language_model import fit_mlm  # noqa: F401

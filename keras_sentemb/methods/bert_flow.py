@@ -1,0 +1,142 @@
+"""BERT-flow, a Glow-style flow fitted on a frozen encoder's vectors: `fit_flow`."""
+
+import dataclasses
+
+import numpy as np
+
+from keras_sentemb.data.batching import shuffled_batches
+from keras_sentemb.methods.method import Method
+from keras_sentemb.methods.options import MethodConfig
+from keras_sentemb.methods.options import option
+from keras_sentemb.methods.registry import register_method
+from keras_sentemb.methods.runner import fit
+from keras_sentemb.methods.runner import fit_function
+from keras_sentemb.models.glow_flow import COUPLINGS
+from keras_sentemb.models.glow_flow import PERMUTATIONS
+from keras_sentemb.models.glow_flow import GlowFlow
+from keras_sentemb.pipelines._frozen_encoder import DevVectors
+from keras_sentemb.pipelines._frozen_encoder import FittingData
+from keras_sentemb.pipelines._frozen_encoder import load_frozen_encoder
+from keras_sentemb.pipelines.callbacks import DevSelection
+from keras_sentemb.pipelines.schedules import adamw_linear_decay
+from keras_sentemb.trainers.bert_flow import BertFlow
+
+# Vectors used for the flow's data-dependent (actnorm) initialisation.
+INIT_SAMPLE = 1024
+
+
+@dataclasses.dataclass(frozen=True)
+class FlowConfig(MethodConfig):
+    """`fit_flow`'s options."""
+
+    epochs: int = option(1, "Passes over the sentences when `steps` is None.")
+    levels: int = option(3, "Multi-scale levels.", minimum=1)
+    depth: int = option(3, "Flow steps per level.", minimum=1)
+    coupling_width: int = option(32, "Hidden width of the coupling networks.", minimum=1)
+    coupling: str = option("affine", "`\"affine\"` or `\"additive\"`.", choices=COUPLINGS)
+    permutation: str = option("lu", "`\"lu\"` (a learned 1x1 convolution) or `\"reverse\"`.",
+                              choices=PERMUTATIONS)
+    warmup_ratio: float = option(0.1, "Fraction of steps of linear warmup.")
+    weight_decay: float = option(0.01, "AdamW weight decay.", minimum=0.0)
+    encode_batch_size: int = option(128, "Sentences per encoding batch.", minimum=1)
+
+
+@register_method("flow")
+class Flow(Method):
+    """Fits BERT-flow on unlabelled sentences and attaches the flow to the encoder.
+
+    The frozen encoder encodes the sentences of `data` once with the run's
+    pooling; a `GlowFlow` (actnorm, invertible 1x1, coupling; `levels` x
+    `depth` steps) is initialised on them (Glow's data-dependent actnorm
+    init on up to 1,024 vectors) and trained by maximum likelihood under a
+    standard normal prior (`BertFlow`). The flow's latent replaces the
+    vector: it is saved with the encoder and runs inside `encode`,
+    evaluation and the exported SavedModel.
+
+    Defaults follow BERT-flow's code: pooling `"mean_last2"` for a raw
+    backbone (the model's own when it declares one: `pooling="auto"`), one
+    epoch, batch 32, AdamW (weight decay 0.01) at 1e-3 with 10% linear
+    warmup and linear decay, 3 levels of 3 steps with coupling width 32.
+    BERT-flow's configuration files use `coupling="additive"` and
+    `permutation="reverse"`; the defaults here are Glow's affine coupling
+    and learned 1x1. With `dev` (STS-B dev) the flow is scored every
+    `eval_every` steps on the dev sentences' (precomputed) vectors and the
+    best weights are kept, the initial flow included. The result is the
+    `SentenceEncoder` with its `GlowFlow` post-processing layer.
+
+    Examples:
+
+    ```python
+    encoder = keras_sentemb.fit_flow("wiki100k.txt", model="default",
+                                     pooling="mean_last2", output="minilm_flow")
+    ```
+
+    References:
+        - [Li et al., 2020. On the Sentence Embeddings from Pre-trained
+          Language Models](https://arxiv.org/abs/2011.05864)
+    """
+
+    config_class = FlowConfig
+    paper_pooling = "mean_last2"
+    run_defaults = {"learning_rate": 1e-3, "eval_every": 500, "seed": 42}
+    run_docs = {
+        "model": "str or `SentenceEncoder` (frozen). Defaults to `\"default\"`. A model that "
+                 "already has a post-processing layer has it replaced.",
+        "steps": "int or None. Flow training steps; `None` = `epochs` passes over the "
+                 "sentences. Defaults to `None`.",
+        "batch_size": "int. Vectors per flow step. Defaults to `32`.",
+        "callbacks": "list of Keras callbacks or None (e.g. the command line's "
+                     "`BackupAndRestore`: a resumed run continues the flow's training).",
+        "verbose": "Keras `fit` verbosity (and the encoding progress bar). Defaults to "
+                   "`\"auto\"`.",
+    }
+    data_doc = ("list of str, a text file (one sentence per line), a `tf.data.Dataset` of "
+                "strings or a TFDS name; or the sentences' precomputed vectors (a float array "
+                "`[n, d]` or a `.npy` file, e.g. from `keras-sentemb encode` with the same model "
+                "and pooling).")
+
+    def train(self, run, data, config):
+        source = FittingData(data)
+        run.record_data(**source.describe())
+        run.set_steps(source.count, config.epochs)
+        with run.scope():
+            encoder, pooling = load_frozen_encoder(run)
+            flow = GlowFlow(
+                encoder.base_output_dim, levels=config.levels, depth=config.depth,
+                coupling_width=config.coupling_width, coupling=config.coupling,
+                permutation=config.permutation, pooling=pooling, seed=run.seed,
+            )
+            flow.build()
+        vectors = source.vectors(run, encoder, config.encode_batch_size, run.verbose)
+        sample = np.random.default_rng(run.seed or 0).permutation(len(vectors))[:INIT_SAMPLE]
+        flow.initialize(vectors[np.sort(sample)])
+        with run.scope():
+            trainer = BertFlow(flow)
+        run.compile(trainer, adamw_linear_decay(run.learning_rate, run.steps, config.warmup_ratio,
+                                                config.weight_decay))
+        extras = {}
+        selection = None
+        if run.dev_pairs is not None:
+            dev_set = DevVectors(run, encoder, config.encode_batch_size)
+            extras["dev_spearman_without_flow"] = round(dev_set.spearman(), 4)
+            selection = DevSelection(lambda name, layer: dev_set.spearman(layer),
+                                     monitor="sts_dev_spearman")
+
+        def make_dataset(start_step):
+            return shuffled_batches({}, run.batch_size, seed=run.seed or 0, start_step=start_step,
+                                    extra={"vector": vectors})
+
+        run.fit(trainer, make_dataset, selection=selection)
+        encoder.postprocess = trainer.flow
+        return run.finish(encoder, extras=extras)
+
+
+def fit_flow(data, model="default", steps=None, batch_size=32, learning_rate=1e-3,
+             max_length=None, pooling="auto", dev="stsb", eval_every=500, output=None,
+             strategy=None, callbacks=None, seed=42, verbose="auto", epochs=1, levels=3, depth=3,
+             coupling_width=32, coupling="affine", permutation="lu", warmup_ratio=0.1,
+             weight_decay=0.01, encode_batch_size=128):
+    return fit("flow", **locals())
+
+
+fit_function("flow", fit_flow)
