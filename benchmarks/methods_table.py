@@ -162,8 +162,7 @@ def markdown(rows, start_row, steps):
 def use_keras_adamw():
     """Make SimCSE, ConSERT and SG-OPT train with Keras' AdamW (epsilon 1e-6)."""
     from keras_sentemb import validation
-    from keras_sentemb.methods import consert, simcse
-    from keras_sentemb.pipelines import self_guided
+    from keras_sentemb.methods import consert, self_guided, simcse
     from keras_sentemb.pipelines.schedules import linear_warmup_decay
     from keras_sentemb.trainers.optimizers import AdamW
 

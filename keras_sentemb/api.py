@@ -11,7 +11,7 @@ from keras_sentemb.methods.contrastive_tension import fit_ct  # noqa: F401
 from keras_sentemb.pipelines.masked_language_model import fit_mlm  # noqa: F401
 from keras_sentemb.pipelines.multitask import fit_multitask  # noqa: F401
 from keras_sentemb.methods.parallel import fit_parallel  # noqa: F401
-from keras_sentemb.pipelines.self_guided import fit_self_guided  # noqa: F401
+from keras_sentemb.methods.self_guided import fit_self_guided  # noqa: F401
 from keras_sentemb.methods.simcse import fit_simcse  # noqa: F401
 from keras_sentemb.methods.sts_regression import fit_sts_regression  # noqa: F401
 from keras_sentemb.pipelines.whitening import fit_whitening  # noqa: F401

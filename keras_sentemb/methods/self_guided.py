@@ -1,0 +1,172 @@
+"""SG / SG-OPT from raw text: `fit_self_guided`."""
+
+import dataclasses
+import typing
+
+from keras_sentemb import validation
+from keras_sentemb.data.corpus import load_corpus
+from keras_sentemb.data.nli import load_positive_pairs
+from keras_sentemb.losses.self_guided import SG_LOSSES
+from keras_sentemb.methods.method import Method
+from keras_sentemb.methods.options import MethodConfig
+from keras_sentemb.methods.options import option
+from keras_sentemb.methods.registry import register_method
+from keras_sentemb.methods.runner import fit
+from keras_sentemb.methods.runner import fit_function
+from keras_sentemb.pipelines.schedules import adamw_linear_decay
+from keras_sentemb.trainers.self_guided import VIEW_POOLINGS
+from keras_sentemb.trainers.self_guided import SelfGuided as SelfGuidedTrainer
+
+PAPER = "Kim et al. 2021"
+
+
+def _fraction(name):
+    return lambda value: validation.fraction(value, name)
+
+
+@dataclasses.dataclass(frozen=True)
+class SelfGuidedConfig(MethodConfig):
+    """SG's options."""
+
+    loss: str = option("opt3", "`\"opt3\"` (SG-OPT), `\"base\"` (SG), `\"opt1\"` or `\"opt2\"`.",
+                       choices=SG_LOSSES, source=f"{PAPER}, section 3.2")
+    epochs: int = option(1, "Passes over the corpus when `steps` is None.", minimum=1,
+                         source=f"{PAPER}, Table 8")
+    temperature: float = option(0.01, "Temperature of the NT-Xent loss.", above=0.0,
+                                source=f"{PAPER}, Table 8")
+    view_pooling: str = option("max", "How BERT_F's layers are pooled into views: `\"max\"` or "
+                               "`\"mean\"`.", choices=VIEW_POOLINGS,
+                               source=f"{PAPER}, section 3.1")
+    min_layer: int = option(0, "Skip views below this layer.", minimum=0)
+    max_layer: typing.Optional[int] = option(None, "Skip views above this layer; None is the "
+                                             "last layer.", minimum=0)
+    projection_dim: typing.Optional[int] = option(
+        4096, "Projection head width; `None` trains without the head, like "
+        "`projection=False`.", minimum=1, source=f"{PAPER}, section 3.1")
+    projection: bool = option(True, "Use the projection head; `False` compares BERT_T's vector "
+                              "and BERT_F's views directly.", source=f"{PAPER}, section 3.1")
+    reg_weight: float = option(0.1, "Lambda of the regulariser.", minimum=0.0,
+                               source=f"{PAPER}, Table 8")
+    freeze_embeddings: bool = option(True, "Freeze BERT_T's embedding block.",
+                                     source=f"{PAPER}, section 3.1")
+    warmup_ratio: float = option(0.1, "Fraction of steps of linear warmup.",
+                                 check=_fraction("warmup_ratio"))
+    weight_decay: float = option(0.0, "AdamW weight decay (0, as in the authors' code).",
+                                 minimum=0.0)
+    patience: typing.Optional[int] = option(10, "Evaluations without improvement before "
+                                            "stopping; None never stops early.", minimum=1,
+                                            source=f"{PAPER}, Table 8")
+    mode: str = option("unsup", "`\"unsup\"` (one sentence feeds both encoders) or `\"pairs\"` "
+                       "(BERT_T reads the sentence, BERT_F the positive).",
+                       choices=("unsup", "pairs"))
+
+
+@register_method("sg")
+class SelfGuided(Method):
+    """Train a sentence encoder with self-guided contrastive learning (SG-OPT).
+
+    Clones `model` into a frozen guide BERT_F and a tuned BERT_T, trains
+    BERT_T's sentence vector against BERT_F's pooled layer views (see
+    `SelfGuided`), evaluates STS-B dev every `eval_every` steps (stopping
+    after `patience` evaluations without improvement, best weights kept, the
+    starting weights included), and returns BERT_T. The projection head is
+    dropped.
+
+    Defaults are the paper's main setting: SG-OPT (`loss="opt3"`), max-pooled
+    views of all layers, temperature 0.01, lambda 0.1, AdamW with betas
+    (0.9, 0.9), learning rate 5e-5, batch 16, one epoch, 10% linear warmup
+    then linear decay, gradient norm clipped at 1 (as in the authors' code),
+    and [CLS] pooling for BERT_T. SG is defined on the [CLS] vector (section
+    3: "the [CLS] vector from the last layer of BERT_T ... is regarded as the
+    final sentence embedding we aim to optimize/utilize"), so
+    `pooling="auto"` is [CLS] even for a model that declares another pooling
+    (unlike the other `fit_*` functions); pass a pooling name to train
+    another sentence vector.
+
+    With `mode="pairs"` the data are `(sentence, positive)` pairs (a
+    `sentence<TAB>positive` file, a `sent0,sent1` CSV or a list of 2-tuples),
+    e.g. sentences and their back-translations: BERT_T encodes the sentence
+    and BERT_F makes its views of the positive (the SG paper's "BT +
+    SG-OPT"). The ablations of the paper: `projection=False` (no projection
+    head), `view_pooling="mean"`, and the layer range `min_layer` ..
+    `max_layer` of the views.
+
+    Examples:
+
+    ```python
+    encoder = keras_sentemb.fit_self_guided(sentences, steps=500,
+                                            output="sg_opt")
+    vectors = encoder.encode(["A man plays a guitar."])
+    ```
+
+    References:
+        - [Kim, Yoo & Lee, 2021. Self-Guided Contrastive Learning for BERT
+          Sentence Representations](https://arxiv.org/abs/2106.07345)
+    """
+
+    config_class = SelfGuidedConfig
+    paper_pooling = "cls"
+    in_batch = True
+    optional = ("max_grad_norm",)
+    run_defaults = {"batch_size": 16, "learning_rate": 5e-5, "eval_every": 50, "seed": 1,
+                    "max_grad_norm": 1.0}
+    run_docs = {"max_grad_norm": "float or None. Global gradient-norm clip (as in the authors' "
+                                 "code); None does not clip."}
+    data_doc = ("list of str, a text file (one sentence per line), a `tf.data.Dataset` of "
+                "strings or a TFDS name. The paper uses the STS-B sentences without labels. "
+                "With `mode=\"pairs\"`: the pair file or a list of `(sentence, positive)`.")
+
+    def train(self, run, data, config):
+        if config.mode == "pairs":
+            pairs = load_positive_pairs(data)
+            columns = {"sentence": [p[0] for p in pairs], "positive": [p[1] for p in pairs]}
+        else:
+            columns = {"sentence": load_corpus(data)}
+        n = len(columns["sentence"])
+        run.record_data(sentences=n, mode=config.mode)
+        run.set_steps(n, config.epochs)
+        with run.scope():
+            encoder = run.load_encoder()
+            trainer = SelfGuidedTrainer(
+                encoder, loss=config.loss, temperature=config.temperature,
+                view_pooling=config.view_pooling, min_layer=config.min_layer,
+                max_layer=config.max_layer,
+                projection_dim=config.projection_dim if config.projection else None,
+                reg_weight=config.reg_weight, freeze_embeddings=config.freeze_embeddings,
+                seed=run.seed, pooling=_method_pooling(run, encoder),
+            )
+            optimizer = adamw_linear_decay(
+                run.learning_rate, run.steps, config.warmup_ratio, config.weight_decay,
+                beta_1=0.9, beta_2=0.9, global_clipnorm=run.max_grad_norm,
+            )
+            optimizer.exclude_from_weight_decay(var_names=["bias", "gamma", "beta"])
+        run.compile(trainer, optimizer)
+        run.fit(trainer, run.batches(encoder, columns), patience=config.patience)
+        return run.finish(trainer.encoder)
+
+
+def _method_pooling(run, encoder):
+    """SG trains the [CLS] vector: `"auto"` is [CLS] whatever the model declares."""
+    if run.requested_pooling != "auto":
+        return run.pooling_for(encoder)
+    run.requested_pooling = "cls"
+    pooling = run.pooling_for(encoder)
+    declared = encoder.declared_pooling
+    reason = "auto: SG trains the [CLS] vector (Kim et al. 2021, section 3)"
+    if declared is not None and declared != pooling:
+        reason += f"; the model's own {declared} pooling is not used"
+    run.pooling_reason = run.report.pooling_reason = reason
+    return pooling
+
+
+def fit_self_guided(data, model="default", steps=None, batch_size=16, learning_rate=5e-5,
+                    max_length=None, pooling="auto", dev="stsb", eval_every=50, output=None,
+                    strategy=None, callbacks=None, seed=1, verbose="auto", loss="opt3",
+                    epochs=1, temperature=0.01, view_pooling="max", min_layer=0,
+                    max_layer=None, projection_dim=4096, projection=True, reg_weight=0.1,
+                    freeze_embeddings=True, warmup_ratio=0.1, weight_decay=0.0, patience=10,
+                    mode="unsup", max_grad_norm=1.0):
+    return fit("sg", **locals())
+
+
+fit_function("sg", fit_self_guided)
