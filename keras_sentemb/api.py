@@ -14,4 +14,4 @@ from keras_sentemb.methods.parallel import fit_parallel  # noqa: F401
 from keras_sentemb.methods.self_guided import fit_self_guided  # noqa: F401
 from keras_sentemb.methods.simcse import fit_simcse  # noqa: F401
 from keras_sentemb.methods.sts_regression import fit_sts_regression  # noqa: F401
-from keras_sentemb.pipelines.whitening import fit_whitening  # noqa: F401
+from keras_sentemb.methods.whitening import fit_whitening  # noqa: F401

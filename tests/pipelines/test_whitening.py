@@ -10,7 +10,7 @@ from keras_sentemb import cli
 from keras_sentemb.models import SentenceEncoder
 from keras_sentemb.models.whitening import Whitening
 from keras_sentemb.pipelines.callbacks import sts_spearman
-from keras_sentemb.pipelines.whitening import parse_dims
+from keras_sentemb.methods.whitening import parse_dims
 from tests.conftest import make_tiny_encoder
 from tests.numeric import assert_close_vectors
 from tests.trainers.test_contrastive_tension import CORPUS, DEV

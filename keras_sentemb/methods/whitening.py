@@ -1,0 +1,177 @@
+"""BERT-whitening fitted on a corpus, saved with the encoder: `fit_whitening`."""
+
+import dataclasses
+import logging
+import math
+import typing
+
+from keras_sentemb import validation
+from keras_sentemb.methods.method import Method
+from keras_sentemb.methods.options import MethodConfig
+from keras_sentemb.methods.options import option
+from keras_sentemb.methods.registry import register_method
+from keras_sentemb.methods.runner import fit
+from keras_sentemb.methods.runner import fit_function
+from keras_sentemb.models.whitening import Whitening as WhiteningLayer
+from keras_sentemb.pipelines._frozen_encoder import DevVectors
+from keras_sentemb.pipelines._frozen_encoder import FittingData
+from keras_sentemb.pipelines._frozen_encoder import load_frozen_encoder
+
+logger = logging.getLogger(__name__)
+
+
+def parse_dims(dim):
+    """`dim` -> list of candidate output sizes (None = every direction of non-zero variance).
+
+    Accepts None, an int, a list/tuple of ints (or None), or a
+    comma-separated string such as `"128,256,all"` (`all`/`none` = None).
+    """
+    if isinstance(dim, str):
+        dim = [
+            None if part.strip().lower() in ("all", "none", "") else part.strip()
+            for part in dim.split(",")
+        ]
+        try:
+            dim = [None if d is None else int(d) for d in dim]
+        except ValueError:
+            raise ValueError(
+                f"`dim` must be an int, None or a comma-separated list of ints; received {dim!r}."
+            ) from None
+    dims = list(dim) if isinstance(dim, (list, tuple)) else [dim]
+    if not dims:
+        raise ValueError("`dim` is an empty list.")
+    out = []
+    for d in dims:
+        d = None if d is None else validation.positive_int(d, "dim")
+        if d not in out:
+            out.append(d)
+    return out
+
+
+@dataclasses.dataclass(frozen=True)
+class WhiteningConfig(MethodConfig):
+    """BERT-whitening's options."""
+
+    dim: typing.Union[int, str, typing.Tuple[typing.Optional[int], ...], None] = option(
+        None, "Output size `k` (`None`: every direction of non-zero variance, `d - 1` for "
+        "poolings of one layer, see `whitening_weights`); several (a list, or a "
+        "comma-separated string such as `\"128,256,all\"`) are candidates, the best on `dev` "
+        "kept.", check=parse_dims)
+
+
+@register_method("whitening")
+class Whitening(Method):
+    """Fits BERT-whitening on a corpus's sentence vectors and attaches it to the encoder.
+
+    The frozen encoder encodes the sentences of `data` with the run's
+    pooling; the mean and the whitening kernel `U diag(1/sqrt(s))` of their
+    covariance (Su et al., 2021) become a `Whitening` layer, saved with the
+    encoder and run inside `encode`, evaluation and the exported SavedModel
+    (output size `dim`). Nothing is trained: the fit is closed-form.
+
+    Pooling (`"auto"`): the model's own when it declares one, else the
+    paper's first-last average (`"first_last"`). With several candidate
+    sizes (`dim=[128, 256, None]` or `"128,256,all"`) the one with the best
+    STS-B dev Spearman is kept; every candidate's dev score, and the score
+    without whitening, are in the training report.
+
+    The common arguments of every `fit_*` mean here:
+
+    Examples:
+
+    ```python
+    encoder = keras_sentemb.fit_whitening("wiki100k.txt", model="default", dim=256)
+    encoder.encode(["A man is playing a guitar."]).shape   # (1, 256)
+    ```
+
+    References:
+        - [Su et al., 2021. Whitening Sentence Representations for Better
+          Semantics and Faster Retrieval](https://arxiv.org/abs/2103.15316)
+    """
+
+    config_class = WhiteningConfig
+    paper_pooling = "first_last"
+    run_defaults = {"batch_size": 128, "eval_every": 1, "seed": None}
+    run_docs = {
+        "model": (
+            'str or `SentenceEncoder`. Defaults to `"default"`. A model that '
+            "already has a post-processing layer has it replaced."
+        ),
+        "steps": (
+            "int or None. Encoding batches of `batch_size` sentences to fit on "
+            "(the first `steps * batch_size` sentences or vectors); `None` = "
+            "all. Defaults to `None`."
+        ),
+        "batch_size": "int. Sentences per encoding batch. Defaults to `128`.",
+        "learning_rate": "None. Nothing is trained; any other value is an error.",
+        "eval_every": "int. Not used (no training steps).",
+        "callbacks": (
+            "list or None. Not used (nothing to resume; the command line passes"
+            " its backup callback)."
+        ),
+        "seed": "int or None. Not used (the fit is deterministic).",
+        "verbose": (
+            '`"auto"`, 0 or 1. Progress bar of the encoding (`"auto"`: for '
+            "5,000 sentences or more)."
+        ),
+        "strategy": (
+            "`tf.distribute.Strategy` or None. The scope the encoder is loaded "
+            "in; encoding is not distributed."
+        ),
+    }
+    data_doc = ("list of str, a text file (one sentence per line), a `tf.data.Dataset` of "
+                "strings or a TFDS name; or the sentences' precomputed vectors (a float array "
+                "`[n, d]` or a `.npy` file, e.g. from `keras-sentemb encode` with the same "
+                "model and pooling).")
+
+    def train(self, run, data, config):
+        if run.learning_rate is not None:
+            raise ValueError(
+                "fit_whitening trains nothing and takes no learning rate; received "
+                f"{run.learning_rate!r}."
+            )
+        dims = parse_dims(config.dim)
+        if len(dims) > 1 and run.dev_pairs is None:
+            raise ValueError(f"Choosing `dim` among {dims} needs a dev set; `dev` is None.")
+        source = FittingData(data, None if run.steps is None else run.steps * run.batch_size)
+        run.record_data(**source.describe())
+        run.report.resolved["steps"] = math.ceil(source.count / run.batch_size)
+        with run.scope():
+            encoder, pooling = load_frozen_encoder(run)
+        vectors = source.vectors(run, encoder, run.batch_size, run.verbose)
+        candidates = {d: WhiteningLayer.from_vectors(vectors, d, pooling=pooling) for d in dims}
+        extras = {"fitted_on": {"vectors": len(vectors), "input_dim": int(vectors.shape[1])}}
+        kept = dims[0]
+        if run.dev_pairs is not None:
+            kept = _select_on_dev(run, encoder, candidates, extras)
+        run.report.resolved["dim"] = candidates[kept].output_dim
+        encoder.postprocess = candidates[kept]
+        return run.finish(encoder, extras=extras)
+
+
+def _select_on_dev(run, encoder, candidates, extras):
+    """The candidate size with the best dev Spearman; records every candidate's score."""
+    dims = list(candidates)
+    dev_set = DevVectors(run, encoder, run.batch_size)
+    scores = {d: dev_set.spearman(layer) for d, layer in candidates.items()}
+    kept = max(dims, key=lambda d: scores[d])
+    before = dev_set.spearman()
+    extras["dev_spearman_without_whitening"] = round(before, 4)
+    label = lambda d: f"dim={d or candidates[d].output_dim}"  # noqa: E731
+    run.record_selection({
+        "monitor": "sts_dev_spearman", "every": None, "kept": label(kept),
+        "kept_step": 0, "kept_score": round(scores[kept], 4),
+        "history": [(0, {label(d): round(s, 4) for d, s in scores.items()})],
+    })
+    logger.info("whitening: dev %s (without whitening %.2f); kept %s",
+                {label(d): round(s, 2) for d, s in scores.items()}, before, label(kept))
+    return kept
+
+
+def fit_whitening(data, model="default", steps=None, batch_size=128, learning_rate=None,
+                  max_length=None, pooling="auto", dev="stsb", eval_every=1, output=None,
+                  strategy=None, callbacks=None, seed=None, verbose="auto", dim=None):
+    return fit("whitening", **locals())
+
+
+fit_function("whitening", fit_whitening)
