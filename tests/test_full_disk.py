@@ -124,8 +124,9 @@ COMMANDS = {{
                         "--verbose", "0"],
 }}
 results = {{}}
+_, HARD = resource.getrlimit(resource.RLIMIT_FSIZE)
 for name, argv in COMMANDS.items():
-    resource.setrlimit(resource.RLIMIT_FSIZE, (LIMIT, resource.RLIM_INFINITY))
+    resource.setrlimit(resource.RLIMIT_FSIZE, (LIMIT, HARD))
     err = io.StringIO()
     raised = None
     try:
@@ -133,7 +134,7 @@ for name, argv in COMMANDS.items():
             code = cli.main(argv)
     except BaseException:
         code, raised = None, traceback.format_exc()
-    resource.setrlimit(resource.RLIMIT_FSIZE, (resource.RLIM_INFINITY, resource.RLIM_INFINITY))
+    resource.setrlimit(resource.RLIMIT_FSIZE, (HARD, HARD))
     results[name] = {{"code": code, "stderr": err.getvalue(), "raised": raised,
                      "files": sorted(os.listdir("."))}}
 from keras_sentemb.models import SentenceEncoder
