@@ -1,4 +1,4 @@
-"""Optional dependencies: imported where a feature needs them, or one line saying how to install them.
+"""Optional dependencies: imported where a feature needs them, or one line on how to install them.
 
 The retrieval metrics (pytrec_eval), the approximate index (faiss) and the
 Beam pipeline (Apache Beam) need packages that `pip install -e .` does not
@@ -15,7 +15,9 @@ EXTRAS = {
     "beam": ("apache-beam",),
 }
 # module -> the pip package that provides it.
-PACKAGES = {"pytrec_eval": "pytrec-eval-terrier", "faiss": "faiss-cpu", "apache_beam": "apache-beam"}
+PACKAGES = {
+    "pytrec_eval": "pytrec-eval-terrier", "faiss": "faiss-cpu", "apache_beam": "apache-beam",
+}
 
 
 class MissingDependencyError(ImportError):
@@ -59,8 +61,8 @@ def missing_dependency(module, feature, extra):
 
     Examples:
 
-    >>> str(missing_dependency("faiss", "Approximate search", "retrieval"))
-    'Approximate search needs faiss, which is not installed: pip install -e ".[retrieval]" in the keras_sentemb repository (or pip install faiss-cpu)'
+    >>> print(missing_dependency("faiss", "Approximate search", "retrieval"))
+    Approximate search needs faiss, which is not installed: pip install -e ".[retrieval]" ...
     """
     hint = install_hint(extra)
     package = PACKAGES.get(module, module)
