@@ -9,7 +9,7 @@ from keras_sentemb.methods.bert_flow import fit_flow  # noqa: F401
 from keras_sentemb.methods.consert import fit_consert  # noqa: F401
 from keras_sentemb.methods.contrastive_tension import fit_ct  # noqa: F401
 from keras_sentemb.methods.masked_language_model import fit_mlm  # noqa: F401
-from keras_sentemb.pipelines.multitask import fit_multitask  # noqa: F401
+from keras_sentemb.methods.multitask import fit_multitask  # noqa: F401
 from keras_sentemb.methods.parallel import fit_parallel  # noqa: F401
 from keras_sentemb.methods.self_guided import fit_self_guided  # noqa: F401
 from keras_sentemb.methods.simcse import fit_simcse  # noqa: F401

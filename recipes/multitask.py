@@ -171,8 +171,8 @@ def main(argv=None):
     from keras_sentemb.models import SentenceEncoder
     from keras_sentemb.evaluation.multitask_ensemble import MultitaskEnsemble
     from keras_sentemb.pipelines import multitask_presets
-    from keras_sentemb.pipelines.multitask import evaluate_multitask
-    from keras_sentemb.pipelines.multitask import fit_multitask
+    from keras_sentemb.evaluation.multitask import evaluate_multitask
+    from keras_sentemb.methods.multitask import fit_multitask
     from keras_sentemb.pipelines.scaffold import resolve_pooling
     from keras_sentemb.trainers.multitask import MultitaskModel
 

@@ -8,7 +8,7 @@ import tensorflow as tf
 
 from keras_sentemb.data.multitask import load_multitask_data
 from keras_sentemb.data.multitask import schedule_sizes
-from keras_sentemb.pipelines.multitask import fit_multitask
+from keras_sentemb.methods.multitask import fit_multitask
 from keras_sentemb.pipelines.multitask_presets import MULTITASK_PRESETS
 from keras_sentemb.pipelines.multitask_presets import multitask_preset
 from keras_sentemb.pipelines.multitask_presets import stage_steps

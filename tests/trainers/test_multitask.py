@@ -23,8 +23,8 @@ from keras_sentemb.data.multitask import schedule_sizes
 from keras_sentemb.data.multitask import task_schedule
 from keras_sentemb.data.multitask import tokenize_multitask
 from keras_sentemb.evaluation.multitask_ensemble import MultitaskEnsemble
-from keras_sentemb.pipelines.multitask import evaluate_multitask
-from keras_sentemb.pipelines.multitask import fit_multitask
+from keras_sentemb.evaluation.multitask import evaluate_multitask
+from keras_sentemb.methods.multitask import fit_multitask
 from keras_sentemb.trainers.multitask import MultitaskModel
 from keras_sentemb.trainers.pcgrad import flatten_gradients
 from keras_sentemb.trainers.pcgrad import pcgrad_combine

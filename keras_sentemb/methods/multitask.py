@@ -1,0 +1,370 @@
+"""Contrastive pre-training, then three task heads on one encoder: `fit_multitask`."""
+
+import dataclasses
+import logging
+import os
+import re
+import typing
+from pathlib import Path
+
+import keras
+
+from keras_sentemb import compat
+from keras_sentemb import validation
+from keras_sentemb.data.multitask import PRETRAIN_MODES
+from keras_sentemb.data.multitask import PROCEDURES
+from keras_sentemb.data.multitask import STSB_TEST_LEAKAGE_WARNING
+from keras_sentemb.data.multitask import TASKS
+from keras_sentemb.data.multitask import check_procedure
+from keras_sentemb.data.multitask import load_multitask_data
+from keras_sentemb.data.multitask import multitask_batches
+from keras_sentemb.data.multitask import pretraining_examples
+from keras_sentemb.data.multitask import schedule_sizes
+from keras_sentemb.data.multitask import tokenize_multitask
+from keras_sentemb.data.nli import read_nli_triplets
+from keras_sentemb.evaluation.multitask import evaluate_multitask
+from keras_sentemb.methods.method import Method
+from keras_sentemb.methods.options import MethodConfig
+from keras_sentemb.methods.options import option
+from keras_sentemb.methods.registry import register_method
+from keras_sentemb.methods.runner import fit
+from keras_sentemb.methods.runner import fit_function
+from keras_sentemb.pipelines.backup import TrainingBackup
+from keras_sentemb.pipelines.callbacks import DevSelection
+from keras_sentemb.pipelines.multitask_presets import THREE_GIVEN
+from keras_sentemb.pipelines.multitask_presets import pretrain_three_given
+from keras_sentemb.pipelines.schedules import adamw_linear_decay
+from keras_sentemb.trainers import optimizers
+from keras_sentemb.trainers.multitask import HEAD_SHARING
+from keras_sentemb.trainers.multitask import HEAD_STYLES
+from keras_sentemb.trainers.multitask import MultitaskModel
+from keras_sentemb.trainers.simcse import SimCSE
+
+logger = logging.getLogger(__name__)
+
+PAPER = "Chen, CS224N report"
+MULTITASK_DEV = "multitask"
+WEIGHT_DECAY = 0.01
+RETURNS = """Returns:
+    The trained `MultitaskModel` (its `.encoder` is the kept
+    `SentenceEncoder`, pooling set); `.dev_metrics` holds the kept model's
+    dev metrics, `.training_report` the encoder's report."""
+
+
+def _refuse_stsb_test(value):
+    if value:
+        raise ValueError("Refusing evaluate_stsb_test=True: " + STSB_TEST_LEAKAGE_WARNING)
+
+
+def _dropout(value):
+    validation.fraction(value, "dropout")
+
+
+@dataclasses.dataclass(frozen=True)
+class MultitaskConfig(MethodConfig):
+    """`fit_multitask`'s options."""
+
+    procedure: str = option("average", "`\"average\"` (one batch per task per step, mean loss), "
+                            "`\"batch_round_robin\"`, `\"epoch_round_robin\"`, `\"pcgrad\"` or "
+                            "`\"single\"`.", choices=PROCEDURES, source=f"{PAPER}, section 4.2")
+    head_sharing: str = option("first_layer", "`\"first_layer\"` (the paraphrase and similarity "
+                               "heads share their first layer), `\"none\"` or `\"full\"`.",
+                               choices=HEAD_SHARING, source=f"{PAPER}, section 4.2")
+    single_task: str = option("similarity", "The task of `procedure=\"single\"`: "
+                              "`\"sentiment\"`, `\"paraphrase\"` or `\"similarity\"`.")
+    fusion: bool = option(False, "Fusion training (each similarity batch also gets an "
+                          "unsupervised SimCSE update, with its own optimizer).")
+    pretrain: str = option("unsup", "`\"unsup\"` (SimCSE on the sentences of all three train "
+                           "sets), `\"paraphrase\"` (supervised SimCSE: Quora paraphrases as "
+                           "positives, non-paraphrases as hard negatives), `\"nli\"` (supervised "
+                           "SimCSE on `nli_file` triplets), `\"three_given\"` (the report's \"3 "
+                           "Given\" schedule: 5 epochs of supervised Quora with negatives, then "
+                           "unsupervised SST, then unsupervised STS; see `multitask_presets`) or "
+                           "`\"none\"`.", choices=PRETRAIN_MODES)
+    pretrain_steps: typing.Optional[int] = option(
+        None, "Pre-training steps; `None` = `steps` (`\"three_given\"`: 5 full epochs of its "
+        "three stages; an int is their total, shared in proportion to the stages' sizes).",
+        minimum=0)
+    pretrain_learning_rate: float = option(3e-5, "Pre-training learning rate (AdamW with "
+                                           "linear decay).", above=0.0)
+    pretrain_temperature: float = option(0.05, "InfoNCE temperature of the pre-training.",
+                                         source=f"{PAPER}, section 5.3")
+    nli_file: typing.Optional[typing.Union[str, os.PathLike]] = option(
+        None, "`sent0,sent1,hard_neg` CSV for `pretrain=\"nli\"`; `None` is "
+        "`nli/snli_devtest_triplets.csv` next to the multitask folder.")
+    head_learning_rate: float = option(1e-3, "Learning rate of the heads (AdamW, weight decay "
+                                       "0.01).", above=0.0)
+    hidden_dim: typing.Optional[int] = option(None, "Head width; `None` is the embedding size.")
+    dropout: float = option(0.1, "Head dropout, in [0, 1).", check=_dropout)
+    quora_dev_fraction: float = option(0.1, "Share of quora-dev.csv held out as dev.")
+    dev_limit: typing.Optional[int] = option(None, "Evaluate on the first `dev_limit` dev "
+                                             "examples of each task only; `None`: all.",
+                                             minimum=1)
+    evaluate_stsb_test: bool = option(False, "Refused (raises): `multitask/sts-train.csv` holds "
+                                      "STS-B test pairs.", check=_refuse_stsb_test)
+    head_style: str = option("residual", "`\"residual\"` (zero-initialised residual pair "
+                             "transforms) or `\"plain\"` (the report's plain 2-layer MLP heads "
+                             "with dropout at each linear layer). "
+                             "`multitask_presets.MULTITASK_PRESETS[\"three_given\"]` holds the "
+                             "report's whole setting.", choices=HEAD_STYLES)
+
+
+class MultitaskDevEvaluation(DevSelection):
+    """`DevSelection` by the overall dev mean of `evaluate_multitask`.
+
+    The candidate is the whole `MultitaskModel` (encoder and heads), so the
+    kept checkpoint restores the heads too. Every evaluation's full metrics
+    are kept in `metrics_history` (`[(step, metrics)]`).
+
+    Args:
+        dev: dict `{task: examples}`. The task dev sets.
+        limit: int or None. See `evaluate_multitask`.
+        **kwargs: see `DevSelection`.
+    """
+    def __init__(self, dev, limit=None, **kwargs):
+        self.dev = dev
+        self.limit = limit
+        self.metrics_history = []
+
+        def evaluate(name, model):
+            metrics = evaluate_multitask(model, self.dev, limit=self.limit)
+            step = int(self.model.optimizer.iterations.numpy())
+            self.metrics_history.append((step, metrics))
+            logger.info("multitask dev at step %d: %s", step,
+                        {k: round(v, 4) for k, v in metrics.items()})
+            return metrics["overall"]
+
+        kwargs.setdefault("monitor", "dev_overall")
+        super().__init__(evaluate, **kwargs)
+
+    def metrics_at(self, step):
+        """The metrics of the last evaluation at `step`, or None."""
+        for s, metrics in reversed(self.metrics_history):
+            if s == step:
+                return metrics
+        return None
+
+
+def _find_backup(callbacks):
+    for cb in callbacks:
+        if isinstance(cb, keras.callbacks.BackupAndRestore):
+            return cb
+    return None
+
+
+def _pretrain(run, encoder, mode, train, steps, learning_rate, temperature, nli_file,
+              data_dir, backup):
+    """Contrastive pre-training of `encoder` with the `SimCSE` trainer (a stage of the run)."""
+
+    if mode == THREE_GIVEN:  # many short stages: no backup of their own (restarts if interrupted)
+        user_callbacks = run.callbacks
+        run.callbacks = [cb for cb in user_callbacks if cb is not backup]
+        try:
+            return pretrain_three_given(run, encoder, train, steps, learning_rate, temperature)
+        finally:
+            run.callbacks = user_callbacks
+    triplets = None
+    if mode == "nli":
+        nli_file = nli_file or (Path(os.fspath(data_dir)).parent / "nli" / "snli_devtest_triplets.csv")
+        triplets = read_nli_triplets(nli_file)
+    columns = pretraining_examples(mode, train, triplets, run.seed or 0)
+    simcse_mode = "unsup" if mode == "unsup" else "sup"
+    logger.info("multitask: SimCSE pre-training (%s, %s, %d examples, %d steps)",
+                mode, simcse_mode, len(next(iter(columns.values()))), steps)
+    with run.scope():
+        pretrainer = SimCSE(
+            encoder, mode=simcse_mode, temperature=temperature, pooling=run.pooling,
+            mlp=run.training_mlp("auto"),
+        )
+    run.compile(pretrainer, adamw_linear_decay(learning_rate, steps))
+    # The pre-training stage keeps its own backup (a sub-folder), so a run
+    # interrupted here resumes here, and the multitask stage's backup is
+    # never restored into the pre-trainer.
+    user_callbacks = run.callbacks
+    stage_callbacks = [cb for cb in user_callbacks if cb is not backup]
+    if backup is not None:
+        stage_callbacks.append(TrainingBackup(
+            os.path.join(os.fspath(backup.backup_dir), "pretrain"),
+        ))
+    run.callbacks = stage_callbacks
+    try:
+        run.fit(pretrainer, run.batches(encoder, columns), steps=steps, dev_pairs=None,
+                stage="pretrain", keep_best=False)
+    finally:
+        run.callbacks = user_callbacks
+
+
+@register_method("multitask")
+class Multitask(Method):
+    """Contrastive pre-training, then the three task heads on one encoder.
+
+    Reads a folder laid out like the CS224N minBERT project's `data/` (Quora's dev file is
+    split into train/dev by a hash of the pair id, see
+    `keras_sentemb.data.multitask`), optionally pre-trains the encoder with
+    SimCSE (`pretrain`: the `SimCSE` trainer, unsupervised or supervised),
+    then trains a `MultitaskModel` with `procedure` for exactly `steps`
+    optimizer steps, keeps the checkpoint with the best overall dev mean
+    (`dev="multitask"`, the starting weights included), and saves the
+    encoder plus heads to `output`.
+
+    One step is one optimizer update. `"average"` and `"pcgrad"` take one
+    batch of every task per step; the round-robin procedures and `"single"`
+    one batch of one task (so give them 3x the steps for the same number of
+    examples). Each task's data are down-sampled to the smallest trained
+    set: every task epoch is a fresh random subset of that size. Batches are
+    step-indexed, so `keras.callbacks.BackupAndRestore(save_freq="epoch")`
+    resumes an interrupted run exactly (pre-training included: a run that
+    resumes its multitask stage does not pre-train again).
+
+    `multitask/sts-train.csv` contains STS-B *test* pairs: a model trained
+    here must never be reported on STS-B test. `evaluate_stsb_test=True`
+    raises `ValueError`.
+
+    Examples:
+
+    ```python
+    model = fit_multitask("data/multitask", steps=300, output="mt_model")
+    model.predict_similarity(["A man plays."], ["A man is playing."])
+    ```
+
+    References:
+        - Contrastive Learning for Generalizable Sentence Embeddings
+          (Stanford CS224N default-project report).
+        - [Yu et al., 2020. Gradient Surgery for Multi-Task
+          Learning](https://arxiv.org/abs/2001.06782)
+        - [Gao et al., 2021. SimCSE](https://arxiv.org/abs/2104.08821)
+    """
+
+    config_class = MultitaskConfig
+    paper_pooling = "cls"
+    in_batch = True
+    custom_dev = (MULTITASK_DEV,)
+    optional = ("max_grad_norm", "matryoshka_dims", "matryoshka_weights")
+    run_defaults = {"steps": 300, "batch_size": 16, "learning_rate": 2e-5, "max_length": 128,
+                    "dev": MULTITASK_DEV}
+    run_docs = {
+        "steps": "int. Optimizer steps of the multitask stage. Defaults to `300`.",
+        "batch_size": "int. Examples per task batch (and per pre-training batch). Defaults to "
+                      "`16`.",
+        "learning_rate": "float. Encoder learning rate (AdamW, weight decay 0.01, constant). "
+                         "Defaults to `2e-5`.",
+        "dev": "`\"multitask\"` (the task dev sets: sentiment accuracy, paraphrase accuracy, "
+               "similarity Pearson, selection by their mean), `\"stsb\"` / an STS-B path / a "
+               "list of (s1, s2, score) (selection by STS Spearman), or None (the last "
+               "weights). Defaults to `\"multitask\"`.",
+        "output": "str or None. Folder to save the encoder (loadable with "
+                  "`SentenceEncoder.from_preset`) and the heads "
+                  "(`MultitaskModel.load_from_folder`). Defaults to `None`.",
+    }
+    data_doc = "str. The multitask folder."
+
+    @classmethod
+    def docstring(cls):
+        """The generated docstring; it returns the `MultitaskModel`, not only its encoder."""
+        return re.sub(r"^Returns:\n(?:    .*\n?)+", RETURNS + "\n", super().docstring(),
+                      count=1, flags=re.M).rstrip("\n")
+
+    def train(self, run, data, config):
+        if run.steps is None:
+            raise ValueError("fit_multitask needs `steps` (a positive int). Received: None.")
+        check_procedure(config.procedure, config.single_task)
+        tasks_data = load_multitask_data(data, config.quora_dev_fraction, verbose=True)
+        train, dev_sets = tasks_data["train"], tasks_data["dev"]
+        logger.warning(STSB_TEST_LEAKAGE_WARNING)
+        batch, epoch_size, per_epoch = schedule_sizes(train, config.procedure, run.batch_size,
+                                                      config.single_task)
+        run.record_data(
+            train={t: len(train[t]) for t in TASKS}, dev={t: len(dev_sets[t]) for t in TASKS},
+            skipped=tasks_data["skipped"], epoch_size=epoch_size, steps_per_task_epoch=per_epoch,
+        )
+        with run.scope():
+            encoder = run.load_encoder()
+            pooling = run.pooling_for(encoder)
+        extras = {"procedure": config.procedure}
+        pretraining = self._pretraining(run, config, encoder, train, data)
+        if pretraining is not None:
+            extras["pretraining"] = pretraining
+        trainer, selection = self._multitask_stage(run, config, encoder, pooling, train,
+                                                   dev_sets, pretrained=isinstance(pretraining,
+                                                                                   dict))
+        dev_metrics = None
+        if isinstance(selection, MultitaskDevEvaluation) and selection.best_step is not None:
+            dev_metrics = selection.metrics_at(selection.best_step)
+        if dev_metrics is None:
+            dev_metrics = evaluate_multitask(trainer, dev_sets, limit=config.dev_limit)
+        logger.info("multitask dev (kept model): %s",
+                    {k: round(v, 4) for k, v in dev_metrics.items()})
+        extras["dev_metrics"] = dev_metrics
+        if config.dev_limit:
+            extras["dev_limit"] = config.dev_limit
+        run.finish(trainer.encoder, extras=extras)
+        if run.output is not None:
+            trainer.save_heads(run.output)
+        trainer.dev_metrics = dev_metrics
+        trainer.skipped_rows = tasks_data["skipped"]
+        return trainer
+
+    @staticmethod
+    def _pretraining(run, config, encoder, train, data):
+        """Runs the pre-training stage; returns what the report says of it (None: none)."""
+        pretrain_steps = config.pretrain_steps
+        if pretrain_steps is None and config.pretrain != THREE_GIVEN:
+            pretrain_steps = run.steps  # the "3 Given" schedule counts in epochs
+        if config.pretrain == "none" or pretrain_steps == 0:
+            return None
+        backup = _find_backup(run.callbacks)
+        if backup is not None and compat.backup_start_epoch(backup) > 0:
+            # The multitask stage resumes: its backup holds every weight.
+            logger.info("multitask: resuming the multitask stage; pre-training is not repeated")
+            return "done before the interruption (weights restored from the backup)"
+        done = _pretrain(run, encoder, config.pretrain, train, pretrain_steps,
+                         config.pretrain_learning_rate, config.pretrain_temperature,
+                         config.nli_file, data, backup)
+        return {"mode": config.pretrain, "steps": pretrain_steps, **(done or {})}
+
+    @staticmethod
+    def _multitask_stage(run, config, encoder, pooling, train, dev_sets, pretrained):
+        """Trains the heads (and the encoder) for `steps`; returns `(trainer, selection)`."""
+        with run.scope():
+            trainer = MultitaskModel(
+                encoder, head_sharing=config.head_sharing, hidden_dim=config.hidden_dim,
+                dropout=config.dropout, pooling=pooling, pcgrad=config.procedure == "pcgrad",
+                fusion=config.fusion, seed=run.seed or 0, head_style=config.head_style,
+            )
+            run.compile(
+                trainer,
+                optimizers.AdamW(run.learning_rate, weight_decay=WEIGHT_DECAY,
+                                 name="encoder_adamw"),
+                head_optimizer=optimizers.AdamW(config.head_learning_rate,
+                                                weight_decay=WEIGHT_DECAY),
+                fusion_optimizer=optimizers.AdamW(run.learning_rate, weight_decay=WEIGHT_DECAY),
+            )
+
+        def make_dataset(start_step):
+            ds = multitask_batches(
+                train, config.procedure, run.batch_size, seed=run.seed or 0,
+                start_step=start_step, single_task=config.single_task,
+            )
+            return tokenize_multitask(encoder, ds, run.max_length)
+
+        selection = None
+        if run.dev == MULTITASK_DEV:
+            selection = MultitaskDevEvaluation(dev_sets, limit=config.dev_limit)
+        run.fit(trainer, make_dataset, selection=selection,
+                stage="multitask" if pretrained else None)
+        return trainer, selection
+
+
+def fit_multitask(data, model="default", steps=300, batch_size=16, learning_rate=2e-5,
+                  max_length=128, pooling="auto", dev="multitask", eval_every=100, output=None,
+                  strategy=None, callbacks=None, seed=0, verbose="auto", procedure="average",
+                  head_sharing="first_layer", single_task="similarity", fusion=False,
+                  pretrain="unsup", pretrain_steps=None, pretrain_learning_rate=3e-5,
+                  pretrain_temperature=0.05, nli_file=None, head_learning_rate=1e-3,
+                  hidden_dim=None, dropout=0.1, quora_dev_fraction=0.1, dev_limit=None,
+                  evaluate_stsb_test=False, head_style="residual", matryoshka_dims=None,
+                  max_grad_norm=None, matryoshka_weights=None):
+    return fit("multitask", **locals())
+
+
+fit_function("multitask", fit_multitask)
