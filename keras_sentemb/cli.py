@@ -307,13 +307,14 @@ def report_files(output, fmt, benchmark):
     return [(output, named or fmt or "json")]
 
 
-def _check_report_output(output):
-    """Fail before any work when the folder of `--output` does not exist."""
-    folder = os.path.dirname(os.path.abspath(output))
-    if not os.path.isdir(folder):
-        raise UsageError(f"--output folder does not exist: {folder}")
-    if os.path.isdir(output):
-        raise UsageError(f"--output {output} is a folder; give a file path")
+def _check_report_files(files):
+    """Fail before any work when a report file of `report_files` cannot be written there."""
+    for path, _ in files:
+        folder = os.path.dirname(os.path.abspath(path))
+        if not os.path.isdir(folder):
+            raise UsageError(f"--output folder does not exist: {folder}")
+        if os.path.isdir(path):
+            raise UsageError(f"--output {path} is a folder; give a file path")
 
 
 def _write_report(files, report, markdown):
@@ -329,8 +330,8 @@ def cmd_evaluate(args):
     if not os.path.exists(args.data):
         raise UsageError(f"data folder not found: {args.data}")
     if args.output:
-        _check_report_output(args.output)
         files = report_files(args.output, args.format, args.benchmark)
+        _check_report_files(files)
     logging.basicConfig(level=logging.INFO, format="%(name)s: %(message)s", stream=sys.stderr)
     tasks = _split_tasks(args.tasks)
     if args.benchmark == "sts" and (args.seed is not None or args.config is not None):

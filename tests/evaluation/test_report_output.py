@@ -41,3 +41,7 @@ def test_evaluate_sts_writes_exactly_the_named_file(tmp_path, capsys):
     assert cli.main(base + ["--output", str(tmp_path / "no" / "r.md")]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "--output folder does not exist" in err[0]
+    (tmp_path / "taken.json").mkdir()
+    assert cli.main(base + ["--output", str(tmp_path / "taken.json")]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "taken.json is a folder; give a file path" in err[0]
