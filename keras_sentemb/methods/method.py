@@ -97,6 +97,7 @@ class Method:
     - `run_docs`: dict. Docs of shared arguments that read differently for
       this method.
     - `data_doc`: str. What `data` is.
+    - `returns_doc`: str. What the `fit_*` function returns.
     - `parallel_passes`: bool. A training step runs two independent encoder
       passes (CT's towers, SimCSE's views): `keras-sentemb train` gives
       each its share of the cores.
@@ -115,6 +116,7 @@ class Method:
     custom_dev = ()
     run_docs = {}
     data_doc = DATA_DOC
+    returns_doc = "The trained `SentenceEncoder` (with a dev set: the kept checkpoint)."
     parallel_passes = False
 
     def train(self, run, data, config):
@@ -199,8 +201,9 @@ class Method:
         for name, text in entries:
             lines += textwrap.wrap(f"{name}: {text}", width=76, initial_indent="    ",
                                    subsequent_indent="        ", break_on_hyphens=False)
-        parts = [prose, "\n".join(lines),
-                 "Returns:\n    The trained `SentenceEncoder` (with a dev set: the kept checkpoint)."]
+        returns = textwrap.fill(cls.returns_doc, width=76, initial_indent="    ",
+                                subsequent_indent="    ", break_on_hyphens=False)
+        parts = [prose, "\n".join(lines), f"Returns:\n{returns}"]
         parts += [f"{title}\n{tails[title].rstrip()}" for title in ("Examples:", "References:")
                   if title in tails]
         return "\n\n".join(parts)

@@ -3,7 +3,6 @@
 import dataclasses
 import logging
 import os
-import re
 import typing
 from pathlib import Path
 
@@ -45,12 +44,6 @@ logger = logging.getLogger(__name__)
 PAPER = "Chen, CS224N report"
 MULTITASK_DEV = "multitask"
 WEIGHT_DECAY = 0.01
-RETURNS = """Returns:
-    The trained `MultitaskModel` (its `.encoder` is the kept
-    `SentenceEncoder`, pooling set); `.dev_metrics` holds the kept model's
-    dev metrics, `.training_report` the encoder's report."""
-
-
 def _refuse_stsb_test(value):
     if value:
         raise ValueError("Refusing evaluate_stsb_test=True: " + STSB_TEST_LEAKAGE_WARNING)
@@ -258,11 +251,9 @@ class Multitask(Method):
     }
     data_doc = "str. The multitask folder."
 
-    @classmethod
-    def docstring(cls):
-        """The generated docstring; it returns the `MultitaskModel`, not only its encoder."""
-        return re.sub(r"^Returns:\n(?:    .*\n?)+", RETURNS + "\n", super().docstring(),
-                      count=1, flags=re.M).rstrip("\n")
+    returns_doc = ("The trained `MultitaskModel` (its `.encoder` is the kept `SentenceEncoder`, "
+                   "pooling set); `.dev_metrics` holds the kept model's dev metrics, "
+                   "`.training_report` the encoder's report.")
 
     def train(self, run, data, config):
         if run.steps is None:

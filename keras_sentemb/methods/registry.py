@@ -76,12 +76,12 @@ def register_method(name):
         if not (isinstance(cls, type) and issubclass(cls, Method)):
             raise TypeError(f"@register_method({name!r}) decorates a Method subclass; "
                             f"received {cls!r}")
-        taken = _REGISTERED.get(name)
-        if taken is not None and taken is not cls and _qualname(taken) != _qualname(cls):
-            raise ValueError(f"the method name {name!r} is taken by {_qualname(taken)}")
         builtin = BUILTIN_METHODS.get(name)
         if builtin is not None and cls.__module__ != builtin:
             raise ValueError(f"{name!r} is a built-in method ({builtin}); choose another name")
+        taken = _REGISTERED.get(name)
+        if taken is not None and taken is not cls and _qualname(taken) != _qualname(cls):
+            raise ValueError(f"the method name {name!r} is taken by {_qualname(taken)}")
         cls.name = name
         cls.check_definition()
         _REGISTERED[name] = cls
