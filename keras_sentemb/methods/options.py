@@ -206,7 +206,7 @@ def _describe(tp):
     if tp in names:
         return names[tp]
     if typing.get_origin(tp) is tuple:
-        return f"a tuple of {_type_text(typing.get_args(tp)[0])}"
+        return f"a {_type_text(tp)}"
     if tp is typing.Callable or typing.get_origin(tp) is typing.Callable:
         return "a callable"
     return _type_text(tp)
