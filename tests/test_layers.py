@@ -10,8 +10,10 @@ lower layers' modules, never a higher one's):
 4. `data`: tf.data pipelines (they tokenize with an encoder).
 5. `trainers`, `evaluation`, `export`, `beam`, `quantization`, `hard_negatives`: what is done
    with encoders.
-6. `pipelines`: one `fit_*` per method over the trainers, data and evaluation.
-7. `api`, then `cli` and `__main__` at the top; the package's `__init__`
+6. `pipelines`: the scaffold every method's run shares (arguments, callbacks,
+   backups, schedules) over the trainers, data and evaluation.
+7. `methods`: the registry, the runner and one module per training method.
+8. `api`, then `cli` and `__main__` at the top; the package's `__init__`
    loads the public names lazily and is imported by no module.
 
 Imports inside functions count as much as those at the top of a module: a
@@ -32,9 +34,10 @@ LAYERS = {
     "trainers": 5, "evaluation": 5, "export": 5, "beam": 5, "quantization": 5,
     "hard_negatives": 5,
     "pipelines": 6,
-    "api": 7,
-    "cli": 8,
-    "__main__": 9,
+    "methods": 7,
+    "api": 8,
+    "cli": 9,
+    "__main__": 10,
 }
 
 

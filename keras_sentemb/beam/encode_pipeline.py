@@ -30,19 +30,42 @@ line // shard_size)` and each group is written as one shard.
 """
 
 import argparse
+import contextlib
 import os
 import sys
 
 from keras_sentemb.missing_dependency import is_missing
 from keras_sentemb.missing_dependency import missing_dependency
 
+
+@contextlib.contextmanager
+def _without_torch():
+    """Imports inside see PyTorch as absent (unless this process already loaded it).
+
+    `apache_beam.ml.inference.base` tries `import torch` for its GPU model
+    manager, which this pipeline does not use, and falls back when the import
+    fails. TensorFlow and PyTorch must not share a process (their LLVM copies
+    clash), so the Beam import takes the fallback. Afterwards `import torch`
+    works again for any code that asks for it.
+    """
+    hidden = "torch" not in sys.modules
+    if hidden:
+        sys.modules["torch"] = None  # makes `import torch` raise ImportError
+    try:
+        yield
+    finally:
+        if hidden and sys.modules.get("torch", 0) is None:
+            del sys.modules["torch"]
+
+
 try:
-    import apache_beam as beam
-    from apache_beam.ml.inference.base import KeyedModelHandler
-    from apache_beam.ml.inference.base import ModelHandler
-    from apache_beam.ml.inference.base import PredictionResult
-    from apache_beam.ml.inference.base import RunInference
-    from apache_beam.options.pipeline_options import PipelineOptions
+    with _without_torch():
+        import apache_beam as beam
+        from apache_beam.ml.inference.base import KeyedModelHandler
+        from apache_beam.ml.inference.base import ModelHandler
+        from apache_beam.ml.inference.base import PredictionResult
+        from apache_beam.ml.inference.base import RunInference
+        from apache_beam.options.pipeline_options import PipelineOptions
 except ImportError as e:
     if not is_missing(e, "apache_beam"):
         raise
