@@ -49,17 +49,18 @@ import argparse
 import contextlib
 import csv
 import importlib
-import inspect
 import json
 import logging
 import os
 import sys
+import typing
 
 import numpy as np
 
 from keras_sentemb import evaluation
 from keras_sentemb import export
 from keras_sentemb import models
+from keras_sentemb import methods
 from keras_sentemb import pipelines
 from keras_sentemb.evaluation import training_curves
 from keras_sentemb.io_utils import check_new_folder
@@ -70,38 +71,16 @@ from keras_sentemb.io_utils import write_file_atomic
 from keras_sentemb.missing_dependency import MissingDependencyError
 from keras_sentemb.missing_dependency import import_optional
 from keras_sentemb.pipelines.shared_arguments import SHARED_ARGUMENTS
-from keras_sentemb.pipelines.shared_arguments import format_default
-from keras_sentemb.pipelines.shared_arguments import option_docs
 from keras_sentemb.quiet_startup import quiet_tensorflow_startup
 from keras_sentemb.quiet_startup import start_tensorflow
 from keras_sentemb.quiet_startup import take_verbose_flag
 
-METHODS = (
-    "ct", "simcse", "consert", "sg", "parallel", "multitask", "sts", "mlm", "whitening", "flow",
-)
-# METHOD -> (the module of keras_sentemb.pipelines, its fit function).
-FIT_FUNCTIONS = {
-    "ct": ("contrastive_tension", "fit_ct"),
-    "simcse": ("simcse", "fit_simcse"),
-    "consert": ("consert", "fit_consert"),
-    "sg": ("self_guided", "fit_self_guided"),
-    "parallel": ("parallel", "fit_parallel"),
-    "multitask": ("multitask", "fit_multitask"),
-    "sts": ("sts_regression", "fit_sts_regression"),
-    "mlm": ("masked_language_model", "fit_mlm"),
-    "whitening": ("whitening", "fit_whitening"),
-    "flow": ("bert_flow", "fit_flow"),
-}
-# Methods whose training step runs two independent encoder passes (CT's towers,
-# SimCSE's dropout views, ConSERT's augmented views): `train` gives each pass
-# its share of the cores.
-SIDE_BY_SIDE_METHODS = ("ct", "simcse", "consert")
-# Keyword arguments of the fit_* functions that have fixed flags of their own
-# (or are not expressible on a command line).
-COMMON_FIT_ARGS = {
-    "data", "model", "steps", "batch_size", "learning_rate", "max_length",
-    "output", "strategy", "callbacks",
-}
+# The built-in training methods (`train` also takes those registered elsewhere:
+# `keras_sentemb.list_methods()`).
+METHODS = tuple(methods.registry.BUILTIN_METHODS)
+# Shared run arguments that `train` takes as fixed flags of its own (the
+# method's other options come from its registered definition).
+FIXED_RUN_ARGUMENTS = ("model", "steps", "batch_size", "learning_rate", "max_length", "output")
 
 
 class UsageError(Exception):
@@ -537,7 +516,7 @@ def cmd_analyze(args):
 
 
 def _parse_value(text):
-    """A method option value: int, float, bool, none or a string."""
+    """A value that may take several forms (`--dev`): none, a bool, a number or a string."""
     lowered = text.lower()
     if lowered in ("none", "null"):
         return None
@@ -551,84 +530,109 @@ def _parse_value(text):
     return text
 
 
-def _optional_float(text):
-    """A float, or None for `none` / `null`."""
-    if text.lower() in ("none", "null"):
-        return None
-    try:
-        return float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a number or none, got {text!r}") from None
+def _optional(cast, what):
+    """A parser of `cast` values that also takes `none` / `null` (for None)."""
+    def parse(text):
+        if text.lower() in ("none", "null"):
+            return None
+        try:
+            return cast(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected {what} or none, got {text!r}") from None
+    return parse
+
+
+def _comma_list(cast, what):
+    """`32,16,8` -> `(32, 16, 8)` (each item parsed by `cast`)."""
+    def parse(text):
+        try:
+            return tuple(cast(item) for item in text.split(",") if item.strip())
+        except ValueError:
+            raise argparse.ArgumentTypeError(
+                f"expected comma-separated {what}s, got {text!r}") from None
+    return parse
+
+
+_optional_float = _optional(float, "a number")
+_CASTS = {int: (int, "an integer"), float: (float, "a number")}
+
+
+def _flag_type(field):
+    """The argparse `type` (and `action`) of an option, from its annotation."""
+    base = field.base_type
+    if field.name == "verbose":
+        return {"type": _verbosity}
+    if base is bool:
+        return {"action": argparse.BooleanOptionalAction}
+    if base in _CASTS:
+        cast, what = _CASTS[base]
+        return {"type": _optional(cast, what) if field.optional else cast}
+    if typing.get_origin(base) is tuple:
+        cast, what = _CASTS.get(typing.get_args(base)[0], (str, "value"))
+        parse = _comma_list(cast, what)
+        return {"type": _optional(parse, f"comma-separated {what}s") if field.optional else parse}
+    if base is str or (base is object and isinstance(field.default, str)):
+        kwargs = {"type": str}  # e.g. --dev stsb | FILE | none, read by the method
+        if field.spec.choices is not None:
+            kwargs["choices"] = field.spec.choices
+        return kwargs
+    return {"type": _parse_value}
 
 
 def method_option_parser(method, add_help=False):
-    """An argparse parser of one method's options, built from its fit_* signature.
+    """An argparse parser of one method's options, built from its registered definition.
 
-    Each keyword argument of the fit function becomes a `--kebab-case` flag
-    taking the same values: bools get `--flag/--no-flag`, ints and floats
-    their type, strings stay strings (so `--mlp none` is the string
-    `"none"`), and arguments whose default is None are parsed by
-    `_parse_value`. Each flag's help is the argument's documentation in the
-    fit function's docstring (the shared arguments' come from
-    `keras_sentemb.pipelines.shared_arguments`).
+    Every shared run argument without a fixed `train` flag and every field of
+    the method's config becomes a `--kebab-case` flag taking the same values,
+    parsed by the field's type: bools get `--flag/--no-flag`, numbers their
+    type (`none` too where None is allowed), tuples comma-separated lists,
+    strings stay strings (with their choices). Options that take Python
+    objects have no flag. Each flag's help is the option's doc line.
+
+    Returns:
+        `(parser, method)`: the parser (its `method_flags` lists the flags)
+        and the `Method` class.
     """
-    module, name = FIT_FUNCTIONS[method]
-    fit = getattr(getattr(pipelines, module), name)
-    docs = option_docs(fit)
-    parser = argparse.ArgumentParser(
-        prog=f"keras-sentemb train {method}", add_help=False
-    )
-    group = parser.add_argument_group(f"{method} options (the arguments of {fit.__name__})")
+    method = methods.get_method(method)
+    parser = argparse.ArgumentParser(prog=f"keras-sentemb train {method.name}", add_help=add_help)
+    group = parser.add_argument_group(f"{method.name} options")
     parser.method_flags = []
-    for name, param in inspect.signature(fit).parameters.items():
-        if name in COMMON_FIT_ARGS or name in getattr(fit, "python_only", ()) or param.kind in (
-            param.VAR_KEYWORD, param.VAR_POSITIONAL
-        ):
+    shared, optional = method.run_arguments()
+    fields = [a.as_option_field() for a in shared if a.name not in FIXED_RUN_ARGUMENTS]
+    fields += list(method.config_class.option_fields())
+    fields += [a.as_option_field() for a in optional]
+    docs = {a.name: a.doc_line() for a in shared + optional}
+    for field in fields:
+        if field.spec.python_only:
             continue
-        flag = "--" + name.replace("_", "-")
+        flag = "--" + field.name.replace("_", "-")
         parser.method_flags.append(flag)
-        default = param.default
-        text = docs.get(name, "")
-        if "Defaults to" not in text:
-            text = f"{text} Defaults to {format_default(default)}.".strip()
-        kwargs = {"dest": name, "default": argparse.SUPPRESS, "help": text.replace("%", "%%")}
-        if isinstance(default, bool):
-            group.add_argument(flag, action=argparse.BooleanOptionalAction, **kwargs)
-        elif isinstance(default, int):
-            group.add_argument(flag, type=int, **kwargs)
-        elif isinstance(default, float):
-            # "float or None" options (e.g. --max-grad-norm none) also take none.
-            optional = text.startswith("float or None")
-            group.add_argument(flag, type=_optional_float if optional else float, **kwargs)
-        elif name == "verbose":
-            group.add_argument(flag, type=_verbosity, **kwargs)
-        elif isinstance(default, str):
-            group.add_argument(flag, type=str, **kwargs)
-        else:
-            group.add_argument(flag, type=_parse_value, **kwargs)
-    return parser, fit
+        text = docs.get(field.name) or field.doc_line()
+        group.add_argument(flag, dest=field.name, default=argparse.SUPPRESS,
+                           help=text.replace("%", "%%"), **_flag_type(field))
+    return parser, method
 
 
 def train_help(method):
     """`keras-sentemb train METHOD --help`: the common flags, then the method's options."""
     common = argparse.ArgumentParser(add_help=False)
     _train_args(common)
-    options, fit = method_option_parser(method)
+    options, method = method_option_parser(method)
     parser = argparse.ArgumentParser(
-        prog=f"keras-sentemb train {method}", parents=[common, options],
-        description=(inspect.getdoc(fit) or "").splitlines()[0],
+        prog=f"keras-sentemb train {method.name}", parents=[common, options],
+        description=method.summary(),
     )
     return parser.format_help()
 
 
 def cmd_train(args, extra):
-    if args.method in SIDE_BY_SIDE_METHODS:
+    parser, method = method_option_parser(args.method)
+    if method.parallel_passes:
         # Their steps run two independent encoder passes: one per share of the
         # cores beats every op split over all of them (models.cpu_threads).
         models.cpu_threads.configure_train_threads()
     # Dev-set evaluations and the kept checkpoint are reported through logging.
     logging.basicConfig(level=logging.INFO, format="%(name)s: %(message)s", stream=sys.stderr)
-    parser, fit = method_option_parser(args.method)
     options, unknown = parser.parse_known_args(extra)
     if unknown:
         valid = sorted(parser.method_flags)
@@ -664,7 +668,8 @@ def cmd_train(args, extra):
     try:
         # Keras prints progress bars on stdout; stdout is for results.
         with contextlib.redirect_stdout(sys.stderr):
-            encoder = fit(args.train_file, **common, callbacks=callbacks, **vars(options))
+            encoder = methods.fit(method.name, args.train_file, **common, callbacks=callbacks,
+                                  **vars(options))
     except KeyboardInterrupt:
         if args.resume and backup.start_epoch > 0:
             hint = f"run the same command again to resume from the backup in {backup_dir}"
@@ -795,7 +800,7 @@ def build_parser():
 
     p = sub.add_parser("train", help="train an encoder with a contrastive method "
                                      "(`train METHOD --help` lists its options)")
-    p.add_argument("method", choices=METHODS)
+    p.add_argument("method", choices=methods.list_methods())
     _train_args(p)
 
     p = sub.add_parser("analyze", help="analyses as a PNG plus its numbers (JSON, CSV); "
@@ -930,7 +935,7 @@ def main(argv=None):
     # This is a program of its own: TensorFlow's C++ start-up notices are
     # dropped unless --verbose or the user's TF_CPP_MIN_LOG_LEVEL (see quiet_startup).
     with quiet_tensorflow_startup(verbose):
-        if len(argv) >= 2 and argv[0] == "train" and argv[1] in METHODS and (
+        if len(argv) >= 2 and argv[0] == "train" and argv[1] in methods.list_methods() and (
             "-h" in argv or "--help" in argv
         ):
             print(train_help(argv[1]))

@@ -86,17 +86,23 @@ def test_bad_pooling_is_an_argparse_error(tiny_model, capsys):
 
 def test_method_flags_mirror_every_fit_argument():
     """Each fit_* keyword argument outside the fixed flags is a --kebab-case flag."""
-    for method, name in cli.FIT_FUNCTIONS.items():
-        parser, fit = cli.method_option_parser(method)
+    from keras_sentemb.methods import get_method
+    from keras_sentemb.methods import list_methods
+
+    for name in list_methods():
+        parser, method = cli.method_option_parser(name)
         flags = {a.dest for a in parser._actions}
-        params = [p for p in inspect.signature(fit).parameters
-                  if p not in cli.COMMON_FIT_ARGS and p not in fit.python_only]
-        assert set(params) <= flags, (method, set(params) - flags)
-        assert not set(fit.python_only) & flags
-        assert list(inspect.signature(fit).parameters)[:14] == [
+        python_only = {f.name for f in method.config_class.option_fields() if f.spec.python_only}
+        python_only |= {"strategy", "callbacks"}
+        params = [p for p in method.signature().parameters
+                  if p not in cli.FIXED_RUN_ARGUMENTS and p != "data" and p not in python_only]
+        assert set(params) <= flags, (name, set(params) - flags)
+        assert not python_only & flags
+        assert list(method.signature().parameters)[:14] == [
             "data", "model", "steps", "batch_size", "learning_rate", "max_length", "pooling",
             "dev", "eval_every", "output", "strategy", "callbacks", "seed", "verbose",
         ], name
+        assert get_method(name) is method
 
 
 def test_string_options_stay_strings():

@@ -13,7 +13,7 @@ import pytest
 from keras_sentemb import cli
 from keras_sentemb.models import native_bfloat16
 from keras_sentemb.models import SentenceEncoder
-from keras_sentemb.pipelines.simcse import fit_simcse
+from keras_sentemb.methods.simcse import fit_simcse
 from tests.conftest import make_tiny_encoder
 from tests.numeric import assert_close_vectors
 from tests.trainers.test_contrastive_tension import CORPUS

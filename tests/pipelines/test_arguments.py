@@ -9,7 +9,6 @@ import pytest
 import keras_sentemb
 from keras_sentemb.pipelines.shared_arguments import OPTIONAL_NAMES
 from keras_sentemb.pipelines.shared_arguments import SHARED_NAMES
-from keras_sentemb.pipelines.arguments import fit_function
 from keras_sentemb.pipelines.shared_arguments import option_docs
 
 FITS = sorted(n for n in keras_sentemb.__all__ if n.startswith("fit_"))
@@ -46,30 +45,26 @@ def test_in_batch_methods_refuse_a_batch_of_one_before_any_work(name):
         fit(["a sentence", "another one"], model="no-such-model", batch_size=1, dev=None)
 
 
-def test_the_decorator_binds_positional_calls_and_validates_once():
+def test_a_wrapper_binds_positional_calls_and_validates_once(monkeypatch):
+    from keras_sentemb.methods import simcse
+
     seen = {}
 
-    @fit_function("probe", paper_pooling="mean", in_batch=True, steps=7, batch_size=4)
-    def fit_probe(run, data, temperature=0.05):
-        """Probe.
-
-        Args:
-            data: list of str.
-            temperature: float. Defaults to `0.05`.
-        """
-        seen.update(run=run, data=data, temperature=temperature)
+    def train(self, run, data, config):
+        seen.update(run=run, data=data, config=config)
         return "done"
 
-    assert fit_probe(["x"], "my-model", 3, temperature=0.1) == "done"
+    monkeypatch.setattr(simcse.SimCSE, "train", train)
+    assert keras_sentemb.fit_simcse(["x"], "my-model", 3, temperature=0.1, dev=None) == "done"
     run = seen["run"]
-    assert (run.model, run.steps, run.batch_size, seen["temperature"]) == ("my-model", 3, 4, 0.1)
+    assert (run.model, run.steps, run.batch_size, seen["config"].temperature) == (
+        "my-model", 3, 64, 0.1)
     assert run.report.hyperparameters["temperature"] == 0.1
     with pytest.raises(ValueError, match="`steps` must be a positive int"):
-        fit_probe(["x"], steps=0)
-    with pytest.raises(TypeError, match="fit_probe\\(\\): .*unexpected keyword"):
-        fit_probe(["x"], no_such_option=1)
-    assert list(inspect.signature(fit_probe).parameters)[-1] == "temperature"
-    assert "    steps: int or None." in fit_probe.__doc__
+        keras_sentemb.fit_simcse(["x"], steps=0)
+    with pytest.raises(TypeError, match="unexpected"):
+        keras_sentemb.fit_simcse(["x"], no_such_option=1)
+    assert "    steps: int or None." in keras_sentemb.fit_simcse.__doc__
 
 
 def test_train_method_help_lists_the_method_options():
@@ -108,7 +103,9 @@ def test_the_run_clips_the_optimizer_it_compiles():
     from keras_sentemb.pipelines.scaffold import FitScaffold
 
     def scaffold(**arguments):
-        arguments = {"data": None, **keras_sentemb.fit_simcse.shared_defaults, **arguments}
+        defaults = {name: p.default for name, p in
+                    inspect.signature(keras_sentemb.fit_simcse).parameters.items()}
+        arguments = {**defaults, "data": None, **arguments}
         return FitScaffold("simcse", arguments, "cls")
 
     assert scaffold().clipped(keras.optimizers.SGD()).global_clipnorm == 1.0

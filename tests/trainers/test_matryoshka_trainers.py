@@ -135,7 +135,7 @@ def test_train_command_takes_matryoshka_dims(tmp_path, capsys):
                      "--batch-size", "8", "--dev", "none", "--matryoshka-dims", "32,8",
                      "--verbose", "0"]) == 0
     report = json.loads((tmp_path / "out" / "training_report.json").read_text())
-    assert report["hyperparameters"]["matryoshka_dims"] == "32,8"
+    assert report["hyperparameters"]["matryoshka_dims"] == [32, 8]  # parsed by its type
     assert cli.main(["train", "simcse", "--model", str(tmp_path / "tiny"), "--train-file",
                      str(tmp_path / "train.txt"), "--output", str(tmp_path / "bad"), "--steps", "1",
                      "--dev", "none", "--matryoshka-dims", "64"]) == 2
