@@ -188,5 +188,3 @@ def fit_ct(data, model="default", steps=500, batch_size=16, learning_rate=None, 
 
 
 fit_function("ct", fit_ct)
-# The command line has no flag for an option that takes a Python object.
-fit_ct.python_only = ("tower_score",)
