@@ -1,8 +1,8 @@
 """The `fit_*` entry points: one call from raw text to a trained encoder.
 
-Each lives in `keras_sentemb.pipelines.<method>` as a short composition over
-the shared `FitScaffold`; this module gathers them for `keras_sentemb.fit_*`
-and `keras-sentemb train METHOD`.
+Each lives in `keras_sentemb.methods.<method>` beside its registered
+`Method`, a thin wrapper over `keras_sentemb.methods.fit`; this module
+gathers them for `keras_sentemb.fit_*`.
 """
 
 from keras_sentemb.methods.bert_flow import fit_flow  # noqa: F401

@@ -1,4 +1,4 @@
-"""One `fit_*` per method, each a short composition over `FitScaffold`."""
+"""What every method's run shares: the `FitScaffold`, its arguments, callbacks, backups and schedules."""
 
 from keras_sentemb.lazy_exports import lazy_exports
 

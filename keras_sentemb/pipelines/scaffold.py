@@ -19,9 +19,9 @@ the same way for every method:
 - sets the kept encoder's pooling once, attaches a `TrainingReport` and
   saves it to `output`.
 
-The shared arguments of every `fit_*` (their defaults, documentation and
-the decorator that adds them to a method's signature) are defined once in
-`keras_sentemb.pipelines.arguments`; the scaffold validates them.
+The shared arguments of every `fit_*` (their types, defaults and
+documentation) are defined once in `keras_sentemb.pipelines.shared_arguments`;
+the scaffold validates them.
 """
 
 import contextlib
@@ -218,10 +218,10 @@ def check_output(output):
 class FitScaffold:
     """One `fit_*` run: the common arguments and the steps every method shares.
 
-    A `fit_*` function gets it from `keras_sentemb.pipelines.arguments.
-    fit_function`, which builds it from the validated shared arguments and
-    passes it as the body's first argument; every argument of the call is
-    recorded as a hyperparameter of the run.
+    A method's `train(run, data, config)` gets it from the runner
+    (`keras_sentemb.methods.fit`), which builds it from the shared
+    arguments; every argument of the call is recorded as a hyperparameter of
+    the run.
 
     Args:
         method: str. The method's name (for logs and the report).
@@ -236,14 +236,13 @@ class FitScaffold:
     Examples:
 
     ```python
-    @fit_function("mine", paper_pooling="mean", in_batch=True, steps=100)
-    def fit_mine(run, data, temperature=0.05):
-        # The docstring: what the method does, then its own Args.
+    def train(self, run, data, config):  # a Method's train (see docs: adding a method)
         sentences = load_corpus(data)
+        run.set_steps(len(sentences))
         with run.scope():
             encoder = run.load_encoder()
             trainer = MyTrainer(encoder, pooling=run.pooling_for(encoder))
-            run.compile(trainer, keras.optimizers.AdamW(run.learning_rate))
+        run.compile(trainer, keras.optimizers.AdamW(run.learning_rate))
         run.fit(trainer, run.batches(encoder, {"sentence": sentences}))
         return run.finish(trainer.encoder)
     ```

@@ -1,8 +1,8 @@
 """The definitions of the arguments every `fit_*` shares (light: no TensorFlow).
 
-`keras_sentemb.pipelines.arguments.fit_function` builds each `fit_*`
-signature and docstring from them; the command line builds its `train`
-flags and help from them without loading any training code.
+Each registered method (`keras_sentemb.methods.Method`) gives them its own
+defaults; its `fit_*` signature and docstring and the command line's `train`
+flags are written from them and from the method's config.
 """
 
 import dataclasses
