@@ -44,8 +44,14 @@ def test_readme_starts_with_the_two_commands_ci_runs():
     assert lines[:3] == ["# keras_sentemb", "", "```"]
     main_job, tests = lines[3], lines[4]
     assert main_job.endswith("python recipes/main_job.py")
+    assert "pytest" in tests
+    # .ci/run reads the command from the README and runs it in a new virtual environment.
     ci = (REPO / ".ci" / "run").read_text(encoding="utf-8")
-    assert tests in ci.splitlines()
+    assert "python3 -m venv" in ci and 'bash -c "$test_command"' in ci
+    extract = next(line for line in ci.splitlines() if line.startswith("test_command="))
+    found = subprocess.run(["bash", "-c", f'cd "{REPO}" && {extract} && echo "$test_command"'],
+                           capture_output=True, text=True, timeout=60)
+    assert found.stdout.strip() == tests
 
 
 def test_no_page_speaks_of_how_the_work_was_organized():

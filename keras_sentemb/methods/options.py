@@ -65,8 +65,14 @@ def option(default, doc, *, choices=None, minimum=None, above=None, maximum=None
     Args:
         default: the default value (immutable: tuples, not lists).
         doc: str. One line.
-        choices, minimum, above, maximum, source, python_only, check: see
-            `OptionSpec`.
+        choices: tuple or None. The allowed values.
+        minimum: number or None. Smallest allowed value (inclusive).
+        above: number or None. Values must be greater than this.
+        maximum: number or None. Largest allowed value (inclusive).
+        source: str or None. Where the paper sets the default.
+        python_only: bool. A Python object (no command-line flag).
+        check: callable or None. `check(value)` raises `ValueError` for a
+            value the other rules cannot describe.
 
     Returns:
         a `dataclasses.field`.
