@@ -29,7 +29,7 @@ def cli(*args, stdin=None):
     """Runs `keras-sentemb ARGS`; returns (exit code, what it said last)."""
     env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3")
     done = subprocess.run(
-        [sys.executable, "-m", "keras_sentemb.cli", *map(str, args)],
+        [sys.executable, "-m", "keras_sentemb", *map(str, args)],
         capture_output=True, text=True, env=env, input=stdin, timeout=900,
     )
     said = last_line(done.stderr) if done.returncode else (last_line(done.stdout) or last_line(done.stderr))

@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 
 from keras_sentemb import cli
+from keras_sentemb import models
 from keras_sentemb.data.resources import bundled_sts_dir
 from keras_sentemb.models import SentenceEncoder
 from tests.conftest import make_tiny_encoder
@@ -225,8 +226,37 @@ def test_bad_data_is_refused_with_a_line_naming_it(tiny_model, tmp_path, capsys)
                                            ("mlm", False), ("sts", False)])
 def test_train_splits_the_cores_only_for_two_pass_methods(method, splits, monkeypatch, capsys):
     calls = []
-    monkeypatch.setattr(cli.models.cpu_threads, "configure_train_threads",
+    monkeypatch.setattr(models.cpu_threads, "configure_train_threads",
                         lambda: calls.append(method) or True)
     assert cli.main(["train", method, "--train-file", "no-such-file.txt", "--output", "x"]) == 2
     assert "train file not found" in capsys.readouterr().err
     assert calls == ([method] if splits else [])
+
+
+@pytest.mark.parametrize("verbose", [False, True])
+def test_an_internal_error_is_a_bug_report_with_its_own_exit_status(verbose, monkeypatch, capsys):
+    from keras_sentemb.cli import export as export_command
+
+    def broken(args):
+        raise TypeError("unsupported operand type(s) for +: 'int' and 'str'")
+
+    monkeypatch.setattr(export_command, "run", broken)
+    argv = ["export", "--model", "m", "--output", "o"] + (["--verbose"] if verbose else [])
+    assert cli.main(argv) == cli.EXIT_INTERNAL_ERROR == 70
+    err = capsys.readouterr().err
+    last = err.strip().splitlines()[-1]
+    assert last.startswith("keras-sentemb: internal error: TypeError: unsupported operand")
+    assert ("Traceback (most recent call last)" in err) == verbose
+    assert ("--verbose for the traceback" in last) != verbose
+
+
+def test_a_bad_value_stays_a_user_error(monkeypatch, capsys):
+    from keras_sentemb.cli import export as export_command
+
+    def refuses(args):
+        raise ValueError("`tolerance` must be > 0. Received: tolerance=-1.")
+
+    monkeypatch.setattr(export_command, "run", refuses)
+    assert cli.main(["export", "--model", "m", "--output", "o"]) == cli.EXIT_USER_ERROR == 2
+    assert capsys.readouterr().err.strip() == (
+        "keras-sentemb: error: `tolerance` must be > 0. Received: tolerance=-1.")

@@ -235,6 +235,7 @@ def parse(words, elided=False):
     """`(args, method_options)` as `keras-sentemb` would parse `words`; `_ParseError`
     when it would refuse them. Nothing runs."""
     from keras_sentemb import cli
+    from keras_sentemb.cli import program as cli_main
     from keras_sentemb.quiet_startup import take_verbose_flag
 
     words = [_first_alternative(w) for w in words]
@@ -244,7 +245,7 @@ def parse(words, elided=False):
         words[1] = "ct"  # train METHOD
     if len(words) > 1 and words[0] in ("evaluate", "analyze") and _PLACEHOLDER.match(words[1]):
         words[1] = {"evaluate": "sts", "analyze": cli.ANALYSES[0]}[words[0]]
-    argv = cli._attach_negative_numbers(words)
+    argv = cli_main.attach_negative_numbers(words)
     argv, _ = take_verbose_flag(argv)
     parser = cli.build_parser()
     method_parser = None
@@ -310,6 +311,7 @@ def _abbreviated_common_flags(words, args):
     if args is None or getattr(args, "command", None) != "train":
         return []
     from keras_sentemb import cli
+    from keras_sentemb.cli import program as cli_main
 
     parser = cli.build_parser()
     sub = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))

@@ -43,8 +43,8 @@ def test_import_loads_no_heavy_modules():
 CLI_SCRIPT = """
 import json, sys
 sys.path.insert(0, {repo!r})
-from keras_sentemb import cli
-cli._import_keras_without_extras()
+from keras_sentemb.cli import program as cli
+cli.import_keras_without_extras()
 hidden = [n for n in cli.KERAS_IMPORT_TIME_EXTRAS if n in sys.modules]
 import importlib.util
 available = [n for n in cli.KERAS_IMPORT_TIME_EXTRAS if importlib.util.find_spec(n) is not None]

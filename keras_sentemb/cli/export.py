@@ -1,0 +1,56 @@
+"""`keras-sentemb export`: a SavedModel for TF Serving, or a Hugging Face folder."""
+
+from keras_sentemb import export
+from keras_sentemb.cli.common import UsageError
+from keras_sentemb.cli.common import load_encoder
+from keras_sentemb.cli.common import model_args
+from keras_sentemb.cli.common import positive_float
+from keras_sentemb.cli.common import positive_int
+
+
+def add_parser(sub):
+    """`export`'s flags."""
+    p = sub.add_parser("export", help="export a SavedModel for TF Serving, or a Hugging Face folder")
+    model_args(p)
+    p.add_argument("--output", required=True, help="saved_models/NAME (a SavedModel), else the folder")
+    p.add_argument("--version", type=positive_int, default=None)
+    p.add_argument("--format", choices=["saved-model", "sentence-transformers", "transformers"],
+                   default="saved-model")
+    p.add_argument("--overwrite", action="store_true",
+                   help="replace an existing export (SavedModel version or folder), atomically")
+    p.add_argument("--dtype", choices=["float32", "float16", "bfloat16"], default=None,
+                   help="weights of a Hugging Face folder (default float32)")
+    p.add_argument("--tolerance", type=positive_float, default=None,
+                   help="largest relative error of the export against encode() (default 1e-4)")
+    p.add_argument("--truncate-dim", type=positive_int, default=None,
+                   help="the SavedModel returns the first K dimensions (renormalised when "
+                        "the model normalises)")
+    return p
+
+
+def cmd_export(args):
+    saved_model = args.format == "saved-model"
+    if saved_model and args.dtype is not None:
+        raise UsageError("--dtype applies to the Hugging Face formats; a SavedModel computes in float32")
+    if not saved_model and args.version is not None:
+        raise UsageError(f"--version applies to --format saved-model, not {args.format}")
+    if not saved_model and args.truncate_dim is not None:
+        raise UsageError(f"--truncate-dim applies to --format saved-model, not {args.format}")
+    encoder = load_encoder(args.model, args.pooling, args.max_length, args.num_layers)
+    tolerance = {} if args.tolerance is None else {"tolerance": args.tolerance}
+    if saved_model:
+        path = export.saved_model.export_saved_model(
+            encoder, args.output, version=args.version, overwrite=args.overwrite,
+            truncate_dim=args.truncate_dim, **tolerance,
+        )
+    else:
+        path = export.huggingface.export_huggingface(
+            encoder, args.output, format=args.format, overwrite=args.overwrite,
+            dtype=args.dtype or "float32", **tolerance,
+        )
+    print(path)
+    return 0
+
+
+def run(args):
+    return cmd_export(args)

@@ -1,0 +1,132 @@
+"""The `keras-sentemb` entry point: the parser of every command, start-up, dispatch and exit status."""
+
+import argparse
+import os
+import sys
+import traceback
+
+from keras_sentemb import methods
+from keras_sentemb.cli import analyze
+from keras_sentemb.cli import encode
+from keras_sentemb.cli import evaluate
+from keras_sentemb.cli import export
+from keras_sentemb.cli import train
+from keras_sentemb.cli.common import report_error
+from keras_sentemb.cli.errors import one_line_error
+from keras_sentemb.quiet_startup import quiet_tensorflow_startup
+from keras_sentemb.quiet_startup import start_tensorflow
+from keras_sentemb.quiet_startup import take_verbose_flag
+
+
+# Exit statuses: 0 done, 2 a user error (bad arguments, missing files or
+# models, bad values, a full disk, a missing optional dependency), 70 an
+# internal error (a bug: EX_SOFTWARE of sysexits.h).
+EXIT_USER_ERROR = 2
+EXIT_INTERNAL_ERROR = 70
+
+
+def build_parser():
+    """The parser of `keras-sentemb` and its five commands (each module adds its own)."""
+    parser = argparse.ArgumentParser(
+        prog="keras-sentemb",
+        description="Contrastive sentence embeddings on keras-hub backbones.",
+    )
+    # Taken out of argv before parsing (anywhere on the line), listed here for --help.
+    parser.add_argument("--verbose", action="store_true",
+                        help="show TensorFlow's C++ start-up logs (hidden by default)")
+    sub = parser.add_subparsers(dest="command", required=True)
+    for command in (encode, evaluate, train, analyze, export):
+        command.add_parser(sub)
+    return parser
+
+
+def attach_negative_numbers(argv):
+    """`--flag -1e-5` -> `--flag=-1e-5`, so argparse reads a negative number as a value.
+
+    argparse only recognises plain negative numbers (`-1`, `-0.5`) as values;
+    `-1e-5` would otherwise be taken for an option, and the user would see
+    "expected one argument" instead of what is wrong with the value.
+    """
+    out = []
+    for token in argv:
+        if out and out[-1].startswith("--") and "=" not in out[-1] and token.startswith("-"):
+            try:
+                float(token)
+            except ValueError:
+                pass
+            else:
+                out[-1] = f"{out[-1]}={token}"
+                continue
+        out.append(token)
+    return out
+
+
+# Optional packages that Keras and keras-hub (through kagglehub) import when
+# they are imported, only for features `encode` and `export` never use
+# (scikit-learn wrappers, notebook detection, image-gallery plots): about a
+# second of a cold start.
+KERAS_IMPORT_TIME_EXTRAS = ("sklearn", "IPython", "matplotlib")
+
+
+def import_keras_without_extras():
+    """Import Keras and keras-hub with `KERAS_IMPORT_TIME_EXTRAS` hidden, then unhide them.
+
+    They import each in a `try: import ... except ImportError`, so while
+    its name maps to `None` in `sys.modules` Keras records it as missing.
+    Afterwards the packages import normally for any code that asks for them.
+    """
+    hidden = [name for name in KERAS_IMPORT_TIME_EXTRAS if name not in sys.modules]
+    if "keras" in sys.modules or not hidden:
+        return
+    for name in hidden:
+        sys.modules[name] = None
+    try:
+        import keras  # noqa: F401
+        import keras_hub  # noqa: F401
+    finally:
+        for name in hidden:
+            if sys.modules.get(name, 0) is None:
+                del sys.modules[name]
+
+
+def main(argv=None):
+    os.environ.setdefault("KERAS_BACKEND", "tensorflow")
+    argv = attach_negative_numbers(sys.argv[1:] if argv is None else list(argv))
+    argv, verbose = take_verbose_flag(argv)
+    # This is a program of its own: TensorFlow's C++ start-up notices are
+    # dropped unless --verbose or the user's TF_CPP_MIN_LOG_LEVEL (see quiet_startup).
+    with quiet_tensorflow_startup(verbose):
+        if len(argv) >= 2 and argv[0] == "train" and argv[1] in methods.list_methods() and (
+            "-h" in argv or "--help" in argv
+        ):
+            print(train.train_help(argv[1]))
+            return 0
+        parser = build_parser()
+        args, extra = parser.parse_known_args(argv)
+        if extra and args.command != "train":
+            parser.error(f"unrecognized arguments: {' '.join(extra)}")
+        if args.command in ("encode", "export"):
+            import_keras_without_extras()
+        start_tensorflow()
+    commands = {"encode": encode, "evaluate": evaluate, "analyze": analyze, "export": export}
+    try:
+        if args.command == "train":
+            return train.run(args, extra)
+        return commands[args.command].run(args)
+    except KeyboardInterrupt:
+        return report_error("interrupted")
+    except Exception as e:
+        message = one_line_error(e, args)
+        if message is not None:
+            return report_error(message)
+        return internal_error(e, verbose)
+
+
+def internal_error(error, verbose):
+    """A bug, not the user's mistake: its traceback with `--verbose`, exit status 70."""
+    if verbose:
+        traceback.print_exception(error)
+    summary = f"{type(error).__name__}: {error}".splitlines()[0]
+    hint = "" if verbose else " (run again with --verbose for the traceback)"
+    print(f"keras-sentemb: internal error: {summary}{hint}; please report it", file=sys.stderr)
+    return EXIT_INTERNAL_ERROR
