@@ -260,3 +260,14 @@ def test_a_bad_value_stays_a_user_error(monkeypatch, capsys):
     assert cli.main(["export", "--model", "m", "--output", "o"]) == cli.EXIT_USER_ERROR == 2
     assert capsys.readouterr().err.strip() == (
         "keras-sentemb: error: `tolerance` must be > 0. Received: tolerance=-1.")
+
+
+def test_a_method_option_is_never_read_as_the_flag_it_begins():
+    # `--mode` begins `--model`: argparse's prefix matching would take one for the other.
+    args, extra = cli.build_parser().parse_known_args(
+        ["train", "simcse", "--train-file", "t.txt", "--output", "o", "--mode", "sup"])
+    assert args.model == "default" and extra == ["--mode", "sup"]
+    options, unknown = cli.method_option_parser("simcse")[0].parse_known_args(extra)
+    assert options.mode == "sup" and unknown == []
+    with pytest.raises(SystemExit):
+        cli.build_parser().parse_args(["encode", "--mod", "default", "--input", "a", "--output", "b"])

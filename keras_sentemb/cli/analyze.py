@@ -20,7 +20,7 @@ ANALYSES = ("alignment-uniformity", "token-removal", "map", "layers", "training"
 
 def add_parser(sub):
     """`analyze`'s flags."""
-    p = sub.add_parser("analyze", help="analyses as a PNG plus its numbers (JSON, CSV); "
+    p = sub.add_parser("analyze", allow_abbrev=False, help="analyses as a PNG plus its numbers (JSON, CSV); "
                                        "'training' draws a trained model folder's loss and dev curves")
     p.add_argument("analysis", choices=ANALYSES)
     model_args(p)

@@ -18,7 +18,7 @@ from keras_sentemb.io_utils import write_file_atomic
 
 def add_parser(sub):
     """`encode`'s flags."""
-    p = sub.add_parser("encode", help="encode a text file (one sentence per line) to .npy")
+    p = sub.add_parser("encode", allow_abbrev=False, help="encode a text file (one sentence per line) to .npy")
     model_args(p)
     p.add_argument("--input", required=True)
     p.add_argument("--output", required=True)

@@ -18,7 +18,7 @@ from keras_sentemb.missing_dependency import import_optional
 
 def add_parser(sub):
     """`evaluate`'s flags."""
-    p = sub.add_parser("evaluate", help="evaluate an encoder (STS, SentEval transfer tasks, "
+    p = sub.add_parser("evaluate", allow_abbrev=False, help="evaluate an encoder (STS, SentEval transfer tasks, "
                                         "both, or BEIR retrieval)")
     p.add_argument("benchmark", choices=["sts", "transfer", "all", "retrieval"])
     model_args(p)

@@ -10,7 +10,7 @@ from keras_sentemb.cli.common import positive_int
 
 def add_parser(sub):
     """`export`'s flags."""
-    p = sub.add_parser("export", help="export a SavedModel for TF Serving, or a Hugging Face folder")
+    p = sub.add_parser("export", allow_abbrev=False, help="export a SavedModel for TF Serving, or a Hugging Face folder")
     model_args(p)
     p.add_argument("--output", required=True, help="saved_models/NAME (a SavedModel), else the folder")
     p.add_argument("--version", type=positive_int, default=None)

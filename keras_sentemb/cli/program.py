@@ -30,6 +30,7 @@ def build_parser():
     parser = argparse.ArgumentParser(
         prog="keras-sentemb",
         description="Contrastive sentence embeddings on keras-hub backbones.",
+        allow_abbrev=False,  # `train simcse --mode` must not read as `--model`
     )
     # Taken out of argv before parsing (anywhere on the line), listed here for --help.
     parser.add_argument("--verbose", action="store_true",

@@ -24,7 +24,7 @@ from keras_sentemb.pipelines.shared_arguments import SHARED_ARGUMENTS
 
 def add_parser(sub):
     """`train`'s flags (a method's own options are parsed by `method_option_parser`)."""
-    p = sub.add_parser("train", help="train an encoder with a contrastive method "
+    p = sub.add_parser("train", allow_abbrev=False, help="train an encoder with a contrastive method "
                                      "(`train METHOD --help` lists its options)")
     p.add_argument("method", choices=methods.list_methods())
     _train_args(p)
@@ -134,7 +134,8 @@ def method_option_parser(method, add_help=False):
         and the `Method` class.
     """
     method = methods.get_method(method)
-    parser = argparse.ArgumentParser(prog=f"keras-sentemb train {method.name}", add_help=add_help)
+    parser = argparse.ArgumentParser(prog=f"keras-sentemb train {method.name}", add_help=add_help,
+                                     allow_abbrev=False)
     group = parser.add_argument_group(f"{method.name} options")
     parser.method_flags = []
     shared, optional = method.run_arguments()
