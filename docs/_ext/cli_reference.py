@@ -228,8 +228,12 @@ def render():
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--check", action="store_true", help="compare with docs/cli.md, write nothing")
+    p.add_argument("--print", action="store_true", help="print the page, write nothing")
     args = p.parse_args(argv)
     text = render()
+    if args.print:
+        sys.stdout.write(text)
+        return 0
     if args.check:
         current = PAGE.read_text(encoding="utf-8") if PAGE.exists() else ""
         if current != text:

@@ -124,7 +124,7 @@ def test_cli_train_parallel(tmp_path):
                "--vocabulary-init", "normal", "--vocabulary-min-count", "1"])
     assert rc == 0
     report = json.loads((out / "training_report.json").read_text())
-    assert report["hyperparameters"]["temperature"] == "0.05"
+    assert report["hyperparameters"]["temperature"] == 0.05  # parsed as a number
     assert report["resolved"]["mlp"] == "none" and report["pooling"] == "cls"
     assert report["data"] == {"train_pairs": 32, "test_pairs": 8, "dev_pairs": 0}
     assert report["extras"]["final_temperature"] == pytest.approx(0.05)

@@ -1,5 +1,6 @@
 """`fit_self_guided`: the kept BERT_T, its pooling, frozen parts, patience, CLI flags."""
 
+import inspect
 import json
 
 import numpy as np
@@ -114,8 +115,8 @@ def test_fit_argument_errors():
 def test_cli_flags_mirror_fit_arguments():
     from keras_sentemb import cli
 
-    parser, fit = cli.method_option_parser("sg")
-    assert fit is keras_sentemb.fit_self_guided
+    parser, method = cli.method_option_parser("sg")
+    assert method.signature() == inspect.signature(keras_sentemb.fit_self_guided)
     options = parser.parse_args(
         ["--loss", "opt1", "--view-pooling", "mean", "--no-freeze-embeddings",
          "--reg-weight", "0.2", "--min-layer", "1", "--dev", "none", "--pooling", "cls"]
