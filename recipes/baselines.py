@@ -37,7 +37,7 @@ from keras_sentemb.quiet_startup import add_verbose_flag, run_quietly
 os.environ.setdefault("KERAS_BACKEND", "tensorflow")
 
 REPO = Path(__file__).resolve().parents[1]
-WIKI = REPO.parent / "shared" / "data" / "wiki" / "wiki100k.txt"
+WIKI = REPO / "data" / "wiki.txt"  # docs/data.md makes it
 PLAIN_POOLINGS = ("cls", "mean", "max", "mean_last2", "first_last")
 WHITENING_POOLINGS = ("mean", "cls", "first_last")
 WHITENING_DIMS = "all,256,128"

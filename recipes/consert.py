@@ -36,7 +36,7 @@ from _paper import (  # noqa: E402
 from keras_sentemb.quiet_startup import run_quietly  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]
-STSB = REPO.parent / "shared" / "data" / "STS" / "STSBenchmark"
+STSB = REPO / "data" / "senteval" / "STS" / "STSBenchmark"  # docs/data.md
 
 _SCRIPT = "yym6472/ConSERT@03c9e8f scripts/unsup-consert-base.sh"
 _MAIN = "yym6472/ConSERT@03c9e8f main.py"
@@ -82,7 +82,7 @@ DIFFERENCES = [
     "data: with --sts-data DIR the corpus is the unlabeled text of every STS set found there "
     "(sts_unlabeled_texts: STS12-16, STS-B and SICK-R, every split, the paper's 89k "
     "sentences); without it, the STS-B sentences of every split (--texts all; --texts train "
-    "holds dev and test out), from shared/data/STS or the packaged dev+test files.",
+    "holds dev and test out), from data/senteval/STS (docs/data.md) or the packaged dev+test files.",
     "evaluation: the 7-task row needs --sts-data; without it the row holds STS-B test only.",
     "precision: the script uses apex AMP O1; here float32.",
     "--smoke: the default model (all-MiniLM-L6-v2), 6 steps, batch 16, lr 1e-5, "

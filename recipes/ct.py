@@ -48,7 +48,7 @@ from _paper import (  # noqa: E402
 from keras_sentemb.quiet_startup import run_quietly  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]
-WIKI = REPO.parent / "shared" / "data" / "wiki" / "wiki100k.txt"
+WIKI = REPO / "data" / "wiki.txt"  # docs/data.md makes it
 
 _REPO = "FreddeFrallan/Contrastive-Tension@75293a8"
 _TRAIN = f"{_REPO} ContrastiveTension/Training.py"
@@ -90,7 +90,7 @@ PAPER = {
 }
 DIFFERENCES = [
     "corpus: the paper's Wikipedia sample is not available; the default is the closest "
-    "shared data, shared/data/wiki/wiki100k.txt, else the packaged 10k sample.",
+    "data/wiki.txt (docs/data.md makes it), else the packaged 10k sample.",
     "evaluation: STS12-16 need SentEval's STS folders (--sts-data DIR); without them the row "
     "holds STS-B test only and has no Table 1 average.",
     "worst tower: ranked by the row's average (STS12-16) when --sts-data is given, else by "
@@ -107,7 +107,7 @@ def build_parser():
     p = paper_parser(__doc__, PAPER, DIFFERENCES)
     p.add_argument("--model", default=paper_value(PAPER, "model"))
     p.add_argument("--corpus", default=None,
-                   help="one sentence a line (default: shared/data/wiki/wiki100k.txt, "
+                   help="one sentence a line (default: data/wiki.txt, "
                         "else the packaged 10k sample)")
     p.add_argument("--steps", type=int, default=paper_value(PAPER, "steps"))
     p.add_argument("--batch-size", type=int, default=paper_value(PAPER, "batch_size"))

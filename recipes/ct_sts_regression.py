@@ -36,7 +36,7 @@ from _paper import (  # noqa: E402
 from keras_sentemb.quiet_startup import run_quietly  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]
-STSB = REPO.parent / "shared" / "data" / "STS" / "STSBenchmark"
+STSB = REPO / "data" / "senteval" / "STS" / "STSBenchmark"  # docs/data.md
 
 _NO_CODE = ("paper silent; the authors' repository (FreddeFrallan/Contrastive-Tension@75293a8) "
             "has no regression code")
@@ -76,7 +76,7 @@ def build_parser():
     p = paper_parser(__doc__, PAPER, DIFFERENCES)
     p.add_argument("--model", default=paper_value(PAPER, "model"))
     p.add_argument("--data", default=str(STSB) if STSB.exists() else None,
-                   help="STS-B folder or train csv (default: shared/data/STS/STSBenchmark)")
+                   help="STS-B folder or train csv (default: data/senteval/STS/STSBenchmark)")
     p.add_argument("--labels", nargs="+", default=[paper_value(PAPER, "labels")],
                    choices=["model_specific", "unit"])
     p.add_argument("--steps", type=int, default=None, help="default: --epochs epochs")

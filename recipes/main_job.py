@@ -13,7 +13,7 @@
 3. Evaluates the kept encoder again, saves it, and exports a string-in
    SavedModel for TF Serving (verified against `encode`).
 
-Runs from the repository alone (no ../shared needed) in a few minutes on CPU.
+Runs from the repository alone (bundled data and model) in a few minutes on CPU.
 Prints a JSON summary as its last line.
 """
 

@@ -2,7 +2,7 @@
 
 Reproduces the headline of the report "Contrastive Learning for Generalizable
 Sentence Embeddings" (Stanford CS224N, Table 2, "3 Given") on the CS224N
-minBERT data (shared/data/multitask): contrastive pre-training on the three
+minBERT data (data/multitask, see docs/data.md): contrastive pre-training on the three
 given datasets for 5 epochs (each epoch: supervised SimCSE on Quora with its
 paraphrases as positives and non-paraphrases as negatives, then unsupervised
 SimCSE on SST, then on STS), then 10 epochs of multi-task fine-tuning with the
@@ -50,7 +50,7 @@ from _paper import Setting, paper_parser, paper_value  # noqa: E402
 from keras_sentemb.quiet_startup import run_quietly  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]
-DEFAULT_DATA = REPO.parent / "shared" / "data" / "multitask"
+DEFAULT_DATA = REPO / "data" / "multitask"
 
 _STARTER = "gpoesia/minbert-default-final-project@7ac8260 multitask_classifier.py"
 # The report's headline setting ("3 Given", Table 2). The report has no public code; each value

@@ -43,7 +43,7 @@ from _paper import Setting, add_row_args, emit_row, paper_parser, paper_value, t
 from keras_sentemb.quiet_startup import run_quietly  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]
-DATA = REPO.parent / "shared" / "data"
+DATA = REPO / "data"  # docs/data.md says how to fetch each file
 
 # The paper's settings (ACL ARR 2022, openreview _vXqKfxoJfN; no official code is public). The
 # defaults are its step-B setting for BERT-base (section 4.2.2, Table 6); each source quotes the
@@ -98,7 +98,7 @@ PRESETS = {
 }
 DIFFERENCES = [
     "data: the paper's large-scale translation pairs are not available; the closest "
-    "shared data is Tatoeba en-zh (shared/data/parallel/cmn-eng.tatoeba.tsv, 29k pairs).",
+    "default data is Tatoeba en-zh (data/cmn-eng.tsv, about 29k pairs; docs/data.md).",
     "NLI: supervised SimCSE uses the SNLI dev+test triplets fallback (5.7k), not SNLI/MNLI train.",
     "steps A and B share one setting here (step B's BERT-base values); the paper trains step A "
     "with the large-model values (lr 5e-5, batch 200, queue 200,000, 2 epochs).",
@@ -129,7 +129,7 @@ TRANSFER_TASKS = ["MR", "CR", "SUBJ", "MPQA", "SST2", "TREC", "MRPC"]
 
 def build_parser():
     p = paper_parser(__doc__.split("\n\n")[0], PAPER, DIFFERENCES)
-    p.add_argument("--pairs", default=str(DATA / "parallel" / "cmn-eng.tatoeba.tsv"))
+    p.add_argument("--pairs", default=str(DATA / "cmn-eng.tsv"))
     p.add_argument("--model", default=paper_value(PAPER, "model"))
     p.add_argument("--teacher", default=paper_value(PAPER, "teacher"),
                    help="step A's frozen English teacher: a trained sentence encoder")
@@ -166,7 +166,7 @@ def build_parser():
     p.add_argument("--simcse-baseline", action="store_true",
                    help="unsupervised SimCSE on the English side, same steps/batch/max length")
     p.add_argument("--nli", action="store_true", help="supervised SimCSE finetune of the step-B student")
-    p.add_argument("--nli-file", default=str(DATA / "nli" / "snli_devtest_triplets.csv"))
+    p.add_argument("--nli-file", default=str(DATA / "nli_for_simcse.csv"))
     p.add_argument("--nli-steps", type=int, default=200)
     p.add_argument("--nli-learning-rate", type=float,
                    default=paper_value(PAPER, "nli_learning_rate"))

@@ -75,7 +75,7 @@ DIFFERENCES = [
     "evaluation: the 7 STS tasks need SentEval's STS folders (--sts-data DIR), else the row "
     "holds STS-B test only; Table 4's transfer tasks (--transfer-data DIR) were measured on "
     "models trained on NLI with mean pooling (App. A.3), not on this recipe's model.",
-    "data: shared/data/STS holds STS-B train/dev/test (the same texts as the official "
+    "data: data/senteval/STS (docs/data.md) holds STS-B train/dev/test (the same texts as the official "
     "stsbenchmark.tsv.gz); without it only the packaged dev+test files are used.",
     "--smoke: the default model (all-MiniLM-L6-v2, trained and scored with [CLS] as the "
     "paper), 400 sentences, 6 steps, max length 32, 200 dev pairs, one run: a CPU check, "
@@ -88,9 +88,9 @@ TRANSFER_TASKS = ["MR", "CR", "SUBJ", "MPQA", "SST2", "TREC", "MRPC"]
 
 
 def default_sts_dir():
-    shared = REPO.parent / "shared" / "data" / "STS"
-    if (shared / "STSBenchmark" / "sts-train.csv").exists():
-        return str(shared)
+    fetched = REPO / "data" / "senteval" / "STS"
+    if (fetched / "STSBenchmark" / "sts-train.csv").exists():
+        return str(fetched)
     from keras_sentemb.data.resources import bundled_sts_dir
 
     return str(bundled_sts_dir())  # dev + test only

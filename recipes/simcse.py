@@ -33,7 +33,7 @@ from _paper import (  # noqa: E402
 from keras_sentemb.quiet_startup import run_quietly  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]
-WIKI = REPO.parent / "shared" / "data" / "wiki" / "wiki100k.txt"
+WIKI = REPO / "data" / "wiki.txt"  # docs/data.md makes it
 
 _SCRIPT = "princeton-nlp/SimCSE@49fa580 run_unsup_example.sh"
 # The paper's main unsupervised setting (Gao et al. 2021, section 3 and appendix A;
@@ -53,9 +53,9 @@ PAPER = {
     "seed": Setting(42, "HF TrainingArguments default seed 42 (the script sets none)"),
 }
 DIFFERENCES = [
-    "corpus: wiki1m_for_simcse.txt is not available here; the default is the closest "
-    "shared data, shared/data/wiki/wiki100k.txt (100k sentences of a 2015 Wikipedia dump, "
-    "so one epoch is ~1,560 steps instead of ~15,600), else the packaged 10k sample.",
+    "corpus: the default is data/wiki.txt, the first 100k sentences of wiki1m_for_simcse.txt "
+    "(docs/data.md), so one epoch is ~1,560 steps instead of ~15,600; without it the packaged "
+    "10k sample.",
     "precision: the script trains in fp16; here float32 (fit_simcse(precision='bfloat16') exists).",
     "--smoke: the default model (all-MiniLM-L6-v2, its own mean pooling, no MLP), 6 steps, "
     "batch 16, 150 dev/test pairs: a ~1 minute CPU check, not a result.",
@@ -71,7 +71,7 @@ def build_parser():
     p = paper_parser(__doc__, PAPER, DIFFERENCES)
     p.add_argument("--model", default=paper_value(PAPER, "model"))
     p.add_argument("--corpus", default=str(WIKI) if WIKI.exists() else None,
-                   help="one sentence a line (default: shared wiki100k, else the packaged 10k)")
+                   help="one sentence a line (default: data/wiki.txt, else the packaged 10k)")
     p.add_argument("--steps", type=int, default=None, help="default: one epoch (the paper's)")
     p.add_argument("--batch-size", type=int, default=paper_value(PAPER, "batch_size"))
     p.add_argument("--learning-rate", type=float, default=paper_value(PAPER, "learning_rate"))
