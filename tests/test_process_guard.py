@@ -1,5 +1,7 @@
 """The guard that keeps TensorFlow and PyTorch out of one test process."""
 
+import importlib
+import importlib.util
 import subprocess
 import sys
 import textwrap
@@ -12,22 +14,20 @@ from tests.torch_side import missing_packages
 
 
 def test_importing_torch_after_tensorflow_is_refused_before_it_loads():
-    import tensorflow  # noqa: F401  (the suite's processes hold it)
+    importlib.import_module("tensorflow")  # the suite's processes hold it
 
     if missing_packages():
         pytest.skip("torch is not installed: nothing to refuse")
     with pytest.raises(process_guard.MixedFrameworksError, match="subprocess"):
-        import torch  # noqa: F401
+        importlib.import_module("torch")
     with pytest.raises(process_guard.MixedFrameworksError):
-        import triton  # noqa: F401
+        importlib.import_module("triton")
     assert "torch" not in sys.modules and "triton" not in sys.modules
     assert process_guard.mixed_frameworks() is None
 
 
 def test_availability_probes_still_answer():
-    import importlib.util
-
-    import tensorflow  # noqa: F401
+    importlib.import_module("tensorflow")
 
     # A library asking whether torch is installed gets the same answer as
     # without the guard; only loading it is refused.
@@ -42,11 +42,12 @@ def test_the_other_order_is_refused_too():
     script = textwrap.dedent(f"""
         import sys
         sys.path.insert(0, {str(REPO / "tests")!r})
+        import importlib
         import process_guard
         process_guard.install()
-        import torch
+        importlib.import_module("torch")  # a PyTorch process
         try:
-            import tensorflow
+            importlib.import_module("tensorflow")
         except process_guard.MixedFrameworksError as error:
             print("refused:", "tensorflow" not in sys.modules)
     """)
