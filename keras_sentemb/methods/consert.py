@@ -9,6 +9,7 @@ from keras_sentemb import validation
 from keras_sentemb.data.corpus import load_corpus
 from keras_sentemb.data.nli import load_supervised
 from keras_sentemb.data.nli import triplets_to_nli_pairs
+from keras_sentemb.methods.method import ALL_OPTIONAL
 from keras_sentemb.methods.method import Method
 from keras_sentemb.methods.options import MethodConfig
 from keras_sentemb.methods.options import option
@@ -125,8 +126,7 @@ class ConSERT(Method):
     paper_pooling = "mean"
     in_batch = True
     parallel_passes = True
-    optional = ("precision", "mini_batch_size", "max_grad_norm", "matryoshka_dims",
-                "matryoshka_weights")
+    optional = ALL_OPTIONAL
     run_defaults = {"batch_size": 96, "learning_rate": 5e-7, "max_length": 64,
                     "eval_every": 200, "seed": 42, "max_grad_norm": 1.0}
     run_docs = {

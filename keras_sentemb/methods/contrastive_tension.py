@@ -9,6 +9,7 @@ from keras_sentemb.data.batching import tokenize_columns
 from keras_sentemb.data.corpus import load_corpus
 from keras_sentemb.data.ct_sampler import LAYOUTS
 from keras_sentemb.data.ct_sampler import ct_pair_dataset
+from keras_sentemb.methods.method import ALL_OPTIONAL
 from keras_sentemb.methods.method import Method
 from keras_sentemb.methods.options import MethodConfig
 from keras_sentemb.methods.options import option
@@ -95,8 +96,7 @@ class ContrastiveTension(Method):
     paper_pooling = "mean"
     in_batch = True
     parallel_passes = True
-    optional = ("precision", "mini_batch_size", "max_grad_norm", "matryoshka_dims",
-                "matryoshka_weights")
+    optional = ALL_OPTIONAL
     run_defaults = {"steps": 500, "batch_size": 16, "max_length": 75}
     run_docs = {
         "batch_size": "int. Rows per batch (a multiple of K + 1 for `kN`). Defaults to `16`.",

@@ -48,6 +48,9 @@ from keras_sentemb.pipelines.shared_arguments import format_default
 
 _SHARED = {a.name: a for a in SHARED_ARGUMENTS}
 _OPTIONAL = {a.name: a for a in OPTIONAL_ARGUMENTS}
+# `Method.optional` of a method that supports them all (bfloat16, GradCache,
+# gradient clipping, Matryoshka).
+ALL_OPTIONAL = tuple(_OPTIONAL)
 DATA_DOC = "list of str, a text file (one sentence a line), a `tf.data.Dataset` or a TFDS name."
 
 

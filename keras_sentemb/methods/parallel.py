@@ -9,6 +9,7 @@ from keras_sentemb.data.parallel import load_parallel_pairs
 from keras_sentemb.data.parallel import split_pairs
 from keras_sentemb.evaluation.alignment_uniformity import AlignmentUniformityTracker
 from keras_sentemb.evaluation.retrieval import evaluate_bitext_retrieval
+from keras_sentemb.methods.method import ALL_OPTIONAL
 from keras_sentemb.methods.method import Method
 from keras_sentemb.methods.options import MethodConfig
 from keras_sentemb.methods.options import option
@@ -191,8 +192,7 @@ class Parallel(Method):
     paper_pooling = "cls"
     in_batch = True
     custom_dev = (RETRIEVAL_DEV,)
-    optional = ("precision", "mini_batch_size", "max_grad_norm", "matryoshka_dims",
-                "matryoshka_weights")
+    optional = ALL_OPTIONAL
     run_defaults = {"steps": 1000, "batch_size": 64, "learning_rate": 3e-5, "max_length": 64,
                     "dev": RETRIEVAL_DEV, "eval_every": 250}
     run_docs = {

@@ -5,6 +5,7 @@ import dataclasses
 from keras_sentemb.data.corpus import load_corpus
 from keras_sentemb.data.nli import load_positive_pairs
 from keras_sentemb.data.nli import load_supervised
+from keras_sentemb.methods.method import ALL_OPTIONAL
 from keras_sentemb.methods.method import Method
 from keras_sentemb.methods.options import MethodConfig
 from keras_sentemb.methods.options import option
@@ -96,8 +97,7 @@ class SimCSE(Method):
     paper_pooling = "cls"
     in_batch = True
     parallel_passes = True
-    optional = ("precision", "mini_batch_size", "max_grad_norm", "matryoshka_dims",
-                "matryoshka_weights")
+    optional = ALL_OPTIONAL
     run_defaults = {"batch_size": 64, "learning_rate": 3e-5, "max_length": 32,
                     "eval_every": 125, "seed": 42, "max_grad_norm": 1.0}
     data_doc = ("unsup: list of str, text file, `tf.data.Dataset` or TFDS name; sup / "
