@@ -51,6 +51,8 @@ setup(
         # keras_sentemb.evaluate_retrieval: trec_eval's metrics (pytrec_eval)
         # and the approximate (HNSW) index of faiss.
         "retrieval": ["pytrec-eval-terrier>=0.5.6", "faiss-cpu>=1.8"],
+        # Streamed training data in Parquet files (keras_sentemb.data.streams).
+        "parquet": ["pyarrow"],
     },
     entry_points={"console_scripts": ["keras-sentemb=keras_sentemb.cli:main"]},
 )

@@ -13,10 +13,12 @@ import importlib
 EXTRAS = {
     "retrieval": ("pytrec-eval-terrier", "faiss-cpu"),
     "beam": ("apache-beam",),
+    "parquet": ("pyarrow",),
 }
 # module -> the pip package that provides it.
 PACKAGES = {
     "pytrec_eval": "pytrec-eval-terrier", "faiss": "faiss-cpu", "apache_beam": "apache-beam",
+    "pyarrow": "pyarrow",
 }
 
 

@@ -35,7 +35,8 @@ def _train_args(p):
     """The flags every `train METHOD` takes (the method's options come from its fit_*)."""
     doc = {a.name: a.doc for a in SHARED_ARGUMENTS}
     p.add_argument("--model", default="default", help=doc["model"])
-    p.add_argument("--train-file", required=True, help="the training data (see the method's data)")
+    p.add_argument("--train-file", required=True, help="the training data (see the method's data); a glob of files "
+                   "(quoted) is streamed and needs --steps")
     p.add_argument("--output", required=True, help=doc["output"])
     p.add_argument("--steps", type=positive_int, default=None,
                    help=doc["steps"] + " Defaults to the method's.")
@@ -181,7 +182,15 @@ def cmd_train(args, extra):
             f"unknown option(s) for 'train {args.method}': {' '.join(unknown)}; "
             f"valid method options: {' '.join(valid) or '(none)'}"
         )
-    if not os.path.exists(args.train_file):
+    from keras_sentemb.data.streams import expand_files  # imports TensorFlow
+    from keras_sentemb.data.streams import is_glob
+
+    if is_glob(args.train_file) or "://" in args.train_file:
+        try:  # a glob (streamed): at least one file must match
+            expand_files(args.train_file)
+        except ValueError as e:
+            raise UsageError(str(e)) from None
+    elif not os.path.exists(args.train_file):
         raise UsageError(f"train file not found: {args.train_file}")
     backup_dir = f"{os.path.abspath(args.output)}.backup"
     resuming = args.resume and os.path.isdir(backup_dir)

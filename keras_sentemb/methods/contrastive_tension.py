@@ -9,6 +9,9 @@ from keras_sentemb.data.batching import tokenize_columns
 from keras_sentemb.data.corpus import load_corpus
 from keras_sentemb.data.ct_sampler import LAYOUTS
 from keras_sentemb.data.ct_sampler import ct_pair_dataset
+from keras_sentemb.data.stream_batches import as_stream
+from keras_sentemb.data.stream_batches import ct_stream_batches
+from keras_sentemb.data.stream_batches import num_workers
 from keras_sentemb.methods.method import ALL_OPTIONAL
 from keras_sentemb.methods.method import Method
 from keras_sentemb.methods.options import MethodConfig
@@ -106,7 +109,8 @@ class ContrastiveTension(Method):
         ),
     }
     data_doc = ("list of str, a text file (one sentence per line), a `tf.data.Dataset` of "
-                "strings, or a TFDS dataset name.")
+                "strings, or a TFDS dataset name; a glob of files, `keras_sentemb.streamed(...)` "
+                "or a `Mixture` is streamed (see the large-corpora guide).")
 
     def train(self, run, data, config):
         keep, tower_score = config.keep, config.tower_score
@@ -121,8 +125,12 @@ class ContrastiveTension(Method):
                 "received dev=None."
             )
         mode, k = parse_negatives(config.negatives)
-        sentences = load_corpus(data)
-        run.record_data(sentences=len(sentences))
+        stream = as_stream(data, tfds=True)
+        if stream is None:
+            sentences = load_corpus(data)
+            run.record_data(sentences=len(sentences))
+        else:
+            run.record_data(sentences=stream.size, streamed=repr(stream))
         with run.scope():
             encoder = run.load_encoder()
             trainer = CTTrainer(
@@ -136,8 +144,13 @@ class ContrastiveTension(Method):
                 _optimizer(config.optimizer, schedule, mode == "in_batch")))
 
         def make_dataset(start_step):
-            ds = ct_pair_dataset(sentences, run.batch_size, k, seed=run.seed,
-                                 start_step=start_step, layout=config.negatives_layout)
+            if stream is None:
+                ds = ct_pair_dataset(sentences, run.batch_size, k, seed=run.seed,
+                                     start_step=start_step, layout=config.negatives_layout)
+            else:  # each group's sentences from the shuffled stream
+                ds = ct_stream_batches(stream, run.batch_size, k, seed=run.seed,
+                                       start_step=start_step, layout=config.negatives_layout,
+                                       workers=num_workers(run.strategy))
             return tokenize_columns(encoder, ds, ["left", "right"], run.max_length)
 
         extras = {}

@@ -5,6 +5,7 @@ import dataclasses
 from keras_sentemb.data.corpus import load_corpus
 from keras_sentemb.data.nli import load_positive_pairs
 from keras_sentemb.data.nli import load_supervised
+from keras_sentemb.data.stream_batches import as_stream
 from keras_sentemb.methods.method import ALL_OPTIONAL
 from keras_sentemb.methods.method import Method
 from keras_sentemb.methods.options import MethodConfig
@@ -18,6 +19,9 @@ from keras_sentemb.trainers.simcse import SIMCSE_MODES
 from keras_sentemb.trainers.simcse import SimCSE as SimCSETrainer
 
 PAPER = "Gao et al. 2021"
+# The columns of streamed data in each mode that streams.
+STREAM_COLUMNS = {"unsup": ("sentence",), "sup": ("sent0", "sent1", "hard_neg"),
+                  "pairs": ("sent0", "sent1")}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -102,15 +106,25 @@ class SimCSE(Method):
                     "eval_every": 125, "seed": 42, "max_grad_norm": 1.0}
     data_doc = ("unsup: list of str, text file, `tf.data.Dataset` or TFDS name; sup / "
                 "paraphrase: the CSV/TSV path or a list of 3-tuples; pairs: the TSV/CSV path "
-                "or a list of 2-tuples.")
+                "or a list of 2-tuples. unsup, sup and pairs also stream: a glob of files, "
+                "`keras_sentemb.streamed(...)` or a `Mixture` (see the large-corpora guide).")
 
     def train(self, run, data, config):
-        if config.mode == "unsup":
+        stream = as_stream(data, tfds=config.mode == "unsup")
+        if stream is not None:
+            names = STREAM_COLUMNS.get(config.mode)
+            if names is None:
+                raise ValueError(f"mode={config.mode!r} reads its rows into memory (a list, a "
+                                 f"CSV or TSV file); streamed data trains modes {list(STREAM_COLUMNS)}.")
+            n = stream.size
+            run.record_data(examples=n, mode=config.mode, streamed=repr(stream))
+        elif config.mode == "unsup":
             sentences = load_corpus(data)
             columns, extra, n = {"sentence": sentences}, None, len(sentences)
+            run.record_data(examples=n, mode=config.mode)
         else:
             columns, extra, n = supervised_columns(data, config.mode)
-        run.record_data(examples=n, mode=config.mode)
+            run.record_data(examples=n, mode=config.mode)
         run.set_steps(n)
         with run.scope():
             encoder = run.load_encoder()
@@ -128,7 +142,11 @@ class SimCSE(Method):
                 mini_batch_size=run.mini_batch_size,
             )
         run.compile(trainer, adamw_linear_decay(run.learning_rate, run.steps))
-        run.fit(trainer, run.batches(encoder, columns, extra=extra))
+        if stream is not None:
+            make_dataset = run.stream_batches(encoder, stream, names, no_duplicates=True)
+        else:
+            make_dataset = run.batches(encoder, columns, extra=extra)
+        run.fit(trainer, make_dataset)
         return run.finish(trainer.encoder)
 
 

@@ -38,6 +38,8 @@ from keras_sentemb import compat
 from keras_sentemb import validation
 from keras_sentemb.data.batching import shuffled_batches
 from keras_sentemb.data.batching import tokenize_columns
+from keras_sentemb.data.stream_batches import num_workers
+from keras_sentemb.data.stream_batches import stream_batches
 from keras_sentemb.evaluation.readers import load_stsb_pairs
 from keras_sentemb.io_utils import check_new_folder
 from keras_sentemb.models import SentenceEncoder
@@ -367,6 +369,11 @@ class FitScaffold:
 
     def set_steps(self, examples, epochs=1):
         """`steps` or, when it was None, `epochs` epochs over `examples`."""
+        if self.steps is None and examples is None:
+            raise ValueError(
+                "The training data is streamed and its size is unknown (it is not counted): "
+                "pass `steps` (`--steps N`)."
+            )
         if self.steps is None:
             epochs = validation.positive_int(epochs, "epochs")
             self.steps = max(1, examples // self.batch_size) * epochs
@@ -397,6 +404,31 @@ class FitScaffold:
                 start_step=start_step, extra=extra,
             )
             return tokenize_columns(encoder, ds, list(columns), max_length, encoders)
+
+        return make_dataset
+
+    def stream_batches(self, encoder, stream, names, no_duplicates=False, max_length=None):
+        """A `make_dataset(start_step)` of tokenized batches read from a stream.
+
+        See `keras_sentemb.data.stream_batches`: shuffle buffer, no
+        duplicate texts in a batch, mixing, sharding, and a resumed run
+        skipping the batches it has trained on.
+
+        Args:
+            encoder: `SentenceEncoder` that tokenizes the columns.
+            stream: a stream source or `Mixture`.
+            names: tuple of str. The columns, in the trainer's order.
+            no_duplicates: bool. The method's default (its loss is in-batch).
+            max_length: int or None. Defaults to the run's `max_length`.
+        """
+        max_length = self.max_length if max_length is None else max_length
+        workers = num_workers(self.strategy)
+
+        def make_dataset(start_step):
+            ds = stream_batches(stream, names, self.batch_size, seed=self.seed or 0,
+                                start_step=start_step, no_duplicates=no_duplicates,
+                                workers=workers)
+            return tokenize_columns(encoder, ds, list(names), max_length)
 
         return make_dataset
 
