@@ -1,0 +1,120 @@
+"""Training on streamed data: globs, datasets, triplets and mixtures; steps; resume; the CLI."""
+
+import json
+
+import keras
+import numpy as np
+import pytest
+
+import keras_sentemb
+from keras_sentemb.pipelines.backup import TrainingBackup
+from tests.conftest import make_tiny_encoder
+from tests.pipelines.test_resume import Steps
+from tests.trainers.test_contrastive_tension import CORPUS
+
+
+@pytest.fixture(scope="module")
+def corpus_glob(tmp_path_factory):
+    root = tmp_path_factory.mktemp("streamed")
+    for f in range(3):
+        (root / f"part-{f}.txt").write_text("\n".join(CORPUS[f * 100:(f + 1) * 100]) + "\n")
+    return str(root / "part-*.txt")
+
+
+class Batches(keras.callbacks.Callback):
+    """Counts the train steps (the trainer sees exactly `steps` batches)."""
+
+    def __init__(self):
+        super().__init__()
+        self.count = 0
+
+    def on_train_batch_end(self, batch, logs=None):
+        self.count += 1
+
+
+def test_simcse_trains_on_a_glob_and_needs_steps(corpus_glob):
+    with pytest.raises(ValueError, match=r"streamed and its size is unknown.*--steps N"):
+        keras_sentemb.fit_simcse(corpus_glob, model=make_tiny_encoder(), dev=None, verbose=0)
+    seen = Batches()
+    encoder = keras_sentemb.fit_simcse(
+        corpus_glob, model=make_tiny_encoder(), steps=3, batch_size=8, dev=None, verbose=0,
+        callbacks=[seen])
+    report = encoder.training_report
+    assert seen.count == report.steps_trained == 3
+    assert report.data["examples"] is None and "3 txt file(s)" in report.data["streamed"]
+
+
+def test_simcse_sup_streams_triplets_and_rejects_paraphrase(tmp_path):
+    rows = [(CORPUS[i], CORPUS[i + 1], CORPUS[i + 2]) for i in range(0, 60, 3)]
+    path = tmp_path / "nli.jsonl"
+    path.write_text("".join(json.dumps(dict(zip(("sent0", "sent1", "hard_neg"), r))) + "\n"
+                            for r in rows))
+    encoder = keras_sentemb.fit_simcse(str(path), mode="sup", model=make_tiny_encoder(), steps=2,
+                                       batch_size=4, dev=None, verbose=0)
+    assert encoder.training_report.steps_trained == 2
+    with pytest.raises(ValueError, match="mode='paraphrase' reads its rows into memory"):
+        keras_sentemb.fit_simcse(str(path), mode="paraphrase", model=make_tiny_encoder(),
+                                 steps=2, dev=None, verbose=0)
+
+
+def test_a_dataset_of_known_size_sets_one_epoch_and_a_mixture_trains(corpus_glob):
+    import tensorflow as tf
+
+    dataset = tf.data.Dataset.from_tensor_slices(CORPUS[:48])
+    encoder = keras_sentemb.fit_simcse(dataset, model=make_tiny_encoder(), batch_size=16,
+                                       dev=None, verbose=0)
+    assert encoder.training_report.steps_trained == 3  # 48 rows / 16
+    mixture = keras_sentemb.Mixture({"files": (corpus_glob, 1.0), "list": (CORPUS[:40], 1.0)},
+                                    mode="round_robin")
+    encoder = keras_sentemb.fit_ct(mixture, model=make_tiny_encoder(), steps=2, batch_size=8,
+                                   negatives="k3", dev=None, keep="tower2", verbose=0)
+    assert encoder.training_report.steps_trained == 2
+
+
+class KillAt(keras.callbacks.Callback):
+    """Raises at the end of step `step` of the first attempt."""
+
+    def __init__(self, step):
+        super().__init__()
+        self.step = step
+
+    def on_train_batch_end(self, batch, logs=None):
+        if int(self.model.optimizer.iterations) == self.step:
+            raise RuntimeError("killed")
+
+
+def _run(glob, callbacks=()):
+    return keras_sentemb.fit_simcse(
+        keras_sentemb.streamed(glob, shuffle_buffer=64), model=make_tiny_encoder(), steps=4,
+        eval_every=2, dev=None, batch_size=8, learning_rate=1e-2, seed=3, verbose=0,
+        callbacks=list(callbacks))
+
+
+def test_killed_streamed_run_resumes_at_the_same_stream_position(corpus_glob, tmp_path):
+    """A fresh backup callback (as in a new process) resumes after the step-2 backup on the
+    batches the whole run saw: the same weights (relative to what training changed)."""
+    start = make_tiny_encoder().get_weights()
+    full = _run(corpus_glob).get_weights()
+    with pytest.raises(RuntimeError, match="killed"):
+        _run(corpus_glob, [TrainingBackup(tmp_path / "backup"), KillAt(3)])
+    steps = Steps()
+    resumed = _run(corpus_glob, [TrainingBackup(tmp_path / "backup"), steps]).get_weights()
+    assert steps.seen == [2, 3]
+    change = np.sqrt(sum(np.sum((a - s) ** 2) for a, s in zip(full, start)))
+    error = np.sqrt(sum(np.sum((a - b) ** 2) for a, b in zip(full, resumed)))
+    assert change > 0 and error <= 1e-3 * change
+
+
+def test_cli_trains_on_a_quoted_glob(corpus_glob, tmp_path):
+    from keras_sentemb.cli import main
+
+    make_tiny_encoder().save(tmp_path / "tiny")
+    out = tmp_path / "out"
+    common = ["--model", str(tmp_path / "tiny"), "--output", str(out), "--batch-size", "8",
+              "--dev", "none", "--verbose", "0"]
+    assert main(["train", "simcse", "--train-file", str(tmp_path / "none-*.txt"), "--steps", "2",
+                 *common]) == 2
+    assert main(["train", "simcse", "--train-file", corpus_glob, *common]) == 2  # no --steps
+    assert main(["train", "simcse", "--train-file", corpus_glob, "--steps", "2", *common]) == 0
+    report = json.loads((out / "training_report.json").read_text())
+    assert report["steps_trained"] == 2 and "streamed" in report["data"]
