@@ -7,6 +7,7 @@ import typing
 
 from keras_sentemb import validation
 from keras_sentemb.data.corpus import load_corpus
+from keras_sentemb.data.stream_batches import as_stream
 from keras_sentemb.data.nli import load_supervised
 from keras_sentemb.data.nli import triplets_to_nli_pairs
 from keras_sentemb.methods.method import ALL_OPTIONAL
@@ -164,8 +165,14 @@ class ConSERT(Method):
                                         data if supervised_only else config.supervised)
             encoder = trainer.encoder
         if not supervised_only:
-            sentences = load_corpus(data)
-            run.record_data(sentences=len(sentences))
+            stream = as_stream(data, tfds=True)
+            if stream is None:
+                sentences = load_corpus(data)
+                n = len(sentences)
+                run.record_data(sentences=n)
+            else:
+                n = stream.size
+                run.record_data(sentences=n, streamed=repr(stream))
             if ADVERSARIAL in views:
                 views = UNSUP_VIEWS
                 logger.info("The unsupervised stage uses shuffle + feature_cutoff "
@@ -173,11 +180,17 @@ class ConSERT(Method):
             with run.scope():
                 trainer = ConSERTTrainer(encoder, views=views, mode="unsup",
                                          mini_batch_size=run.mini_batch_size, **common)
-            steps = run.set_steps(len(sentences), config.epochs)
+            steps = run.set_steps(n, config.epochs)
             run.compile(trainer, adamw_linear_decay(run.learning_rate, steps,
                                                     config.warmup_ratio))
-            logger.info("ConSERT unsup stage: %d sentences, %d steps", len(sentences), steps)
-            run.fit(trainer, run.batches(encoder, {"sentence": sentences}), stage="unsup",
+            logger.info("ConSERT unsup stage: %s sentences, %d steps",
+                        "streamed" if n is None else n, steps)
+            if stream is None:
+                make_dataset = run.batches(encoder, {"sentence": sentences})
+            else:
+                make_dataset = run.stream_batches(encoder, stream, ("sentence",),
+                                                  no_duplicates=True)
+            run.fit(trainer, make_dataset, stage="unsup",
                     patience=config.patience,
                     selection=_dev_selection(run, config.dev_pooling, config.patience))
         return run.finish(trainer.encoder)

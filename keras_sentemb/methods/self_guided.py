@@ -5,6 +5,7 @@ import typing
 
 from keras_sentemb import validation
 from keras_sentemb.data.corpus import load_corpus
+from keras_sentemb.data.stream_batches import as_stream
 from keras_sentemb.data.nli import load_positive_pairs
 from keras_sentemb.losses.self_guided import SG_LOSSES
 from keras_sentemb.methods.method import Method
@@ -117,13 +118,19 @@ class SelfGuided(Method):
                 "With `mode=\"pairs\"`: the pair file or a list of `(sentence, positive)`.")
 
     def train(self, run, data, config):
-        if config.mode == "pairs":
-            pairs = load_positive_pairs(data)
-            columns = {"sentence": [p[0] for p in pairs], "positive": [p[1] for p in pairs]}
+        names = ("sentence", "positive") if config.mode == "pairs" else ("sentence",)
+        stream = as_stream(data, tfds=config.mode != "pairs")
+        if stream is not None:
+            n = stream.size
+            run.record_data(sentences=n, mode=config.mode, streamed=repr(stream))
         else:
-            columns = {"sentence": load_corpus(data)}
-        n = len(columns["sentence"])
-        run.record_data(sentences=n, mode=config.mode)
+            if config.mode == "pairs":
+                pairs = load_positive_pairs(data)
+                columns = {"sentence": [p[0] for p in pairs], "positive": [p[1] for p in pairs]}
+            else:
+                columns = {"sentence": load_corpus(data)}
+            n = len(columns["sentence"])
+            run.record_data(sentences=n, mode=config.mode)
         run.set_steps(n, config.epochs)
         with run.scope():
             encoder = run.load_encoder()
@@ -141,7 +148,11 @@ class SelfGuided(Method):
             )
             optimizer.exclude_from_weight_decay(var_names=["bias", "gamma", "beta"])
         run.compile(trainer, optimizer)
-        run.fit(trainer, run.batches(encoder, columns), patience=config.patience)
+        if stream is None:
+            make_dataset = run.batches(encoder, columns)
+        else:
+            make_dataset = run.stream_batches(encoder, stream, names, no_duplicates=True)
+        run.fit(trainer, make_dataset, patience=config.patience)
         return run.finish(trainer.encoder)
 
 

@@ -118,3 +118,19 @@ def test_cli_trains_on_a_quoted_glob(corpus_glob, tmp_path):
     assert main(["train", "simcse", "--train-file", corpus_glob, "--steps", "2", *common]) == 0
     report = json.loads((out / "training_report.json").read_text())
     assert report["steps_trained"] == 2 and "streamed" in report["data"]
+
+
+def test_consert_and_self_guided_views_train_on_streams(corpus_glob, tmp_path):
+    encoder = keras_sentemb.fit_consert(corpus_glob, model=make_tiny_encoder(), steps=1,
+                                        batch_size=8, dev=None, verbose=0)
+    assert encoder.training_report.steps_trained == 1
+    assert "streamed" in encoder.training_report.data
+    path = tmp_path / "bt.tsv.gz"
+    import gzip
+
+    with gzip.open(path, "wt") as f:
+        f.write("".join(f"{CORPUS[i]}\t{CORPUS[i + 1]}\n" for i in range(0, 40, 2)))
+    encoder = keras_sentemb.fit_self_guided(
+        keras_sentemb.streamed(str(path)), mode="pairs", model=make_tiny_encoder(), steps=1,
+        batch_size=4, dev=None, projection_dim=8, patience=None, verbose=0)
+    assert encoder.training_report.steps_trained == 1
