@@ -17,9 +17,11 @@
   step `s` skips the first `s` batches (read, not tokenized) and sees the
   batch the uninterrupted run would have seen.
 - **Workers.** Under a multi-worker strategy each worker reads its own
-  files (tf.data's FILE auto-sharding); with fewer files than workers, or a
-  source that is not a set of files, every worker reads all rows and keeps
-  its share (DATA), with a one-line notice.
+  files (worker `i` of `W` reads files `i, i + W, ...`; tf.data's
+  auto-sharding is off, as it cannot see through the no-duplicates step);
+  with fewer files than workers, or a source that is not a set of files,
+  every worker reads all rows and keeps its share (tf.data's DATA
+  auto-sharding), with a one-line notice.
 """
 
 import logging
@@ -163,9 +165,15 @@ def check_steps(steps, source, what="examples"):
     return None
 
 
-def _shuffled_rows(source, names, seed, shuffle_buffer):
-    rows = source.rows(names, seed=seed)
-    return rows.shuffle(shuffle_buffer, seed=seed, reshuffle_each_iteration=True)
+def _shuffled_rows(source, names, seed, shuffle_buffer, shard=None):
+    """Endless shuffled rows: each pass over the source shuffled on its own, then the next.
+
+    Shuffling before repeating keeps passes apart: every row is used once
+    per pass (epoch) before any is used again.
+    """
+    rows = source.rows(names, seed=seed, shard=shard)
+    rows = rows.shuffle(shuffle_buffer, seed=seed, reshuffle_each_iteration=True)
+    return rows if getattr(source, "infinite", False) else rows.repeat()
 
 
 def unique_batches(rows, batch_size, names):
@@ -206,10 +214,10 @@ def unique_batches(rows, batch_size, names):
                                         for n in names})
 
 
-def _source_batches(source, names, batch_size, seed, no_duplicates):
+def _source_batches(source, names, batch_size, seed, no_duplicates, shard=None):
     options = source.options
     dedupe = no_duplicates if options.no_duplicates is None else options.no_duplicates
-    rows = _shuffled_rows(source, names, seed, options.shuffle_buffer)
+    rows = _shuffled_rows(source, names, seed, options.shuffle_buffer, shard)
     if dedupe:
         return unique_batches(rows, batch_size, names)
     return rows.batch(batch_size, drop_remainder=True)
@@ -228,21 +236,24 @@ def stream_batches(stream, names, batch_size, seed=0, start_step=0, no_duplicate
             skipped: a resumed run sees the batches the whole run would).
         no_duplicates: bool. The method's default when the source leaves
             it None.
-        workers: int. Workers of the strategy (for the shard policy).
+        workers: int or `(count, index)`. Workers of the strategy and this
+            worker's index (see `worker_shard`); an int is a count with
+            index 0.
     """
     batch_size = validation.positive_int(batch_size, "batch_size")
     seed = int(seed or 0)
+    policy, shard = _sharding(stream, workers)
     if isinstance(stream, Mixture):
         parts = [
-            _source_batches(s, names, batch_size, seed + 1000 * i, no_duplicates)
+            _source_batches(s, names, batch_size, seed + 1000 * i, no_duplicates, shard)
             for i, s in enumerate(stream.sources.values())
         ]
         ds = _choose(parts, list(stream.weights.values()), stream.mode, seed)
     else:
-        ds = _source_batches(stream, names, batch_size, seed, no_duplicates)
+        ds = _source_batches(stream, names, batch_size, seed, no_duplicates, shard)
     if start_step:
         ds = ds.skip(int(start_step))
-    return _with_shard_policy(ds, stream, workers)
+    return _with_policy(ds, policy)
 
 
 def _choose(parts, weights, mode, seed):
@@ -262,13 +273,22 @@ def _choose(parts, weights, mode, seed):
     return tf.data.Dataset.choose_from_datasets(parts, choice)
 
 
-def num_workers(strategy):
-    """Workers of a `tf.distribute` strategy (1 without one or for one machine)."""
+def worker_shard(strategy):
+    """`(workers, this worker's index)` of a `tf.distribute` strategy; `(1, 0)` on one machine.
+
+    The index follows tf.distribute's input pipelines: the chief first,
+    then the workers in order.
+    """
     resolver = getattr(strategy, "cluster_resolver", None)
     if resolver is None:
-        return 1
+        return 1, 0
     spec = resolver.cluster_spec().as_dict()
-    return max(1, len(spec.get("worker", ())) + len(spec.get("chief", ())))
+    chiefs, workers = len(spec.get("chief", ())), len(spec.get("worker", ()))
+    if chiefs + workers <= 1:
+        return 1, 0
+    task_type, task_id = resolver.task_type, int(resolver.task_id or 0)
+    index = 0 if task_type == "chief" else chiefs + task_id
+    return chiefs + workers, index
 
 
 def shard_policy(stream, workers):
@@ -277,8 +297,8 @@ def shard_policy(stream, workers):
     if workers <= 1:
         return policy.AUTO
     sources = stream.sources.values() if isinstance(stream, Mixture) else [stream]
-    readable = all(isinstance(s, TextFiles) and s.format != "parquet" for s in sources)
-    files = min(len(s.files) for s in sources)
+    readable = all(isinstance(s, TextFiles) for s in sources)
+    files = min(len(s.files) for s in sources) if readable else 0
     if readable and files >= workers:
         return policy.FILE
     logger.warning(
@@ -288,9 +308,18 @@ def shard_policy(stream, workers):
     return policy.DATA
 
 
-def _with_shard_policy(ds, stream, workers):
+def _sharding(stream, workers):
+    """`(tf.data auto-shard policy, (count, index) of this worker's files or None)`."""
+    count, index = (workers, 0) if isinstance(workers, int) else workers
+    policy = shard_policy(stream, count)
+    if policy == tf.data.experimental.AutoShardPolicy.FILE:  # sharded here, by file
+        return tf.data.experimental.AutoShardPolicy.OFF, (count, index)
+    return policy, None
+
+
+def _with_policy(ds, policy):
     options = tf.data.Options()
-    options.experimental_distribute.auto_shard_policy = shard_policy(stream, workers)
+    options.experimental_distribute.auto_shard_policy = policy
     return ds.with_options(options)
 
 
@@ -329,9 +358,11 @@ def ct_stream_batches(stream, batch_size, negatives_per_positive, seed=0, start_
             "labels": labels,
         }
 
+    policy, shard = _sharding(stream, workers)
     parts = []
     for i, source in enumerate(sources):
-        rows = _shuffled_rows(source, ("sentence",), seed + 1000 * i, source.options.shuffle_buffer)
+        rows = _shuffled_rows(source, ("sentence",), seed + 1000 * i,
+                              source.options.shuffle_buffer, shard)
         if k == 0 and source.options.no_duplicates is not False:
             # In-batch negatives: no sentence twice in a batch.
             sentences = unique_batches(rows, groups, ("sentence",))
@@ -345,4 +376,4 @@ def ct_stream_batches(stream, batch_size, negatives_per_positive, seed=0, start_
         ds = parts[0]
     if start_step:
         ds = ds.skip(int(start_step))
-    return _with_shard_policy(ds, stream, workers)
+    return _with_policy(ds, policy)

@@ -145,23 +145,29 @@ class TextFiles:
     def __repr__(self):
         return f"TextFiles({len(self.files)} {self.format} file(s), columns={self.columns})"
 
-    def rows(self, names, seed=None, cycle_length=8):
-        """An endless dataset of rows `{name: tf.string}`, files in a seeded order each epoch.
+    def rows(self, names, seed=None, cycle_length=8, shard=None):
+        """One pass over the files: rows `{name: tf.string}`, files in a seeded order.
+
+        Repeated (`.repeat()`), each pass draws a new file order.
 
         Args:
             names: tuple of str. The output names, one per column.
             seed: int or None. Shuffles the file order each epoch (None:
                 file order as listed).
             cycle_length: int. Files read at once (interleaved).
+            shard: `(count, index)` or None. Read only files `index`,
+                `index + count`, ... (this worker's files).
         """
         columns = self._columns_for(names)
         files = tf.data.Dataset.from_tensor_slices(self.files)
+        if shard is not None:
+            files = files.shard(*shard)
         if seed is not None and len(self.files) > 1:
             files = files.shuffle(len(self.files), seed=seed, reshuffle_each_iteration=True)
-        files = files.repeat()
         read = self._reader(columns, names)
         return files.interleave(
-            read, cycle_length=min(cycle_length, len(self.files)), block_length=16,
+            read, cycle_length=max(1, min(cycle_length, len(self.files) // (shard or (1,))[0])),
+            block_length=16,
             num_parallel_calls=tf.data.AUTOTUNE, deterministic=True,
         ).filter(lambda row: _all_non_empty(row, names))
 
@@ -398,8 +404,8 @@ class DatasetSource:
     def __repr__(self):
         return f"DatasetSource({self.name}, size={self.size})"
 
-    def rows(self, names, seed=None, cycle_length=None):
-        """An endless dataset of rows `{name: tf.string}` (the dataset repeated)."""
+    def rows(self, names, seed=None, cycle_length=None, shard=None):
+        """The dataset's rows `{name: tf.string}` (one pass; endless if the dataset is)."""
         spec = self.dataset.element_spec
         columns = self.columns
         if isinstance(spec, dict):
@@ -440,8 +446,7 @@ class DatasetSource:
             dtype = getattr(spec[column], "dtype", None)
             if dtype is not None and dtype != tf.string:
                 raise ValueError(f"{self.name}'s feature {column!r} is {dtype.name}, not a string.")
-        ds = self.dataset if self.infinite else self.dataset.repeat()
-        return ds.map(pick).filter(lambda row: _all_non_empty(row, names))
+        return self.dataset.map(pick).filter(lambda row: _all_non_empty(row, names))
 
 
 def tfds_source(name, columns=None, split="train"):

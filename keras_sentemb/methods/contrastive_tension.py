@@ -11,7 +11,7 @@ from keras_sentemb.data.ct_sampler import LAYOUTS
 from keras_sentemb.data.ct_sampler import ct_pair_dataset
 from keras_sentemb.data.stream_batches import as_stream
 from keras_sentemb.data.stream_batches import ct_stream_batches
-from keras_sentemb.data.stream_batches import num_workers
+from keras_sentemb.data.stream_batches import worker_shard
 from keras_sentemb.methods.method import ALL_OPTIONAL
 from keras_sentemb.methods.method import Method
 from keras_sentemb.methods.options import MethodConfig
@@ -150,7 +150,7 @@ class ContrastiveTension(Method):
             else:  # each group's sentences from the shuffled stream
                 ds = ct_stream_batches(stream, run.batch_size, k, seed=run.seed,
                                        start_step=start_step, layout=config.negatives_layout,
-                                       workers=num_workers(run.strategy))
+                                       workers=worker_shard(run.strategy))
             return tokenize_columns(encoder, ds, ["left", "right"], run.max_length)
 
         extras = {}

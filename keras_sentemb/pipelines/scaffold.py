@@ -38,7 +38,7 @@ from keras_sentemb import compat
 from keras_sentemb import validation
 from keras_sentemb.data.batching import shuffled_batches
 from keras_sentemb.data.batching import tokenize_columns
-from keras_sentemb.data.stream_batches import num_workers
+from keras_sentemb.data.stream_batches import worker_shard
 from keras_sentemb.data.stream_batches import stream_batches
 from keras_sentemb.evaluation.readers import load_stsb_pairs
 from keras_sentemb.io_utils import check_new_folder
@@ -422,7 +422,7 @@ class FitScaffold:
             max_length: int or None. Defaults to the run's `max_length`.
         """
         max_length = self.max_length if max_length is None else max_length
-        workers = num_workers(self.strategy)
+        workers = worker_shard(self.strategy)
 
         def make_dataset(start_step):
             ds = stream_batches(stream, names, self.batch_size, seed=self.seed or 0,

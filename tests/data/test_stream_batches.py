@@ -92,8 +92,12 @@ def test_shard_policy_by_file_or_data_with_a_notice(corpus, caplog):
     with caplog.at_level("WARNING"):
         assert sb.shard_policy(source, 4) == policy.DATA
     assert "4 worker(s) and 3 file(s): sharding by data" in caplog.text
-    ds = sb.stream_batches(source, ("sentence",), 4, workers=2)
-    assert ds.options().experimental_distribute.auto_shard_policy == policy.FILE
+    # By file, here: worker 1 of 2 reads file 1 only; tf.data's auto-sharding is off.
+    ds = sb.stream_batches(source, ("sentence",), 4, workers=(2, 1))
+    assert ds.options().experimental_distribute.auto_shard_policy == policy.OFF
+    assert {t.split()[0] for b in _texts(ds, 10) for t in b} == {"f1"}
+    ds = sb.stream_batches(source, ("sentence",), 4, workers=(4, 0))
+    assert ds.options().experimental_distribute.auto_shard_policy == policy.DATA
 
 
 def test_unknown_size_needs_steps(corpus):
@@ -105,3 +109,11 @@ def test_unknown_size_needs_steps(corpus):
         sb.Mixture({"a": (corpus, 0.0)})
     with pytest.raises(ValueError, match="mode"):
         sb.Mixture({"a": corpus}, mode="zip")
+
+
+def test_every_row_once_per_pass(corpus):
+    source = sb.streamed(corpus, shuffle_buffer=16, no_duplicates=False)
+    batches = _texts(sb.stream_batches(source, ("sentence",), 8, seed=5), 30)
+    for epoch in (batches[:15], batches[15:]):  # 120 rows a pass
+        counts = collections.Counter(t for b in epoch for t in b)
+        assert set(counts.values()) == {4} and len(counts) == 30

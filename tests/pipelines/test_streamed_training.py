@@ -90,7 +90,7 @@ def _run(glob, callbacks=()):
         callbacks=list(callbacks))
 
 
-def test_killed_streamed_run_resumes_at_the_same_stream_position(corpus_glob, tmp_path):
+def test_killed_run_of_a_stream_resumes_at_the_same_position(corpus_glob, tmp_path):
     """A fresh backup callback (as in a new process) resumes after the step-2 backup on the
     batches the whole run saw: the same weights (relative to what training changed)."""
     start = make_tiny_encoder().get_weights()
