@@ -89,7 +89,7 @@ def train(train_file, args, scratch, name):
         "peak_rss_mib": round(usage.ru_maxrss / 1024, 1),
         "seconds_to_first_step": None if first_step is None else round(first_step, 1),
         "seconds": round(seconds, 1),
-        "command": "keras-sentemb " + " ".join(cmd[3:]),
+        "command": "keras-sentemb " + " ".join(cmd[3:]).replace(scratch, "DIR"),
     }
 
 
