@@ -214,17 +214,52 @@ def unique_batches(rows, batch_size, names):
                                         for n in names})
 
 
-def _source_batches(source, names, batch_size, seed, no_duplicates, shard=None):
+def head_rows(stream, names, n):
+    """The first `n` rows of a stream in file order (no shuffling), as tuples of str.
+
+    For what must be set aside before training (held-out pairs) or looked
+    at once (a vocabulary sample): it reads `n` rows, not the whole stream.
+    """
+    sources = stream.sources.values() if isinstance(stream, Mixture) else [stream]
+    out = []
+    for source in sources:
+        for row in source.rows(names).take(n - len(out)).as_numpy_iterator():
+            out.append(tuple(row[k].decode("utf-8", "replace") for k in names))
+        if len(out) >= n:
+            break
+    return out
+
+
+def _without(rows, exclude):
+    """`rows` minus those whose text in a column is one of `exclude[column]`."""
+    tables = {}
+    for column, texts in (exclude or {}).items():
+        texts = sorted(set(texts))
+        if texts:
+            tables[column] = tf.lookup.StaticHashTable(
+                tf.lookup.KeyValueTensorInitializer(
+                    tf.constant(texts), tf.ones([len(texts)], tf.int32)), 0)
+    if not tables:
+        return rows
+
+    def keep(row):
+        hits = [table.lookup(row[c]) for c, table in tables.items()]
+        return tf.equal(tf.add_n(hits), 0)
+
+    return rows.filter(keep)
+
+
+def _source_batches(source, names, batch_size, seed, no_duplicates, shard=None, exclude=None):
     options = source.options
     dedupe = no_duplicates if options.no_duplicates is None else options.no_duplicates
-    rows = _shuffled_rows(source, names, seed, options.shuffle_buffer, shard)
+    rows = _without(_shuffled_rows(source, names, seed, options.shuffle_buffer, shard), exclude)
     if dedupe:
         return unique_batches(rows, batch_size, names)
     return rows.batch(batch_size, drop_remainder=True)
 
 
 def stream_batches(stream, names, batch_size, seed=0, start_step=0, no_duplicates=False,
-                   workers=1):
+                   workers=1, exclude=None):
     """An endless dataset of string batches `{name: tf.string [batch_size]}` from a stream.
 
     Args:
@@ -239,18 +274,20 @@ def stream_batches(stream, names, batch_size, seed=0, start_step=0, no_duplicate
         workers: int or `(count, index)`. Workers of the strategy and this
             worker's index (see `worker_shard`); an int is a count with
             index 0.
+        exclude: dict column -> texts, or None. Rows with one of these
+            texts in that column are left out (held-out data).
     """
     batch_size = validation.positive_int(batch_size, "batch_size")
     seed = int(seed or 0)
     policy, shard = _sharding(stream, workers)
     if isinstance(stream, Mixture):
         parts = [
-            _source_batches(s, names, batch_size, seed + 1000 * i, no_duplicates, shard)
+            _source_batches(s, names, batch_size, seed + 1000 * i, no_duplicates, shard, exclude)
             for i, s in enumerate(stream.sources.values())
         ]
         ds = _choose(parts, list(stream.weights.values()), stream.mode, seed)
     else:
-        ds = _source_batches(stream, names, batch_size, seed, no_duplicates, shard)
+        ds = _source_batches(stream, names, batch_size, seed, no_duplicates, shard, exclude)
     if start_step:
         ds = ds.skip(int(start_step))
     return _with_policy(ds, policy)

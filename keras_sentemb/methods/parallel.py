@@ -7,6 +7,10 @@ import typing
 
 from keras_sentemb.data.parallel import load_parallel_pairs
 from keras_sentemb.data.parallel import split_pairs
+from keras_sentemb.data.stream_batches import Mixture
+from keras_sentemb.data.stream_batches import as_stream
+from keras_sentemb.data.stream_batches import head_rows
+from keras_sentemb.data.streams import TextFiles
 from keras_sentemb.evaluation.alignment_uniformity import AlignmentUniformityTracker
 from keras_sentemb.evaluation.retrieval import evaluate_bitext_retrieval
 from keras_sentemb.methods.method import ALL_OPTIONAL
@@ -34,6 +38,9 @@ logger = logging.getLogger(__name__)
 
 PAPER = "parallel-translation paper, ACL ARR 2022"
 RETRIEVAL_DEV = "retrieval"
+PAIR_COLUMNS = ("source", "target")
+# Streamed pairs: the held-out pairs and the vocabulary sample come from this many first rows.
+STREAM_SAMPLE = 20_000
 EncoderSpec = typing.Optional[typing.Union[str, os.PathLike, SentenceEncoder]]
 
 
@@ -117,6 +124,7 @@ class _Split:
     train: list
     dev: list
     test: list
+    stream: object = None  # streamed training pairs (then `train` is a sample of them)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -203,7 +211,8 @@ class Parallel(Method):
                "`\"retrieval\"`.",
     }
     data_doc = ("TSV path (`source<TAB>target[<TAB>...]`), list of (source, target), or "
-                "`tf.data.Dataset` of pairs.")
+                "`tf.data.Dataset` of pairs; a glob of files, `keras_sentemb.streamed(...)` or a "
+                "`Mixture` is streamed (held-out pairs from its first 20,000 rows).")
 
     def train(self, run, data, config):
         split = self._split_pairs(run, data, config)
@@ -225,11 +234,19 @@ class Parallel(Method):
             extras["retrieval_before"] = retrieval(trainer.student)
             logger.info("held-out retrieval before: %s", extras["retrieval_before"])
         selection, tracker = self._callbacks(run, config, split, pooling)
-        make_dataset = run.batches(
-            trainer.student,
-            {"source": [a for a, _ in split.train], "target": [b for _, b in split.train]},
-            encoders={"source": trainer.teacher},
-        )
+        if split.stream is None:
+            make_dataset = run.batches(
+                trainer.student,
+                {"source": [a for a, _ in split.train], "target": [b for _, b in split.train]},
+                encoders={"source": trainer.teacher},
+            )
+        else:  # the whole stream but the held-out (test and dev) pairs' sentences
+            held = split.test + split.dev
+            make_dataset = run.stream_batches(
+                trainer.student, split.stream, PAIR_COLUMNS, no_duplicates=True,
+                encoders={"source": trainer.teacher},
+                exclude={"source": [a for a, _ in held], "target": [b for _, b in held]},
+            )
         run.fit(trainer, make_dataset, selection=selection,
                 dev_pairs=None if run.dev == RETRIEVAL_DEV else "run",
                 callbacks=[tracker] if tracker else ())
@@ -245,8 +262,18 @@ class Parallel(Method):
     # ------------------------------------------------------------------ data
     @staticmethod
     def _split_pairs(run, data, config):
-        """The training pairs, the dev pairs (`dev="retrieval"`) and the test pairs."""
-        all_pairs = load_parallel_pairs(data)
+        """The training pairs, the dev pairs (`dev="retrieval"`) and the test pairs.
+
+        Streamed pairs (a glob, `streamed(...)`, a `Mixture`): the held-out
+        pairs come from the first `STREAM_SAMPLE` rows (file order); the
+        training stream leaves out every row sharing a sentence with them.
+        """
+        stream = as_stream(data) if isinstance(data, (str, os.PathLike, TextFiles, Mixture, dict)) \
+            else None
+        if stream is not None:
+            all_pairs = head_rows(stream, PAIR_COLUMNS, STREAM_SAMPLE)
+        else:
+            all_pairs = load_parallel_pairs(data)
         source = os.fspath(data) if isinstance(data, (str, os.PathLike)) else "the pairs given"
         eval_size, dev_size = config.eval_size, config.dev_size
         try:
@@ -261,6 +288,12 @@ class Parallel(Method):
                 f"test pairs and dev_size={dev_size} dev pairs ({e}); pass a smaller `eval_size` "
                 "/ `dev_size` (--eval-size / --dev-size on the command line) or more pairs."
             ) from None
+        if stream is not None:
+            run.record_data(train_pairs=None, test_pairs=len(heldout), dev_pairs=len(dev_pairs),
+                            streamed=repr(stream))
+            logger.info("parallel: streamed training pairs, %d dev, %d test (from the first %d)",
+                        len(dev_pairs), len(heldout), len(all_pairs))
+            return _Split(train=train_pairs, dev=dev_pairs, test=heldout, stream=stream)
         run.record_data(train_pairs=len(train_pairs), test_pairs=len(heldout),
                         dev_pairs=len(dev_pairs))
         logger.info("parallel: %d training pairs, %d dev, %d test",

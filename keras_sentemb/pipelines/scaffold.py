@@ -407,7 +407,8 @@ class FitScaffold:
 
         return make_dataset
 
-    def stream_batches(self, encoder, stream, names, no_duplicates=False, max_length=None):
+    def stream_batches(self, encoder, stream, names, no_duplicates=False, max_length=None,
+                       encoders=None, exclude=None):
         """A `make_dataset(start_step)` of tokenized batches read from a stream.
 
         See `keras_sentemb.data.stream_batches`: shuffle buffer, no
@@ -420,6 +421,9 @@ class FitScaffold:
             names: tuple of str. The columns, in the trainer's order.
             no_duplicates: bool. The method's default (its loss is in-batch).
             max_length: int or None. Defaults to the run's `max_length`.
+            encoders: dict column -> encoder for columns another encoder
+                tokenizes.
+            exclude: dict column -> texts left out of training (held out).
         """
         max_length = self.max_length if max_length is None else max_length
         workers = worker_shard(self.strategy)
@@ -427,8 +431,8 @@ class FitScaffold:
         def make_dataset(start_step):
             ds = stream_batches(stream, names, self.batch_size, seed=self.seed or 0,
                                 start_step=start_step, no_duplicates=no_duplicates,
-                                workers=workers)
-            return tokenize_columns(encoder, ds, list(names), max_length)
+                                workers=workers, exclude=exclude)
+            return tokenize_columns(encoder, ds, list(names), max_length, encoders)
 
         return make_dataset
 

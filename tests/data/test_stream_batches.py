@@ -117,3 +117,13 @@ def test_every_row_once_per_pass(corpus):
     for epoch in (batches[:15], batches[15:]):  # 120 rows a pass
         counts = collections.Counter(t for b in epoch for t in b)
         assert set(counts.values()) == {4} and len(counts) == 30
+
+
+def test_held_out_rows_are_left_out_and_the_head_is_read_in_file_order(tmp_path):
+    (tmp_path / "pairs.tsv").write_text("".join(f"s{i}\tt{i}\n" for i in range(20)))
+    source = sb.streamed(str(tmp_path / "pairs.tsv"), shuffle_buffer=8, no_duplicates=False)
+    names = ("source", "target")
+    assert sb.head_rows(source, names, 3) == [("s0", "t0"), ("s1", "t1"), ("s2", "t2")]
+    ds = sb.stream_batches(source, names, 4, exclude={"source": ["s1"], "target": ["t2", "t9"]})
+    seen = {t for b in ds.take(20).as_numpy_iterator() for t in b["source"]}
+    assert seen == {f"s{i}".encode() for i in range(20)} - {b"s1", b"s2", b"s9"}

@@ -134,3 +134,20 @@ def test_consert_and_self_guided_views_train_on_streams(corpus_glob, tmp_path):
         keras_sentemb.streamed(str(path)), mode="pairs", model=make_tiny_encoder(), steps=1,
         batch_size=4, dev=None, projection_dim=8, patience=None, verbose=0)
     assert encoder.training_report.steps_trained == 1
+
+
+def test_parallel_streams_pairs_and_holds_out_the_first_rows(tmp_path):
+    from tests.data.test_parallel import make_pairs
+
+    pairs = make_pairs(80)
+    for k in range(2):
+        (tmp_path / f"bitext-{k}.tsv").write_text(
+            "".join(f"{a}\t{b}\n" for a, b in pairs[k * 40:(k + 1) * 40]))
+    student = keras_sentemb.fit_parallel(
+        str(tmp_path / "bitext-*.tsv"), model=make_tiny_encoder(num_layers=1), steps=2,
+        eval_every=2, batch_size=8, queue_size=16, max_length=16, eval_size=10, dev_size=10,
+        track_alignment=False, verbose=0)
+    report = student.training_report
+    assert report.steps_trained == 2
+    assert report.data["test_pairs"] == 10 and report.data["dev_pairs"] == 10
+    assert report.data["train_pairs"] is None and "2 tsv file(s)" in report.data["streamed"]
