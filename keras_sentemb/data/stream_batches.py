@@ -94,7 +94,10 @@ class Mixture:
             with probability proportional to its weight) or
             `"round_robin"` (the datasets in turn; weights unused).
             Defaults to `"proportional"`.
-        shuffle_buffer / no_duplicates: as in `streamed`, for every dataset.
+        shuffle_buffer: int. As in `streamed`, for every dataset. Defaults to
+            `10000`.
+        no_duplicates: bool or None. As in `streamed`, for every dataset.
+            Defaults to `None`.
 
     Examples:
 
