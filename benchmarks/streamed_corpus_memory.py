@@ -15,7 +15,9 @@ lines). A third run trains on the 100k-line file given as a plain path, read
 into memory as before (the reference). For each run: the child's own peak
 resident memory (`ru_maxrss` from `os.wait4`), the seconds to the end of the
 first training step (the first `1/30` of the progress bar on stderr) and to
-the end. One JSON record with the CPU model and flags; the times are
+the end; for the streamed corpora also the seconds from nothing to the first
+batch of the stream alone (no model; median of 3, in its own process). One
+JSON record with the CPU model and flags; the times are
 wall-clock and only comparable within one run on an otherwise idle machine.
 """
 
@@ -56,6 +58,30 @@ def write_corpus(folder, lines, files, source):
             out.write("".join(chunk))
         written += n
     return sum(os.path.getsize(os.path.join(folder, f)) for f in os.listdir(folder))
+
+
+FIRST_BATCH = """
+import statistics, sys, time
+import keras_sentemb
+from keras_sentemb.data.stream_batches import stream_batches
+times = []
+for _ in range(3):
+    t = time.perf_counter()
+    ds = stream_batches(keras_sentemb.streamed(sys.argv[1]), ("sentence",), int(sys.argv[2]),
+                        no_duplicates=True)
+    next(iter(ds))
+    times.append(time.perf_counter() - t)
+print(round(statistics.median(times), 3))
+"""
+
+
+def first_batch_seconds(train_file, args):
+    """Median of 3: seconds from nothing to the first batch of the stream (data only, no model)."""
+    env = dict(os.environ, PYTHONPATH=os.path.dirname(HERE) + os.pathsep
+               + os.environ.get("PYTHONPATH", ""), TF_CPP_MIN_LOG_LEVEL="2")
+    out = subprocess.run([sys.executable, "-c", FIRST_BATCH, train_file, str(args.batch_size)],
+                         env=env, capture_output=True, text=True, check=True)
+    return float(out.stdout.strip().splitlines()[-1])
 
 
 def train(train_file, args, scratch, name):
@@ -114,11 +140,16 @@ def main():
         small_bytes = write_corpus(small, args.small_lines, 1, BUNDLED_SENTENCES)
         written_s = time.perf_counter() - t
         runs = {
-            "streamed_big": dict(lines=args.lines, files=args.files, bytes=big_bytes,
-                                 **train(os.path.join(big, "part-*.txt"), args, scratch, "big")),
-            "streamed_small": dict(lines=args.small_lines, files=1, bytes=small_bytes,
-                                   **train(os.path.join(small, "part-*.txt"), args, scratch,
-                                           "small")),
+            "streamed_big": dict(
+                lines=args.lines, files=args.files, bytes=big_bytes,
+                stream_first_batch_seconds=first_batch_seconds(
+                    os.path.join(big, "part-*.txt"), args),
+                **train(os.path.join(big, "part-*.txt"), args, scratch, "big")),
+            "streamed_small": dict(
+                lines=args.small_lines, files=1, bytes=small_bytes,
+                stream_first_batch_seconds=first_batch_seconds(
+                    os.path.join(small, "part-*.txt"), args),
+                **train(os.path.join(small, "part-*.txt"), args, scratch, "small")),
             "in_memory_small": dict(lines=args.small_lines, files=1, bytes=small_bytes,
                                     **train(os.path.join(small, "part-0.txt"), args, scratch,
                                             "memory")),
