@@ -4,6 +4,7 @@ import dataclasses
 
 from keras_sentemb import validation
 from keras_sentemb.data.corpus import load_corpus
+from keras_sentemb.data.stream_batches import as_stream
 from keras_sentemb.methods.method import Method
 from keras_sentemb.methods.options import MethodConfig
 from keras_sentemb.methods.options import option
@@ -67,11 +68,16 @@ class MaskedLanguageModel(Method):
     run_defaults = {"steps": 500, "batch_size": 128, "learning_rate": 1e-4, "max_length": 64,
                     "dev": None}
     run_docs = {"output": "str or None. Folder to save the encoder (without the head)."}
-    data_doc = "list of str, a text file, a `tf.data.Dataset` of strings or a TFDS name."
+    data_doc = ("list of str, a text file, a `tf.data.Dataset` of strings or a TFDS name; a "
+                "glob of files, `keras_sentemb.streamed(...)` or a `Mixture` is streamed.")
 
     def train(self, run, data, config):
-        sentences = load_corpus(data)
-        run.record_data(sentences=len(sentences))
+        stream = as_stream(data, tfds=True)
+        if stream is None:
+            sentences = load_corpus(data)
+            run.record_data(sentences=len(sentences))
+        else:
+            run.record_data(sentences=stream.size, streamed=repr(stream))
         with run.scope():
             encoder = run.load_encoder()
             run.pooling_for(encoder)
@@ -80,7 +86,11 @@ class MaskedLanguageModel(Method):
                                            config.weight_decay)
             optimizer.exclude_from_weight_decay(var_names=["bias", "gamma", "beta"])
         run.compile(trainer, optimizer)
-        run.fit(trainer, run.batches(encoder, {"sentence": sentences}))
+        if stream is None:
+            make_dataset = run.batches(encoder, {"sentence": sentences})
+        else:  # not an in-batch loss: a text twice in a batch is harmless
+            make_dataset = run.stream_batches(encoder, stream, ("sentence",))
+        run.fit(trainer, make_dataset)
         return run.finish(trainer.encoder)
 
 

@@ -120,7 +120,7 @@ def test_cli_trains_on_a_quoted_glob(corpus_glob, tmp_path):
     assert report["steps_trained"] == 2 and "streamed" in report["data"]
 
 
-def test_consert_and_self_guided_views_train_on_streams(corpus_glob, tmp_path):
+def test_consert_self_guided_and_mlm_train_on_streams(corpus_glob, tmp_path):
     encoder = keras_sentemb.fit_consert(corpus_glob, model=make_tiny_encoder(), steps=1,
                                         batch_size=8, dev=None, verbose=0)
     assert encoder.training_report.steps_trained == 1
@@ -134,6 +134,9 @@ def test_consert_and_self_guided_views_train_on_streams(corpus_glob, tmp_path):
         keras_sentemb.streamed(str(path)), mode="pairs", model=make_tiny_encoder(), steps=1,
         batch_size=4, dev=None, projection_dim=8, patience=None, verbose=0)
     assert encoder.training_report.steps_trained == 1
+    encoder = keras_sentemb.fit_mlm(corpus_glob, model=make_tiny_encoder(), steps=1,
+                                    batch_size=8, verbose=0)
+    assert "streamed" in encoder.training_report.data
 
 
 def test_parallel_streams_pairs_and_holds_out_the_first_rows(tmp_path):
