@@ -88,8 +88,9 @@ class Mixture:
 
     Args:
         datasets: dict name -> `(source, weight)` (or a bare source,
-            weight 1). A source is anything `streamed` takes, or a list of
-            str (kept in memory, streamed through the same buffer).
+            weight 1). A source is anything `streamed` takes (what
+            `streamed` returned keeps its own options), or a list of str
+            (kept in memory, streamed through the same buffer).
         mode: str. `"proportional"` (a dataset is drawn for each batch
             with probability proportional to its weight) or
             `"round_robin"` (the datasets in turn; weights unused).
@@ -125,7 +126,9 @@ class Mixture:
             weight = float(weight)
             if not weight > 0:
                 raise ValueError(f"The weight of dataset {name!r} must be > 0; received {weight}.")
-            if isinstance(source, (list, tuple)):
+            if hasattr(source, "options"):  # made by `streamed`: its own options
+                pass
+            elif isinstance(source, (list, tuple)):
                 source = streamed(tf.data.Dataset.from_tensor_slices(list(source)),
                                   shuffle_buffer=shuffle_buffer, no_duplicates=no_duplicates)
             else:
@@ -151,21 +154,6 @@ def as_stream(data, columns=None, tfds=False):
     if source is not None and not hasattr(source, "options"):
         source.options = StreamOptions()
     return source
-
-
-def check_steps(steps, source, what="examples"):
-    """`steps`, or one epoch when the size is known; a one-line error otherwise.
-
-    Never counts the rows of files (that would be a full pass over them).
-    """
-    if steps is not None:
-        return steps
-    if source.size is None:
-        raise ValueError(
-            f"The number of {what} in {source!r} is unknown (it is streamed, not counted): "
-            "pass `steps` (`--steps N`)."
-        )
-    return None
 
 
 def _shuffled_rows(source, names, seed, shuffle_buffer, shard=None):

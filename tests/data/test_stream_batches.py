@@ -100,11 +100,7 @@ def test_shard_policy_by_file_or_data_with_a_notice(corpus, caplog):
     assert ds.options().experimental_distribute.auto_shard_policy == policy.DATA
 
 
-def test_unknown_size_needs_steps(corpus):
-    source = sb.streamed(corpus)
-    assert sb.check_steps(5, source) == 5
-    with pytest.raises(ValueError, match=r"unknown .*pass `steps` \(`--steps N`\)"):
-        sb.check_steps(None, source)
+def test_bad_mixtures_fail_in_one_line(corpus):
     with pytest.raises(ValueError, match="weight of dataset 'a' must be > 0"):
         sb.Mixture({"a": (corpus, 0.0)})
     with pytest.raises(ValueError, match="mode"):
