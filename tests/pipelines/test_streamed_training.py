@@ -154,3 +154,50 @@ def test_parallel_streams_pairs_and_holds_out_the_first_rows(tmp_path):
     assert report.steps_trained == 2
     assert report.data["test_pairs"] == 10 and report.data["dev_pairs"] == 10
     assert report.data["train_pairs"] is None and "2 tsv file(s)" in report.data["streamed"]
+
+
+def _train_command(model, glob, out):
+    import sys
+
+    return [sys.executable, "-m", "keras_sentemb", "train", "simcse", "--model", model,
+            "--train-file", glob, "--output", str(out), "--steps", "120", "--eval-every", "2",
+            "--batch-size", "8", "--dev", "none", "--seed", "5", "--verbose", "0"]
+
+
+def test_killed_run_by_sigkill_resumes_on_a_stream(corpus_glob, tmp_path):
+    """`kill -9` during a streamed `train`; the same command resumes and ends with the weights
+    of the run that was not killed."""
+    import os
+    import signal
+    import subprocess
+    import time
+
+    from keras_sentemb.models import SentenceEncoder
+    from tests.trainers.test_multi_worker import _env
+
+    make_tiny_encoder().save(tmp_path / "tiny")
+    model = str(tmp_path / "tiny")
+    whole, killed = tmp_path / "whole", tmp_path / "killed"
+    env = _env()
+    subprocess.run(_train_command(model, corpus_glob, whole), env=env, check=True,
+                   capture_output=True, timeout=600)
+    proc = subprocess.Popen(_train_command(model, corpus_glob, killed), env=env,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    backup = tmp_path / "killed.backup"
+    deadline = time.time() + 300
+    while proc.poll() is None and time.time() < deadline:
+        if backup.is_dir() and any("weights" in p.name for p in backup.iterdir()):
+            os.kill(proc.pid, signal.SIGKILL)
+            break
+        time.sleep(0.05)
+    assert proc.wait(timeout=60) == -signal.SIGKILL  # killed mid-run, after a backup
+    resumed = subprocess.run(_train_command(model, corpus_glob, killed), env=env,
+                             capture_output=True, text=True, timeout=600)
+    assert resumed.returncode == 0, resumed.stderr[-3000:]
+    assert "resuming the interrupted run" in resumed.stderr
+    a = SentenceEncoder.from_preset(str(whole)).get_weights()
+    b = SentenceEncoder.from_preset(str(killed)).get_weights()
+    start = make_tiny_encoder().get_weights()
+    change = np.sqrt(sum(np.sum((x - s) ** 2) for x, s in zip(a, start)))
+    error = np.sqrt(sum(np.sum((x - y) ** 2) for x, y in zip(a, b)))
+    assert change > 0 and error <= 1e-3 * change
