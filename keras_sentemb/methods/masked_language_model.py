@@ -74,14 +74,14 @@ class MaskedLanguageModel(Method):
         run.record_data(sentences=len(sentences))
         with run.scope():
             encoder = run.load_encoder()
-            run.pooling_for(encoder)
+            plan = run.resolve(encoder, examples=len(sentences))
             trainer = MLMTrainer(encoder, mask_rate=config.mask_rate, seed=run.seed or 0)
-            optimizer = adamw_linear_decay(run.learning_rate, run.steps, config.warmup_ratio,
+            optimizer = adamw_linear_decay(plan.learning_rate, plan.steps, config.warmup_ratio,
                                            config.weight_decay)
             optimizer.exclude_from_weight_decay(var_names=["bias", "gamma", "beta"])
         run.compile(trainer, optimizer)
-        run.fit(trainer, run.batches(encoder, {"sentence": sentences}))
-        return run.finish(trainer.encoder)
+        run.fit(trainer, run.batches(encoder, {"sentence": sentences}, plan), plan)
+        return run.finish(trainer.encoder, plan)
 
 
 def fit_mlm(data, model="default", steps=500, batch_size=128, learning_rate=1e-4, max_length=64,
