@@ -1,4 +1,4 @@
-"""Every use of a private Keras / TensorFlow internal, in one place.
+"""Every use of a private Keras, keras-hub or TensorFlow internal, in one place.
 
 Each function names the internal it relies on; `tests/test_compat.py` checks
 that each still exists with the expected shape, so a Keras or TensorFlow
@@ -6,6 +6,7 @@ upgrade that moves one fails there, loudly, instead of deep inside training.
 `setup.py` bounds the versions these were checked against.
 """
 
+import collections
 import json
 import os
 import sys
@@ -211,3 +212,61 @@ def keras_weight_decay(cls, optimizer, variables):
     """Keras' own weight decay, as applied by the class after `cls` in the MRO."""
     return super(cls, optimizer)._apply_weight_decay(variables)
 
+
+
+# ------------------------------------------------- keras-hub's Transformer layer
+# keras-hub's `TransformerEncoder` (keras_hub/src/layers/modeling/transformer_encoder.py)
+# keeps its sublayers in private attributes, set in `build`; the fused kernels
+# (`fused_transformer`, `fused_gelu`) and the Hugging Face export read them here.
+TRANSFORMER_PARTS = {
+    "attention": "_self_attention_layer",
+    "attention_norm": "_self_attention_layer_norm",
+    "intermediate": "_feedforward_intermediate_dense",
+    "output": "_feedforward_output_dense",
+    "output_norm": "_feedforward_layer_norm",
+}
+
+TransformerParts = collections.namedtuple("TransformerParts", list(TRANSFORMER_PARTS))
+
+
+def transformer_parts(layer):
+    """The sublayers of a built keras-hub `TransformerEncoder`, by role.
+
+    `attention` (Keras `MultiHeadAttention`), `attention_norm`, `intermediate`
+    (the feed-forward Dense with the activation), `output` (the feed-forward
+    output Dense) and `output_norm`: the private attributes `TRANSFORMER_PARTS`
+    names. A layer without one (not built, or keras-hub renamed it) raises an
+    AttributeError naming it.
+    """
+    parts = {}
+    for role, name in TRANSFORMER_PARTS.items():
+        if name not in vars(layer):
+            raise AttributeError(
+                f"{type(layer).__name__} has no `{name}` (keras-hub's Transformer layer "
+                "renamed it, or the layer is not built)."
+            )
+        parts[role] = vars(layer)[name]
+    return TransformerParts(**parts)
+
+
+def feedforward_intermediate(layer):
+    """The feed-forward intermediate Dense of a keras-hub Transformer layer, or None."""
+    return vars(layer).get(TRANSFORMER_PARTS["intermediate"])
+
+
+# Keras' `MultiHeadAttention` (keras/src/layers/attention/multi_head_attention.py):
+# options without a public property. A Keras without one of them lacks the feature
+# (the default here), which is what a layer that does not use it computes.
+ATTENTION_OPTIONS = {"use_gate": ("_use_gate", False), "sliding_window": ("_sliding_window", None),
+                     "output_shape": ("_output_shape", None)}
+
+
+def attention_options(attention):
+    """`{"use_gate", "sliding_window", "output_shape"}` of a Keras `MultiHeadAttention`."""
+    return {role: getattr(attention, name, default)
+            for role, (name, default) in ATTENTION_OPTIONS.items()}
+
+
+def all_layers(model):
+    """Every layer inside `model`, itself included (`Layer._flatten_layers`, recursive)."""
+    return model._flatten_layers(include_self=True, recursive=True)

@@ -6,6 +6,19 @@ from pathlib import Path
 os.environ.setdefault("KERAS_BACKEND", "tensorflow")
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
+
+def _cores():
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+
+
+# pytest-xdist runs one test process per core (`-n 2` on 2 cores). Each
+# process, and every process a test starts, gets its share of the cores as
+# TensorFlow intra-op threads, so two processes never run four busy thread
+# pools on two cores. (TensorFlow reads the variable when it starts.)
+_WORKERS = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))
+if _WORKERS > 1:
+    os.environ.setdefault("TF_NUM_INTRAOP_THREADS", str(max(1, _cores() // _WORKERS)))
+
 import pytest  # noqa: E402
 
 from tests import process_guard  # noqa: E402
@@ -66,19 +79,30 @@ def make_tiny_encoder(num_layers=2, hidden_dim=32, **kwargs):
 # Tests that start extra processes (MirroredStrategy on logical CPUs, a
 # multi-worker cluster) or kill and resume every method: the slow tier.
 SLOW_NAME_PARTS = ("mirrored", "two_replicas", "two_workers", "multi_worker", "killed_run")
+# Rough cost of a test by tier, to start the costliest files first.
+TIER_COST = {"slow": 40, "integration": 8}
 
 
 def pytest_collection_modifyitems(config, items):
     """Mark the tiers: `integration` (the bundled default model), `slow`.
 
     The fast tier for daily work is `pytest -m "not integration and not slow"`;
-    CI runs everything.
+    CI runs everything. Under pytest-xdist the files run costliest first
+    (by their tests' tiers; a file keeps its own order): `--dist loadfile`
+    hands out files in this order, so the run does not end with one
+    process on a long file while the other idles.
     """
     for item in items:
         if "default_encoder" in getattr(item, "fixturenames", ()):
             item.add_marker(pytest.mark.integration)
         if any(part in item.nodeid for part in SLOW_NAME_PARTS):
             item.add_marker(pytest.mark.slow)
+    if _WORKERS > 1:
+        cost = {}
+        for item in items:
+            tiers = [c for tier, c in TIER_COST.items() if item.get_closest_marker(tier)]
+            cost[item.path] = cost.get(item.path, 0) + max(tiers, default=1)
+        items.sort(key=lambda item: -cost[item.path])  # stable: each file keeps its order
 
 
 @pytest.fixture

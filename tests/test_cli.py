@@ -271,3 +271,15 @@ def test_a_method_option_is_never_read_as_the_flag_it_begins():
     assert options.mode == "sup" and unknown == []
     with pytest.raises(SystemExit):
         cli.build_parser().parse_args(["encode", "--mod", "default", "--input", "a", "--output", "b"])
+
+
+def test_verbose_encode_reports_the_models_kernels(tmp_path, capsys):
+    folder = tmp_path / "plain_dropout"
+    make_tiny_encoder(kernels={"dropout": "plain"}).save(folder)
+    (tmp_path / "in.txt").write_text("hello\n", encoding="utf-8")
+    assert cli.main(["encode", "--model", str(folder), "--input", str(tmp_path / "in.txt"),
+                     "--output", str(tmp_path / "out.npy"), "--verbose"]) == 0
+    err = capsys.readouterr().err
+    assert "kernels on this CPU (" in err
+    assert any(line.split()[:3] == ["dropout", "plain", "policy"] for line in err.splitlines())
+    assert any(line.split()[:1] == ["layer_norm"] for line in err.splitlines())

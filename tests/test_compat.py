@@ -10,6 +10,7 @@ import sys
 
 import keras
 import numpy as np
+import pytest
 import tensorflow as tf
 
 from keras_sentemb import compat
@@ -193,3 +194,51 @@ def test_no_autocast_reads_variables_as_stored():
         assert tf.convert_to_tensor(v).dtype == tf.bfloat16
         with compat.no_autocast():
             assert tf.convert_to_tensor(v).dtype == tf.float32
+
+
+def test_keras_hub_transformer_layer_parts_are_where_the_kernels_read_them():
+    import keras_hub
+
+    layer = keras_hub.layers.TransformerEncoder(8, 2, activation="gelu")
+    layer.build([None, None, 4])
+    for name in compat.TRANSFORMER_PARTS.values():
+        assert name in vars(layer), f"keras-hub's TransformerEncoder has no `{name}` any more"
+    parts = compat.transformer_parts(layer)
+    assert type(parts.attention) is keras.layers.MultiHeadAttention
+    assert isinstance(parts.attention_norm, keras.layers.LayerNormalization)
+    assert isinstance(parts.output_norm, keras.layers.LayerNormalization)
+    assert parts.attention_norm is not parts.output_norm
+    assert isinstance(parts.intermediate, keras.layers.Dense) and parts.intermediate.units == 8
+    assert isinstance(parts.output, keras.layers.Dense) and parts.output.units == 4
+    assert parts.intermediate.activation is keras.activations.gelu
+    assert compat.feedforward_intermediate(layer) is parts.intermediate
+    # The public MultiHeadAttention properties the fused layer reads beside them.
+    attention = parts.attention
+    assert (attention.key_dim, attention.value_dim) == (2, 2)
+    for dense in (attention.query_dense, attention.key_dense, attention.value_dense,
+                  attention.output_dense):
+        assert isinstance(dense, keras.layers.EinsumDense)
+    # A layer without one of them (a rename) is reported by name.
+    unbuilt = keras_hub.layers.TransformerEncoder(8, 2)
+    with pytest.raises(AttributeError, match="_self_attention_layer"):
+        compat.transformer_parts(unbuilt)
+    assert compat.feedforward_intermediate(unbuilt) is None
+
+
+def test_multi_head_attention_private_options():
+    plain = keras.layers.MultiHeadAttention(2, 4)
+    for name, _ in compat.ATTENTION_OPTIONS.values():
+        assert hasattr(plain, name), f"Keras' MultiHeadAttention has no `{name}` any more"
+    assert compat.attention_options(plain) == {
+        "use_gate": False, "sliding_window": None, "output_shape": None}
+    options = compat.attention_options(
+        keras.layers.MultiHeadAttention(2, 4, use_gate=True, output_shape=8))
+    assert options["use_gate"] is True and options["output_shape"] is not None
+
+
+def test_all_layers_reaches_nested_layers():
+    inner = keras.Sequential([keras.layers.Dense(2), keras.layers.Dropout(0.1)])
+    outer = keras.Sequential([inner, keras.layers.LayerNormalization()])
+    found = compat.all_layers(outer)
+    assert outer in found and inner in found
+    assert {type(x).__name__ for x in found} >= {"Dense", "Dropout", "LayerNormalization"}

@@ -47,6 +47,7 @@ def cmd_encode_shards(args):
         raise UsageError(str(e)) from None
     encoder = load_encoder(args.model, args.pooling, args.max_length, args.num_layers,
                             args.precision)
+    show_kernels(args, encoder)
     with contextlib.redirect_stdout(sys.stderr):
         manifest = encoder.encode_to_files(
             args.input, args.output, shard_size=args.shard_size, batch_size=args.batch_size,
@@ -80,6 +81,7 @@ def cmd_encode(args):
     sentences = read_lines(args.input)
     encoder = load_encoder(args.model, args.pooling, args.max_length, args.num_layers,
                             args.precision)
+    show_kernels(args, encoder)
     with contextlib.redirect_stdout(sys.stderr):  # the progress bar is not a result
         vectors = encoder.encode(
             sentences,
@@ -96,6 +98,14 @@ def cmd_encode(args):
         file=sys.stderr,
     )
     return 0
+
+
+def show_kernels(args, encoder):
+    """With `--verbose`: which kernel each op uses on this CPU and why (stderr)."""
+    if getattr(args, "show_kernels", False):
+        from keras_sentemb.models.kernels import kernel_report
+
+        print(kernel_report(encoder), file=sys.stderr)
 
 
 def run(args):

@@ -34,7 +34,8 @@ def build_parser():
     )
     # Taken out of argv before parsing (anywhere on the line), listed here for --help.
     parser.add_argument("--verbose", action="store_true",
-                        help="show TensorFlow's C++ start-up logs (hidden by default)")
+                        help="show TensorFlow's C++ start-up logs (hidden by default) and, "
+                             "for encode and train, which kernel each op uses on this CPU")
     sub = parser.add_subparsers(dest="command", required=True)
     for command in (encode, evaluate, train, analyze, export):
         command.add_parser(sub)
@@ -109,6 +110,12 @@ def main(argv=None):
         if args.command in ("encode", "export"):
             import_keras_without_extras()
         start_tensorflow()
+    args.show_kernels = verbose
+    if verbose and args.command == "train":
+        # The models train with the default kernel policy ("auto"; encode reports its model's).
+        from keras_sentemb.models.kernels import kernel_report
+
+        print(kernel_report(), file=sys.stderr)
     commands = {"encode": encode, "evaluate": evaluate, "analyze": analyze, "export": export}
     try:
         if args.command == "train":

@@ -14,6 +14,7 @@ import ml_dtypes
 import numpy as np
 from safetensors.numpy import save_file
 
+from keras_sentemb import compat
 from keras_sentemb.models.backbone_adapter import BackboneAdapter
 from keras_sentemb.models.fused_gelu import FusedGelu
 from keras_sentemb.models.fused_gelu import _gelu_kind
@@ -55,7 +56,7 @@ def hidden_act(backbone):
     `gelu_new`), its RoBERTa the exact GELU (`gelu`). The folder states what
     the encoder computes, so that it reproduces `encode()`.
     """
-    activation = backbone.transformer_layers[0]._feedforward_intermediate_dense.activation
+    activation = compat.feedforward_intermediate(backbone.transformer_layers[0]).activation
     kind = activation.approximate if isinstance(activation, FusedGelu) else _gelu_kind(activation)
     if kind is None:
         raise ValueError(
@@ -142,19 +143,20 @@ def hf_state_dict(backbone, dtype="float32"):
     out["embeddings.LayerNorm.weight"] = _value(adapter.layer_norm.gamma)
     out["embeddings.LayerNorm.bias"] = _value(adapter.layer_norm.beta)
     for i, block in enumerate(adapter.transformer_layers):
-        attn, p = block._self_attention_layer, f"encoder.layer.{i}."
+        parts = compat.transformer_parts(block)
+        attn, p = parts.attention, f"encoder.layer.{i}."
         for name, dense in (
             ("attention.self.query", attn.query_dense),
             ("attention.self.key", attn.key_dense),
             ("attention.self.value", attn.value_dense),
             ("attention.output.dense", attn.output_dense),
-            ("intermediate.dense", block._feedforward_intermediate_dense),
-            ("output.dense", block._feedforward_output_dense),
+            ("intermediate.dense", parts.intermediate),
+            ("output.dense", parts.output),
         ):
             out[p + name + ".weight"], out[p + name + ".bias"] = _linear(dense.kernel, dense.bias)
         for name, norm in (
-            ("attention.output.LayerNorm", block._self_attention_layer_norm),
-            ("output.LayerNorm", block._feedforward_layer_norm),
+            ("attention.output.LayerNorm", parts.attention_norm),
+            ("output.LayerNorm", parts.output_norm),
         ):
             out[p + name + ".weight"] = _value(norm.gamma)
             out[p + name + ".bias"] = _value(norm.beta)

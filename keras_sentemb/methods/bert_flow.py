@@ -98,26 +98,25 @@ class Flow(Method):
     def train(self, run, data, config):
         source = FittingData(data)
         run.record_data(**source.describe())
-        run.set_steps(source.count, config.epochs)
         with run.scope():
-            encoder, pooling = load_frozen_encoder(run)
+            encoder, plan = load_frozen_encoder(run, examples=source.count, epochs=config.epochs)
             flow = GlowFlow(
                 encoder.base_output_dim, levels=config.levels, depth=config.depth,
                 coupling_width=config.coupling_width, coupling=config.coupling,
-                permutation=config.permutation, pooling=pooling, seed=run.seed,
+                permutation=config.permutation, pooling=plan.pooling, seed=run.seed,
             )
             flow.build()
-        vectors = source.vectors(run, encoder, config.encode_batch_size, run.verbose)
+        vectors = source.vectors(run, plan, encoder, config.encode_batch_size, run.verbose)
         sample = np.random.default_rng(run.seed or 0).permutation(len(vectors))[:INIT_SAMPLE]
         flow.initialize(vectors[np.sort(sample)])
         with run.scope():
             trainer = BertFlow(flow)
-        run.compile(trainer, adamw_linear_decay(run.learning_rate, run.steps, config.warmup_ratio,
-                                                config.weight_decay))
+        run.compile(trainer, adamw_linear_decay(plan.learning_rate, plan.steps,
+                                                config.warmup_ratio, config.weight_decay))
         extras = {}
         selection = None
         if run.dev_pairs is not None:
-            dev_set = DevVectors(run, encoder, config.encode_batch_size)
+            dev_set = DevVectors(run, plan, encoder, config.encode_batch_size)
             extras["dev_spearman_without_flow"] = round(dev_set.spearman(), 4)
             selection = DevSelection(lambda name, layer: dev_set.spearman(layer),
                                      monitor="sts_dev_spearman")
@@ -126,9 +125,9 @@ class Flow(Method):
             return shuffled_batches({}, run.batch_size, seed=run.seed or 0, start_step=start_step,
                                     extra={"vector": vectors})
 
-        run.fit(trainer, make_dataset, selection=selection)
+        run.fit(trainer, make_dataset, plan, selection=selection)
         encoder.postprocess = trainer.flow
-        return run.finish(encoder, extras=extras)
+        return run.finish(encoder, plan, extras=extras)
 
 
 def fit_flow(data, model="default", steps=None, batch_size=32, learning_rate=1e-3,

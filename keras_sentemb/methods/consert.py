@@ -159,11 +159,11 @@ class ConSERT(Method):
             )
         with run.scope():
             encoder = run.load_encoder()
-            common["pooling"] = run.pooling_for(encoder)
+        rows = num_labels = sentences = None
         if mode != "unsup":
-            trainer = _supervised_stage(run, config, encoder, views, common,
-                                        data if supervised_only else config.supervised)
-            encoder = trainer.encoder
+            rows, num_labels = _nli_rows(data if supervised_only else config.supervised)
+            run.record_data(supervised_pairs=len(rows))
+        stream = None
         if not supervised_only:
             stream = as_stream(data, tfds=True)
             if stream is None:
@@ -173,6 +173,15 @@ class ConSERT(Method):
             else:
                 n = stream.size
                 run.record_data(sentences=n, streamed=repr(stream))
+        # The run's steps and learning rate are the last stage's.
+        plan = run.resolve(encoder, examples=len(rows) if supervised_only else n,
+                           epochs=config.epochs)
+        common["pooling"] = plan.pooling
+        if mode != "unsup":
+            trainer = _supervised_stage(run, plan, config, encoder, views, common, rows,
+                                        num_labels)
+            encoder = trainer.encoder
+        if not supervised_only:
             if ADVERSARIAL in views:
                 views = UNSUP_VIEWS
                 logger.info("The unsupervised stage uses shuffle + feature_cutoff "
@@ -180,29 +189,26 @@ class ConSERT(Method):
             with run.scope():
                 trainer = ConSERTTrainer(encoder, views=views, mode="unsup",
                                          mini_batch_size=run.mini_batch_size, **common)
-            steps = run.set_steps(n, config.epochs)
-            run.compile(trainer, adamw_linear_decay(run.learning_rate, steps,
+            run.compile(trainer, adamw_linear_decay(plan.learning_rate, plan.steps,
                                                     config.warmup_ratio))
             logger.info("ConSERT unsup stage: %s sentences, %d steps",
-                        "streamed" if n is None else n, steps)
+                        "streamed" if n is None else n, plan.steps)
             if stream is None:
-                make_dataset = run.batches(encoder, {"sentence": sentences})
+                make_dataset = run.batches(encoder, {"sentence": sentences}, plan)
             else:
-                make_dataset = run.stream_batches(encoder, stream, ("sentence",),
+                make_dataset = run.stream_batches(encoder, stream, ("sentence",), plan,
                                                   no_duplicates=True)
-            run.fit(trainer, make_dataset, stage="unsup",
-                    patience=config.patience,
+            run.fit(trainer, make_dataset, plan,
+                    stage="unsup", patience=config.patience,
                     selection=_dev_selection(run, config.dev_pooling, config.patience))
-        return run.finish(trainer.encoder)
+        return run.finish(trainer.encoder, plan)
 
 
-def _supervised_stage(run, config, encoder, views, common, supervised):
-    """Trains the `"sup"` / `"joint"` stage on `supervised`; returns its trainer."""
-    rows, num_labels = _nli_rows(supervised)
-    run.record_data(supervised_pairs=len(rows))
+def _supervised_stage(run, plan, config, encoder, views, common, rows, num_labels):
+    """Trains the `"sup"` / `"joint"` stage on the labelled `rows`; returns its trainer."""
     stage = "joint" if config.mode.startswith("joint") else "sup"
     if config.mode in ("sup", "joint"):
-        steps, lr = run.set_steps(len(rows), config.epochs), run.learning_rate
+        steps, lr = plan.steps, plan.learning_rate
     else:
         steps = config.supervised_steps or max(1, len(rows) // run.batch_size)
         lr = config.supervised_learning_rate
@@ -212,8 +218,8 @@ def _supervised_stage(run, config, encoder, views, common, supervised):
     run.compile(trainer, adamw_linear_decay(lr, steps, config.warmup_ratio))
     logger.info("ConSERT %s stage: %d pairs, %d steps", stage, len(rows), steps)
     columns = {"premise": [r[0] for r in rows], "hypothesis": [r[1] for r in rows]}
-    run.fit(trainer, run.batches(encoder, columns, extra={"label": [r[2] for r in rows]}),
-            steps=steps, stage=stage, patience=config.patience,
+    run.fit(trainer, run.batches(encoder, columns, plan, extra={"label": [r[2] for r in rows]}),
+            plan, steps=steps, stage=stage, patience=config.patience,
             selection=_dev_selection(run, config.dev_pooling, config.patience))
     return trainer
 

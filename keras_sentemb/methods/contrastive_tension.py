@@ -29,6 +29,10 @@ from keras_sentemb.trainers.torch_adamw import TorchAdamW
 
 PAPER = "Carlsson et al. 2021"
 KEEP = ("best", "tower1", "tower2", "worst")
+# The first-stage learning rate when the run gives none: the paper's with
+# K negatives (RMSprop, CT's step schedule), sentence-transformers' for the
+# in-batch variant (AdamW).
+LEARNING_RATES = {"kN": 1e-5, "in_batch": 2e-5}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -104,8 +108,9 @@ class ContrastiveTension(Method):
     run_docs = {
         "batch_size": "int. Rows per batch (a multiple of K + 1 for `kN`). Defaults to `16`.",
         "learning_rate": (
-            "float or None. First-stage learning rate. Defaults to `1e-5` "
-            "(`kN`, RMSprop, CT's step schedule) or `2e-5` (`in_batch`, AdamW)."
+            f"float or None. First-stage learning rate. Defaults to `{LEARNING_RATES['kN']}` "
+            f"(`kN`, RMSprop, CT's step schedule) or `{LEARNING_RATES['in_batch']}` "
+            "(`in_batch`, AdamW)."
         ),
     }
     data_doc = ("list of str, a text file (one sentence per line), a `tf.data.Dataset` of "
@@ -133,12 +138,14 @@ class ContrastiveTension(Method):
             run.record_data(sentences=stream.size, streamed=repr(stream))
         with run.scope():
             encoder = run.load_encoder()
+            plan = run.resolve(encoder, examples=len(sentences), learning_rate=LEARNING_RATES[
+                "in_batch" if mode == "in_batch" else "kN"])
             trainer = CTTrainer(
                 encoder, negatives=config.negatives, logits=config.logits,
-                dropout=config.dropout, pooling=run.pooling_for(encoder),
+                dropout=config.dropout, pooling=plan.pooling,
                 mini_batch_size=run.mini_batch_size,
             )
-            lr = run.learning_rate or (2e-5 if mode == "in_batch" else 1e-5)
+            lr = plan.learning_rate
             schedule = lr if mode == "in_batch" else ct_learning_rate_schedule(lr)
             trainer.compile(optimizer=run.clipped(
                 _optimizer(config.optimizer, schedule, mode == "in_batch")))
@@ -151,19 +158,19 @@ class ContrastiveTension(Method):
                 ds = ct_stream_batches(stream, run.batch_size, k, seed=run.seed,
                                        start_step=start_step, layout=config.negatives_layout,
                                        workers=worker_shard(run.strategy))
-            return tokenize_columns(encoder, ds, ["left", "right"], run.max_length)
+            return tokenize_columns(encoder, ds, ["left", "right"], plan.max_length)
 
         extras = {}
         if keep == "worst":
-            run.fit(trainer, make_dataset, dev_pairs=None, keep_best=False)
-            extras["tower_scores"] = _tower_scores(trainer, run, tower_score)
+            run.fit(trainer, make_dataset, plan, dev_pairs=None, keep_best=False)
+            extras["tower_scores"] = _tower_scores(trainer, run, plan, tower_score)
             trainer.select(min(extras["tower_scores"], key=extras["tower_scores"].get))
         else:
-            run.fit(trainer, make_dataset, keep_best=keep == "best")
+            run.fit(trainer, make_dataset, plan, keep_best=keep == "best")
             if keep != "best":
                 trainer.select(keep)
         extras["kept_tower"] = _kept_tower(trainer)
-        return run.finish(trainer.encoder, extras=extras)
+        return run.finish(trainer.encoder, plan, extras=extras)
 
 
 def _optimizer(name, schedule, in_batch):
@@ -175,15 +182,15 @@ def _optimizer(name, schedule, in_batch):
     return optimizers.get(name, learning_rate=schedule)
 
 
-def _tower_scores(trainer, run, scorer):
+def _tower_scores(trainer, run, plan, scorer):
     """Each tower's score after training: `scorer(tower)`, else STS Spearman on the dev pairs."""
     scores = {}
     for name, tower in trainer.candidates().items():
-        tower.pooling = run.pooling
+        tower.pooling = plan.pooling
         if scorer is not None:
             scores[name] = float(scorer(tower))
         else:
-            scores[name] = sts_spearman(tower, run.dev_pairs, pooling=run.pooling)
+            scores[name] = sts_spearman(tower, run.dev_pairs, pooling=plan.pooling)
     return scores
 
 

@@ -75,23 +75,25 @@ class MaskedLanguageModel(Method):
         stream = as_stream(data, tfds=True)
         if stream is None:
             sentences = load_corpus(data)
-            run.record_data(sentences=len(sentences))
+            n = len(sentences)
+            run.record_data(sentences=n)
         else:
-            run.record_data(sentences=stream.size, streamed=repr(stream))
+            n = stream.size
+            run.record_data(sentences=n, streamed=repr(stream))
         with run.scope():
             encoder = run.load_encoder()
-            run.pooling_for(encoder)
+            plan = run.resolve(encoder, examples=n)
             trainer = MLMTrainer(encoder, mask_rate=config.mask_rate, seed=run.seed or 0)
-            optimizer = adamw_linear_decay(run.learning_rate, run.steps, config.warmup_ratio,
+            optimizer = adamw_linear_decay(plan.learning_rate, plan.steps, config.warmup_ratio,
                                            config.weight_decay)
             optimizer.exclude_from_weight_decay(var_names=["bias", "gamma", "beta"])
         run.compile(trainer, optimizer)
         if stream is None:
-            make_dataset = run.batches(encoder, {"sentence": sentences})
+            make_dataset = run.batches(encoder, {"sentence": sentences}, plan)
         else:  # not an in-batch loss: a text twice in a batch is harmless
-            make_dataset = run.stream_batches(encoder, stream, ("sentence",))
-        run.fit(trainer, make_dataset)
-        return run.finish(trainer.encoder)
+            make_dataset = run.stream_batches(encoder, stream, ("sentence",), plan)
+        run.fit(trainer, make_dataset, plan)
+        return run.finish(trainer.encoder, plan)
 
 
 def fit_mlm(data, model="default", steps=500, batch_size=128, learning_rate=1e-4, max_length=64,

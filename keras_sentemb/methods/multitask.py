@@ -32,6 +32,7 @@ from keras_sentemb.pipelines.backup import TrainingBackup
 from keras_sentemb.pipelines.callbacks import DevSelection
 from keras_sentemb.pipelines.multitask_presets import THREE_GIVEN
 from keras_sentemb.pipelines.multitask_presets import pretrain_three_given
+from keras_sentemb.pipelines.plan import resolve_training_mlp
 from keras_sentemb.pipelines.schedules import adamw_linear_decay
 from keras_sentemb.trainers import optimizers
 from keras_sentemb.trainers.multitask import HEAD_SHARING
@@ -145,17 +146,14 @@ def _find_backup(callbacks):
     return None
 
 
-def _pretrain(run, encoder, mode, train, steps, learning_rate, temperature, nli_file,
+def _pretrain(run, plan, encoder, mode, train, steps, learning_rate, temperature, nli_file,
               data_dir, backup):
     """Contrastive pre-training of `encoder` with the `SimCSE` trainer (a stage of the run)."""
-
+    # No stage here restores the multitask stage's backup into the pre-trainer.
+    others = [cb for cb in run.callbacks if cb is not backup]
     if mode == THREE_GIVEN:  # many short stages: no backup of their own (restarts if interrupted)
-        user_callbacks = run.callbacks
-        run.callbacks = [cb for cb in user_callbacks if cb is not backup]
-        try:
-            return pretrain_three_given(run, encoder, train, steps, learning_rate, temperature)
-        finally:
-            run.callbacks = user_callbacks
+        return pretrain_three_given(run, plan, encoder, train, steps, learning_rate, temperature,
+                                    callbacks=others)
     triplets = None
     if mode == "nli":
         nli_file = nli_file or (Path(os.fspath(data_dir)).parent / "nli" / "snli_devtest_triplets.csv")
@@ -166,25 +164,16 @@ def _pretrain(run, encoder, mode, train, steps, learning_rate, temperature, nli_
                 mode, simcse_mode, len(next(iter(columns.values()))), steps)
     with run.scope():
         pretrainer = SimCSE(
-            encoder, mode=simcse_mode, temperature=temperature, pooling=run.pooling,
-            mlp=run.training_mlp("auto"),
+            encoder, mode=simcse_mode, temperature=temperature, pooling=plan.pooling,
+            mlp=resolve_training_mlp("auto", plan.pooling),
         )
     run.compile(pretrainer, adamw_linear_decay(learning_rate, steps))
     # The pre-training stage keeps its own backup (a sub-folder), so a run
-    # interrupted here resumes here, and the multitask stage's backup is
-    # never restored into the pre-trainer.
-    user_callbacks = run.callbacks
-    stage_callbacks = [cb for cb in user_callbacks if cb is not backup]
+    # interrupted here resumes here.
     if backup is not None:
-        stage_callbacks.append(TrainingBackup(
-            os.path.join(os.fspath(backup.backup_dir), "pretrain"),
-        ))
-    run.callbacks = stage_callbacks
-    try:
-        run.fit(pretrainer, run.batches(encoder, columns), steps=steps, dev_pairs=None,
-                stage="pretrain", keep_best=False)
-    finally:
-        run.callbacks = user_callbacks
+        others.append(TrainingBackup(os.path.join(os.fspath(backup.backup_dir), "pretrain")))
+    run.fit(pretrainer, run.batches(encoder, columns, plan), plan, steps=steps, dev_pairs=None,
+            stage="pretrain", keep_best=False, run_callbacks=others)
 
 
 @register_method("multitask")
@@ -256,7 +245,7 @@ class Multitask(Method):
                    "`.training_report` the encoder's report.")
 
     def train(self, run, data, config):
-        if run.steps is None:
+        if run.config.steps is None:
             raise ValueError("fit_multitask needs `steps` (a positive int). Received: None.")
         check_procedure(config.procedure, config.single_task)
         tasks_data = load_multitask_data(data, config.quora_dev_fraction, verbose=True)
@@ -270,14 +259,13 @@ class Multitask(Method):
         )
         with run.scope():
             encoder = run.load_encoder()
-            pooling = run.pooling_for(encoder)
+        plan = run.resolve(encoder)
         extras = {"procedure": config.procedure}
-        pretraining = self._pretraining(run, config, encoder, train, data)
+        pretraining = self._pretraining(run, plan, config, encoder, train, data)
         if pretraining is not None:
             extras["pretraining"] = pretraining
-        trainer, selection = self._multitask_stage(run, config, encoder, pooling, train,
-                                                   dev_sets, pretrained=isinstance(pretraining,
-                                                                                   dict))
+        trainer, selection = self._multitask_stage(run, plan, config, encoder, train, dev_sets,
+                                                   pretrained=isinstance(pretraining, dict))
         dev_metrics = None
         if isinstance(selection, MultitaskDevEvaluation) and selection.best_step is not None:
             dev_metrics = selection.metrics_at(selection.best_step)
@@ -288,7 +276,7 @@ class Multitask(Method):
         extras["dev_metrics"] = dev_metrics
         if config.dev_limit:
             extras["dev_limit"] = config.dev_limit
-        run.finish(trainer.encoder, extras=extras)
+        run.finish(trainer.encoder, plan, extras=extras)
         if run.output is not None:
             trainer.save_heads(run.output)
         trainer.dev_metrics = dev_metrics
@@ -296,11 +284,11 @@ class Multitask(Method):
         return trainer
 
     @staticmethod
-    def _pretraining(run, config, encoder, train, data):
+    def _pretraining(run, plan, config, encoder, train, data):
         """Runs the pre-training stage; returns what the report says of it (None: none)."""
         pretrain_steps = config.pretrain_steps
         if pretrain_steps is None and config.pretrain != THREE_GIVEN:
-            pretrain_steps = run.steps  # the "3 Given" schedule counts in epochs
+            pretrain_steps = plan.steps  # the "3 Given" schedule counts in epochs
         if config.pretrain == "none" or pretrain_steps == 0:
             return None
         backup = _find_backup(run.callbacks)
@@ -308,27 +296,27 @@ class Multitask(Method):
             # The multitask stage resumes: its backup holds every weight.
             logger.info("multitask: resuming the multitask stage; pre-training is not repeated")
             return "done before the interruption (weights restored from the backup)"
-        done = _pretrain(run, encoder, config.pretrain, train, pretrain_steps,
+        done = _pretrain(run, plan, encoder, config.pretrain, train, pretrain_steps,
                          config.pretrain_learning_rate, config.pretrain_temperature,
                          config.nli_file, data, backup)
         return {"mode": config.pretrain, "steps": pretrain_steps, **(done or {})}
 
     @staticmethod
-    def _multitask_stage(run, config, encoder, pooling, train, dev_sets, pretrained):
+    def _multitask_stage(run, plan, config, encoder, train, dev_sets, pretrained):
         """Trains the heads (and the encoder) for `steps`; returns `(trainer, selection)`."""
         with run.scope():
             trainer = MultitaskModel(
                 encoder, head_sharing=config.head_sharing, hidden_dim=config.hidden_dim,
-                dropout=config.dropout, pooling=pooling, pcgrad=config.procedure == "pcgrad",
+                dropout=config.dropout, pooling=plan.pooling, pcgrad=config.procedure == "pcgrad",
                 fusion=config.fusion, seed=run.seed or 0, head_style=config.head_style,
             )
             run.compile(
                 trainer,
-                optimizers.AdamW(run.learning_rate, weight_decay=WEIGHT_DECAY,
+                optimizers.AdamW(plan.learning_rate, weight_decay=WEIGHT_DECAY,
                                  name="encoder_adamw"),
                 head_optimizer=optimizers.AdamW(config.head_learning_rate,
                                                 weight_decay=WEIGHT_DECAY),
-                fusion_optimizer=optimizers.AdamW(run.learning_rate, weight_decay=WEIGHT_DECAY),
+                fusion_optimizer=optimizers.AdamW(plan.learning_rate, weight_decay=WEIGHT_DECAY),
             )
 
         def make_dataset(start_step):
@@ -336,12 +324,12 @@ class Multitask(Method):
                 train, config.procedure, run.batch_size, seed=run.seed or 0,
                 start_step=start_step, single_task=config.single_task,
             )
-            return tokenize_multitask(encoder, ds, run.max_length)
+            return tokenize_multitask(encoder, ds, plan.max_length)
 
         selection = None
         if run.dev == MULTITASK_DEV:
             selection = MultitaskDevEvaluation(dev_sets, limit=config.dev_limit)
-        run.fit(trainer, make_dataset, selection=selection,
+        run.fit(trainer, make_dataset, plan, selection=selection,
                 stage="multitask" if pretrained else None)
         return trainer, selection
 

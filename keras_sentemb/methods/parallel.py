@@ -27,6 +27,7 @@ from keras_sentemb.models.vocabulary import can_extend
 from keras_sentemb.models.vocabulary import extend_vocabulary as grow_vocabulary
 from keras_sentemb.models.vocabulary import unknown_token_share
 from keras_sentemb.pipelines.callbacks import DevSelection
+from keras_sentemb.pipelines.plan import RunPlan
 from keras_sentemb.pipelines.schedules import warmup_cosine_decay
 from keras_sentemb.trainers.parallel import MODES
 from keras_sentemb.trainers.parallel import ParallelContrastive
@@ -132,7 +133,7 @@ class _Setup:
     """What the training step and the evaluations need, built in the run's scope."""
 
     trainer: ParallelContrastive
-    pooling: str
+    plan: RunPlan
     source_init: SentenceEncoder  # the untrained source side (dual-mode reference)
     vocabulary: dict
     kept_head: typing.Optional[int]
@@ -218,13 +219,14 @@ class Parallel(Method):
         split = self._split_pairs(run, data, config)
         with run.scope():
             setup = self._setup(run, config, split)
-        run.compile(setup.trainer, self._optimizer(run, config))
-        trainer, pooling, heldout = setup.trainer, setup.pooling, split.test
+        plan = setup.plan
+        run.compile(setup.trainer, self._optimizer(run, plan, config))
+        trainer, pooling, heldout = setup.trainer, plan.pooling, split.test
 
         def retrieval(student_encoder, teacher_encoder=None):
             return evaluate_bitext_retrieval(
                 teacher_encoder or trainer.teacher, student_encoder, heldout,
-                max_length=run.max_length, target_pooling=pooling,
+                max_length=plan.max_length, target_pooling=pooling,
             )
 
         extras = {"mode": config.mode, "vocabulary": setup.vocabulary}
@@ -233,21 +235,21 @@ class Parallel(Method):
         if heldout:
             extras["retrieval_before"] = retrieval(trainer.student)
             logger.info("held-out retrieval before: %s", extras["retrieval_before"])
-        selection, tracker = self._callbacks(run, config, split, pooling)
+        selection, tracker = self._callbacks(run, plan, config, split)
         if split.stream is None:
             make_dataset = run.batches(
                 trainer.student,
                 {"source": [a for a, _ in split.train], "target": [b for _, b in split.train]},
-                encoders={"source": trainer.teacher},
+                plan, encoders={"source": trainer.teacher},
             )
         else:  # the whole stream but the held-out (test and dev) pairs' sentences
             held = split.test + split.dev
             make_dataset = run.stream_batches(
-                trainer.student, split.stream, PAIR_COLUMNS, no_duplicates=True,
+                trainer.student, split.stream, PAIR_COLUMNS, plan, no_duplicates=True,
                 encoders={"source": trainer.teacher},
                 exclude={"source": [a for a, _ in held], "target": [b for _, b in held]},
             )
-        run.fit(trainer, make_dataset, selection=selection,
+        run.fit(trainer, make_dataset, plan, selection=selection,
                 dev_pairs=None if run.dev == RETRIEVAL_DEV else "run",
                 callbacks=[tracker] if tracker else ())
         encoder = trainer.student
@@ -257,7 +259,7 @@ class Parallel(Method):
                 extras["retrieval_after_initial_teacher"] = retrieval(encoder, setup.source_init)
             logger.info("held-out retrieval after: %s", extras["retrieval_after"])
         extras["final_temperature"] = float(1.0 / trainer.logit_scale().numpy())
-        return self._finish(run, config, encoder, extras, tracker)
+        return self._finish(run, plan, config, encoder, extras, tracker)
 
     # ------------------------------------------------------------------ data
     @staticmethod
@@ -316,9 +318,9 @@ class Parallel(Method):
         elif mode == "dual":
             teacher = teacher.clone(name="teacher")
             set_trainable(teacher, True)
-        pooling = run.pooling_for(start)
+        plan = run.resolve(start, examples=None if split.stream is not None else len(split.train),
+                           mlp=config.mlp)
         kept_head = None
-        training_mlp = run.training_mlp(config.mlp)
         if (mode == "frozen_teacher" and student.projection is None
                 and student.output_dim != teacher.output_dim):
             # Without a kept head the student could not be compared with its teacher.
@@ -326,15 +328,16 @@ class Parallel(Method):
                         "space", student.output_dim, teacher.output_dim)
             student = with_projection_head(student, units=teacher.output_dim,
                                            initializer="identity")
-            training_mlp = run.report.resolved["mlp"] = "none"
+            plan = dataclasses.replace(plan, mlp="none")
+            run.report.resolved["mlp"] = plan.mlp
             kept_head = teacher.output_dim
         trainer = ParallelContrastive(
             student, teacher, mode=mode, queue_size=config.queue_size,
             temperature=config.temperature, init_temperature=config.init_temperature,
-            max_logit_scale=config.max_logit_scale, pooling=pooling, mlp=training_mlp,
+            max_logit_scale=config.max_logit_scale, pooling=plan.pooling, mlp=plan.mlp,
             mini_batch_size=run.mini_batch_size,
         )
-        return _Setup(trainer=trainer, pooling=pooling, source_init=source_init,
+        return _Setup(trainer=trainer, plan=plan, source_init=source_init,
                       vocabulary=vocabulary, kept_head=kept_head)
 
     @staticmethod
@@ -386,11 +389,11 @@ class Parallel(Method):
 
     # -------------------------------------------------------------- training
     @staticmethod
-    def _optimizer(run, config):
+    def _optimizer(run, plan, config):
         """AdamW (no decay of biases and LayerNorm) on a warmup-cosine schedule."""
         with run.scope():
             optimizer = TorchAdamW(
-                learning_rate=warmup_cosine_decay(run.learning_rate, run.steps,
+                learning_rate=warmup_cosine_decay(plan.learning_rate, plan.steps,
                                                   config.warmup_ratio),
                 weight_decay=config.weight_decay,
             )
@@ -398,24 +401,24 @@ class Parallel(Method):
         return optimizer
 
     @staticmethod
-    def _callbacks(run, config, split, pooling):
+    def _callbacks(run, plan, config, split):
         """`(selection, tracker)`: retrieval dev selection and alignment tracking, or None."""
         selection = None
         if split.dev:
             selection = RetrievalDevEvaluation(
-                split.dev, pooling=pooling, max_length=run.max_length,
+                split.dev, pooling=plan.pooling, max_length=plan.max_length,
                 restore_best=config.mode != "dual",
             )
         tracker = None
         if config.track_alignment and split.test:
             tracker = AlignmentUniformityTracker(
-                split.test[:500], every=config.track_every or max(1, run.steps // 10),
-                target_pooling=pooling, max_length=run.max_length,
+                split.test[:500], every=config.track_every or max(1, plan.steps // 10),
+                target_pooling=plan.pooling, max_length=plan.max_length,
             )
         return selection, tracker
 
     @staticmethod
-    def _finish(run, config, encoder, extras, tracker):
+    def _finish(run, plan, config, encoder, extras, tracker):
         """Saves the student (and its report), then draws the alignment/uniformity plot."""
         if tracker is not None:
             extras["alignment_uniformity"] = tracker.history
@@ -423,7 +426,7 @@ class Parallel(Method):
                                if run.output else None)
         if tracker is not None and plot:
             extras["plot"] = plot  # before `finish`, so the saved report names it too
-        encoder = run.finish(encoder, extras=extras)
+        encoder = run.finish(encoder, plan, extras=extras)
         if tracker is not None and plot:  # after the save, which writes a new folder
             os.makedirs(os.path.dirname(os.path.abspath(plot)), exist_ok=True)
             tracker.plot(plot)

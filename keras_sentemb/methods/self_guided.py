@@ -19,6 +19,8 @@ from keras_sentemb.trainers.self_guided import VIEW_POOLINGS
 from keras_sentemb.trainers.self_guided import SelfGuided as SelfGuidedTrainer
 
 PAPER = "Kim et al. 2021"
+# SG's "auto" pooling is [CLS] whatever the model declares.
+SG_POOLING_REASON = f"SG trains the [CLS] vector ({PAPER}, section 3)"
 
 
 def _fraction(name):
@@ -131,43 +133,30 @@ class SelfGuided(Method):
                 columns = {"sentence": load_corpus(data)}
             n = len(columns["sentence"])
             run.record_data(sentences=n, mode=config.mode)
-        run.set_steps(n, config.epochs)
         with run.scope():
             encoder = run.load_encoder()
+            plan = run.resolve(encoder, examples=n, epochs=config.epochs,
+                               paper_pooling_only=SG_POOLING_REASON)
             trainer = SelfGuidedTrainer(
                 encoder, loss=config.loss, temperature=config.temperature,
                 view_pooling=config.view_pooling, min_layer=config.min_layer,
                 max_layer=config.max_layer,
                 projection_dim=config.projection_dim if config.projection else None,
                 reg_weight=config.reg_weight, freeze_embeddings=config.freeze_embeddings,
-                seed=run.seed, pooling=_method_pooling(run, encoder),
+                seed=run.seed, pooling=plan.pooling,
             )
             optimizer = adamw_linear_decay(
-                run.learning_rate, run.steps, config.warmup_ratio, config.weight_decay,
+                plan.learning_rate, plan.steps, config.warmup_ratio, config.weight_decay,
                 beta_1=0.9, beta_2=0.9, global_clipnorm=run.max_grad_norm,
             )
             optimizer.exclude_from_weight_decay(var_names=["bias", "gamma", "beta"])
         run.compile(trainer, optimizer)
         if stream is None:
-            make_dataset = run.batches(encoder, columns)
+            make_dataset = run.batches(encoder, columns, plan)
         else:
-            make_dataset = run.stream_batches(encoder, stream, names, no_duplicates=True)
-        run.fit(trainer, make_dataset, patience=config.patience)
-        return run.finish(trainer.encoder)
-
-
-def _method_pooling(run, encoder):
-    """SG trains the [CLS] vector: `"auto"` is [CLS] whatever the model declares."""
-    if run.requested_pooling != "auto":
-        return run.pooling_for(encoder)
-    run.requested_pooling = "cls"
-    pooling = run.pooling_for(encoder)
-    declared = encoder.declared_pooling
-    reason = "auto: SG trains the [CLS] vector (Kim et al. 2021, section 3)"
-    if declared is not None and declared != pooling:
-        reason += f"; the model's own {declared} pooling is not used"
-    run.pooling_reason = run.report.pooling_reason = reason
-    return pooling
+            make_dataset = run.stream_batches(encoder, stream, names, plan, no_duplicates=True)
+        run.fit(trainer, make_dataset, plan, patience=config.patience)
+        return run.finish(trainer.encoder, plan)
 
 
 def fit_self_guided(data, model="default", steps=None, batch_size=16, learning_rate=5e-5,

@@ -125,29 +125,26 @@ class SimCSE(Method):
         else:
             columns, extra, n = supervised_columns(data, config.mode)
             run.record_data(examples=n, mode=config.mode)
-        run.set_steps(n)
         with run.scope():
             encoder = run.load_encoder()
-            pooling = run.pooling_for(encoder)
-            mlp = config.mlp
-            if mlp == "keep":  # the head is part of the encoder; the trainer adds none
-                if encoder.projection is None:
-                    encoder = with_projection_head(encoder, seed=run.seed)
-                run.report.resolved["mlp"] = "keep"
+            plan = run.resolve(encoder, examples=n, mlp=config.mlp)
+            if plan.mlp == "keep" and encoder.projection is None:
+                # The head is part of the encoder; the trainer adds none.
+                encoder = with_projection_head(encoder, seed=run.seed)
             trainer = SimCSETrainer(
-                encoder, mode=config.mode, temperature=config.temperature, pooling=pooling,
-                mlp="none" if mlp == "keep" else run.training_mlp(mlp),
+                encoder, mode=config.mode, temperature=config.temperature, pooling=plan.pooling,
+                mlp="none" if plan.mlp == "keep" else plan.mlp,
                 hard_negative_weight=config.hard_negative_weight,
                 negative_weight=config.negative_weight, negative_margin=config.negative_margin,
                 mini_batch_size=run.mini_batch_size,
             )
-        run.compile(trainer, adamw_linear_decay(run.learning_rate, run.steps))
+        run.compile(trainer, adamw_linear_decay(plan.learning_rate, plan.steps))
         if stream is not None:
-            make_dataset = run.stream_batches(encoder, stream, names, no_duplicates=True)
+            make_dataset = run.stream_batches(encoder, stream, names, plan, no_duplicates=True)
         else:
-            make_dataset = run.batches(encoder, columns, extra=extra)
-        run.fit(trainer, make_dataset)
-        return run.finish(trainer.encoder)
+            make_dataset = run.batches(encoder, columns, plan, extra=extra)
+        run.fit(trainer, make_dataset, plan)
+        return run.finish(trainer.encoder, plan)
 
 
 def fit_simcse(data, model="default", steps=None, batch_size=64, learning_rate=3e-5,

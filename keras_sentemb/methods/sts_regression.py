@@ -184,15 +184,15 @@ class STSRegression(Method):
     def train(self, run, data, config):
         pairs = resolve_train_pairs(data)
         run.record_data(pairs=len(pairs))
-        run.set_steps(len(pairs), config.epochs)
         with run.scope():
             encoder = run.load_encoder()
-            pooling = run.pooling_for(encoder)
+            plan = run.resolve(encoder, examples=len(pairs), epochs=config.epochs)
+            pooling = plan.pooling
             lower = 0.0
             if config.labels == "model_specific":
                 info = model_specific_lower_bound(
                     encoder, pairs, config.num_buckets, STS_SCORE_RANGE,
-                    max_length=run.max_length, pooling=pooling,
+                    max_length=plan.max_length, pooling=pooling,
                 )
                 lower = info["lower_bound"]
                 logger.info(
@@ -201,15 +201,15 @@ class STSRegression(Method):
                 )
             targets = map_scores([p[2] for p in pairs], lower, STS_SCORE_RANGE)
             trainer = STSRegressionTrainer(encoder, pooling=pooling)
-        run.compile(trainer, adamw_linear_decay(run.learning_rate, run.steps, config.warmup_ratio,
-                                                config.weight_decay))
+        run.compile(trainer, adamw_linear_decay(plan.learning_rate, plan.steps,
+                                                config.warmup_ratio, config.weight_decay))
         logger.info(
             "STS regression (%s labels in [%.4f, 1]): %d pairs, %d steps",
-            config.labels, lower, len(pairs), run.steps,
+            config.labels, lower, len(pairs), plan.steps,
         )
         columns = {"sentence1": [p[0] for p in pairs], "sentence2": [p[1] for p in pairs]}
-        run.fit(trainer, run.batches(encoder, columns, extra={"label": targets}))
-        return run.finish(trainer.encoder, extras={"label_lower_bound": float(lower)})
+        run.fit(trainer, run.batches(encoder, columns, plan, extra={"label": targets}), plan)
+        return run.finish(trainer.encoder, plan, extras={"label_lower_bound": float(lower)})
 
 
 def fit_sts_regression(data, model="default", steps=None, batch_size=16, learning_rate=2e-5,

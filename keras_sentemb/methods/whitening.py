@@ -125,34 +125,37 @@ class Whitening(Method):
                 "model and pooling).")
 
     def train(self, run, data, config):
-        if run.learning_rate is not None:
+        if run.config.learning_rate is not None:
             raise ValueError(
                 "fit_whitening trains nothing and takes no learning rate; received "
-                f"{run.learning_rate!r}."
+                f"{run.config.learning_rate!r}."
             )
         dims = parse_dims(config.dim)
         if len(dims) > 1 and run.dev_pairs is None:
             raise ValueError(f"Choosing `dim` among {dims} needs a dev set; `dev` is None.")
-        source = FittingData(data, None if run.steps is None else run.steps * run.batch_size)
+        steps = run.config.steps
+        source = FittingData(data, None if steps is None else steps * run.batch_size)
         run.record_data(**source.describe())
-        run.report.resolved["steps"] = math.ceil(source.count / run.batch_size)
         with run.scope():
-            encoder, pooling = load_frozen_encoder(run)
-        vectors = source.vectors(run, encoder, run.batch_size, run.verbose)
-        candidates = {d: WhiteningLayer.from_vectors(vectors, d, pooling=pooling) for d in dims}
+            encoder, plan = load_frozen_encoder(run, examples=source.count)
+        # Whitening reads each vector batch once, the last one partial.
+        run.report.resolved["steps"] = math.ceil(source.count / run.batch_size)
+        vectors = source.vectors(run, plan, encoder, run.batch_size, run.verbose)
+        candidates = {d: WhiteningLayer.from_vectors(vectors, d, pooling=plan.pooling)
+                      for d in dims}
         extras = {"fitted_on": {"vectors": len(vectors), "input_dim": int(vectors.shape[1])}}
         kept = dims[0]
         if run.dev_pairs is not None:
-            kept = _select_on_dev(run, encoder, candidates, extras)
+            kept = _select_on_dev(run, plan, encoder, candidates, extras)
         run.report.resolved["dim"] = candidates[kept].output_dim
         encoder.postprocess = candidates[kept]
-        return run.finish(encoder, extras=extras)
+        return run.finish(encoder, plan, extras=extras)
 
 
-def _select_on_dev(run, encoder, candidates, extras):
+def _select_on_dev(run, plan, encoder, candidates, extras):
     """The candidate size with the best dev Spearman; records every candidate's score."""
     dims = list(candidates)
-    dev_set = DevVectors(run, encoder, run.batch_size)
+    dev_set = DevVectors(run, plan, encoder, run.batch_size)
     scores = {d: dev_set.spearman(layer) for d, layer in candidates.items()}
     kept = max(dims, key=lambda d: scores[d])
     before = dev_set.spearman()

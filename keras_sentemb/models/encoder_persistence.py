@@ -48,6 +48,7 @@ class EncoderPersistence:
                     None if self.postprocess is None
                     else keras.saving.serialize_keras_object(self.postprocess)
                 ),
+                "kernels": self.kernels.to_config(),
             }
         )
         return config
@@ -74,6 +75,8 @@ class EncoderPersistence:
     def sentemb_config(self):
         """The settings written to `sentemb_config.json` by `save`."""
         config = {"format_version": FORMAT_VERSION, **self._encoding_settings()}
+        if not self.kernels.is_auto:  # older readers never see the key for the default
+            config["kernels"] = self.kernels.to_config()
         if self.postprocess is not None:
             config["format_version"] = POSTPROCESS_FORMAT_VERSION
             config["postprocess"] = keras.saving.serialize_keras_object(self.postprocess)
@@ -130,6 +133,7 @@ class EncoderPersistence:
         max_length=None,
         dtype=None,
         num_layers=None,
+        kernels=None,
         **kwargs,
     ):
         """Load an encoder from `"default"`, a folder, or a keras-hub preset.
@@ -152,6 +156,9 @@ class EncoderPersistence:
             num_layers: int or None. Keep only the first `num_layers`
                 Transformer layers (a smaller, faster encoder; see
                 `truncate_backbone`). Defaults to all.
+            kernels: a `KernelPolicy`, `"auto"`, `"fused"`, `"plain"` or a
+                dict op -> choice (see `SentenceEncoder`). Overrides the
+                stored policy. Defaults to the stored one, else `"auto"`.
 
         Returns:
             A `SentenceEncoder`.
@@ -166,6 +173,7 @@ class EncoderPersistence:
             ("pooling", pooling),
             ("normalize", normalize),
             ("max_length", max_length),
+            ("kernels", kernels),
         ):
             if value is not None:
                 settings[name] = value
@@ -211,6 +219,7 @@ class EncoderPersistence:
             projection_dim=self.projection_dim,
             projection_activation=self.projection_activation,
             text_normalization=self.text_normalization,
+            kernels=self.kernels,
             name=name or f"{self.name}_copy",
         )
         if self.projection is not None:

@@ -34,17 +34,15 @@ draw the same masks as before.
 without a `noise_shape`; `KERAS_SENTEMB_PLAIN_DROPOUT=1` keeps Keras' own.
 """
 
-import os
-
 import keras
 import tensorflow as tf
 
+from keras_sentemb.models import kernels
 from keras_sentemb.models.bfloat16_bits import narrow, widen
-from keras_sentemb.models.fused_gelu import use_plain_kernels
 from keras_sentemb.models.layer_calls import is_patched
 from keras_sentemb.models.layer_calls import patch_calls
 
-# Set to "1" to keep Keras' dropout everywhere.
+# Set to "1" to keep Keras' dropout everywhere (`kernels.ENVIRONMENT`).
 DISABLE_ENV = "KERAS_SENTEMB_PLAIN_DROPOUT"
 
 _LEVELS = 1 << 16
@@ -92,7 +90,7 @@ def dropout(x, rate, seed):
     """
     threshold = drop_threshold(rate)
     scale = _LEVELS / (_LEVELS - threshold)
-    if use_plain_kernels() or x.dtype not in (tf.float32, tf.bfloat16):
+    if not kernels.xla_allowed() or x.dtype not in (tf.float32, tf.bfloat16):
         keep = random_uint16(tf.shape(x), seed) >= tf.constant(threshold, tf.uint16)
         return _masked(x, keep, scale)
     size = tf.size(x)
@@ -144,18 +142,22 @@ def _masked_by_words(x, words, threshold, scale):
 
 def _fast_call(self, inputs, training=False):
     if (training and 0 < self.rate < 1 and self.noise_shape is None
-            and os.environ.get(DISABLE_ENV, "") != "1"):
+            and kernels.decide("dropout", kernels.policy_of(self))):
         return dropout(inputs, self.rate, self.seed_generator.next())
     return type(self).call(self, inputs, training=training)
 
 
-def install_fast_dropout(model):
+def install_fast_dropout(model, policy=None):
     """Make every `keras.layers.Dropout` inside `model` use `dropout`; returns how many.
 
     Patches the layer objects (their class and config are unchanged, so
-    saving and cloning are unaffected). Idempotent.
+    saving and cloning are unaffected); whether a traced graph takes the
+    16-bit masks is decided then by `policy` (default "auto", see `kernels`).
+    Idempotent (installing again binds the new policy).
     """
-    return patch_calls(model, lambda layer: isinstance(layer, keras.layers.Dropout), _fast_call)
+    policy = kernels.KernelPolicy.of(policy)
+    return patch_calls(model, lambda layer: isinstance(layer, keras.layers.Dropout), _fast_call,
+                       policy)
 
 
 def _is_fast(layer):

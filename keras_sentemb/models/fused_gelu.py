@@ -42,53 +42,39 @@ that exported graphs contain no XLA-compiled calls (TF Serving builds need
 not have XLA). `KERAS_SENTEMB_PLAIN_GELU=1` does the same everywhere.
 """
 
-import contextlib
 import math
-import os
-import threading
 import types
 
 import keras
 import tensorflow as tf
 
 from keras_sentemb import compat
+from keras_sentemb.models import kernels
 from keras_sentemb.models.bfloat16_bits import narrow, widen
-from keras_sentemb.models.forward_only import is_forward_only
 
 _SQRT_2_OVER_PI = math.sqrt(2.0 / math.pi)
 _CUBIC = 0.044715
 _INV_SQRT_2 = 1.0 / math.sqrt(2.0)
 _INV_SQRT_2PI = 1.0 / math.sqrt(2.0 * math.pi)
 
-# Set to "1" to run keras-hub's own GELU everywhere (e.g. where XLA is missing).
+# Set to "1" to run keras-hub's own GELU, and no XLA-compiled kernel, everywhere
+# (e.g. where XLA is missing; `kernels.ENVIRONMENT`).
 DISABLE_ENV = "KERAS_SENTEMB_PLAIN_GELU"
-
-_state = threading.local()
-
-
-@contextlib.contextmanager
-def _flag(name):
-    """Sets a thread-local flag of this module for the duration of a block."""
-    previous = getattr(_state, name, False)
-    setattr(_state, name, True)
-    try:
-        yield
-    finally:
-        setattr(_state, name, previous)
 
 
 def plain_gelu():
-    """Within this context, `FusedGelu` calls the original GELU ops.
+    """Within this context, graphs use no XLA-compiled kernel (`kernels.plain_ops()`).
 
     For graphs that must not contain XLA-compiled functions (SavedModel
-    export) and for comparisons.
+    export) and for comparisons. The name is kept from when it switched the
+    GELU only.
     """
-    return _flag("plain")
+    return kernels.plain_ops()
 
 
 def use_plain_kernels():
-    """Whether XLA-compiled kernels are off here (`plain_gelu()` or the environment)."""
-    return getattr(_state, "plain", False) or os.environ.get(DISABLE_ENV, "") == "1"
+    """Whether XLA-compiled kernels are off here (`plain_ops()` or the environment)."""
+    return not kernels.xla_allowed()
 
 
 def _wide(x):
@@ -197,29 +183,38 @@ fused_gelu_exact.__doc__ = "GELU, exact (erf) form, fused (see the module docstr
 
 
 class FusedGelu:
-    """A feed-forward activation: fused GELU, or `original` in `plain_gelu()`.
+    """A feed-forward activation: fused GELU where the kernel policy says so, else `original`.
 
     Args:
-        original: the layer's own activation function (kept for
-            `plain_gelu()` and for `unfuse_gelu`).
+        original: the layer's own activation function (kept for plain graphs
+            and for `unfuse_gelu`).
         approximate: bool. Whether `original` is the tanh approximation.
+        policy: a `kernels.KernelPolicy` (or what `KernelPolicy.of` takes).
+            Its `gelu` (graphs with gradients) or `gelu_encode` (forward-only
+            graphs) decides, through `kernels.decide`. Defaults to "auto".
     """
 
-    def __init__(self, original, approximate):
+    def __init__(self, original, approximate, policy=None):
         self.original = original
         self.approximate = bool(approximate)
+        self.policy = kernels.KernelPolicy.of(policy)
         self._fused = fused_gelu_approximate if approximate else fused_gelu_exact
         self.__name__ = f"fused_{getattr(original, '__name__', 'gelu')}"
 
     def __call__(self, x):
-        if (use_plain_kernels() or not isinstance(x, (tf.Tensor, tf.Variable))
-                or not x.dtype.is_floating):
+        if (not isinstance(x, (tf.Tensor, tf.Variable)) or not x.dtype.is_floating
+                or not kernels.decide(_gelu_op(), self.policy)):
             return self.original(x)
         return self._fused(x)
 
     def __repr__(self):
         kind = "tanh approximation" if self.approximate else "exact"
         return f"FusedGelu({kind})"
+
+
+def _gelu_op():
+    """The policy op of a GELU traced now: `gelu_encode` in forward-only graphs, else `gelu`."""
+    return "gelu_encode" if kernels.is_forward_only() else "gelu"
 
 
 def _gelu_kind(activation):
@@ -247,8 +242,8 @@ def _dense_call(self, inputs, training=None):
             and getattr(self, "quantization_mode", None) is None
             and not getattr(self, "lora_enabled", False)
             and isinstance(inputs, tf.Tensor) and inputs.dtype.is_floating
-            and not use_plain_kernels()):
-        if not is_forward_only():
+            and kernels.decide(_gelu_op(), self.activation.policy)):
+        if not kernels.is_forward_only():
             return _matmul_then_bias_gelu(self, inputs)
         if inputs.dtype in (tf.bfloat16, tf.float16):
             return _matmul_bias_gelu(self, inputs)
@@ -283,22 +278,27 @@ def _on_rows(dense, inputs, bias_and_activation):
 
 def _feedforward_denses(transformer_layers):
     for layer in transformer_layers:
-        dense = getattr(layer, "_feedforward_intermediate_dense", None)
+        dense = compat.feedforward_intermediate(layer)
         if dense is not None:
             yield dense
 
 
-def fuse_gelu(transformer_layers):
+def fuse_gelu(transformer_layers, policy=None):
     """Install `FusedGelu` on the layers' feed-forward activations; returns how many.
 
     Only keras-hub's GELU (tanh approximation) and Keras' exact GELU are
-    replaced; any other activation is left alone. Idempotent.
+    replaced; any other activation is left alone. Which form runs is decided
+    while a graph is traced, by `policy` (default "auto"). Idempotent
+    (installing again binds the new policy).
     """
+    policy = kernels.KernelPolicy.of(policy)
     count = 0
     for dense in _feedforward_denses(transformer_layers):
+        if isinstance(dense.activation, FusedGelu):
+            dense.activation.policy = policy
         kind = _gelu_kind(dense.activation)
         if kind is not None:
-            dense.activation = FusedGelu(dense.activation, approximate=kind)
+            dense.activation = FusedGelu(dense.activation, approximate=kind, policy=policy)
             dense.call = types.MethodType(_dense_call, dense)
             count += 1
     return count

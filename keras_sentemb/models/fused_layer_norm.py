@@ -25,18 +25,15 @@ graphs) and `KERAS_SENTEMB_PLAIN_LAYER_NORM=1`. Installed by
 axis, scale and offset, no RMS scaling).
 """
 
-import os
-
 import keras
 import tensorflow as tf
 
 from keras_sentemb import compat
+from keras_sentemb.models import kernels
 from keras_sentemb.models.bfloat16_bits import narrow, widen
-from keras_sentemb.models.forward_only import is_forward_only
-from keras_sentemb.models.fused_gelu import use_plain_kernels
 from keras_sentemb.models.layer_calls import is_patched, patch_calls
 
-# Set to "1" to keep Keras' layer normalisation everywhere.
+# Set to "1" to keep Keras' layer normalisation everywhere (`kernels.ENVIRONMENT`).
 DISABLE_ENV = "KERAS_SENTEMB_PLAIN_LAYER_NORM"
 
 # Rows per partial sum of the scale / offset gradients (`block_sums`).
@@ -124,21 +121,24 @@ def _last_axis(layer, inputs):
 
 def _fused_call(self, inputs):
     if (isinstance(inputs, tf.Tensor) and inputs.dtype in _DTYPES and _last_axis(self, inputs)
-            and inputs.shape[-1] is not None and not is_forward_only() and not use_plain_kernels()
-            and os.environ.get(DISABLE_ENV, "") != "1"):
+            and inputs.shape[-1] is not None
+            and kernels.decide("layer_norm", kernels.policy_of(self))):
         with compat.no_autocast():
             gamma, beta = tf.convert_to_tensor(self.gamma), tf.convert_to_tensor(self.beta)
         return layer_norm(inputs, gamma, beta, self.epsilon, dtype=self.compute_dtype)
     return type(self).call(self, inputs)
 
 
-def install_fused_layer_norm(model):
+def install_fused_layer_norm(model, policy=None):
     """Make every plain `keras.layers.LayerNormalization` of `model` use `layer_norm`.
 
     Patches the layer objects (class and config unchanged, so saving and
-    cloning are unaffected). Idempotent. Returns how many were patched.
+    cloning are unaffected); whether a traced graph takes the kernel is
+    decided then by `policy` (default "auto", see `kernels`). Idempotent
+    (installing again binds the new policy). Returns how many were patched.
     """
-    return patch_calls(model, _fusable, _fused_call)
+    policy = kernels.KernelPolicy.of(policy)
+    return patch_calls(model, _fusable, _fused_call, policy)
 
 
 def is_fused(layer):

@@ -41,16 +41,16 @@ keras-hub's layer everywhere.
 """
 
 import math
-import os
 import types
 
 import keras
 import keras_hub
 import tensorflow as tf
 
-from keras_sentemb.models.forward_only import is_forward_only
+from keras_sentemb import compat
+from keras_sentemb.models import kernels
 
-# Set to "1" to run keras-hub's Transformer layer everywhere.
+# Set to "1" to run keras-hub's Transformer layer everywhere (`kernels.ENVIRONMENT`).
 DISABLE_ENV = "KERAS_SENTEMB_PLAIN_TRANSFORMER"
 
 _HALF = (tf.bfloat16, tf.float16)
@@ -67,27 +67,32 @@ def supports(layer):
     """Whether `fused_call` computes what `layer` (a keras-hub TransformerEncoder) does."""
     if not isinstance(layer, keras_hub.layers.TransformerEncoder):
         return False
-    attention = getattr(layer, "_self_attention_layer", None)
+    try:
+        parts = compat.transformer_parts(layer)
+    except AttributeError:
+        return False
+    attention = parts.attention
     if type(attention) is not keras.layers.MultiHeadAttention:
         return False
-    output_dense = getattr(layer, "_feedforward_output_dense", None)
-    return (not getattr(attention, "_use_gate", False)
-            and getattr(attention, "_sliding_window", None) is None
-            and tuple(getattr(attention, "_attention_axes", None) or (1,)) == (1,)
-            and getattr(attention, "_output_shape", None) is None
-            and getattr(attention, "_key_dim", None) is not None
-            and getattr(attention, "_key_dim", None) == getattr(attention, "_value_dim", None)
-            and all(_plain(getattr(attention, name, None), keras.layers.EinsumDense) for name in
-                    ("_query_dense", "_key_dense", "_value_dense", "_output_dense"))
-            and _plain(output_dense, keras.layers.Dense)
-            and keras.activations.get(output_dense.activation) is keras.activations.linear)
+    options = compat.attention_options(attention)
+    return (not options["use_gate"]
+            and options["sliding_window"] is None
+            and tuple(attention.attention_axes or (1,)) == (1,)
+            and options["output_shape"] is None
+            and attention.key_dim is not None
+            and attention.key_dim == attention.value_dim
+            and all(_plain(dense, keras.layers.EinsumDense) for dense in
+                    (attention.query_dense, attention.key_dense, attention.value_dense,
+                     attention.output_dense))
+            and _plain(parts.output, keras.layers.Dense)
+            and keras.activations.get(parts.output.activation) is keras.activations.linear)
 
 
-def _use_fused(inputs, padding_mask, training, return_attention_scores):
-    return (is_forward_only() and os.environ.get(DISABLE_ENV, "") != "1"
-            and not training and not return_attention_scores and padding_mask is not None
+def _use_fused(layer, inputs, padding_mask, training, return_attention_scores):
+    return (not training and not return_attention_scores and padding_mask is not None
             and isinstance(inputs, tf.Tensor) and inputs.dtype in _HALF
-            and inputs.shape.rank == 3 and inputs.shape[-1] is not None)
+            and inputs.shape.rank == 3 and inputs.shape[-1] is not None
+            and kernels.decide("transformer", kernels.policy_of(layer)))
 
 
 def _mask_bias(padding_mask, attention_mask, dtype):
@@ -102,27 +107,27 @@ def _mask_bias(padding_mask, attention_mask, dtype):
 def _attention(attention, rows, batch, length, mask_bias, residual):
     """Self-attention of `rows` ([batch * length, width]) plus `residual`, as rows."""
     dtype, width = rows.dtype, rows.shape[-1]
-    query_kernel = tf.cast(attention._query_dense.kernel, dtype)  # [width, heads, head_dim]
+    query_kernel = tf.cast(attention.query_dense.kernel, dtype)  # [width, heads, head_dim]
     heads, head_dim = query_kernel.shape[1], query_kernel.shape[2]
-    scale = tf.cast(1.0 / math.sqrt(float(attention._key_dim)), dtype)  # as Keras scales the query
+    scale = tf.cast(1.0 / math.sqrt(float(attention.key_dim)), dtype)  # as Keras scales the query
 
     def flat(tensor, shape):
         return tf.reshape(tf.cast(tensor, dtype), shape)
 
     kernel = tf.concat([flat(query_kernel * scale, [width, -1]),
-                        flat(attention._key_dense.kernel, [width, -1]),
-                        flat(attention._value_dense.kernel, [width, -1])], axis=1)
-    bias = tf.concat([flat(attention._query_dense.bias, [-1]) * scale,
-                      flat(attention._key_dense.bias, [-1]),
-                      flat(attention._value_dense.bias, [-1])], axis=0)
+                        flat(attention.key_dense.kernel, [width, -1]),
+                        flat(attention.value_dense.kernel, [width, -1])], axis=1)
+    bias = tf.concat([flat(attention.query_dense.bias, [-1]) * scale,
+                      flat(attention.key_dense.bias, [-1]),
+                      flat(attention.value_dense.bias, [-1])], axis=0)
     qkv = tf.nn.bias_add(tf.matmul(rows, kernel), bias)
     qkv = tf.transpose(tf.reshape(qkv, [batch, length, 3, heads, head_dim]), [2, 0, 3, 1, 4])
     scores = tf.matmul(qkv[0], qkv[1], transpose_b=True) + mask_bias  # [batch, heads, length, length]
     context = tf.matmul(tf.nn.softmax(scores), qkv[2])
     context = tf.reshape(tf.transpose(context, [0, 2, 1, 3]), [-1, heads * head_dim])
-    output_kernel = flat(attention._output_dense.kernel, [heads * head_dim, -1])
+    output_kernel = flat(attention.output_dense.kernel, [heads * head_dim, -1])
     return tf.nn.bias_add(tf.matmul(context, output_kernel),
-                          tf.cast(attention._output_dense.bias, dtype)) + residual
+                          tf.cast(attention.output_dense.bias, dtype)) + residual
 
 
 def _dense_plus(dense, rows, residual):
@@ -135,19 +140,20 @@ def fused_call(layer, inputs, padding_mask, attention_mask=None):
     shape = tf.shape(inputs)
     batch, length, width = shape[0], shape[1], inputs.shape[-1]
     mask_bias = _mask_bias(padding_mask, attention_mask, inputs.dtype)
+    parts = compat.transformer_parts(layer)
     x = tf.reshape(inputs, [-1, width])
     residual = x
     if layer.normalize_first:
-        x = layer._self_attention_layer_norm(x)
-    x = _attention(layer._self_attention_layer, x, batch, length, mask_bias, residual)
+        x = parts.attention_norm(x)
+    x = _attention(parts.attention, x, batch, length, mask_bias, residual)
     if not layer.normalize_first:
-        x = layer._self_attention_layer_norm(x)
+        x = parts.attention_norm(x)
     residual = x
     if layer.normalize_first:
-        x = layer._feedforward_layer_norm(x)
-    x = _dense_plus(layer._feedforward_output_dense, layer._feedforward_intermediate_dense(x), residual)
+        x = parts.output_norm(x)
+    x = _dense_plus(parts.output, parts.intermediate(x), residual)
     if not layer.normalize_first:
-        x = layer._feedforward_layer_norm(x)
+        x = parts.output_norm(x)
     return tf.reshape(x, shape)
 
 
@@ -155,20 +161,25 @@ def _layer_call(self, inputs, padding_mask=None, attention_mask=None, training=N
                 return_attention_scores=False):
     """keras-hub's `TransformerEncoder.call`, or `fused_call` where it applies."""
     # `supports` again: LoRA or quantization may have been enabled since install.
-    if _use_fused(inputs, padding_mask, training, return_attention_scores) and supports(self):
+    if _use_fused(self, inputs, padding_mask, training, return_attention_scores) and supports(self):
         return fused_call(self, inputs, padding_mask, attention_mask)
     return type(self).call(self, inputs, padding_mask=padding_mask, attention_mask=attention_mask,
                            training=training, return_attention_scores=return_attention_scores)
 
 
-def install_fused_transformer(transformer_layers):
+def install_fused_transformer(transformer_layers, policy=None):
     """Lets each supported layer take `fused_call` in forward-only half-precision graphs.
 
-    Returns how many layers it was installed on. Idempotent.
+    Whether it does is decided while a graph is traced, by `policy` (a
+    `kernels.KernelPolicy`; default "auto") through `kernels.decide`.
+    Returns how many layers it was installed on. Idempotent; installing
+    again binds the new policy.
     """
+    policy = kernels.KernelPolicy.of(policy)
     count = 0
     for layer in transformer_layers:
         if supports(layer):
+            kernels.attach(layer, policy)
             layer.call = types.MethodType(_layer_call, layer)
             count += 1
     return count

@@ -2,20 +2,30 @@
 
 The layer's class and config stay as they are, so saving, cloning and
 `from_config` see Keras' own layer; only the object's `call` changes.
+`kernels.install_kernels` is the one place that installs them for an encoder.
 """
 
 import types
 
+from keras_sentemb import compat
+from keras_sentemb.models import kernels
 
-def patch_calls(model, applies, call):
+
+def patch_calls(model, applies, call, policy=None):
     """Bind `call` as the `call` of every layer of `model` for which `applies(layer)`.
 
-    Idempotent: a layer already running `call` is skipped. Returns how many
-    layers were patched.
+    `policy` (a `kernels.KernelPolicy`, or None) is attached to each such
+    layer for `call` to read (`kernels.policy_of`). Idempotent: a layer
+    already running `call` is skipped (its policy is updated). Returns how
+    many layers were patched.
     """
     count = 0
-    for layer in model._flatten_layers(include_self=True, recursive=True):
-        if applies(layer) and not is_patched(layer, call):
+    for layer in compat.all_layers(model):
+        if not applies(layer):
+            continue
+        if policy is not None:
+            kernels.attach(layer, policy)
+        if not is_patched(layer, call):
             layer.call = types.MethodType(call, layer)
             count += 1
     return count

@@ -13,6 +13,7 @@ import os
 import sys
 
 from keras_sentemb.models.cpu_threads import has_accelerator
+from keras_sentemb.models.kernels import cpu_flag_set
 
 # /proc/cpuinfo flags (x86 "flags", Arm "Features") that mean native bfloat16 math.
 NATIVE_BFLOAT16_FLAGS = frozenset({"avx512_bf16", "amx_bf16", "bf16"})
@@ -31,15 +32,7 @@ def cpu_flags(path=None):
     Returns:
         a frozenset of flag names (lower case), or `None`.
     """
-    try:
-        with open(CPUINFO if path is None else path, encoding="utf-8", errors="replace") as f:
-            for line in f:
-                key, sep, value = line.partition(":")
-                if sep and key.strip().lower() in ("flags", "features"):
-                    return frozenset(value.lower().split())
-    except OSError:
-        return None
-    return None
+    return cpu_flag_set(CPUINFO if path is None else path)
 
 
 def has_native_bfloat16(flags=None):

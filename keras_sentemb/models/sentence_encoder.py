@@ -8,13 +8,10 @@ from keras_sentemb.augment.views import apply_embedding_view
 from keras_sentemb.augment.views import apply_position_view
 from keras_sentemb.compat import require_tensorflow_backend
 from keras_sentemb.models.backbone_adapter import BackboneAdapter
-from keras_sentemb.models.embedding_gather import install_embedding_gather
 from keras_sentemb.models.encoder_persistence import EncoderPersistence
 from keras_sentemb.models.encoding_engine import EncodingEngine
-from keras_sentemb.models.fast_dropout import install_fast_dropout
-from keras_sentemb.models.fused_gelu import fuse_gelu
-from keras_sentemb.models.fused_layer_norm import install_fused_layer_norm
-from keras_sentemb.models.fused_transformer import install_fused_transformer
+from keras_sentemb.models.kernel_install import install_kernels
+from keras_sentemb.models.kernels import KernelPolicy
 from keras_sentemb.models.loading import register_serializable_classes
 from keras_sentemb.models.pooling import parse_pooling
 from keras_sentemb.models.pooling import pool_hidden_states
@@ -67,6 +64,13 @@ class SentenceEncoder(EncoderPersistence, EncodingEngine, keras.Model):
             `Whitening`, `GlowFlow`), its serialized config, or None. Runs
             on the sentence vectors after pooling, the projection head and
             the L2 normalisation (see `postprocess`). Defaults to `None`.
+        kernels: a `keras_sentemb.KernelPolicy`, `"auto"`, `"fused"`,
+            `"plain"` or a dict op -> choice. Which fused kernels of this
+            package the backbone runs (GELU, layer norm, dropout, the fused
+            Transformer layer) instead of the plain TensorFlow ops; `"auto"`
+            picks per op from the kernels measured faster on this CPU's
+            instruction set (`keras_sentemb.kernel_report()` shows the
+            choice). Saved in the config. Defaults to `"auto"`.
 
     Examples:
 
@@ -91,20 +95,14 @@ class SentenceEncoder(EncoderPersistence, EncodingEngine, keras.Model):
         projection_activation=None,
         text_normalization=None,
         postprocess=None,
+        kernels=None,
         **kwargs,
     ):
         super().__init__(**kwargs)
         self.adapter = BackboneAdapter(backbone)
-        # One fused XLA kernel per GELU forward / backward (see fused_gelu).
-        fuse_gelu(self.adapter.transformer_layers)
-        # Fewer, larger ops per Transformer layer in half-precision encoding (see fused_transformer).
-        install_fused_transformer(self.adapter.transformer_layers)
-        # Dropout masks from 16-bit random integers (see fast_dropout).
-        install_fast_dropout(backbone)
-        # Embedding rows gathered from the float32 table, then cast (see embedding_gather).
-        install_embedding_gather(backbone)
-        # Layer norms in training as one fused kernel each way (see fused_layer_norm).
-        install_fused_layer_norm(backbone)
+        # Which fused kernels the backbone may run, bound to its layers (see models/kernels).
+        object.__setattr__(self, "_kernels", KernelPolicy.of(kernels))
+        install_kernels(backbone, self.adapter.transformer_layers, self._kernels)
         self.text_normalization = check_mode(text_normalization)
         if text_normalization is not None:
             tokenizer.lowercase = False
@@ -225,6 +223,11 @@ class SentenceEncoder(EncoderPersistence, EncodingEngine, keras.Model):
                 f"pooling; it cannot post-process {pooling} pooling. Encode with "
                 f"pooling={layer.pooling!r}, or remove it (encoder.postprocess = None)."
             )
+
+    @property
+    def kernels(self):
+        """The encoder's `KernelPolicy` (which fused kernels its backbone may run)."""
+        return self._kernels
 
     @property
     def declared_pooling(self):

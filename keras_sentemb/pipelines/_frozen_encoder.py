@@ -12,8 +12,8 @@ from keras_sentemb.pipelines.callbacks import vectors_spearman
 logger = logging.getLogger(__name__)
 
 
-def load_frozen_encoder(run):
-    """The run's encoder without a post-processing layer, and its resolved pooling.
+def load_frozen_encoder(run, examples=None, epochs=1):
+    """The run's encoder without a post-processing layer, and the run's `RunPlan` for it.
 
     A post-processing layer the model already has is removed (the new one
     replaces it; it is fitted on the vectors before post-processing).
@@ -23,18 +23,18 @@ def load_frozen_encoder(run):
         logger.info("%s: replacing the model's %s", run.method,
                     type(encoder.postprocess).__name__)
         encoder.postprocess = None
-    return encoder, run.pooling_for(encoder)
+    return encoder, run.resolve(encoder, examples=examples, epochs=epochs)
 
 
-def frozen_vectors(run, encoder, sentences, batch_size, verbose="auto", max_length=None):
-    """The encoder's vectors of `sentences` with the run's pooling (no post-processing).
+def frozen_vectors(plan, encoder, sentences, batch_size, verbose="auto", max_length=None):
+    """The encoder's vectors of `sentences` with the plan's pooling (no post-processing).
 
     `max_length` defaults to the encoder's own (what it encodes with after
     the fit).
     """
     show = None if verbose == "auto" else bool(verbose)
     return encoder.encode(
-        sentences, batch_size=batch_size, max_length=max_length, pooling=run.pooling,
+        sentences, batch_size=batch_size, max_length=max_length, pooling=plan.pooling,
         show_progress=show, postprocess=False,
     )
 
@@ -74,28 +74,28 @@ class FittingData:
             return {"sentences": self.count}
         return {"vectors": self.count, "precomputed": True}
 
-    def vectors(self, run, encoder, batch_size, verbose="auto"):
-        """The fitting vectors: encoded (truncated to the run's `max_length`) or as given."""
+    def vectors(self, run, plan, encoder, batch_size, verbose="auto"):
+        """The fitting vectors: encoded (truncated to the plan's `max_length`) or as given."""
         if self.given_vectors is None:
-            return frozen_vectors(run, encoder, self.sentences, batch_size, verbose,
-                                  run.max_length)
+            return frozen_vectors(plan, encoder, self.sentences, batch_size, verbose,
+                                  plan.max_length)
         if self.given_vectors.shape[1] != encoder.base_output_dim:
             raise ValueError(
                 f"The precomputed vectors have {self.given_vectors.shape[1]} dimensions; the "
                 f"model outputs {encoder.base_output_dim}. Encode the corpus with this model."
             )
         logger.info("%s: fitting on %d precomputed vectors (taken to be %s pooling)",
-                    run.method, self.count, run.pooling)
+                    run.method, self.count, plan.pooling)
         return self.given_vectors
 
 
 class DevVectors:
     """The run's dev pairs, their sentences' frozen vectors, and scoring of a transform."""
 
-    def __init__(self, run, encoder, batch_size=128):
+    def __init__(self, run, plan, encoder, batch_size=128):
         self.pairs = run.dev_pairs
         self.sentences = pair_sentences(self.pairs)
-        self.vectors = frozen_vectors(run, encoder, self.sentences, batch_size, verbose=0)
+        self.vectors = frozen_vectors(plan, encoder, self.sentences, batch_size, verbose=0)
 
     def spearman(self, transform=None):
         """Spearman x100 of the dev pairs' cosines after `transform` (a layer or None)."""

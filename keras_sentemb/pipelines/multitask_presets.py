@@ -38,6 +38,7 @@ from keras_sentemb import validation
 from keras_sentemb.data.multitask import load_multitask_data
 from keras_sentemb.data.multitask import pretraining_examples
 from keras_sentemb.data.multitask import schedule_sizes
+from keras_sentemb.pipelines.plan import resolve_training_mlp
 from keras_sentemb.trainers import optimizers
 from keras_sentemb.trainers.simcse import SimCSE
 
@@ -139,7 +140,8 @@ def stage_steps(stages, batch_size, total_steps=None):
     return steps
 
 
-def pretrain_three_given(run, encoder, train, steps, learning_rate, temperature, epochs=None):
+def pretrain_three_given(run, plan, encoder, train, steps, learning_rate, temperature,
+                         epochs=None, callbacks=None):
     """Run the "3 Given" pre-training on `encoder` (stages of a `fit_multitask` run).
 
     Every stage trains a fresh SimCSE trainer (supervised for Quora,
@@ -150,6 +152,7 @@ def pretrain_three_given(run, encoder, train, steps, learning_rate, temperature,
 
     Args:
         run: the `FitScaffold` of the `fit_multitask` call.
+        plan: its `RunPlan` (the pooling).
         encoder: `SentenceEncoder`. Trained in place.
         train: dict `{task: examples}`.
         steps: int or None. Total pre-training steps (see `stage_steps`);
@@ -157,6 +160,8 @@ def pretrain_three_given(run, encoder, train, steps, learning_rate, temperature,
         learning_rate: float.
         temperature: float. InfoNCE temperature.
         epochs: int or None. Defaults to `THREE_GIVEN_EPOCHS` (5).
+        callbacks: list or None. The caller's callbacks for these stages
+            (defaults to the run's).
 
     Returns:
         dict: `schedule`, the `(epoch, stage, mode, examples, steps)` of
@@ -170,11 +175,12 @@ def pretrain_three_given(run, encoder, train, steps, learning_rate, temperature,
         logger.info("multitask: 3 Given pre-training, epoch %d, %s (%s SimCSE, %d examples, "
                     "%d steps)", epoch + 1, stage, mode, len(next(iter(columns.values()))), n)
         with run.scope():
-            trainer = SimCSE(encoder, mode=mode, temperature=temperature, pooling=run.pooling,
-                             mlp=run.training_mlp("auto"))
+            trainer = SimCSE(encoder, mode=mode, temperature=temperature, pooling=plan.pooling,
+                             mlp=resolve_training_mlp("auto", plan.pooling))
         run.compile(trainer, optimizers.AdamW(learning_rate, weight_decay=0.01))
-        run.fit(trainer, run.batches(encoder, columns), steps=n, dev_pairs=None,
-                stage=f"pretrain_e{epoch + 1}_{stage}", keep_best=False)
+        run.fit(trainer, run.batches(encoder, columns, plan), plan, steps=n, dev_pairs=None,
+                stage=f"pretrain_e{epoch + 1}_{stage}", keep_best=False,
+                run_callbacks=callbacks)
         schedule.append({"epoch": epoch + 1, "stage": stage, "mode": mode,
                          "examples": len(next(iter(columns.values()))), "steps": n})
     return {"schedule": schedule}

@@ -4,10 +4,13 @@ A `fit_*` function is a recipe: it loads its data, builds its trainer and
 optimizer, and hands the rest to `FitScaffold`, which does the same things
 the same way for every method:
 
-- validates the common arguments once, before any work;
-- resolves the model (preset, folder or encoder) under the strategy scope;
-- resolves `pooling="auto"`: the model's own pooling when it declares one,
-  else the paper's, and logs which and why;
+- validates the common arguments once, before any work (a frozen
+  `RunConfig`);
+- loads the model (preset, folder or encoder) under the strategy scope;
+- resolves, as a pure function of the arguments and the encoder, what
+  `"auto"` and the unset arguments become (`run.resolve(encoder)` returns
+  a frozen `RunPlan`: pooling and why, token limit, steps, learning rate,
+  MLP head, precision; see `keras_sentemb.pipelines.plan`);
 - resolves the dev set (`"stsb"`: the bundled STS-B dev) and scores the
   candidates on it every `eval_every` steps, keeping the best (the starting
   weights included);
@@ -32,21 +35,17 @@ import os
 import time
 
 import keras
-import tensorflow as tf
 
 from keras_sentemb import compat
 from keras_sentemb import validation
 from keras_sentemb.data.batching import shuffled_batches
 from keras_sentemb.data.batching import tokenize_columns
-from keras_sentemb.data.stream_batches import worker_shard
 from keras_sentemb.data.stream_batches import stream_batches
-from keras_sentemb.evaluation.readers import load_stsb_pairs
-from keras_sentemb.io_utils import check_new_folder
+from keras_sentemb.data.stream_batches import worker_shard
 from keras_sentemb.models import SentenceEncoder
-from keras_sentemb.models.pooling import parse_pooling
-from keras_sentemb.models.native_bfloat16 import effective_precision
 from keras_sentemb.models.precision import PRECISIONS
-from keras_sentemb.models.precision import check_precision
+from keras_sentemb.pipelines.plan import RunConfig
+from keras_sentemb.pipelines.plan import resolve
 from keras_sentemb.pipelines.callbacks import LossHistory
 from keras_sentemb.pipelines.callbacks import NonFiniteGuard
 from keras_sentemb.pipelines.callbacks import STSDevEvaluation
@@ -59,8 +58,6 @@ COMMON_ARGS = (
     "model", "steps", "batch_size", "learning_rate", "max_length", "pooling",
     "dev", "eval_every", "output", "strategy", "callbacks", "seed", "verbose",
 )
-# An in-batch loss takes each row's negatives from the other rows.
-MIN_IN_BATCH_SIZE = 2
 # Arguments of a fit_* function that are not hyperparameters of the run.
 NOT_HYPERPARAMETERS = ("data", "strategy", "callbacks", "verbose", "output")
 REPORT_FILE = "training_report.json"
@@ -124,12 +121,8 @@ def _jsonable(value):
     return f"<{type(value).__name__}>"
 
 
-def resolve_encoder(model, max_length=None):
-    """A `SentenceEncoder` from a preset name / folder, or the given encoder.
-
-    `max_length` is the training length (the encoder keeps its own
-    `max_length` for inference); see `training_length`.
-    """
+def resolve_encoder(model):
+    """A `SentenceEncoder` from a preset name / folder, or the given encoder."""
     if isinstance(model, SentenceEncoder):
         encoder = model
     elif isinstance(model, (str, os.PathLike)):
@@ -142,88 +135,19 @@ def resolve_encoder(model, max_length=None):
     return encoder
 
 
-def training_length(max_length, encoder):
-    """The training token limit: `max_length` capped at what the backbone takes.
-
-    The papers' lengths (CT's 75, ...) are capped, with a log line, for
-    backbones with fewer positions; below 3 (two special tokens and one
-    word) is an error.
-    """
-    if max_length is None:
-        return None
-    if max_length < 3:
-        raise ValueError(f"`max_length` must be >= 3. Received: max_length={max_length!r}.")
-    limit = int(encoder.backbone.max_sequence_length)
-    if max_length > limit:
-        logger.info("max_length %d is capped at the model's %d positions", max_length, limit)
-        return limit
-    return max_length
-
-
-def resolve_pooling(pooling, encoder, paper_pooling):
-    """`(pooling, reason)`: `"auto"` is the model's own pooling, else the paper's.
-
-    Args:
-        pooling: str. `"auto"` or a pooling name (see `parse_pooling`).
-        encoder: `SentenceEncoder`. Its `declared_pooling` is the model's own.
-        paper_pooling: str. The method's paper setting for a raw backbone.
-    """
-    if pooling != "auto":
-        return parse_pooling(pooling, encoder.num_layers), "set by the caller"
-    declared = encoder.declared_pooling
-    if declared is not None:
-        return declared, f"the model declares {declared} pooling"
-    return (
-        parse_pooling(paper_pooling, encoder.num_layers),
-        f"the model declares no pooling; the paper's {paper_pooling} pooling",
-    )
-
-
-def resolve_training_mlp(mlp, pooling):
-    """`"auto"` -> `"train"` with [CLS] pooling (the papers' setting), else `"none"`.
-
-    A projection MLP used in training only (SimCSE, the parallel-pairs
-    method) belongs to the papers' [CLS] pooling; on a model's own mean
-    pooling it would train a head that is then thrown away.
-    """
-    validation.choice(mlp, "mlp", ("auto", "train", "none"))
-    if mlp == "auto":
-        return "train" if pooling == "cls" else "none"
-    return mlp
-
-
-def resolve_dev(dev):
-    """The `dev` argument -> list of (s1, s2, score), or None.
-
-    `"stsb"` (or `"auto"`) is the STS-B dev set (SentEval's version); a path
-    is an STS-B file or folder (its dev split); a list is used as is; None
-    (or `"none"`) means no dev selection. See `load_stsb_pairs`.
-    """
-    if dev is None or (isinstance(dev, str) and dev.lower() in ("none", "")):
-        return None
-    if isinstance(dev, str) and dev.lower() == "auto":
-        dev = "stsb"
-    if isinstance(dev, (list, tuple)) and not dev:
-        raise ValueError("`dev` is an empty list; pass None for no dev selection.")
-    return load_stsb_pairs(dev, "dev")
-
-
-def check_output(output):
-    """Fail before any work when `output` cannot become a model folder."""
-
-    if output is None:
-        return None
-    check_new_folder(output, overwrite=True, what="`output`")
-    return os.fspath(output)
-
-
 class FitScaffold:
-    """One `fit_*` run: the common arguments and the steps every method shares.
+    """One `fit_*` run: its validated arguments and the steps every method shares.
 
     A method's `train(run, data, config)` gets it from the runner
     (`keras_sentemb.methods.fit`), which builds it from the shared
     arguments; every argument of the call is recorded as a hyperparameter of
-    the run.
+    the run. The validated arguments are `run.config` (a frozen
+    `RunConfig`) and read as attributes too (`run.batch_size`, `run.seed`,
+    `run.dev_pairs`, ...), except the ones a plan resolves: `steps`,
+    `max_length`, `pooling` and `learning_rate` are read from the
+    `RunPlan` that `run.resolve(encoder, ...)` returns (or, as asked, from
+    `run.config`). The scaffold keeps no state between its steps except
+    the report it writes.
 
     Args:
         method: str. The method's name (for logs and the report).
@@ -240,77 +164,29 @@ class FitScaffold:
     ```python
     def train(self, run, data, config):  # a Method's train (see docs: adding a method)
         sentences = load_corpus(data)
-        run.set_steps(len(sentences))
         with run.scope():
             encoder = run.load_encoder()
-            trainer = MyTrainer(encoder, pooling=run.pooling_for(encoder))
-        run.compile(trainer, keras.optimizers.AdamW(run.learning_rate))
-        run.fit(trainer, run.batches(encoder, {"sentence": sentences}))
-        return run.finish(trainer.encoder)
+            plan = run.resolve(encoder, examples=len(sentences))
+            trainer = MyTrainer(encoder, pooling=plan.pooling)
+        run.compile(trainer, keras.optimizers.AdamW(plan.learning_rate))
+        run.fit(trainer, run.batches(encoder, {"sentence": sentences}, plan), plan)
+        return run.finish(trainer.encoder, plan)
     ```
     """
+    # Resolved per encoder by `resolve`: read them from the plan.
+    PLANNED = ("steps", "max_length", "pooling", "learning_rate")
+
     def __init__(self, method, arguments, paper_pooling, custom_dev=(), in_batch=False):
         missing = [name for name in COMMON_ARGS if name not in arguments]
         if missing:
             raise TypeError(f"fit_{method} lacks the common arguments {missing}.")
         self.method = method
         self.paper_pooling = paper_pooling
-        args = {name: arguments[name] for name in COMMON_ARGS}
-        self.model = args["model"]
-        self.steps = validation.optional_positive_int(args["steps"], "steps")
-        self.batch_size = validation.positive_int(args["batch_size"], "batch_size")
-        if in_batch and self.batch_size < MIN_IN_BATCH_SIZE:
-            raise ValueError(
-                f"`batch_size` must be >= {MIN_IN_BATCH_SIZE} for {method}: its loss takes each "
-                f"sentence's negatives from the rest of the batch. Received: "
-                f"batch_size={self.batch_size}."
-            )
-        self.learning_rate = (
-            None if args["learning_rate"] is None
-            else validation.positive_float(args["learning_rate"], "learning_rate")
-        )
-        self.max_length = validation.optional_positive_int(args["max_length"], "max_length")
-        self.requested_pooling = args["pooling"]
-        if not isinstance(self.requested_pooling, str):
-            raise ValueError(
-                f"`pooling` must be 'auto' or a pooling name. Received: {self.requested_pooling!r}."
-            )
-        if self.requested_pooling != "auto":
-
-            parse_pooling(self.requested_pooling)
-        self.dev = args["dev"]
-        custom = isinstance(self.dev, str) and self.dev in custom_dev
-        self.dev_pairs = None if custom else resolve_dev(self.dev)
-        self.eval_every = validation.positive_int(args["eval_every"], "eval_every")
-        self.output = check_output(args["output"])
-        self.strategy = args["strategy"]
-        if self.strategy is not None and not isinstance(self.strategy, tf.distribute.Strategy):
-            raise ValueError(
-                f"`strategy` must be a tf.distribute.Strategy or None. Received: {self.strategy!r}."
-            )
-        self.callbacks = list(args["callbacks"] or [])
-        self.seed = args["seed"]
-        if self.seed is not None:
-            self.seed = validation.non_negative_int(self.seed, "seed")
-        self.verbose = args["verbose"]
-
-        # bfloat16 only where the hardware computes it (else float32, with a notice).
-        self.precision = effective_precision(check_precision(arguments.get("precision")))
-        self.mini_batch_size = validation.optional_positive_int(
-            arguments.get("mini_batch_size"), "mini_batch_size"
-        )
-        self.max_grad_norm = validation.optional_positive_float(
-            arguments.get("max_grad_norm"), "max_grad_norm"
-        )
-        self.matryoshka_dims = arguments.get("matryoshka_dims")
-        self.matryoshka_weights = arguments.get("matryoshka_weights")
-        if self.matryoshka_dims is None and self.matryoshka_weights is not None:
-            raise ValueError("`matryoshka_weights` needs `matryoshka_dims`.")
-        self.pooling = None
-        self.pooling_reason = None
+        self.config = RunConfig.from_arguments(method, arguments, custom_dev, in_batch)
         self.report = TrainingReport(
             method=method,
-            model=(self.model if isinstance(self.model, str) else getattr(self.model, "name", "encoder")),
+            model=(self.config.model if isinstance(self.config.model, str)
+                   else getattr(self.config.model, "name", "encoder")),
             hyperparameters={
                 k: _jsonable(v) for k, v in arguments.items()
                 if k not in NOT_HYPERPARAMETERS and not k.startswith("_")
@@ -319,95 +195,105 @@ class FitScaffold:
         self._stages = []
         self._start = time.time()
 
+    def __getattr__(self, name):
+        config = self.__dict__.get("config")
+        if config is not None and name in RunConfig.__dataclass_fields__:
+            if name in self.PLANNED:
+                raise AttributeError(
+                    f"`run.{name}` is resolved per encoder: read `plan.{name}` from "
+                    f"`run.resolve(encoder, ...)`, or `run.config.{name}` for the value asked."
+                )
+            return getattr(config, name)
+        raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
+
+    def __setattr__(self, name, value):
+        if name in RunConfig.__dataclass_fields__:
+            raise AttributeError(f"`run.{name}` is a validated argument of the run (read-only); "
+                                 "stages pass their own values to `run.fit`.")
+        super().__setattr__(name, value)
+
     def seed_everything(self):
         """Seed Python, NumPy and Keras with the run's seed (when it has one)."""
-        if self.seed is not None:
-            keras.utils.set_random_seed(self.seed)
+        if self.config.seed is not None:
+            keras.utils.set_random_seed(self.config.seed)
 
     # ------------------------------------------------------------ resolving
     def scope(self):
         """`strategy.scope()`, or a no-op context without a strategy."""
-        if self.strategy is None:
+        if self.config.strategy is None:
             return contextlib.nullcontext()
-        return self.strategy.scope()
+        return self.config.strategy.scope()
 
     def load_encoder(self, model=None):
         """The starting encoder (`model` defaults to the run's `model`).
 
-        Also caps the run's `max_length` at the backbone's positions.
+        With bfloat16 precision, a copy computing in bfloat16 (float32
+        weights): the caller's encoder is not trained in place.
         """
-        encoder = resolve_encoder(self.model if model is None else model)
-        if self.precision != "float32":
-
-            # A copy computing in bfloat16 (float32 weights): the caller's
-            # encoder is not trained in place.
-            encoder = encoder.clone(name=encoder.name, dtype=PRECISIONS[self.precision])
-        self.max_length = training_length(self.max_length, encoder)
-        self.report.resolved["max_length"] = self.max_length or encoder.max_length
+        encoder = resolve_encoder(self.config.model if model is None else model)
+        if self.config.precision != "float32":
+            encoder = encoder.clone(name=encoder.name, dtype=PRECISIONS[self.config.precision])
         return encoder
 
-    def pooling_for(self, encoder):
-        """Resolve and record the pooling of the run (see `resolve_pooling`)."""
-        self.pooling, self.pooling_reason = resolve_pooling(
-            self.requested_pooling, encoder, self.paper_pooling
-        )
-        logger.info("%s: pooling %s (%s)", self.method, self.pooling, self.pooling_reason)
-        self.report.pooling, self.report.pooling_reason = self.pooling, self.pooling_reason
-        self.report.resolved["pooling"] = self.pooling
-        return self.pooling
+    def resolve(self, encoder, examples=None, epochs=1, mlp=None, learning_rate=None,
+                paper_pooling_only=None):
+        """The run's `RunPlan` for `encoder` (see `keras_sentemb.pipelines.plan.resolve`).
 
-    def training_mlp(self, mlp):
-        """Resolve a training-only MLP head option against the run's pooling."""
-        resolved = resolve_training_mlp(mlp, self.pooling)
-        self.report.resolved["mlp"] = resolved
+        Logs the pooling (and an `"auto"` MLP head) and records the plan in
+        the report; nothing else changes.
+
+        Args:
+            encoder: `SentenceEncoder`. The encoder training starts from.
+            examples: int or None. Training examples per epoch (None when
+                unknown: then `steps` must be given).
+            epochs: int. Epochs when `steps` is None. Defaults to 1.
+            mlp: str or None. The method's training-MLP option, if any.
+            learning_rate: float or None. The method's default learning
+                rate when the run's is None.
+            paper_pooling_only: str or None. Why `"auto"` pooling is the
+                paper's whatever the model declares (see
+                `keras_sentemb.pipelines.plan.resolve_pooling`).
+        """
+        plan = resolve(self.config, encoder, self.paper_pooling, examples=examples,
+                       epochs=epochs, mlp=mlp, learning_rate=learning_rate,
+                       paper_pooling_only=paper_pooling_only)
+        logger.info("%s: pooling %s (%s)", self.method, plan.pooling, plan.pooling_reason)
         if mlp == "auto":
-            logger.info(
-                "%s: training-only MLP head %s (pooling %s)",
-                self.method, "on" if resolved == "train" else "off", self.pooling,
-            )
-        return resolved
-
-    def set_steps(self, examples, epochs=1):
-        """`steps` or, when it was None, `epochs` epochs over `examples`."""
-        if self.steps is None and examples is None:
-            raise ValueError(
-                "The training data is streamed and its size is unknown (it is not counted): "
-                "pass `steps` (`--steps N`)."
-            )
-        if self.steps is None:
-            epochs = validation.positive_int(epochs, "epochs")
-            self.steps = max(1, examples // self.batch_size) * epochs
-        self.report.resolved["steps"] = self.steps
-        return self.steps
+            logger.info("%s: training-only MLP head %s (pooling %s)", self.method,
+                        "on" if plan.mlp == "train" else "off", plan.pooling)
+        self.report.pooling, self.report.pooling_reason = plan.pooling, plan.pooling_reason
+        self.report.resolved.update(plan.record())
+        return plan
 
     def record_data(self, **counts):
         """Add data counts to the report."""
         self.report.data.update(counts)
 
     # ------------------------------------------------------------------ data
-    def batches(self, encoder, columns, extra=None, encoders=None, max_length=None):
+    def batches(self, encoder, columns, plan, extra=None, encoders=None, max_length=None):
         """A `make_dataset(start_step)` of tokenized, shuffled batches.
 
         Args:
             encoder: `SentenceEncoder` that tokenizes the columns.
             columns: dict name -> list of str (aligned rows).
+            plan: `RunPlan`. Its `max_length` cuts the batches.
             extra: dict name -> list of numbers passed through (labels).
             encoders: dict column -> encoder for columns another encoder
                 tokenizes.
-            max_length: int or None. Defaults to the run's `max_length`.
+            max_length: int or None. Defaults to the plan's.
         """
-        max_length = self.max_length if max_length is None else max_length
+        max_length = plan.max_length if max_length is None else max_length
 
         def make_dataset(start_step):
             ds = shuffled_batches(
-                columns, self.batch_size, seed=self.seed or 0,
+                columns, self.config.batch_size, seed=self.config.seed or 0,
                 start_step=start_step, extra=extra,
             )
             return tokenize_columns(encoder, ds, list(columns), max_length, encoders)
 
         return make_dataset
 
-    def stream_batches(self, encoder, stream, names, no_duplicates=False, max_length=None,
+    def stream_batches(self, encoder, stream, names, plan, no_duplicates=False, max_length=None,
                        encoders=None, exclude=None):
         """A `make_dataset(start_step)` of tokenized batches read from a stream.
 
@@ -419,19 +305,20 @@ class FitScaffold:
             encoder: `SentenceEncoder` that tokenizes the columns.
             stream: a stream source or `Mixture`.
             names: tuple of str. The columns, in the trainer's order.
+            plan: `RunPlan`. Its `max_length` cuts the batches.
             no_duplicates: bool. The method's default (its loss is in-batch).
-            max_length: int or None. Defaults to the run's `max_length`.
+            max_length: int or None. Defaults to the plan's.
             encoders: dict column -> encoder for columns another encoder
                 tokenizes.
             exclude: dict column -> texts left out of training (held out).
         """
-        max_length = self.max_length if max_length is None else max_length
-        workers = worker_shard(self.strategy)
+        max_length = plan.max_length if max_length is None else max_length
+        workers = worker_shard(self.config.strategy)
 
         def make_dataset(start_step):
-            ds = stream_batches(stream, names, self.batch_size, seed=self.seed or 0,
-                                start_step=start_step, no_duplicates=no_duplicates,
-                                workers=workers, exclude=exclude)
+            ds = stream_batches(stream, names, self.config.batch_size,
+                                seed=self.config.seed or 0, start_step=start_step,
+                                no_duplicates=no_duplicates, workers=workers, exclude=exclude)
             return tokenize_columns(encoder, ds, list(names), max_length, encoders)
 
         return make_dataset
@@ -439,11 +326,11 @@ class FitScaffold:
     # -------------------------------------------------------------- training
     def clipped(self, optimizer):
         """`optimizer`, clipping the global gradient norm at the run's `max_grad_norm`."""
-        if self.max_grad_norm is not None:
+        if self.config.max_grad_norm is not None:
             if getattr(optimizer, "clipnorm", None) or getattr(optimizer, "clipvalue", None):
                 raise ValueError("`max_grad_norm` clips the global norm; the optimizer already "
                                  "clips by `clipnorm` / `clipvalue`.")
-            optimizer.global_clipnorm = self.max_grad_norm
+            optimizer.global_clipnorm = self.config.max_grad_norm
         return optimizer
 
     def compile(self, trainer, optimizer, **kwargs):
@@ -451,13 +338,14 @@ class FitScaffold:
 
         The run's `max_grad_norm` is applied to `optimizer` (`clipped`).
         """
-        if self.matryoshka_dims is not None:
-            trainer.set_matryoshka(self.matryoshka_dims, self.matryoshka_weights)
+        if self.config.matryoshka_dims is not None:
+            trainer.set_matryoshka(self.config.matryoshka_dims, self.config.matryoshka_weights)
         with self.scope():
             trainer.compile(optimizer=self.clipped(optimizer), **kwargs)
 
-    def _backup(self):
-        for cb in self.callbacks:
+    @staticmethod
+    def _backup(callbacks):
+        for cb in callbacks:
             if isinstance(cb, keras.callbacks.BackupAndRestore):
                 if cb.save_freq != "epoch":
                     raise ValueError(
@@ -468,14 +356,16 @@ class FitScaffold:
                 return cb
         return None
 
-    def fit(self, trainer, make_dataset, steps=None, dev_pairs="run", patience=None,
-            stage=None, callbacks=(), keep_best=True, selection=None):
+    def fit(self, trainer, make_dataset, plan, steps=None, dev_pairs="run", patience=None,
+            stage=None, callbacks=(), keep_best=True, selection=None, run_callbacks=None):
         """Train `trainer` for exactly `steps` optimizer steps with Keras `fit`.
 
         Args:
             trainer: a compiled `BaseTrainer`.
             make_dataset: callable `start_step -> tf.data.Dataset`.
-            steps: int or None. Defaults to the run's `steps`.
+            plan: `RunPlan`. Its steps (by default) and its pooling (for
+                the dev evaluation).
+            steps: int or None. Defaults to the plan's `steps`.
             dev_pairs: list, None or `"run"` (the run's dev set).
             patience: int or None. Dev evaluations without improvement
                 before stopping.
@@ -486,15 +376,19 @@ class FitScaffold:
                 retrieval) used instead of STS dev pairs.
             callbacks: extra callbacks of the recipe (after the scaffold's,
                 before the caller's).
+            run_callbacks: list or None. The caller's callbacks for this
+                stage (e.g. a stage with a backup folder of its own);
+                defaults to the run's `callbacks`.
 
         Returns:
             The `STSDevEvaluation` callback, or None without a dev set.
         """
-        steps = validation.positive_int(self.steps if steps is None else steps, "steps")
-        dev_pairs = self.dev_pairs if dev_pairs == "run" else dev_pairs
-        steps_per_epoch = min(self.eval_every, steps)
+        steps = validation.positive_int(plan.steps if steps is None else steps, "steps")
+        dev_pairs = self.config.dev_pairs if dev_pairs == "run" else dev_pairs
+        steps_per_epoch = min(self.config.eval_every, steps)
         epochs = math.ceil(steps / steps_per_epoch)
-        backup = self._backup()
+        run_callbacks = list(self.config.callbacks if run_callbacks is None else run_callbacks)
+        backup = self._backup(run_callbacks)
         start_step = 0
         if backup is not None:
             start_step = min(compat.backup_start_epoch(backup) * steps_per_epoch, steps)
@@ -508,7 +402,7 @@ class FitScaffold:
         cbs = [guard, losses]
         if selection is None and dev_pairs:
             selection = STSDevEvaluation(
-                dev_pairs, every=steps_per_epoch, pooling=self.pooling, patience=patience,
+                dev_pairs, every=steps_per_epoch, pooling=plan.pooling, patience=patience,
                 restore_best=keep_best,
             )
         if selection is not None:
@@ -518,10 +412,10 @@ class FitScaffold:
             cbs.append(selection)
         cbs.append(StopAtStep(steps))
         cbs.extend(callbacks)
-        cbs.extend(self.callbacks)
+        cbs.extend(run_callbacks)
         trainer.fit(
             make_dataset(start_step), epochs=epochs, steps_per_epoch=steps_per_epoch,
-            callbacks=cbs, verbose=self.verbose, shuffle=False,  # shuffled in tf.data
+            callbacks=cbs, verbose=self.config.verbose, shuffle=False,  # shuffled in tf.data
         )
         done = int(trainer.optimizer.iterations.numpy())
         stage_report = {"stage": stage, "steps": steps, "steps_trained": done,
@@ -547,16 +441,15 @@ class FitScaffold:
                              "selection": summary})
 
     # ---------------------------------------------------------------- finish
-    def finish(self, encoder, extras=None):
-        """Set the kept encoder's pooling, attach the report, save; return it.
+    def finish(self, encoder, plan, extras=None):
+        """Set the kept encoder's pooling (the plan's), attach the report, save; return it.
 
         An encoder trained in bfloat16 comes back as a float32 encoder
         (its float32 weights, a float32 policy).
         """
-        if encoder.backbone.dtype_policy.name != "float32" and self.precision != "float32":
+        if encoder.backbone.dtype_policy.name != "float32" and self.config.precision != "float32":
             encoder = encoder.clone(name=encoder.name, dtype="float32")
-        if self.pooling is not None:
-            encoder.pooling = self.pooling
+        encoder.pooling = plan.pooling
         report = self.report
         last = self._stages[-1] if self._stages else {}
         report.steps = sum(s["steps"] for s in self._stages)
@@ -570,8 +463,8 @@ class FitScaffold:
         report.seconds = round(time.time() - self._start, 1)
         report.versions = library_versions()
         encoder.training_report = report
-        if self.output is not None:
-            encoder.save(self.output)
+        if self.config.output is not None:
+            encoder.save(self.config.output)
             logger.info("%s: saved the encoder (pooling %s) to %s",
-                        self.method, encoder.pooling, self.output)
+                        self.method, encoder.pooling, self.config.output)
         return encoder

@@ -57,7 +57,7 @@ def test_a_wrapper_binds_positional_calls_and_validates_once(monkeypatch):
     monkeypatch.setattr(simcse.SimCSE, "train", train)
     assert keras_sentemb.fit_simcse(["x"], "my-model", 3, temperature=0.1, dev=None) == "done"
     run = seen["run"]
-    assert (run.model, run.steps, run.batch_size, seen["config"].temperature) == (
+    assert (run.model, run.config.steps, run.batch_size, seen["config"].temperature) == (
         "my-model", 3, 64, 0.1)
     assert run.report.hyperparameters["temperature"] == 0.1
     with pytest.raises(ValueError, match="`steps` must be a positive int"):

@@ -1,0 +1,359 @@
+"""Which kernel each op of a `SentenceEncoder` runs: `KernelPolicy`, decided in one place.
+
+The encoder can run five ops either as a fused kernel of this package or as
+the plain TensorFlow / Keras / keras-hub ops (oneDNN's kernels on a CPU):
+
+| op | fused form | where it applies |
+|---|---|---|
+| `transformer` | a Transformer layer's forward pass in fewer, larger ops (`fused_transformer`) | encoding (forward-only graphs) in bfloat16 / float16 |
+| `gelu` | bias add + GELU as one XLA kernel forward and one backward (`fused_gelu`) | graphs that compute gradients |
+| `gelu_encode` | float32: GELU as one XLA kernel; half precision: oneDNN's fused matmul + bias + GELU (`fused_gelu`) | encoding (forward-only graphs) |
+| `layer_norm` | layer normalisation as one XLA kernel each way (`fused_layer_norm`) | graphs that compute gradients |
+| `dropout` | masks from 16-bit random integers, the masking as one XLA kernel (`fast_dropout`) | training |
+
+A `KernelPolicy` says, per op, `"fused"`, `"plain"` or `"auto"`. An encoder
+holds one (`SentenceEncoder(..., kernels=...)`, `from_preset(..., kernels=...)`,
+default `"auto"`), `install_kernels` binds it to the backbone's layers, and
+while a graph is traced every op asks `decide(op, policy)`, which answers in
+this order:
+
+1. the documented environment overrides (`ENVIRONMENT`): `KERAS_SENTEMB_PLAIN_GELU=1`
+   turns every XLA-compiled kernel off (both GELU forms and the layer norm; dropout
+   keeps its 16-bit masks, applied by separate ops), `KERAS_SENTEMB_PLAIN_LAYER_NORM=1`,
+   `KERAS_SENTEMB_PLAIN_DROPOUT=1` and `KERAS_SENTEMB_PLAIN_TRANSFORMER=1` one op each;
+2. the graph being traced: inside `plain_ops()` (exported graphs, e.g. the SavedModel
+   export: no XLA-compiled calls) every op is plain except dropout's 16-bit masks;
+   `transformer` and `gelu_encode` apply only inside `forward_only()` (encoding), `gelu`
+   and `layer_norm` only outside it;
+3. the policy's explicit `"fused"` / `"plain"`;
+4. `"auto"`: the row of `MEASURED` for this CPU's instruction set (`cpu_isa()`: AVX-512,
+   AVX2 or other, from the CPU flags read once).
+
+`kernel_report()` (also `keras_sentemb.kernel_report()` and `--verbose` on
+`keras-sentemb encode` / `train`) lists each op's choice on this CPU and why.
+The two scopes are the only state a trace reads besides the policy; they
+describe the graph being traced, not a kernel choice.
+"""
+
+import contextlib
+import dataclasses
+import functools
+import os
+import threading
+
+CHOICES = ("auto", "fused", "plain")
+
+# The ops a policy chooses for, and what their fused form is (see the module docstring).
+OPS = {
+    "transformer": "fused Transformer layer in half-precision encoding",
+    "gelu": "bias + GELU as one XLA kernel each way (training graphs)",
+    "gelu_encode": "GELU in encoding: XLA kernel (float32) / oneDNN matmul+bias+GELU (half)",
+    "layer_norm": "layer normalisation as one XLA kernel each way (training graphs)",
+    "dropout": "dropout masks from 16-bit random integers (training)",
+}
+
+# The documented environment overrides: variable -> the ops it makes plain. The GELU
+# switch also turns every XLA-compiled kernel off (`xla_allowed`).
+ENVIRONMENT = {
+    "KERAS_SENTEMB_PLAIN_GELU": ("gelu", "gelu_encode", "layer_norm"),
+    "KERAS_SENTEMB_PLAIN_LAYER_NORM": ("layer_norm",),
+    "KERAS_SENTEMB_PLAIN_DROPOUT": ("dropout",),
+    "KERAS_SENTEMB_PLAIN_TRANSFORMER": ("transformer",),
+}
+NO_XLA_ENV = "KERAS_SENTEMB_PLAIN_GELU"
+
+_FUSED_EVERYWHERE = {op: "fused" for op in OPS}
+
+# What "auto" means per instruction set: fused where the fused kernel measured faster than
+# the plain TensorFlow / oneDNN ops on that instruction set (benchmarks/kernel_choice.py:
+# forward + backward for the training kernels, forward for the encoding ones; realistic
+# shapes, batch 16-64, length 32-75, width 384; interleaved repeats, medians).
+MEASURED = {
+    # Not measured by benchmarks/kernel_choice.py: the behaviour these kernels were
+    # introduced with (measured end to end on AVX-512 hosts, docs/performance.md).
+    "avx512": dict(_FUSED_EVERYWHERE),
+    # A real AVX2-only AMD EPYC (Zen 3 class, 2 cores shared with other work): every fused
+    # kernel measured faster than the plain ops. plain / fused, geometric mean over the two
+    # shapes, float32 (bfloat16 for `transformer`), two runs: gelu 1.16x / 1.32x, gelu_encode
+    # 1.19x / 1.09x, layer_norm 1.65x / 1.73x, dropout 1.72x / 1.76x, transformer 1.83x /
+    # 1.68x (benchmarks/results/kernel_choice_avx2.json, kernel_choice_avx2_run1.json).
+    "avx2": dict(_FUSED_EVERYWHERE),
+    # Not measured (Arm, older x86, unknown): the behaviour before this table.
+    "other": dict(_FUSED_EVERYWHERE),
+}
+MEASURED_SOURCE = {
+    "avx512": "not measured by benchmarks/kernel_choice.py; fused as introduced",
+    "avx2": "benchmarks/kernel_choice.py on an AVX2-only AMD EPYC",
+    "other": "not measured; fused as introduced",
+}
+
+CPUINFO = "/proc/cpuinfo"
+
+
+def cpu_flag_set(path=None):
+    """The CPU's feature flags (lower case) from `/proc/cpuinfo`, or `None` where unreadable."""
+    try:
+        with open(CPUINFO if path is None else path, encoding="utf-8", errors="replace") as f:
+            for line in f:
+                key, sep, value = line.partition(":")
+                if sep and key.strip().lower() in ("flags", "features"):
+                    return frozenset(value.lower().split())
+    except OSError:
+        return None
+    return None
+
+
+def isa_of(flags):
+    """`"avx512"` (has `avx512f`), `"avx2"` (has `avx2`) or `"other"` for a set of CPU flags."""
+    flags = frozenset(flags or ())
+    if "avx512f" in flags:
+        return "avx512"
+    if "avx2" in flags:
+        return "avx2"
+    return "other"
+
+
+def _isa_cap():
+    """`"avx2"` when the process caps vector code at AVX2 (oneDNN's and XLA's limits), else None."""
+    onednn = (os.environ.get("ONEDNN_MAX_CPU_ISA") or os.environ.get("DNNL_MAX_CPU_ISA") or "")
+    xla = os.environ.get("XLA_FLAGS", "")
+    if onednn.upper().startswith("AVX2") and "--xla_cpu_max_isa=AVX2" in xla:
+        return "avx2"
+    return None
+
+
+@functools.lru_cache(maxsize=1)
+def _detected_isa():
+    return isa_of(cpu_flag_set())
+
+
+def cpu_isa():
+    """The instruction-set class `"auto"` reads `MEASURED` with: `"avx512"`, `"avx2"` or `"other"`.
+
+    From the CPU flags (read once). A process whose oneDNN and XLA vector code are both
+    capped at AVX2 (`ONEDNN_MAX_CPU_ISA=AVX2` and `XLA_FLAGS=--xla_cpu_max_isa=AVX2`, an
+    emulation of an AVX2 CPU on an AVX-512 one) counts as `"avx2"`.
+    """
+    detected = _detected_isa()
+    cap = _isa_cap()
+    return cap if cap and detected == "avx512" else detected
+
+
+@dataclasses.dataclass(frozen=True)
+class KernelPolicy:
+    """Which kernel each op runs: `"fused"`, `"plain"` or `"auto"` (per CPU, `MEASURED`).
+
+    Args:
+        transformer: str. The fused Transformer layer in half-precision encoding.
+            Defaults to `"auto"`.
+        gelu: str. The fused bias + GELU kernels in training graphs. Defaults to `"auto"`.
+        gelu_encode: str. The fused GELU in encoding graphs. Defaults to `"auto"`.
+        layer_norm: str. The fused layer norm kernels in training graphs. Defaults to `"auto"`.
+        dropout: str. The 16-bit-mask dropout. Defaults to `"auto"`.
+
+    Examples:
+
+    ```python
+    SentenceEncoder.from_preset("default", kernels=KernelPolicy(dropout="plain"))
+    SentenceEncoder.from_preset("default", kernels="plain")  # every op plain
+    ```
+    """
+
+    transformer: str = "auto"
+    gelu: str = "auto"
+    gelu_encode: str = "auto"
+    layer_norm: str = "auto"
+    dropout: str = "auto"
+
+    def __post_init__(self):
+        for op in OPS:
+            value = getattr(self, op)
+            if value not in CHOICES:
+                raise ValueError(
+                    f"KernelPolicy: `{op}` must be one of {list(CHOICES)}, received {value!r}."
+                )
+
+    @classmethod
+    def of(cls, value):
+        """A policy from a `KernelPolicy`, `None` / `"auto"`, `"fused"`, `"plain"` or a dict."""
+        if isinstance(value, cls):
+            return value
+        if value is None:
+            return cls()
+        if isinstance(value, str):
+            if value not in CHOICES:
+                raise ValueError(
+                    f"`kernels` must be one of {list(CHOICES)}, a dict or a KernelPolicy; "
+                    f"received {value!r}."
+                )
+            return cls(**{op: value for op in OPS})
+        if isinstance(value, dict):
+            unknown = sorted(set(value) - set(OPS))
+            if unknown:
+                raise ValueError(
+                    f"`kernels` names unknown ops {unknown}; the ops are {list(OPS)}."
+                )
+            return cls(**value)
+        raise ValueError(
+            "`kernels` must be 'auto', 'fused', 'plain', a dict of op -> choice or a "
+            f"KernelPolicy; received {type(value).__name__}."
+        )
+
+    def to_config(self):
+        """`"auto"` when every op is `"auto"`, else a dict op -> choice (JSON, `of` reads it)."""
+        config = dataclasses.asdict(self)
+        return "auto" if all(v == "auto" for v in config.values()) else config
+
+    @property
+    def is_auto(self):
+        return all(getattr(self, op) == "auto" for op in OPS)
+
+    def choice(self, op, isa=None):
+        """`("fused" | "plain", why)` for `op` on a CPU of class `isa` (default: this CPU).
+
+        The environment overrides and the policy's own value; the graph-kind scopes are
+        `decide`'s.
+        """
+        for name, ops in ENVIRONMENT.items():
+            if op in ops and os.environ.get(name, "") == "1":
+                return "plain", f"environment {name}=1"
+        value = getattr(self, op)
+        if value != "auto":
+            return value, "policy"
+        isa = cpu_isa() if isa is None else isa
+        return MEASURED[isa][op], f"table, {isa} row ({MEASURED_SOURCE[isa]})"
+
+
+DEFAULT = KernelPolicy()
+
+# ------------------------------------------------------------------ graph scopes
+_scope = threading.local()
+
+
+@contextlib.contextmanager
+def _scoped(name):
+    previous = getattr(_scope, name, False)
+    setattr(_scope, name, True)
+    try:
+        yield
+    finally:
+        setattr(_scope, name, previous)
+
+
+def plain_ops():
+    """Graphs traced inside this block use no XLA-compiled kernel (plain TensorFlow ops).
+
+    For exported graphs (TF Serving builds need not have XLA; converters want plain ops)
+    and for comparisons. `fused_gelu.plain_gelu()` is the same scope under its older name. Every op is plain except dropout's 16-bit masks, which are
+    applied by separate TensorFlow ops.
+    """
+    return _scoped("plain")
+
+
+def forward_only():
+    """Marks the graph traced inside the block as one that never runs backward (encoding)."""
+    return _scoped("forward_only")
+
+
+def in_plain_ops():
+    return getattr(_scope, "plain", False)
+
+
+def is_forward_only():
+    """Whether the caller traces inside `forward_only()` (in this thread)."""
+    return getattr(_scope, "forward_only", False)
+
+
+def xla_allowed():
+    """Whether XLA-compiled kernels may be used here (not in `plain_ops()`, no GELU override)."""
+    return not in_plain_ops() and os.environ.get(NO_XLA_ENV, "") != "1"
+
+
+# Ops that exist only in forward-only graphs (True) or only in gradient graphs (False).
+_FORWARD_ONLY = {"transformer": True, "gelu_encode": True, "gelu": False, "layer_norm": False}
+_NEEDS_XLA = ("gelu", "gelu_encode", "layer_norm")
+
+
+def decide(op, policy=None):
+    """Whether `op` runs its fused kernel in the graph being traced now, under `policy`."""
+    if op not in OPS:
+        raise ValueError(f"Unknown kernel op {op!r}; the ops are {list(OPS)}.")
+    policy = DEFAULT if policy is None else policy
+    if op in _FORWARD_ONLY and _FORWARD_ONLY[op] != is_forward_only():
+        return False
+    if in_plain_ops() and op != "dropout":
+        return False
+    if op in _NEEDS_XLA and not xla_allowed():
+        return False
+    return policy.choice(op)[0] == "fused"
+
+
+# ------------------------------------------------------------- binding to layers
+# The policy a patched layer (or a FusedGelu activation) reads while traced; set by
+# `attach`, not tracked by Keras (not a weight, not part of the layer's config).
+POLICY_ATTRIBUTE = "_keras_sentemb_kernels"
+
+
+def attach(obj, policy):
+    object.__setattr__(obj, POLICY_ATTRIBUTE, KernelPolicy.of(policy))
+
+
+def policy_of(obj):
+    """The policy `attach` bound to `obj`, else the default ("auto" everywhere)."""
+    return obj.__dict__.get(POLICY_ATTRIBUTE, DEFAULT) if hasattr(obj, "__dict__") else DEFAULT
+
+
+# ------------------------------------------------------------------------ report
+class KernelReport(dict):
+    """`kernel_report()`'s answer: a dict that prints as a small table."""
+
+    def __str__(self):
+        lines = [f"kernels on this CPU ({self['isa']}):"]
+        for op, entry in self["ops"].items():
+            lines.append(f"  {op:12s} {entry['kernel']:6s} {entry['why']}")
+        return "\n".join(lines)
+
+
+def kernel_report(policy=None, isa=None):
+    """Which kernel each op uses on this CPU, and why.
+
+    For each op of `KernelPolicy` (the fused Transformer layer, the GELU in
+    training and in encoding, the layer norm, the dropout): `"fused"` or
+    `"plain"`, and the reason: an environment override
+    (`KERAS_SENTEMB_PLAIN_*=1`), the policy's explicit choice, or the measured
+    table row of this CPU's instruction set (`MEASURED`, from
+    `benchmarks/kernel_choice.py`). Where an op applies at all (e.g. the fused
+    Transformer layer only in half-precision encoding) is in `applies`.
+
+    Args:
+        policy: a `KernelPolicy`, `"auto"`, `"fused"`, `"plain"`, a dict op ->
+            choice, or a `SentenceEncoder` (its policy). Defaults to `"auto"`.
+        isa: str or None. `"avx512"`, `"avx2"` or `"other"`, to see another CPU
+            class's choices. Defaults to this CPU's (`cpu_isa()`).
+
+    Returns:
+        a dict (`KernelReport`; `print` shows it as a table): `isa`,
+        `cpu_flags_read` (whether the CPU flags could be read) and `ops`, op ->
+        `{"kernel": "fused" | "plain", "why": str, "applies": str}`.
+
+    Examples:
+
+    ```python
+    import keras_sentemb
+    print(keras_sentemb.kernel_report())
+    keras_sentemb.kernel_report()["ops"]["layer_norm"]["kernel"]  # "fused" or "plain"
+    ```
+    """
+    if policy is not None and not isinstance(policy, (KernelPolicy, str, dict)):
+        policy = getattr(policy, "kernels", policy)
+    policy = KernelPolicy.of(policy)
+    if isa is not None and isa not in MEASURED:
+        raise ValueError(f"`isa` must be one of {sorted(MEASURED)}, received {isa!r}.")
+    isa = cpu_isa() if isa is None else isa
+    ops = {}
+    for op, what in OPS.items():
+        kernel, why = policy.choice(op, isa)
+        if kernel == "fused" and op in _NEEDS_XLA and os.environ.get(NO_XLA_ENV, "") == "1":
+            kernel, why = "plain", f"environment {NO_XLA_ENV}=1 (no XLA-compiled kernels)"
+        ops[op] = {"kernel": kernel, "why": why, "applies": what}
+    return KernelReport(isa=isa, cpu_flags_read=cpu_flag_set() is not None, ops=ops)
