@@ -133,12 +133,14 @@ class ContrastiveTension(Method):
         stream = as_stream(data, tfds=True)
         if stream is None:
             sentences = load_corpus(data)
-            run.record_data(sentences=len(sentences))
+            n = len(sentences)
+            run.record_data(sentences=n)
         else:
-            run.record_data(sentences=stream.size, streamed=repr(stream))
+            n = stream.size
+            run.record_data(sentences=n, streamed=repr(stream))
         with run.scope():
             encoder = run.load_encoder()
-            plan = run.resolve(encoder, examples=len(sentences), learning_rate=LEARNING_RATES[
+            plan = run.resolve(encoder, examples=n, learning_rate=LEARNING_RATES[
                 "in_batch" if mode == "in_batch" else "kN"])
             trainer = CTTrainer(
                 encoder, negatives=config.negatives, logits=config.logits,
