@@ -1,0 +1,422 @@
+"""On-device export: a LiteRT (TensorFlow Lite) file that MediaPipe's TextEmbedder runs.
+
+`export_litert(encoder, "model.tflite")` writes one `.tflite` file that uses
+LiteRT builtin ops only (no Flex / Select TF ops, no custom ops), so the
+stock LiteRT interpreter (`ai_edge_litert`), MediaPipe and the LiteRT
+runtimes on Android, iOS and the web run it. Its `serving_default`
+signature takes three int32 `[1, L]` inputs, `input_word_ids`, `input_mask`
+and `input_type_ids` (`[CLS]` tokens `[SEP]`, then padding), and returns one
+float32 `[1, dim]` output, `embedding`: the Transformer, the encoder's
+pooling, projection head, L2 normalisation, post-processing (whitening,
+BERT-flow) and `truncate_dim` all run in the file.
+
+Tokenizing stays outside the graph (keras-hub's tokenizers need TensorFlow
+ops that only the Flex delegate has). For uncased WordPiece (BERT) models
+the file carries TFLite Model Metadata with the vocabulary packed in it
+(see `keras_sentemb.export.litert_metadata`), so MediaPipe's TextEmbedder
+takes raw text. MediaPipe lower-cases ASCII only and strips no accents, so
+its tokens equal the encoder's on ASCII text. Cased vocabularies and
+RoBERTa's byte-level BPE are exported without the tokenizer (an ids-in
+file; a one-line notice says so).
+
+The file is written next to `path` under a temporary name, reloaded in the
+LiteRT interpreter and compared with `encoder.encode` on probe sentences;
+only when every row is within `tolerance` is it renamed to `path`.
+"""
+
+import os
+import sys
+import warnings
+from pathlib import Path
+
+import numpy as np
+
+from keras_sentemb.export.parity import ExportVerificationError
+from keras_sentemb.export.parity import check_tolerance
+from keras_sentemb.export.parity import compare
+
+QUANTIZE_MODES = ("float32", "float16", "int8")
+# Largest relative error of a row against `encode()`, per weight format (on
+# unit vectors, relative error e means cosine 1 - e^2 / 2). Measured on the
+# default model (docs/deployment/litert.md): float32 ~1e-6, float16 ~1e-3,
+# dynamic-range int8 ~0.05 to 0.1.
+DEFAULT_TOLERANCES = {"float32": 1e-3, "float16": 2e-2, "int8": 0.2}
+MAX_DEFAULT_LENGTH = 256
+INPUT_NAMES = ("input_word_ids", "input_mask", "input_type_ids")
+OUTPUT_NAME = "embedding"
+SIGNATURE_KEY = "serving_default"
+# Builtin operator code of custom ops (Flex ops included) in the TFLite schema.
+CUSTOM_OPERATOR = 32
+EXPORTABLE = (
+    "LiteRT exports BERT and RoBERTa encoders with cls, mean, max, mean_last2, first_last or "
+    "layer:K pooling, a projection head, L2 normalisation, Whitening or GlowFlow, and truncate_dim"
+)
+# Sentences the file is checked on besides the shared probes: ASCII text, the
+# domain where MediaPipe's tokenizer equals the encoder's.
+ASCII_PROBES = (
+    "A man is playing a guitar.",
+    "A woman is slicing an onion.",
+    "Two dogs are running through a field of tall grass!",
+    "What time does the train to Boston leave?",
+)
+
+
+def _plain_kernels():
+    """The encoder's forward pass as plain TensorFlow ops (no XLA-compiled kernels).
+
+    The fused GELU, layer norm and dropout kernels are XLA functions the
+    LiteRT converter cannot lower to builtin ops; this is the switch the
+    models read (the SavedModel export uses it too).
+    """
+    from keras_sentemb.models.fused_gelu import plain_gelu
+
+    return plain_gelu()
+
+
+def _interpreter(model_content):
+    """The LiteRT interpreter: `ai_edge_litert` when installed, else TensorFlow's copy."""
+    try:
+        from ai_edge_litert.interpreter import Interpreter
+    except ImportError:
+        import tensorflow as tf
+
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # the deprecation notice of tf.lite.Interpreter
+            return tf.lite.Interpreter(model_content=model_content, num_threads=1)
+    return Interpreter(model_content=model_content, num_threads=1)
+
+
+# ------------------------------------------------------------- refusals
+def check_litert_exportable(encoder):
+    """Raise `NotExportableError` when the encoder computes something LiteRT builtins cannot."""
+    from keras_sentemb.export.huggingface import NotExportableError
+
+    if encoder.pooling.startswith("sbert_wk"):
+        raise NotExportableError(
+            f"{encoder.pooling!r} pooling (float64 QR per token) has no LiteRT builtin ops; "
+            f"{EXPORTABLE}. Choose another pooling (e.g. --pooling mean)."
+        )
+    family = encoder.adapter.family
+    if family not in ("bert", "roberta"):
+        raise NotExportableError(f"{EXPORTABLE}; this encoder is a {family} model.")
+
+
+def mediapipe_tokenizer_problem(encoder):
+    """Why MediaPipe's built-in BERT tokenizer would not reproduce the encoder's tokens, or None.
+
+    MediaPipe lower-cases ASCII, splits on whitespace and punctuation and
+    runs WordPiece over `vocab.txt` with `[CLS]`, `[SEP]` and `[UNK]`.
+    """
+    import keras_hub
+
+    tokenizer = encoder.tokenizer
+    if encoder.adapter.family != "bert" or not isinstance(
+            tokenizer, keras_hub.tokenizers.WordPieceTokenizer):
+        return f"its {type(tokenizer).__name__} is not a WordPiece (BERT) tokenizer"
+    mode = encoder.text_normalization
+    uncased = (mode == "bert_uncased" if mode is not None
+               else bool(getattr(tokenizer, "lowercase", False)))
+    if not uncased:
+        return "its vocabulary is cased (MediaPipe lower-cases all input)"
+    specials = {"[CLS]": tokenizer.cls_token, "[SEP]": tokenizer.sep_token,
+                "[UNK]": tokenizer.oov_token}
+    wrong = [want for want, got in specials.items() if got != want]
+    if wrong:
+        return f"its special tokens differ from {', '.join(wrong)}"
+    return None
+
+
+# ----------------------------------------------------------- conversion
+def _serving_function(encoder, length, truncate_dim):
+    import tensorflow as tf
+
+    specs = [tf.TensorSpec([1, length], tf.int32, name=name) for name in INPUT_NAMES]
+
+    @tf.function(input_signature=specs)
+    def serve(input_word_ids, input_mask, input_type_ids):
+        out = encoder({"token_ids": input_word_ids, "padding_mask": input_mask,
+                       "segment_ids": input_type_ids}, training=False)
+        out = tf.cast(out, tf.float32)
+        if truncate_dim is not None:
+            out = out[:, :truncate_dim]
+            if encoder.normalize:
+                out = tf.math.l2_normalize(out, axis=-1, epsilon=1e-12)
+        return {OUTPUT_NAME: out}
+
+    with _plain_kernels():
+        return serve.get_concrete_function()
+
+
+def convert(encoder, length, quantize="float32", truncate_dim=None):
+    """The `.tflite` bytes (no metadata) of `encoder` for `[1, length]` inputs.
+
+    Raises:
+        NotExportableError: the graph needs ops that are not LiteRT builtins.
+    """
+    import tensorflow as tf
+
+    from keras_sentemb.export.huggingface import NotExportableError
+
+    from tensorflow.python.framework.convert_to_constants import (
+        convert_variables_to_constants_v2)
+
+    # Weights as constants: left as resource variables (READ_VARIABLE ops)
+    # they would need an initialisation call that MediaPipe never makes.
+    traced = _serving_function(encoder, length, truncate_dim)
+    frozen = convert_variables_to_constants_v2(traced)
+
+    @tf.function(input_signature=traced.structured_input_signature[0])
+    def serve(input_word_ids, input_mask, input_type_ids):  # keeps the output's name
+        outputs = frozen(input_word_ids=input_word_ids, input_mask=input_mask,
+                         input_type_ids=input_type_ids)
+        return {OUTPUT_NAME: tf.nest.flatten(outputs)[0]}
+
+    converter = tf.lite.TFLiteConverter.from_concrete_functions(
+        [serve.get_concrete_function()], tf.Module())
+    converter.target_spec.supported_ops = [tf.lite.OpsSet.TFLITE_BUILTINS]
+    if quantize == "float16":
+        converter.optimizations = [tf.lite.Optimize.DEFAULT]
+        converter.target_spec.supported_types = [tf.float16]
+    elif quantize == "int8":  # dynamic range: int8 weights, float activations, input and output
+        converter.optimizations = [tf.lite.Optimize.DEFAULT]
+    try:
+        return converter.convert()
+    except Exception as e:  # ConverterError: ops outside the builtin set
+        missing = sorted(set(_op_names(str(e))))
+        detail = f" (needs {', '.join(missing)})" if missing else ""
+        raise NotExportableError(
+            f"This encoder does not convert to LiteRT builtin ops{detail}; {EXPORTABLE}."
+        ) from None
+
+
+def _op_names(message):
+    import re
+
+    return re.findall(r"'(?:tf|flex)\.(\w+)'", message)
+
+
+def operator_codes(model):
+    """`(builtin codes, custom op names)` of a `.tflite` flatbuffer (bytes)."""
+    from tensorflow.lite.python import schema_py_generated as schema
+
+    root = schema.Model.GetRootAsModel(bytearray(model), 0)
+    builtins, custom = set(), set()
+    for i in range(root.OperatorCodesLength()):
+        code = root.OperatorCodes(i)
+        value = max(code.BuiltinCode(), code.DeprecatedBuiltinCode())
+        if value == CUSTOM_OPERATOR:
+            custom.add((code.CustomCode() or b"").decode("utf-8", "replace"))
+        else:
+            builtins.add(value)
+    return sorted(builtins), sorted(custom)
+
+
+def subgraph_input_names(model):
+    """The input names of the `serving_default` signature in subgraph input order."""
+    from tensorflow.lite.python import schema_py_generated as schema
+
+    root = schema.Model.GetRootAsModel(bytearray(model), 0)
+    subgraph = root.Subgraphs(0)
+    signature = root.SignatureDefs(0)
+    by_tensor = {}
+    for i in range(signature.InputsLength()):
+        item = signature.Inputs(i)
+        by_tensor[item.TensorIndex()] = item.Name().decode("utf-8")
+    return [by_tensor[subgraph.Inputs(i)] for i in range(subgraph.InputsLength())]
+
+
+# --------------------------------------------------------------- verify
+def run_litert(model_content, token_ids, padding_mask):
+    """Embeddings `[n, dim]` of packed rows `[n, L]` through the file's `serving_default`."""
+    interpreter = _interpreter(model_content)
+    runner = interpreter.get_signature_runner(SIGNATURE_KEY)
+    rows = []
+    for ids, mask in zip(token_ids, padding_mask):
+        out = runner(input_word_ids=ids[None].astype(np.int32),
+                     input_mask=mask[None].astype(np.int32),
+                     input_type_ids=np.zeros_like(ids[None], np.int32))
+        rows.append(np.asarray(out[OUTPUT_NAME], np.float32)[0])
+    return np.stack(rows)
+
+
+def pack_ids(encoder, sentences, length):
+    """`(token_ids, padding_mask)` int32 `[n, length]`: the encoder's tokens, padded to `length`."""
+    import tensorflow as tf
+
+    from keras_sentemb.models.encoding_engine import to_text
+
+    batch = tf.constant([to_text(s).encode("utf-8") for s in sentences])
+    packed = encoder.preprocess(batch, length)
+    ids, mask = packed["token_ids"].numpy(), packed["padding_mask"].numpy()
+    pad = length - ids.shape[1]
+    ids = np.pad(ids, [(0, 0), (0, pad)], constant_values=encoder.pad_token_id)
+    mask = np.pad(mask.astype(np.int32), [(0, 0), (0, pad)])
+    return ids.astype(np.int32), mask
+
+
+def verify_litert(model_content, encoder, length, tolerance, truncate_dim=None, sentences=None):
+    """Run the file in the LiteRT interpreter and compare it with `encoder.encode` row by row.
+
+    Checks the contract (signature `serving_default`, three int32 `[1, L]`
+    inputs, one float32 `[1, dim]` output `embedding`, builtin ops only),
+    then the probe sentences' vectors (relative error, see
+    `keras_sentemb.export.parity`).
+
+    Returns:
+        dict with `max_rel_diff`, `min_cosine`, `mean_cosine`, `max_abs_diff`,
+        `tolerance` and `num_probes`.
+
+    Raises:
+        ExportVerificationError: the contract does not hold or a row is off.
+    """
+    from keras_sentemb.export.parity import relative_errors
+    from keras_sentemb.export.saved_model import PROBE_SENTENCES
+
+    _, custom = operator_codes(model_content)
+    if custom:
+        raise ExportVerificationError(f"The LiteRT file needs custom ops {custom}.")
+    interpreter = _interpreter(model_content)
+    signatures = interpreter.get_signature_list()
+    dim = encoder.output_dim if truncate_dim is None else truncate_dim
+    if list(signatures) != [SIGNATURE_KEY]:
+        raise ExportVerificationError(f"The LiteRT file has signatures {sorted(signatures)}.")
+    runner = interpreter.get_signature_runner(SIGNATURE_KEY)
+    inputs, outputs = runner.get_input_details(), runner.get_output_details()
+    got = {k: (tuple(v["shape"]), np.dtype(v["dtype"]).name) for k, v in inputs.items()}
+    want = {k: ((1, length), "int32") for k in INPUT_NAMES}
+    out = {k: (tuple(v["shape"]), np.dtype(v["dtype"]).name) for k, v in outputs.items()}
+    if got != want or out != {OUTPUT_NAME: ((1, dim), "float32")}:
+        raise ExportVerificationError(
+            f"The LiteRT signature is {got} -> {out}; expected {want} -> "
+            f"{{{OUTPUT_NAME!r}: ((1, {dim}), 'float32')}}."
+        )
+    probes = list(PROBE_SENTENCES) + list(ASCII_PROBES) + list(sentences or [])
+    ids, mask = pack_ids(encoder, probes, length)
+    vectors = run_litert(model_content, ids, mask)
+    ref = encoder.encode(probes, max_length=length, truncate_dim=truncate_dim)
+    report = compare(vectors, ref, tolerance, "The LiteRT file", probes)
+    report["mean_cosine"] = float(relative_errors(vectors, ref)[1].mean())
+    report["num_probes"] = len(probes)
+    return report
+
+
+# --------------------------------------------------------------- export
+def _check_length(encoder, max_length):
+    if max_length is None:
+        return min(encoder.max_length, MAX_DEFAULT_LENGTH)
+    limit = int(encoder.backbone.max_sequence_length)
+    if (isinstance(max_length, bool) or not isinstance(max_length, (int, np.integer))
+            or not 3 <= max_length <= limit):
+        raise ValueError(
+            f"`max_length` must be an int in [3, {limit}] (the model's positions); "
+            f"received {max_length!r}."
+        )
+    return int(max_length)
+
+
+def export_litert(encoder, path, quantize="float32", max_length=None, *, tolerance=None,
+                  truncate_dim=None, probe_sentences=None, verbose=False):
+    """Write a verified LiteRT (`.tflite`) file of `encoder` for phones, browsers and boards.
+
+    The file uses LiteRT builtin ops only. Its `serving_default` signature
+    takes `input_word_ids`, `input_mask` and `input_type_ids` (int32
+    `[1, L]`) and returns `embedding` (float32 `[1, dim]`), with the
+    encoder's pooling, projection head, normalisation and post-processing
+    inside. An uncased BERT model carries its WordPiece vocabulary in TFLite
+    Model Metadata, so MediaPipe's TextEmbedder embeds raw text with it;
+    other models get an ids-in file and a notice on stderr.
+
+    The file is reloaded in the LiteRT interpreter and compared with
+    `encoder.encode(max_length=L)` on probe sentences before it is renamed
+    to `path`; on failure nothing is left behind.
+
+    Args:
+        encoder: `SentenceEncoder`, a trainer exposing `.encoder`, or a model
+            name/folder accepted by `SentenceEncoder.from_preset`.
+        path: str or path. The `.tflite` file to write (replaced if it
+            exists).
+        quantize: str. `"float32"`, `"float16"` (half-size weights) or
+            `"int8"` (dynamic range: int8 weights, float input and output,
+            a quarter of the size). Defaults to `"float32"`.
+        max_length: int or None. `L`, the fixed input length (special tokens
+            included). Defaults to the encoder's `max_length`, at most 256.
+        tolerance: float or None. Largest relative error of a probe's vector.
+            Defaults to `1e-3` (float32), `2e-2` (float16), `0.2` (int8).
+        truncate_dim: int or None. Output the first `truncate_dim`
+            dimensions (renormalised when the encoder normalises). Defaults
+            to `None` (all).
+        probe_sentences: list of str or None. Extra probes. Defaults to
+            `None`.
+        verbose: bool. Print a summary on stderr. Defaults to `False`.
+
+    Returns:
+        dict: `path`, `size_bytes`, `quantize`, `max_length`, `output_dim`,
+        `mediapipe_tokenizer` (bool) and the verification report
+        (`max_rel_diff`, `min_cosine`, `mean_cosine`, ...).
+
+    Raises:
+        NotExportableError: the encoder computes something LiteRT builtins
+            cannot express (a `ValueError`).
+        ExportVerificationError: the file does not reproduce `encode`
+            within `tolerance` (a `ValueError`).
+
+    Examples:
+
+    ```python
+    encoder = keras_sentemb.SentenceEncoder.from_preset("default")
+    keras_sentemb.export_litert(encoder, "minilm.tflite", quantize="int8")
+    # MediaPipe: TextEmbedder.create_from_model_path("minilm.tflite").embed("Hello!")
+    ```
+    """
+    from keras_sentemb.export.litert_metadata import VOCABULARY_FILE
+    from keras_sentemb.export.litert_metadata import attach_metadata
+    from keras_sentemb.export.litert_metadata import build_metadata
+    from keras_sentemb.export.saved_model import _as_encoder
+    from keras_sentemb.io_utils import write_file_atomic
+    from keras_sentemb.models.truncation import check_truncate_dim
+    from keras_sentemb.version import __version__
+
+    if quantize not in QUANTIZE_MODES:
+        raise ValueError(f"`quantize` must be one of {QUANTIZE_MODES}; received {quantize!r}.")
+    encoder = _as_encoder(encoder)
+    length = _check_length(encoder, max_length)
+    if truncate_dim is not None:
+        truncate_dim = check_truncate_dim(truncate_dim, encoder.output_dim)
+    tolerance = check_tolerance(DEFAULT_TOLERANCES[quantize] if tolerance is None else tolerance)
+    path = Path(os.fspath(path))
+    if path.is_dir():
+        raise ValueError(f"Cannot write {path}: it is a folder; pass a .tflite file name.")
+    if not path.parent.is_dir():
+        raise ValueError(f"Cannot write {path}: the folder {path.parent} does not exist.")
+    check_litert_exportable(encoder)
+    if encoder.backbone.dtype_policy.compute_dtype != "float32":
+        encoder = encoder.precision_twin("float32")  # the file computes in float32
+
+    model = convert(encoder, length, quantize, truncate_dim)
+    problem = mediapipe_tokenizer_problem(encoder)
+    dim = encoder.output_dim if truncate_dim is None else truncate_dim
+    files = {}
+    if problem is None:
+        vocab = "".join(f"{token}\n" for token in encoder.tokenizer.get_vocabulary())
+        files[VOCABULARY_FILE] = vocab.encode("utf-8")
+    metadata = build_metadata(
+        subgraph_input_names(model), dim, name="keras_sentemb sentence encoder",
+        description=(f"Sentence embeddings ({encoder.pooling} pooling"
+                     f"{', L2-normalised' if encoder.normalize else ''}), "
+                     f"{quantize} weights, inputs of {length} tokens."),
+        version=__version__, vocabulary=problem is None,
+    )
+    model = attach_metadata(model, metadata, files)
+    report = verify_litert(model, encoder, length, tolerance, truncate_dim, probe_sentences)
+    write_file_atomic(path, lambda f: f.write(model))
+    if problem is not None:
+        print(f"Notice: MediaPipe's built-in tokenizer does not apply to {path.name} ({problem}); "
+              "feed token ids from the model's own tokenizer.", file=sys.stderr)
+    result = {"path": os.fspath(path), "size_bytes": len(model), "quantize": quantize,
+              "max_length": length, "output_dim": dim, "mediapipe_tokenizer": problem is None,
+              **report}
+    if verbose:
+        print(f"Exported {path} ({quantize}, {len(model) / 2**20:.1f} MiB; min cosine to "
+              f"encode() {report['min_cosine']:.6f} on {report['num_probes']} probes).",
+              file=sys.stderr)
+    return result
