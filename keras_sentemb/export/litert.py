@@ -74,16 +74,21 @@ def _plain_kernels():
 
 
 def _interpreter(model_content):
-    """The LiteRT interpreter: `ai_edge_litert` when installed, else TensorFlow's copy."""
-    try:
-        from ai_edge_litert.interpreter import Interpreter
-    except ImportError:
-        import tensorflow as tf
+    """TensorFlow's LiteRT interpreter (the same kernels as `ai_edge_litert`'s).
 
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")  # the deprecation notice of tf.lite.Interpreter
-            return tf.lite.Interpreter(model_content=model_content, num_threads=1)
-    return Interpreter(model_content=model_content, num_threads=1)
+    The package needs no LiteRT wheel: the gate runs the file in the copy of
+    the interpreter TensorFlow ships, falling back to `ai_edge_litert` where
+    a TensorFlow build no longer has it. The tests run the stand-alone
+    `ai_edge_litert` interpreter and MediaPipe in their own processes.
+    """
+    import tensorflow as tf
+
+    interpreter = getattr(getattr(tf, "lite", None), "Interpreter", None)
+    if interpreter is None:
+        from ai_edge_litert.interpreter import Interpreter as interpreter
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # tf.lite.Interpreter's notice that ai_edge_litert exists
+        return interpreter(model_content=model_content, num_threads=1)
 
 
 # ------------------------------------------------------------- refusals
@@ -315,7 +320,7 @@ def _check_length(encoder, max_length):
 
 
 def export_litert(encoder, path, quantize="float32", max_length=None, *, tolerance=None,
-                  truncate_dim=None, probe_sentences=None, verbose=False):
+                  truncate_dim=None, overwrite=False, probe_sentences=None, verbose=False):
     """Write a verified LiteRT (`.tflite`) file of `encoder` for phones, browsers and boards.
 
     The file uses LiteRT builtin ops only. Its `serving_default` signature
@@ -345,6 +350,8 @@ def export_litert(encoder, path, quantize="float32", max_length=None, *, toleran
         truncate_dim: int or None. Output the first `truncate_dim`
             dimensions (renormalised when the encoder normalises). Defaults
             to `None` (all).
+        overwrite: bool. Replace an existing file at `path` (once the new
+            one is verified). Defaults to `False`.
         probe_sentences: list of str or None. Extra probes. Defaults to
             `None`.
         verbose: bool. Print a summary on stderr. Defaults to `False`.
@@ -359,6 +366,7 @@ def export_litert(encoder, path, quantize="float32", max_length=None, *, toleran
             cannot express (a `ValueError`).
         ExportVerificationError: the file does not reproduce `encode`
             within `tolerance` (a `ValueError`).
+        FileExistsError: `path` exists and `overwrite` is False.
 
     Examples:
 
@@ -388,6 +396,9 @@ def export_litert(encoder, path, quantize="float32", max_length=None, *, toleran
         raise ValueError(f"Cannot write {path}: it is a folder; pass a .tflite file name.")
     if not path.parent.is_dir():
         raise ValueError(f"Cannot write {path}: the folder {path.parent} does not exist.")
+    if path.exists() and not overwrite:
+        raise FileExistsError(f"{path} already exists; pass overwrite=True (--overwrite) to "
+                              "replace it.")
     check_litert_exportable(encoder)
     if encoder.backbone.dtype_policy.compute_dtype != "float32":
         encoder = encoder.precision_twin("float32")  # the file computes in float32
