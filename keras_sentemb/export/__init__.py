@@ -39,7 +39,7 @@ _PUBLIC = {
     "check_exportable": "keras_sentemb.export.huggingface",
     "NotExportableError": "keras_sentemb.export.huggingface",
     "export_litert": "keras_sentemb.export.litert",
-    "verify_litert": "keras_sentemb.export.litert",
+    "verify_litert": "keras_sentemb.export.litert_check",
 }
 
 __getattr__, __dir__, __all__ = lazy_exports(__name__, _PUBLIC)

@@ -15,6 +15,7 @@ import pytest
 
 from keras_sentemb import cli
 from keras_sentemb.export import litert
+from keras_sentemb.export import litert_check as check
 from keras_sentemb.export.huggingface import NotExportableError
 from keras_sentemb.export.litert import export_litert
 from keras_sentemb.export.litert_metadata import read_metadata
@@ -70,13 +71,13 @@ def test_file_has_the_contract_and_builtin_ops_only(exported, encoder):
     data = path.read_bytes()
     assert report["path"] == str(path) and report["size_bytes"] == len(data)
     assert sorted(os.listdir(path.parent)) == sorted(f"{m}.tflite" for m in litert.QUANTIZE_MODES)
-    builtins, custom = litert.operator_codes(data)
-    assert custom == [] and builtins and litert.CUSTOM_OPERATOR not in builtins
-    interpreter = litert._interpreter(data)
+    builtins, custom = check.operator_codes(data)
+    assert custom == [] and builtins and check.CUSTOM_OPERATOR not in builtins
+    interpreter = check._interpreter(data)
     assert list(interpreter.get_signature_list()) == ["serving_default"]
     runner = interpreter.get_signature_runner("serving_default")
     assert {k: (tuple(v["shape"]), v["dtype"]) for k, v in runner.get_input_details().items()} == {
-        name: ((1, LENGTH), np.int32) for name in litert.INPUT_NAMES}
+        name: ((1, LENGTH), np.int32) for name in check.INPUT_NAMES}
     assert {k: (tuple(v["shape"]), v["dtype"]) for k, v in runner.get_output_details().items()} == {
         "embedding": ((1, encoder.output_dim), np.float32)}
     assert report["min_cosine"] >= 0.99999 and report["max_rel_diff"] <= 1e-4
@@ -85,9 +86,9 @@ def test_file_has_the_contract_and_builtin_ops_only(exported, encoder):
 def test_file_embeds_like_encode_including_truncation(exported, encoder):
     path, _ = exported["float32"]
     sentences = ASCII + ["the man " * 20]  # longer than L: truncated as encode(max_length=L)
-    ids, mask = litert.pack_ids(encoder, sentences, LENGTH)
+    ids, mask = check.pack_ids(encoder, sentences, LENGTH)
     assert ids.shape == (len(sentences), LENGTH) and mask[-1].all()
-    got = litert.run_litert(path.read_bytes(), ids, mask)
+    got = check.run_litert(path.read_bytes(), ids, mask)
     assert _cosines(got, encoder.encode(sentences, max_length=LENGTH)).min() >= 0.99999
     # Against the full-length encoding the long sentence differs: truncation is real.
     assert _cosines(got, encoder.encode(sentences))[-1] < 0.9999
@@ -96,8 +97,8 @@ def test_file_embeds_like_encode_including_truncation(exported, encoder):
 def test_metadata_carries_the_vocabulary_in_input_order(exported, encoder):
     data = exported["float32"][0].read_bytes()
     meta = read_metadata(data)
-    names = litert.subgraph_input_names(data)
-    assert sorted(names) == sorted(litert.INPUT_NAMES)
+    names = check.subgraph_input_names(data)
+    assert sorted(names) == sorted(check.INPUT_NAMES)
     assert meta["inputs"] == [{"input_word_ids": "ids", "input_mask": "mask",
                                "input_type_ids": "segment_ids"}[n] for n in names]
     assert meta["outputs"] == ["embedding"] and meta["min_parser_version"] == "1.1.0"
@@ -126,8 +127,8 @@ def test_post_processing_and_truncate_dim_run_inside(tmp_path):
     encoder.postprocess = _whitening(encoder.encode(CORPUS))
     report = export_litert(encoder, tmp_path / "w.tflite", max_length=LENGTH, truncate_dim=4)
     assert report["output_dim"] == 4 and report["max_rel_diff"] <= 1e-4
-    ids, mask = litert.pack_ids(encoder, ASCII, LENGTH)
-    got = litert.run_litert((tmp_path / "w.tflite").read_bytes(), ids, mask)
+    ids, mask = check.pack_ids(encoder, ASCII, LENGTH)
+    got = check.run_litert((tmp_path / "w.tflite").read_bytes(), ids, mask)
     want = encoder.encode(ASCII, max_length=LENGTH, truncate_dim=4)
     np.testing.assert_allclose(np.linalg.norm(got, axis=1), np.linalg.norm(want, axis=1), rtol=1e-4)
 
@@ -169,8 +170,8 @@ def test_existing_file_and_folder_are_refused(tmp_path, monkeypatch):
 
 def test_failed_gate_leaves_the_old_file_and_nothing_else(encoder, tmp_path, monkeypatch):
     (tmp_path / "m.tflite").write_bytes(b"old")
-    real = litert.run_litert
-    monkeypatch.setattr(litert, "run_litert", lambda *a: real(*a)[:, ::-1])  # a wrong graph
+    real = check.run_litert
+    monkeypatch.setattr(check, "run_litert", lambda *a: real(*a)[:, ::-1])  # a wrong graph
     with pytest.raises(ExportVerificationError, match="relative error"):
         export_litert(encoder, tmp_path / "m.tflite", max_length=LENGTH, overwrite=True)
     assert os.listdir(tmp_path) == ["m.tflite"] and (tmp_path / "m.tflite").read_bytes() == b"old"
@@ -198,7 +199,7 @@ def test_cli_writes_exactly_the_file(tmp_path, capsys):
                      "--quantize", "int8", "--max-length", "12", "--tolerance", "0.3"]) == 0
     assert capsys.readouterr().out.strip() == str(out)
     assert os.listdir(out.parent) == ["m.tflite"]
-    runner = litert._interpreter(out.read_bytes()).get_signature_runner("serving_default")
+    runner = check._interpreter(out.read_bytes()).get_signature_runner("serving_default")
     assert tuple(runner.get_input_details()["input_word_ids"]["shape"]) == (1, 12)
     # Again without --overwrite: a one-line refusal, the file kept.
     assert cli.main(["export", "--model", str(folder), "--format", "litert",
@@ -221,7 +222,7 @@ def test_litert_runtime_and_mediapipe_match_encode(exported, encoder, tmp_path):
     available = _runtimes()
     if not all(available.values()):
         pytest.skip("the LiteRT test extra (ai-edge-litert, mediapipe) is not installed")
-    ids, mask = litert.pack_ids(encoder, ASCII, LENGTH)
+    ids, mask = check.pack_ids(encoder, ASCII, LENGTH)
     ref = encoder.encode(ASCII, max_length=LENGTH)
     for mode, min_cosine in (("float32", 0.9999), ("int8", 0.98)):
         path = exported[mode][0]
