@@ -35,13 +35,16 @@ setup(
         # the test extra includes the beam, docs and notebook tools. torch,
         # transformers and sentence-transformers check exported Hugging Face
         # folders with the real libraries (the package never imports them);
-        # pytrec-eval-terrier and faiss-cpu are the retrieval extra's.
+        # pytrec-eval-terrier and faiss-cpu are the retrieval extra's;
+        # ai-edge-litert and mediapipe run exported LiteRT files (in a process
+        # of their own; the package never imports them).
         "test": [
             "pytest>=7", "pytest-xdist>=3.5", "apache-beam>=2.77,<2.78",
             "mkdocs>=1.6,<2", "mkdocs-material>=9.5,<10", "mkdocstrings[python]>=0.26",
             "nbclient>=0.10", "nbformat>=5.10", "ipykernel>=6.29",
             "torch", "transformers", "sentence-transformers", "tokenizers",
             "pytrec-eval-terrier>=0.5.6", "faiss-cpu>=1.8",
+            "ai-edge-litert>=2.3", "mediapipe>=1.2.3",
         ],
         # The documentation site: `mkdocs serve`, `mkdocs build --strict`.
         "docs": ["mkdocs>=1.6,<2", "mkdocs-material>=9.5,<10", "mkdocstrings[python]>=0.26"],
@@ -53,6 +56,9 @@ setup(
         "retrieval": ["pytrec-eval-terrier>=0.5.6", "faiss-cpu>=1.8"],
         # Streamed training data in Parquet files (keras_sentemb.data.streams).
         "parquet": ["pyarrow"],
+        # Running exported LiteRT files outside TensorFlow: the LiteRT
+        # interpreter and MediaPipe's TextEmbedder (export needs neither).
+        "litert": ["ai-edge-litert>=2.3", "mediapipe>=1.2.3"],
     },
     entry_points={"console_scripts": ["keras-sentemb=keras_sentemb.cli:main"]},
 )

@@ -25,6 +25,7 @@ _PUBLIC = {
     "mine_hard_negatives": "keras_sentemb.hard_negatives",
     "export_saved_model": "keras_sentemb.export.saved_model",
     "export_huggingface": "keras_sentemb.export.huggingface",
+    "export_litert": "keras_sentemb.export.litert",
     "fit_ct": "keras_sentemb.api",
     "fit_sts_regression": "keras_sentemb.api",
     "fit_simcse": "keras_sentemb.api",

@@ -1,4 +1,4 @@
-"""`keras-sentemb export`: a SavedModel for TF Serving, or a Hugging Face folder."""
+"""`keras-sentemb export`: a SavedModel for TF Serving, a Hugging Face folder, or a LiteRT file."""
 
 from keras_sentemb import export
 from keras_sentemb.cli.common import UsageError
@@ -10,11 +10,11 @@ from keras_sentemb.cli.common import positive_int
 
 def add_parser(sub):
     """`export`'s flags."""
-    p = sub.add_parser("export", allow_abbrev=False, help="export a SavedModel for TF Serving, or a Hugging Face folder")
+    p = sub.add_parser("export", allow_abbrev=False, help="export a SavedModel for TF Serving, a Hugging Face folder, or a LiteRT file")
     model_args(p)
-    p.add_argument("--output", required=True, help="saved_models/NAME (a SavedModel), else the folder")
+    p.add_argument("--output", required=True, help="saved_models/NAME (a SavedModel), FILE.tflite (litert), else the folder")
     p.add_argument("--version", type=positive_int, default=None)
-    p.add_argument("--format", choices=["saved-model", "sentence-transformers", "transformers"],
+    p.add_argument("--format", choices=["saved-model", "sentence-transformers", "transformers", "litert"],
                    default="saved-model")
     p.add_argument("--overwrite", action="store_true",
                    help="replace an existing export (SavedModel version or folder), atomically")
@@ -25,10 +25,33 @@ def add_parser(sub):
     p.add_argument("--truncate-dim", type=positive_int, default=None,
                    help="the SavedModel returns the first K dimensions (renormalised when "
                         "the model normalises)")
+    p.add_argument("--quantize", choices=["float32", "float16", "int8"], default=None,
+                   help="weights of a LiteRT file: float32 (default), float16, or int8 "
+                        "(dynamic range; float input and output)")
     return p
 
 
+def _export_litert(args):
+    from keras_sentemb.export.litert import export_litert
+
+    if args.version is not None:
+        raise UsageError("--version applies to --format saved-model, not litert")
+    if args.dtype is not None:
+        raise UsageError("--dtype applies to the Hugging Face formats; use --quantize for litert")
+    encoder = load_encoder(args.model, args.pooling, args.max_length, args.num_layers)
+    result = export_litert(
+        encoder, args.output, quantize=args.quantize or "float32", max_length=args.max_length,
+        tolerance=args.tolerance, truncate_dim=args.truncate_dim, overwrite=args.overwrite,
+    )
+    print(result["path"])
+    return 0
+
+
 def cmd_export(args):
+    if args.format == "litert":
+        return _export_litert(args)
+    if args.quantize is not None:
+        raise UsageError(f"--quantize applies to --format litert, not {args.format}")
     saved_model = args.format == "saved-model"
     if saved_model and args.dtype is not None:
         raise UsageError("--dtype applies to the Hugging Face formats; a SavedModel computes in float32")

@@ -10,6 +10,10 @@ the graph. The graph needs TensorFlow and the tensorflow-text ops only.
 (or, with `format="transformers"`, a bare `BertModel` / `RobertaModel`
 folder) that the Hugging Face libraries load directly.
 
+`export_litert(encoder, "NAME.tflite")` writes an on-device LiteRT file of
+builtin ops (int32 token ids in, one embedding out) with the BERT tokenizer in
+its metadata, which MediaPipe's TextEmbedder runs on raw text.
+
 Names are loaded lazily so that `python -m keras_sentemb.export.saved_model_cli`
 does not import Keras.
 """
@@ -34,6 +38,8 @@ _PUBLIC = {
     "verify_huggingface": "keras_sentemb.export.huggingface",
     "check_exportable": "keras_sentemb.export.huggingface",
     "NotExportableError": "keras_sentemb.export.huggingface",
+    "export_litert": "keras_sentemb.export.litert",
+    "verify_litert": "keras_sentemb.export.litert_check",
 }
 
 __getattr__, __dir__, __all__ = lazy_exports(__name__, _PUBLIC)

@@ -1,0 +1,241 @@
+"""export_litert: builtin-ops LiteRT files, their metadata, quantization, the gate, refusals, CLI.
+
+Tiny random encoders throughout; the stand-alone runtimes (`ai_edge_litert`,
+MediaPipe's TextEmbedder) run in their own process (tests/export/litert_runtime.py)
+and are skipped where the test extra is not installed.
+"""
+
+import json
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from keras_sentemb import cli
+from keras_sentemb.export import litert
+from keras_sentemb.export import litert_check as check
+from keras_sentemb.export.huggingface import NotExportableError
+from keras_sentemb.export.litert import export_litert
+from keras_sentemb.export.litert_metadata import read_metadata
+from keras_sentemb.export.parity import ExportVerificationError
+from tests.conftest import REPO
+from tests.conftest import TINY_VOCAB
+from tests.conftest import make_tiny_encoder
+from tests.export.hf_helpers import make_tiny_roberta
+from tests.export.test_saved_model_postprocess import _whitening
+from tests.trainers.test_contrastive_tension import CORPUS
+
+LENGTH = 16
+ASCII = ["a man is playing the guitar .", "the cat sits on the mat", "hello world !",
+         "a dog runs in the park , and a woman plays the piano ."]
+RUNTIME = REPO / "tests" / "export" / "litert_runtime.py"
+
+
+def _cosines(a, b):
+    return np.sum(a * b, 1) / np.maximum(np.linalg.norm(a, axis=1) * np.linalg.norm(b, axis=1), 1e-12)
+
+
+@pytest.fixture(scope="module")
+def encoder():
+    return make_tiny_encoder(pooling="mean", normalize=True)
+
+
+@pytest.fixture(scope="module")
+def exported(encoder, tmp_path_factory):
+    """float32, float16 and int8 files of one encoder: `{mode: (path, report)}`."""
+    folder = tmp_path_factory.mktemp("litert")
+    return {mode: (folder / f"{mode}.tflite",
+                   export_litert(encoder, folder / f"{mode}.tflite", quantize=mode, max_length=LENGTH))
+            for mode in litert.QUANTIZE_MODES}
+
+
+def _runtimes():
+    out = subprocess.run([sys.executable, str(RUNTIME), "check"], capture_output=True, text=True)
+    return json.loads(out.stdout) if out.returncode == 0 else {}
+
+
+def _run_runtime(mode, model, request, tmp_path):
+    (tmp_path / "request.json").write_text(json.dumps(request), encoding="utf-8")
+    result = subprocess.run(
+        [sys.executable, str(RUNTIME), mode, str(model), str(tmp_path / "request.json"),
+         str(tmp_path / "out.npy")], capture_output=True, text=True, timeout=600)
+    assert result.returncode == 0, result.stderr[-3000:]
+    return result.stdout, np.load(tmp_path / "out.npy")
+
+
+# ------------------------------------------------------------- the file
+def test_file_has_the_contract_and_builtin_ops_only(exported, encoder):
+    path, report = exported["float32"]
+    data = path.read_bytes()
+    assert report["path"] == str(path) and report["size_bytes"] == len(data)
+    assert sorted(os.listdir(path.parent)) == sorted(f"{m}.tflite" for m in litert.QUANTIZE_MODES)
+    builtins, custom = check.operator_codes(data)
+    assert custom == [] and builtins and check.CUSTOM_OPERATOR not in builtins
+    interpreter = check._interpreter(data)
+    assert list(interpreter.get_signature_list()) == ["serving_default"]
+    runner = interpreter.get_signature_runner("serving_default")
+    assert {k: (tuple(v["shape"]), v["dtype"]) for k, v in runner.get_input_details().items()} == {
+        name: ((1, LENGTH), np.int32) for name in check.INPUT_NAMES}
+    assert {k: (tuple(v["shape"]), v["dtype"]) for k, v in runner.get_output_details().items()} == {
+        "embedding": ((1, encoder.output_dim), np.float32)}
+    assert report["min_cosine"] >= 0.99999 and report["max_rel_diff"] <= 1e-4
+
+
+def test_file_embeds_like_encode_including_truncation(exported, encoder):
+    path, _ = exported["float32"]
+    sentences = ASCII + ["the man " * 20]  # longer than L: truncated as encode(max_length=L)
+    ids, mask = check.pack_ids(encoder, sentences, LENGTH)
+    assert ids.shape == (len(sentences), LENGTH) and mask[-1].all()
+    got = check.run_litert(path.read_bytes(), ids, mask)
+    assert _cosines(got, encoder.encode(sentences, max_length=LENGTH)).min() >= 0.99999
+    # Against the full-length encoding the long sentence differs: truncation is real.
+    assert _cosines(got, encoder.encode(sentences))[-1] < 0.9999
+
+
+def test_metadata_carries_the_vocabulary_in_input_order(exported, encoder):
+    data = exported["float32"][0].read_bytes()
+    meta = read_metadata(data)
+    names = check.subgraph_input_names(data)
+    assert sorted(names) == sorted(check.INPUT_NAMES)
+    assert meta["inputs"] == [{"input_word_ids": "ids", "input_mask": "mask",
+                               "input_type_ids": "segment_ids"}[n] for n in names]
+    assert meta["outputs"] == ["embedding"] and meta["min_parser_version"] == "1.1.0"
+    assert meta["tokenizer"] == {"type": "BertTokenizerOptions",
+                                 "vocab_files": [{"name": "vocab.txt", "type": 5}]}
+    assert meta["files"]["vocab.txt"].decode("utf-8").splitlines() == TINY_VOCAB
+
+
+@pytest.mark.parametrize("mode,min_cosine", [("float16", 0.995), ("int8", 0.98)])
+def test_quantized_files_are_smaller_and_close(exported, mode, min_cosine):
+    from tensorflow.lite.python import schema_py_generated as schema
+
+    path, report = exported[mode]
+    assert report["min_cosine"] >= min_cosine and report["quantize"] == mode
+    assert report["size_bytes"] < exported["float32"][1]["size_bytes"]
+    root = schema.Model.GetRootAsModel(bytearray(path.read_bytes()), 0)
+    subgraph = root.Subgraphs(0)
+    types = {subgraph.Tensors(i).Type() for i in range(subgraph.TensorsLength())}
+    want = schema.TensorType.FLOAT16 if mode == "float16" else schema.TensorType.INT8
+    assert want in types  # the weights really are stored so
+    assert read_metadata(path.read_bytes())["tokenizer"] is not None
+
+
+def test_post_processing_and_truncate_dim_run_inside(tmp_path):
+    encoder = make_tiny_encoder(pooling="cls", projection_dim=16, projection_activation="tanh")
+    encoder.postprocess = _whitening(encoder.encode(CORPUS))
+    report = export_litert(encoder, tmp_path / "w.tflite", max_length=LENGTH, truncate_dim=4)
+    assert report["output_dim"] == 4 and report["max_rel_diff"] <= 1e-4
+    ids, mask = check.pack_ids(encoder, ASCII, LENGTH)
+    got = check.run_litert((tmp_path / "w.tflite").read_bytes(), ids, mask)
+    want = encoder.encode(ASCII, max_length=LENGTH, truncate_dim=4)
+    np.testing.assert_allclose(np.linalg.norm(got, axis=1), np.linalg.norm(want, axis=1), rtol=1e-4)
+
+
+# ------------------------------------------------------------ refusals
+def test_sbert_wk_is_refused_naming_what_exports(tmp_path):
+    encoder = make_tiny_encoder(pooling="sbert_wk:0:1")
+    with pytest.raises(NotExportableError, match="sbert_wk.*mean.*Whitening") as e:
+        export_litert(encoder, tmp_path / "m.tflite", max_length=LENGTH)
+    assert "\n" not in str(e.value) and os.listdir(tmp_path) == []
+    # The converter itself refuses ops outside the builtin set (the check above only says why first).
+    with pytest.raises(NotExportableError, match="does not convert to LiteRT builtin ops"):
+        litert.convert(encoder, LENGTH)
+
+
+@pytest.mark.parametrize("kwargs,match", [
+    ({"quantize": "int4"}, "`quantize` must be one of"),
+    ({"max_length": 65}, r"`max_length` must be an int in \[3, 64\]"),
+    ({"max_length": 2}, "`max_length`"),
+    ({"truncate_dim": 33}, "`truncate_dim` must be an int in"),
+    ({"tolerance": 0}, "`tolerance` must be a positive number"),
+])
+def test_bad_arguments_are_refused_before_converting(kwargs, match, tmp_path, monkeypatch):
+    monkeypatch.setattr(litert, "convert", lambda *a, **k: pytest.fail("converted"))
+    with pytest.raises(ValueError, match=match):
+        export_litert(make_tiny_encoder(), tmp_path / "m.tflite", **kwargs)
+    assert os.listdir(tmp_path) == []
+
+
+def test_existing_file_and_folder_are_refused(tmp_path, monkeypatch):
+    monkeypatch.setattr(litert, "convert", lambda *a, **k: pytest.fail("converted"))
+    (tmp_path / "m.tflite").write_bytes(b"old")
+    with pytest.raises(FileExistsError, match="overwrite"):
+        export_litert(make_tiny_encoder(), tmp_path / "m.tflite")
+    with pytest.raises(ValueError, match="is a folder"):
+        export_litert(make_tiny_encoder(), tmp_path)
+    assert (tmp_path / "m.tflite").read_bytes() == b"old"
+
+
+def test_failed_gate_leaves_the_old_file_and_nothing_else(encoder, tmp_path, monkeypatch):
+    (tmp_path / "m.tflite").write_bytes(b"old")
+    real = check.run_litert
+    monkeypatch.setattr(check, "run_litert", lambda *a: real(*a)[:, ::-1])  # a wrong graph
+    with pytest.raises(ExportVerificationError, match="relative error"):
+        export_litert(encoder, tmp_path / "m.tflite", max_length=LENGTH, overwrite=True)
+    assert os.listdir(tmp_path) == ["m.tflite"] and (tmp_path / "m.tflite").read_bytes() == b"old"
+
+
+def test_models_mediapipe_cannot_tokenize_get_ids_in_files_and_a_notice(tmp_path, capsys):
+    assert "WordPiece" in litert.mediapipe_tokenizer_problem(make_tiny_roberta())
+    encoder = make_tiny_encoder(text_normalization="bert_cased")
+    report = export_litert(encoder, tmp_path / "c.tflite", max_length=LENGTH)
+    assert not report["mediapipe_tokenizer"] and report["max_rel_diff"] <= 1e-4
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "MediaPipe's built-in tokenizer does not apply" in err[0]
+    assert "cased" in err[0]
+    meta = read_metadata((tmp_path / "c.tflite").read_bytes())
+    assert meta["tokenizer"] is None and meta["files"] == {}
+
+
+# ----------------------------------------------------------------- CLI
+def test_cli_writes_exactly_the_file(tmp_path, capsys):
+    folder = tmp_path / "tiny"
+    make_tiny_encoder(normalize=True, pooling="mean").save(folder)
+    out = tmp_path / "out" / "m.tflite"
+    out.parent.mkdir()
+    assert cli.main(["export", "--model", str(folder), "--format", "litert", "--output", str(out),
+                     "--quantize", "int8", "--max-length", "12", "--tolerance", "0.3"]) == 0
+    assert capsys.readouterr().out.strip() == str(out)
+    assert os.listdir(out.parent) == ["m.tflite"]
+    runner = check._interpreter(out.read_bytes()).get_signature_runner("serving_default")
+    assert tuple(runner.get_input_details()["input_word_ids"]["shape"]) == (1, 12)
+    # Again without --overwrite: a one-line refusal, the file kept.
+    assert cli.main(["export", "--model", str(folder), "--format", "litert",
+                     "--output", str(out)]) == cli.EXIT_USER_ERROR
+    assert "already exists" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("argv,match", [
+    (["--format", "saved-model", "--quantize", "int8"], "--quantize applies to --format litert"),
+    (["--format", "litert", "--dtype", "float16"], "use --quantize for litert"),
+    (["--format", "litert", "--version", "2"], "--version applies to --format saved-model"),
+])
+def test_cli_refuses_flags_of_other_formats(argv, match, capsys):
+    assert cli.main(["export", "--model", "m", "--output", "o.tflite"] + argv) == cli.EXIT_USER_ERROR
+    assert match in capsys.readouterr().err
+
+
+# ------------------------------------------------- stand-alone runtimes
+def test_litert_runtime_and_mediapipe_match_encode(exported, encoder, tmp_path):
+    available = _runtimes()
+    if not all(available.values()):
+        pytest.skip("the LiteRT test extra (ai-edge-litert, mediapipe) is not installed")
+    ids, mask = check.pack_ids(encoder, ASCII, LENGTH)
+    ref = encoder.encode(ASCII, max_length=LENGTH)
+    for mode, min_cosine in (("float32", 0.9999), ("int8", 0.98)):
+        path = exported[mode][0]
+        _, got = _run_runtime("litert", path, {"ids": ids.tolist(), "mask": mask.tolist()}, tmp_path)
+        assert _cosines(got, ref).min() >= min_cosine, mode
+        stdout, got = _run_runtime("mediapipe", path, ASCII, tmp_path)
+        assert _cosines(got, ref).min() >= min_cosine, mode
+        meta = json.loads(stdout.strip().splitlines()[0])
+        assert meta["process_units"] == [4] and meta["vocab_files"] == meta["zip"] == ["vocab.txt"]
+        assert sorted(meta["inputs"]) == ["ids", "mask", "segment_ids"]
+
+
+def test_default_model_float32_parity(default_encoder, tmp_path):
+    report = export_litert(default_encoder, tmp_path / "minilm.tflite", max_length=64)
+    assert report["mediapipe_tokenizer"] and report["min_cosine"] >= 0.9999
+    assert report["output_dim"] == default_encoder.output_dim
