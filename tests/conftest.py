@@ -79,30 +79,17 @@ def make_tiny_encoder(num_layers=2, hidden_dim=32, **kwargs):
 # Tests that start extra processes (MirroredStrategy on logical CPUs, a
 # multi-worker cluster) or kill and resume every method: the slow tier.
 SLOW_NAME_PARTS = ("mirrored", "two_replicas", "two_workers", "multi_worker", "killed_run")
-# Rough cost of a test by tier, to start the costliest files first.
-TIER_COST = {"slow": 40, "integration": 8}
-
-
 def pytest_collection_modifyitems(config, items):
     """Mark the tiers: `integration` (the bundled default model), `slow`.
 
     The fast tier for daily work is `pytest -m "not integration and not slow"`;
-    CI runs everything. Under pytest-xdist the files run costliest first
-    (by their tests' tiers; a file keeps its own order): `--dist loadfile`
-    hands out files in this order, so the run does not end with one
-    process on a long file while the other idles.
+    CI runs everything.
     """
     for item in items:
         if "default_encoder" in getattr(item, "fixturenames", ()):
             item.add_marker(pytest.mark.integration)
         if any(part in item.nodeid for part in SLOW_NAME_PARTS):
             item.add_marker(pytest.mark.slow)
-    if _WORKERS > 1:
-        cost = {}
-        for item in items:
-            tiers = [c for tier, c in TIER_COST.items() if item.get_closest_marker(tier)]
-            cost[item.path] = cost.get(item.path, 0) + max(tiers, default=1)
-        items.sort(key=lambda item: -cost[item.path])  # stable: each file keeps its order
 
 
 @pytest.fixture
