@@ -27,6 +27,8 @@ from pathlib import Path
 
 import numpy as np
 
+from _common import cpu_info
+
 REPO = Path(__file__).resolve().parents[1]
 MODES = ("float32", "float16", "int8")
 SENTENCE = "A man is playing a guitar on the stage while the crowd sings along."
@@ -110,6 +112,7 @@ def main():
                 "sts_b_test_mediapipe": _spearman(pairs, vectors, index),
             }
             print(mode, json.dumps(rows[mode]), flush=True)
+    rows["machine"] = cpu_info()
     print(json.dumps(rows, indent=2))
     if args.output:
         Path(args.output).write_text(json.dumps(rows, indent=2) + "\n", encoding="utf-8")

@@ -235,7 +235,33 @@ def test_litert_runtime_and_mediapipe_match_encode(exported, encoder, tmp_path):
         assert sorted(meta["inputs"]) == ["ids", "mask", "segment_ids"]
 
 
+def _check_in_runtimes(path, encoder, length, min_cosine, tmp_path):
+    """`path` embeds ASCII sentences like `encode()` in ai_edge_litert and in MediaPipe."""
+    available = _runtimes()
+    if not all(available.values()):
+        pytest.skip("the LiteRT test extra (ai-edge-litert, mediapipe) is not installed")
+    ids, mask = check.pack_ids(encoder, ASCII, length)
+    ref = encoder.encode(ASCII, max_length=length)
+    _, got = _run_runtime("litert", path, {"ids": ids.tolist(), "mask": mask.tolist()}, tmp_path)
+    assert _cosines(got, ref).min() >= min_cosine
+    _, got = _run_runtime("mediapipe", path, ASCII, tmp_path)
+    assert _cosines(got, ref).min() >= min_cosine
+
+
+def test_a_ct_trained_model_runs_in_both_runtimes(tmp_path):
+    import keras_sentemb
+    from keras_sentemb.models import SentenceEncoder
+
+    keras_sentemb.fit_ct(CORPUS, model=make_tiny_encoder(pooling="mean"), steps=3, batch_size=8,
+                         max_length=16, dev=None, verbose=0, output=str(tmp_path / "ct"))
+    trained = SentenceEncoder.from_preset(str(tmp_path / "ct"))  # as a user loads it
+    report = export_litert(trained, tmp_path / "ct.tflite", max_length=LENGTH)
+    assert report["mediapipe_tokenizer"]
+    _check_in_runtimes(tmp_path / "ct.tflite", trained, LENGTH, 0.9999, tmp_path)
+
+
 def test_default_model_float32_parity(default_encoder, tmp_path):
     report = export_litert(default_encoder, tmp_path / "minilm.tflite", max_length=64)
     assert report["mediapipe_tokenizer"] and report["min_cosine"] >= 0.9999
     assert report["output_dim"] == default_encoder.output_dim
+    _check_in_runtimes(tmp_path / "minilm.tflite", default_encoder, 64, 0.9999, tmp_path)
