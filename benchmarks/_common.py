@@ -8,7 +8,8 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parent
-DEFAULT_SENTENCES = REPO.parent / "shared" / "data" / "wiki" / "wiki100k.txt"
+# wiki100k where docs/data.md puts it (`data/wiki.txt` in the clone); else the bundled 10k.
+DEFAULT_SENTENCES = REPO / "data" / "wiki.txt"
 BUNDLED_SENTENCES = REPO / "keras_sentemb" / "resources" / "wiki" / "wiki10k.txt"
 
 
@@ -88,7 +89,7 @@ def read_lines(path, n):
 
 def st_python(explicit=None):
     """The Python of a venv with torch + sentence-transformers (never our dependency)."""
-    return explicit or os.environ.get("ST_PYTHON", "/opt/stref/bin/python")
+    return explicit or os.environ.get("ST_PYTHON", "stref/bin/python")
 
 
 def run_st(script, args, python=None):

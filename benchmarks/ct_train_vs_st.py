@@ -10,7 +10,7 @@ groups of one (s, s) positive and 7 random negative pairs), max length 75,
 RMSprop, both towers trained, tokenization included in each step. Ours is
 `ContrastiveTension.fit` on the tf.data pipeline `fit_ct` uses; ST's is
 benchmarks/st_ct_train.py (ContrastiveTensionLoss, a manual training loop in
-its own venv: `ST_PYTHON`, default /opt/stref/bin/python). ST trains with
+its own venv: `ST_PYTHON`, default `stref/bin/python` in the clone). ST trains with
 dropout on (train mode); ours is timed with dropout on as well (`--dropout`,
 default) so the work per step is the same. `--warmup` steps are excluded.
 `--method simcse`: unsupervised SimCSE instead (ours: the `SimCSE` trainer

@@ -8,7 +8,7 @@ sample) with the bundled all-MiniLM-L6-v2, the same batch size and max length,
 after one warm-up pass over the same data (so our compiled functions and ST's
 allocator are warm). They run one after the other, not at the same time, and
 each is timed `--repeats` times; the best run of each is reported. The ST side
-runs in its own venv (`ST_PYTHON`, default /opt/stref/bin/python) via
+runs in its own venv (`ST_PYTHON`, default `stref/bin/python` in the clone) via
 benchmarks/st_encode.py. With `--st-batch-sizes` ST runs at each of those batch
 sizes and the ratio is against its fastest (on a CPU ST is fastest at small
 batches, where ours caps a batch's padded tokens instead). Prints one JSON

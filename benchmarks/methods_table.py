@@ -1,7 +1,7 @@
 """Every unsupervised method lifting an un-tuned encoder: the papers' kind of table, on CPU.
 
 Trains CT (K = 7), CT with in-batch negatives, SimCSE, ConSERT and SG-OPT
-from the same un-tuned start (`../shared/models/untuned-minilm`: the default
+from the same un-tuned start (`runs/untuned-minilm`, built as docs/data.md shows: the default
 model scrambled by 500 MLM steps) at one budget (same steps, batch, max
 length and corpus for every method; CT with K = 7 keeps its paper's batch 16
 and max length 64, as in the reference figures), selects each method's learning rate,
@@ -37,9 +37,9 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 REPO = Path(__file__).resolve().parents[1]
-SHARED = REPO.parent / "shared"
-START = SHARED / "models" / "untuned-minilm"
-WIKI = SHARED / "data" / "wiki" / "wiki100k.txt"
+# Where docs/data.md puts the un-tuned start and wiki100k in the clone.
+START = REPO / "runs" / "untuned-minilm"
+WIKI = REPO / "data" / "wiki.txt"
 
 # sentence-transformers from untuned-minilm, STS-B dev / test (its README;
 # batch 64, max length 32, mean pooling; CT K=7: batch 16, max length 64).

@@ -32,7 +32,7 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))
-DEFAULT_INPUT = HERE.parent.parent / "shared" / "data" / "multitask" / "quora-dev.csv"
+DEFAULT_INPUT = HERE.parent / "data" / "multitask" / "quora-dev.csv"  # docs/data.md
 
 
 def duplicate_sets(pairs):

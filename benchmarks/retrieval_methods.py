@@ -2,7 +2,7 @@
 
     python benchmarks/quora_beir.py --output runs/quora-beir
     python benchmarks/retrieval_methods.py --data runs/quora-beir \\
-        --starts default,../shared/models/untuned-minilm --output runs/retrieval_methods.jsonl
+        --starts default,runs/untuned-minilm --output runs/retrieval_methods.jsonl
 
 Every method of `methods_table.py` trains from each start at that table's
 budget (250 steps on wiki100k, batch 64 / max length 32; CT K = 7: batch 16 /

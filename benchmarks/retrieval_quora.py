@@ -2,7 +2,7 @@
 
     python benchmarks/quora_beir.py --output runs/quora-beir
     python benchmarks/retrieval_quora.py --data runs/quora-beir --split test \
-        --models default,../shared/models/untuned-minilm --output runs/retrieval_quora.json
+        --models default,runs/untuned-minilm --output runs/retrieval_quora.json
 
 For each model, the split's queries and the whole corpus are encoded once
 (float32); then, on those vectors:
@@ -53,7 +53,7 @@ def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--data", required=True, help="BEIR folder (benchmarks/quora_beir.py)")
     p.add_argument("--split", default="test")
-    p.add_argument("--models", default="default,../shared/models/untuned-minilm")
+    p.add_argument("--models", default="default,runs/untuned-minilm")
     p.add_argument("--dims", default="384,256,128,64,32")
     p.add_argument("--top-k", type=int, default=100)
     p.add_argument("--oversampling", type=int, default=4)

@@ -3,8 +3,8 @@
 Run with the separate reference venv (torch / sentence-transformers are NOT dependencies of
 keras_sentemb):
 
-    /opt/stref/bin/python benchmarks/st_ct_train.py --steps 30                          # CT (BCE), RMSprop
-    /opt/stref/bin/python benchmarks/st_ct_train.py --steps 30 --negatives in_batch     # CT in-batch, AdamW
+    stref/bin/python benchmarks/st_ct_train.py --steps 30                          # CT (BCE), RMSprop
+    stref/bin/python benchmarks/st_ct_train.py --steps 30 --negatives in_batch     # CT in-batch, AdamW
 
 What one step is (a manual loop, equivalent to what ST's trainer does per step minus its
 logging / dataloader overhead):
@@ -38,7 +38,8 @@ import os
 import random
 import time
 
-DEFAULT_SENTENCES = "/work/shared/data/wiki/wiki100k.txt"
+DEFAULT_SENTENCES = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
+                                 "data", "wiki.txt")  # docs/data.md
 
 
 def default_model_dir() -> str:

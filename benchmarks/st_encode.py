@@ -3,7 +3,7 @@
 Run with the separate reference venv (torch / sentence-transformers are NOT dependencies of
 keras_sentemb):
 
-    /opt/stref/bin/python benchmarks/st_encode.py --n 2000 --batch-size 128 --max-length 256
+    stref/bin/python benchmarks/st_encode.py --n 2000 --batch-size 128 --max-length 256
 
 Reads the first --n lines of --sentences, loads the default model (the bundled all-MiniLM-L6-v2
 folder, or --model DIR), sets model.max_seq_length = --max-length and torch threads = --threads,
@@ -22,7 +22,8 @@ import json
 import os
 import time
 
-DEFAULT_SENTENCES = "/work/shared/data/wiki/wiki100k.txt"
+DEFAULT_SENTENCES = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
+                                 "data", "wiki.txt")  # docs/data.md
 
 
 def default_model_dir() -> str:

@@ -1,6 +1,6 @@
 """torch side of gemm_backward.py: GFLOP/s of a Dense layer's three products (run in the ST venv).
 
-    /opt/stref/bin/python benchmarks/st_gemm.py --rows 2400 --threads 1
+    stref/bin/python benchmarks/st_gemm.py --rows 2400 --threads 1
 
 Prints one JSON line `{"impl": "torch", "<K>x<N> fwd|dX|dW": GFLOP/s, ...}`.
 """

@@ -1,6 +1,6 @@
 """torch side of optimizer_step.py: milliseconds per optimizer update (run in the ST venv).
 
-    /opt/stref/bin/python benchmarks/st_optimizer_step.py --shapes shapes.json --threads 1
+    stref/bin/python benchmarks/st_optimizer_step.py --shapes shapes.json --threads 1
 
 Builds float32 parameters of the given shapes with random gradients and times
 `optimizer.step()` of torch's RMSprop and AdamW (their default `foreach`

@@ -2,7 +2,7 @@
 
 Run with a Python that has torch + sentence-transformers (never dependencies of keras_sentemb):
 
-    python benchmarks/st_simcse_train.py --start ../shared/models/untuned-minilm \\
+    python benchmarks/st_simcse_train.py --start runs/untuned-minilm \\
         --steps 250 --lr 3e-5 --output-dir runs/st-simcse
 
 One step is what `SentenceTransformerTrainer` does with its default

@@ -5,7 +5,7 @@ Encodes a task's sentences once (the model's `encode`, its own pooling), then ru
 `tests/evaluation/reference_transfer.py` (scipy L-BFGS to convergence, no shared code) on the
 same features, and prints one JSON line per task with both test accuracies and their gap.
 
-    PYTHONPATH=. python benchmarks/transfer_independent_check.py --data ../shared/data --tasks TREC,MRPC
+    PYTHONPATH=. python benchmarks/transfer_independent_check.py --data data/senteval --tasks TREC,MRPC
 """
 
 import argparse

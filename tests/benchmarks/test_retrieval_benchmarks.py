@@ -35,7 +35,7 @@ def test_retrieval_methods_skips_rows_it_already_wrote(tmp_path):
            "sts_test": 78.68, "ndcg@10": 80.0, "mrr@10": 79.0, "recall@100": 98.0}
     out.write_text(json.dumps(row) + "\n")
     assert module.done_rows(out) == {("untuned-minilm", "simcse"): row}
-    assert module.start_name("../shared/models/untuned-minilm") == "untuned-minilm"
+    assert module.start_name("runs/untuned-minilm") == "untuned-minilm"
     assert module.start_name("default") == "default"
     assert "| untuned-minilm | SimCSE (unsup) | 250 | 83.27 | 78.68 | 80.00 |" in module.markdown([row])
     assert set(module.CHOSEN) == set(load("methods_table").DEFAULT_RATES)
