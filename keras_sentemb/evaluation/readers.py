@@ -407,8 +407,9 @@ def read_sick(path, split="test"):
     return _nonempty(pairs, path)
 
 
-# ../shared/data/STS next to the repository (present in development checkouts).
-SHARED_STS_DIR = Path(__file__).resolve().parents[3] / "shared" / "data" / "STS"
+# SentEval's STS folder where docs/data.md puts it in a clone (`data/senteval/STS`);
+# it has STS-B's train split, which the packaged copy lacks.
+CLONE_STS_DIR = Path(__file__).resolve().parents[2] / "data" / "senteval" / "STS"
 
 
 def load_stsb_pairs(data="stsb", split="test"):
@@ -416,9 +417,9 @@ def load_stsb_pairs(data="stsb", split="test"):
 
     Args:
         data: `"stsb"` (the SentEval STS-B files packaged with
-            keras_sentemb, which hold dev and test only; a development
-            checkout may also have a `shared/data/STS` folder beside the
-            repository, which is read first), a path to an STS-B csv file or folder, or a
+            keras_sentemb, which hold dev and test only; in a clone with
+            the data of docs/data.md, `data/senteval/STS` is read first and
+            has the train split too), a path to an STS-B csv file or folder, or a
             list of `(s1, s2, score)`. Defaults to `"stsb"`.
         split: str. `"train"`, `"dev"` or `"test"` (ignored for a csv file or
             a list). Defaults to `"test"`.
@@ -427,7 +428,7 @@ def load_stsb_pairs(data="stsb", split="test"):
         A non-empty list of `(s1, s2, score)` tuples.
     """
     if isinstance(data, str) and data.lower() in ("stsb", "sts-b", "default"):
-        roots = [SHARED_STS_DIR]
+        roots = [CLONE_STS_DIR]
         try:
             roots.append(bundled_sts_dir())
         except FileNotFoundError:
