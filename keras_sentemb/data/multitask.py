@@ -165,7 +165,7 @@ def load_multitask_data(data_dir, quora_dev_fraction=0.1, verbose=True):
     data_dir = Path(os.fspath(data_dir))
     if not data_dir.is_dir():
         raise FileNotFoundError(
-            f"`data_dir` must be a folder laid out like shared/data/multitask; "
+            f"`data_dir` must be a folder laid out like the minBERT project's data/ (docs/data.md); "
             f"received {data_dir}"
         )
     if not 0.0 < float(quora_dev_fraction) < 1.0:
