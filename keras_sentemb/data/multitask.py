@@ -165,8 +165,8 @@ def load_multitask_data(data_dir, quora_dev_fraction=0.1, verbose=True):
     data_dir = Path(os.fspath(data_dir))
     if not data_dir.is_dir():
         raise FileNotFoundError(
-            f"`data_dir` must be a folder laid out like the minBERT project's data/ (docs/data.md); "
-            f"received {data_dir}"
+            "`data_dir` must be a folder laid out like the minBERT project's data/ "
+            f"(docs/data.md); received {data_dir}"
         )
     if not 0.0 < float(quora_dev_fraction) < 1.0:
         raise ValueError(
