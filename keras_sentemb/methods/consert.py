@@ -6,8 +6,6 @@ import os
 import typing
 
 from keras_sentemb import validation
-from keras_sentemb.data.corpus import load_corpus
-from keras_sentemb.data.stream_batches import as_stream
 from keras_sentemb.data.nli import load_supervised
 from keras_sentemb.data.nli import triplets_to_nli_pairs
 from keras_sentemb.methods.method import ALL_OPTIONAL
@@ -165,14 +163,7 @@ class ConSERT(Method):
             run.record_data(supervised_pairs=len(rows))
         stream = None
         if not supervised_only:
-            stream = as_stream(data, tfds=True)
-            if stream is None:
-                sentences = load_corpus(data)
-                n = len(sentences)
-                run.record_data(sentences=n)
-            else:
-                n = stream.size
-                run.record_data(sentences=n, streamed=repr(stream))
+            sentences, stream, n = run.read_sentences(data)
         # The run's steps and learning rate are the last stage's.
         plan = run.resolve(encoder, examples=len(rows) if supervised_only else n,
                            epochs=config.epochs)

@@ -6,10 +6,8 @@ import typing
 import keras
 
 from keras_sentemb.data.batching import tokenize_columns
-from keras_sentemb.data.corpus import load_corpus
 from keras_sentemb.data.ct_sampler import LAYOUTS
 from keras_sentemb.data.ct_sampler import ct_pair_dataset
-from keras_sentemb.data.stream_batches import as_stream
 from keras_sentemb.data.stream_batches import ct_stream_batches
 from keras_sentemb.data.stream_batches import worker_shard
 from keras_sentemb.methods.method import ALL_OPTIONAL
@@ -130,14 +128,7 @@ class ContrastiveTension(Method):
                 "received dev=None."
             )
         mode, k = parse_negatives(config.negatives)
-        stream = as_stream(data, tfds=True)
-        if stream is None:
-            sentences = load_corpus(data)
-            n = len(sentences)
-            run.record_data(sentences=n)
-        else:
-            n = stream.size
-            run.record_data(sentences=n, streamed=repr(stream))
+        sentences, stream, n = run.read_sentences(data)
         with run.scope():
             encoder = run.load_encoder()
             plan = run.resolve(encoder, examples=n, learning_rate=LEARNING_RATES[

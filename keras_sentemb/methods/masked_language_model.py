@@ -3,8 +3,6 @@
 import dataclasses
 
 from keras_sentemb import validation
-from keras_sentemb.data.corpus import load_corpus
-from keras_sentemb.data.stream_batches import as_stream
 from keras_sentemb.methods.method import Method
 from keras_sentemb.methods.options import MethodConfig
 from keras_sentemb.methods.options import option
@@ -72,14 +70,7 @@ class MaskedLanguageModel(Method):
                 "glob of files, `keras_sentemb.streamed(...)` or a `Mixture` is streamed.")
 
     def train(self, run, data, config):
-        stream = as_stream(data, tfds=True)
-        if stream is None:
-            sentences = load_corpus(data)
-            n = len(sentences)
-            run.record_data(sentences=n)
-        else:
-            n = stream.size
-            run.record_data(sentences=n, streamed=repr(stream))
+        sentences, stream, n = run.read_sentences(data)
         with run.scope():
             encoder = run.load_encoder()
             plan = run.resolve(encoder, examples=n)

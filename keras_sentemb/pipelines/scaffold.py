@@ -40,6 +40,8 @@ from keras_sentemb import compat
 from keras_sentemb import validation
 from keras_sentemb.data.batching import shuffled_batches
 from keras_sentemb.data.batching import tokenize_columns
+from keras_sentemb.data.corpus import load_corpus
+from keras_sentemb.data.stream_batches import as_stream
 from keras_sentemb.data.stream_batches import stream_batches
 from keras_sentemb.data.stream_batches import worker_shard
 from keras_sentemb.models import SentenceEncoder
@@ -268,6 +270,22 @@ class FitScaffold:
     def record_data(self, **counts):
         """Add data counts to the report."""
         self.report.data.update(counts)
+
+    def read_sentences(self, data):
+        """`(sentences, stream, count)` of a corpus of sentences, recorded in the report.
+
+        A list or a small local file is read into a list (`load_corpus`;
+        `stream` is None); a glob, a large or remote file, `streamed(...)`, a
+        `Mixture`, a `tf.data.Dataset` or a TFDS name streams (`sentences`
+        is None, `count` None when the size is unknown). See `as_stream`.
+        """
+        stream = as_stream(data, tfds=True)
+        if stream is None:
+            sentences = load_corpus(data)
+            self.record_data(sentences=len(sentences))
+            return sentences, None, len(sentences)
+        self.record_data(sentences=stream.size, streamed=repr(stream))
+        return None, stream, stream.size
 
     # ------------------------------------------------------------------ data
     def batches(self, encoder, columns, plan, extra=None, encoders=None, max_length=None):
