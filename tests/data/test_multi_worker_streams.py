@@ -6,14 +6,13 @@ occurs twice in a global batch, and `fit_ct` trains on the glob.
 """
 
 import json
-import subprocess
 import sys
 
 import pytest
 
 from tests.conftest import REPO
-from tests.trainers.test_multi_worker import _env
 from tests.trainers.test_multi_worker import _free_ports
+from tests.trainers.test_multi_worker import run_two_workers
 
 SCRIPT = REPO / "tests" / "data" / "multi_worker_stream_check.py"
 
@@ -26,19 +25,8 @@ def test_two_workers_read_their_own_files_once_per_epoch(tmp_path):
     batch, steps = 8, len(texts) // 8  # one pass: 8 global batches of 8
     ports = ",".join(map(str, _free_ports(2)))
     outs = [tmp_path / f"worker{i}.json" for i in range(2)]
-    procs = [
-        subprocess.Popen([sys.executable, str(SCRIPT), str(tmp_path), str(outs[i]), str(i), ports,
-                          str(steps), str(batch)],
-                         env=_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-        for i in range(2)
-    ]
-    try:
-        results = [p.communicate(timeout=300) for p in procs]
-    finally:
-        for p in procs:
-            p.kill()
-    for p, (_, err) in zip(procs, results):
-        assert p.returncode == 0, err[-4000:]
+    run_two_workers(lambda i: [sys.executable, str(SCRIPT), str(tmp_path), str(outs[i]), str(i),
+                               ports, str(steps), str(batch)])
     runs = [json.loads(o.read_text()) for o in outs]
     import tensorflow as tf
 

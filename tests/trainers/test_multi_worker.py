@@ -38,18 +38,10 @@ def _env():
     return env
 
 
-def _run(case, tmp_path):
-    single = tmp_path / "single.json"
-    ref = subprocess.run([sys.executable, str(SCRIPT), case, str(single), "--single"],
-                         env=_env(), capture_output=True, text=True, timeout=300)
-    assert ref.returncode == 0, ref.stderr[-4000:]
-    ports = ",".join(map(str, _free_ports(2)))
-    outs = [tmp_path / f"worker{i}.json" for i in range(2)]
-    procs = [
-        subprocess.Popen([sys.executable, str(SCRIPT), case, str(outs[i]), str(i), ports],
-                         env=_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-        for i in range(2)
-    ]
+def run_two_workers(argv_of):
+    """Starts `argv_of(i)` for workers 0 and 1 together; fails with the stderr of one that fails."""
+    procs = [subprocess.Popen(argv_of(i), env=_env(), stdout=subprocess.PIPE,
+                              stderr=subprocess.PIPE, text=True) for i in range(2)]
     try:
         results = [p.communicate(timeout=300) for p in procs]
     finally:
@@ -57,6 +49,16 @@ def _run(case, tmp_path):
             p.kill()
     for p, (_, err) in zip(procs, results):
         assert p.returncode == 0, err[-4000:]
+
+
+def _run(case, tmp_path):
+    single = tmp_path / "single.json"
+    ref = subprocess.run([sys.executable, str(SCRIPT), case, str(single), "--single"],
+                         env=_env(), capture_output=True, text=True, timeout=300)
+    assert ref.returncode == 0, ref.stderr[-4000:]
+    ports = ",".join(map(str, _free_ports(2)))
+    outs = [tmp_path / f"worker{i}.json" for i in range(2)]
+    run_two_workers(lambda i: [sys.executable, str(SCRIPT), case, str(outs[i]), str(i), ports])
     load = lambda path: json.loads(path.read_text())  # noqa: E731
     return load(single), [load(o) for o in outs]
 
