@@ -12,12 +12,18 @@ def _cores():
 
 
 # pytest-xdist runs one test process per core (`-n 2` on 2 cores). Each
-# process, and every process a test starts, gets its share of the cores as
-# TensorFlow intra-op threads, so two processes never run four busy thread
-# pools on two cores. (TensorFlow reads the variable when it starts.)
+# process, and every process a test starts, gets its share of the cores for
+# every thread pool it runs: TensorFlow's intra-op threads, OpenBLAS (numpy,
+# scipy) and OpenMP (scikit-learn, PyTorch in the subprocesses). Two processes
+# then never run four busy pools on two cores; OpenBLAS's waiting threads
+# spin, and a scipy L-BFGS fit ran six times slower oversubscribed. (Each
+# library reads its variable when it starts: this runs before any imports it.)
 _WORKERS = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))
 if _WORKERS > 1:
-    os.environ.setdefault("TF_NUM_INTRAOP_THREADS", str(max(1, _cores() // _WORKERS)))
+    _SHARE = str(max(1, _cores() // _WORKERS))
+    for _variable in ("TF_NUM_INTRAOP_THREADS", "OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS",
+                      "MKL_NUM_THREADS"):
+        os.environ.setdefault(_variable, _SHARE)
 
 import pytest  # noqa: E402
 

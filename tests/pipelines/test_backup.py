@@ -2,6 +2,7 @@
 
 import json
 import logging
+import shutil
 
 import pytest
 
@@ -21,16 +22,29 @@ def _simcse(callbacks=(), **kw):
                                     verbose=0, callbacks=list(callbacks), **kw)
 
 
-def _write_backup(folder):
-    """A real two-epoch backup, kept on disk."""
+@pytest.fixture(scope="module")
+def written_backup(tmp_path_factory):
+    """A real two-epoch backup, kept on disk (written once; tests damage copies of it)."""
+    folder = tmp_path_factory.mktemp("written") / "backup"
     _simcse([TrainingBackup(folder, delete_checkpoint=False)])
+    return folder
+
+
+@pytest.fixture(scope="module")
+def fresh_run():
+    """The 4-step run without any backup (deterministic: trained once)."""
+    return _simcse()
+
+
+def _write_backup(written_backup, folder):
+    shutil.copytree(written_backup, folder)
     epoch, weights = inspect_backup(folder)
     assert (epoch, weights) == (2, str(folder / "epoch-2.weights.h5"))
 
 
-def test_a_kill_while_writing_leaves_the_previous_backup(tmp_path, monkeypatch):
+def test_a_kill_while_writing_leaves_the_previous_backup(tmp_path, monkeypatch, written_backup):
     folder = tmp_path / "backup"
-    _write_backup(folder)
+    _write_backup(written_backup, folder)
     before = (folder / "training_metadata.json").read_text()
 
     def dies_half_way(self, filepath, overwrite=True):
@@ -47,9 +61,10 @@ def test_a_kill_while_writing_leaves_the_previous_backup(tmp_path, monkeypatch):
 
 
 @pytest.mark.parametrize("damage", ["metadata", "weights", "missing"])
-def test_a_damaged_backup_is_one_line_and_a_clean_restart(tmp_path, caplog, damage):
+def test_a_damaged_backup_is_one_line_and_a_clean_restart(tmp_path, caplog, damage,
+                                                          written_backup, fresh_run):
     folder = tmp_path / "backup"
-    _write_backup(folder)
+    _write_backup(written_backup, folder)
     if damage == "metadata":
         (folder / "training_metadata.json").write_text('{"epoch": ')
     elif damage == "weights":
@@ -65,16 +80,16 @@ def test_a_damaged_backup_is_one_line_and_a_clean_restart(tmp_path, caplog, dama
     assert "is damaged" in record.getMessage() and "starting over" in record.getMessage()
     assert "\n" not in record.getMessage()
     assert not folder.exists()
-    fresh = _simcse()
+    fresh = fresh_run
     restarted = _simcse([callback])
     assert restarted.training_report.steps_trained == 4
     for a, b in zip(fresh.get_weights(), restarted.get_weights()):
         assert a.shape == b.shape and abs(a - b).max() <= 1e-5 * max(1.0, abs(a).max())
 
 
-def test_backup_metadata_names_its_weights(tmp_path):
+def test_backup_metadata_names_its_weights(tmp_path, written_backup):
     folder = tmp_path / "backup"
-    _write_backup(folder)
+    _write_backup(written_backup, folder)
     meta = json.loads((folder / "training_metadata.json").read_text())
     assert meta == {"epoch": 2, "batch": 0, "weights": "epoch-2.weights.h5"}
     assert sorted(p.name for p in folder.iterdir() if p.suffix == ".h5") == ["epoch-2.weights.h5"]

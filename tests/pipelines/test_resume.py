@@ -70,9 +70,19 @@ def _run(method, callbacks=()):
                            seed=3, verbose=0, callbacks=list(callbacks))
 
 
+_UNINTERRUPTED = {}
+
+
+def _uninterrupted(method):
+    """The run that is never killed: deterministic, so trained once per method for this file."""
+    if method not in _UNINTERRUPTED:
+        _UNINTERRUPTED[method] = _run(method)
+    return _UNINTERRUPTED[method]
+
+
 @pytest.mark.parametrize("method", sorted(METHODS))
 def test_killed_run_resumes_where_it_stopped(method, tmp_path):
-    full = _run(method)
+    full = _uninterrupted(method)
     backup = keras.callbacks.BackupAndRestore(str(tmp_path / "backup"))
     with pytest.raises(RuntimeError, match="killed"):
         _run(method, [backup, Kill()])
@@ -101,7 +111,7 @@ def test_killed_run_resumes_from_the_atomic_backup(method, tmp_path):
     process) resumes from what the killed run wrote."""
     from keras_sentemb.pipelines.backup import TrainingBackup
 
-    full = _run(method)
+    full = _uninterrupted(method)
     with pytest.raises(RuntimeError, match="killed"):
         _run(method, [TrainingBackup(tmp_path / "backup"), Kill()])
     assert sorted(p.name for p in (tmp_path / "backup").iterdir() if "weights" in p.name) == [
