@@ -77,13 +77,50 @@ def _adam_kernel(beta_1, beta_2, epsilon, decay):
     return _kernel(("adam", beta_1, beta_2, epsilon, decay), step)
 
 
+class _StepValues:
+    """Tensors shared by every variable's update within one `apply` call.
+
+    Bias corrections and learning-rate casts depend on the step only; built
+    once per step (per graph: a `tf.while_loop` or `tf.cond` body is its own
+    graph) instead of once per variable, they keep a traced training step
+    a few hundred ops smaller and quicker to trace.
+    """
+
+    def __init__(self):
+        self._values = None
+
+    def begin(self):
+        self._values = {}
+
+    def end(self):
+        self._values = None
+
+    def get(self, key, make):
+        """`make()`, computed once per (graph, key) while an `apply` call runs."""
+        if self._values is None:
+            return make()
+        graph = None if tf.executing_eagerly() else tf.compat.v1.get_default_graph()
+        key = (graph, key)
+        if key not in self._values:
+            self._values[key] = make()
+        return self._values[key]
+
+
 class _FusedUpdate:
-    """Shared logic: when to fuse, the decay bookkeeping, config."""
+    """Shared logic: when to fuse, the decay bookkeeping, per-step values, config."""
 
     def __init__(self, *args, fused=True, **kwargs):
         super().__init__(*args, **kwargs)
         self.fused = bool(fused)
         self._decayed_keys = None
+        self._step_values = _StepValues()
+
+    def apply(self, grads, trainable_variables=None):
+        self._step_values.begin()
+        try:
+            return super().apply(grads, trainable_variables)
+        finally:
+            self._step_values.end()
 
     def _fuses(self):
         return fused_enabled(self.fused)
@@ -108,8 +145,11 @@ class _FusedUpdate:
             compat.optimizer_variable_key(self, variable) in self._decayed_keys
         )
         if not decays:
-            return False, tf.zeros([], variable.dtype)
-        return True, tf.cast(self.weight_decay, variable.dtype) * lr
+            return False, self._step_values.get(
+                ("no_decay", variable.dtype), lambda: tf.zeros([], variable.dtype))
+        return True, self._step_values.get(
+            ("decay", variable.dtype, id(lr)),
+            lambda: tf.cast(self.weight_decay, variable.dtype) * lr)
 
     @staticmethod
     def _dense(gradient, variable):
@@ -151,7 +191,8 @@ class RMSprop(_FusedUpdate, keras.optimizers.RMSprop):
     def update_step(self, gradient, variable, learning_rate):
         if not self._fuses() or self.centered:
             return super().update_step(self._dense(gradient, variable), variable, learning_rate)
-        lr = tf.cast(learning_rate, variable.dtype)
+        lr = self._step_values.get(("lr", variable.dtype, id(learning_rate)),
+                                   lambda: tf.cast(learning_rate, variable.dtype))
         decays, decay_rate = self._decay_rate(variable, lr)
         kernel = _rmsprop_kernel(self.rho, self.epsilon, self.momentum, decays)
         names = ("velocities", "momentums") if self.momentum > 0 else ("velocities",)
@@ -185,11 +226,15 @@ class Adam(_FusedUpdate, keras.optimizers.Adam):
             return super().update_step(self._dense(gradient, variable), variable, learning_rate)
         momentum, velocity = compat.optimizer_slots(self, variable, "momentums", "velocities")
         dtype = variable.dtype
-        lr = tf.cast(learning_rate, dtype)
-        local_step = tf.cast(self.iterations + 1, dtype)
-        beta_1_power = tf.pow(tf.cast(self.beta_1, dtype), local_step)
-        beta_2_power = tf.pow(tf.cast(self.beta_2, dtype), local_step)
-        alpha = lr * tf.sqrt(1 - beta_2_power) / (1 - beta_1_power)
+
+        def corrections():
+            lr = tf.cast(learning_rate, dtype)
+            local_step = tf.cast(self.iterations + 1, dtype)
+            beta_1_power = tf.pow(tf.cast(self.beta_1, dtype), local_step)
+            beta_2_power = tf.pow(tf.cast(self.beta_2, dtype), local_step)
+            return lr, lr * tf.sqrt(1 - beta_2_power) / (1 - beta_1_power)
+
+        lr, alpha = self._step_values.get(("adam", dtype, id(learning_rate)), corrections)
         decays, decay_rate = self._decay_rate(variable, lr)
         kernel = _adam_kernel(self.beta_1, self.beta_2, self.epsilon, decays)
         kernel(

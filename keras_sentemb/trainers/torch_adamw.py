@@ -126,7 +126,9 @@ class TorchAdamW(_FusedUpdate, keras.optimizers.Optimizer):
     def update_step(self, gradient, variable, learning_rate):
         index = compat.optimizer_variable_index(self, variable)
         gradient = self._dense(gradient, variable)
-        lr, step_size, root_correction = self._corrections(variable.dtype, learning_rate)
+        lr, step_size, root_correction = self._step_values.get(
+            ("torch_adamw", variable.dtype, id(learning_rate)),
+            lambda: self._corrections(variable.dtype, learning_rate))
         m, v = self._momentums[index], self._velocities[index]
         if self._fuses():
             decays, decay_rate = self._decay_rate(variable, lr)

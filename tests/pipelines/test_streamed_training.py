@@ -160,7 +160,7 @@ def _train_command(model, glob, out):
     import sys
 
     return [sys.executable, "-m", "keras_sentemb", "train", "simcse", "--model", model,
-            "--train-file", glob, "--output", str(out), "--steps", "120", "--eval-every", "2",
+            "--train-file", glob, "--output", str(out), "--steps", "60", "--eval-every", "3",
             "--batch-size", "8", "--dev", "none", "--seed", "5", "--verbose", "0"]
 
 
