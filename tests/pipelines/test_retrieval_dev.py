@@ -214,3 +214,16 @@ def test_flow_scores_the_retrieval_dev_set_through_the_flow(dev_folder):
     assert "dev_retrieval_ndcg_at_10_without_flow" in report.extras
     assert evaluate_retrieval(kept, dev_folder, split="dev")["ndcg@10"] == pytest.approx(
         report.selection["kept_score"], rel=1e-4)
+
+
+def test_its_resume_state_is_kept_apart_from_the_sts_selection(tmp_path, dev_folder):
+    callback = RetrievalDevEvaluation(str(dev_folder), state_dir=str(tmp_path))
+    callback.history = [(0, {"encoder": 40.0}), (5, {"encoder": 50.0})]
+    callback.best_name, callback.best_step, callback.best_score = "encoder", 5, 50.0
+    callback._save_state()
+    assert (tmp_path / "sentemb_retrieval_dev_selection.json").is_file()
+    assert not (tmp_path / "sentemb_dev_selection.json").exists()
+    resumed = RetrievalDevEvaluation(str(dev_folder), state_dir=str(tmp_path))
+    resumed.resume_step = 5
+    assert resumed._load_state()
+    assert resumed.history == callback.history and resumed.best_step == 5
