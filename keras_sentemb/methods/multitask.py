@@ -268,7 +268,9 @@ class Multitask(Method):
         trainer, selection = self._multitask_stage(run, plan, config, encoder, train, dev_sets,
                                                    pretrained=isinstance(pretraining, dict))
         dev_metrics = None
-        if isinstance(selection, MultitaskDevEvaluation) and selection.best_step is not None:
+        # (With `dev_select="retrieval"` the kept step is nDCG@10's, not this selection's.)
+        if (isinstance(selection, MultitaskDevEvaluation) and selection.restore_best
+                and selection.best_step is not None):
             dev_metrics = selection.metrics_at(selection.best_step)
         if dev_metrics is None:
             dev_metrics = evaluate_multitask(trainer, dev_sets, limit=config.dev_limit)

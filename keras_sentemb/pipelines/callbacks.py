@@ -195,7 +195,8 @@ class DevSelection(keras.callbacks.Callback):
         scores = {name: float(self.evaluate_fn(name, c)) for name, c in candidates.items()}
         self.history.append((step, scores))
         name = max(scores, key=scores.get)
-        logger.info("step %d: dev %s", step, {k: round(v, 2) for k, v in scores.items()})
+        logger.info("step %d: %s %s", step, self.monitor,
+                    {k: round(v, 2) for k, v in scores.items()})
         if scores[name] > self.best_score + self.min_delta:
             self.best_score, self.best_name, self.best_step = scores[name], name, step
             if self.restore_best:
@@ -234,8 +235,8 @@ class DevSelection(keras.callbacks.Callback):
         if self.best_name is not None:
             self.model.select(self.best_name)
             logger.info(
-                "kept %s from step %d (dev %.2f)",
-                self.best_name, self.best_step, self.best_score,
+                "kept %s from step %d (%s %.2f)",
+                self.best_name, self.best_step, self.monitor, self.best_score,
             )
 
     def summary(self):
@@ -314,7 +315,7 @@ def retrieval_ndcg(candidate, data, batch_size=128, pooling=None):
     return float(result["ndcg@10"])
 
 
-class RetrievalDevEvaluation(DevSelection):
+class BeirDevEvaluation(DevSelection):
     """`DevSelection` by nDCG@10 (x100) on a BEIR-layout retrieval dev set.
 
     Every `every` optimizer steps (and before and at the end of training)
@@ -341,9 +342,9 @@ class RetrievalDevEvaluation(DevSelection):
     Examples:
 
     ```python
-    from keras_sentemb.pipelines.callbacks import RetrievalDevEvaluation
+    from keras_sentemb.pipelines.callbacks import BeirDevEvaluation
 
-    dev = RetrievalDevEvaluation("quora-dev-small", every=50)
+    dev = BeirDevEvaluation("quora-dev-small", every=50)
     trainer.fit(dataset, epochs=4, steps_per_epoch=50, callbacks=[dev])
     dev.summary()["kept_score"]  # the best nDCG@10 (x100)
     ```
@@ -356,7 +357,7 @@ class RetrievalDevEvaluation(DevSelection):
         if not isinstance(data, BeirData):
             data = resolve_dev_retrieval(data)
             if data is None:
-                raise ValueError("RetrievalDevEvaluation needs a BEIR folder or BeirData.")
+                raise ValueError("BeirDevEvaluation needs a BEIR folder or BeirData.")
         self.data = data
         self.pooling = pooling
         if score is None:

@@ -51,7 +51,7 @@ from keras_sentemb.pipelines.plan import RunConfig
 from keras_sentemb.pipelines.plan import resolve
 from keras_sentemb.pipelines.callbacks import LossHistory
 from keras_sentemb.pipelines.callbacks import NonFiniteGuard
-from keras_sentemb.pipelines.callbacks import RetrievalDevEvaluation
+from keras_sentemb.pipelines.callbacks import BeirDevEvaluation
 from keras_sentemb.pipelines.callbacks import STSDevEvaluation
 from keras_sentemb.pipelines.callbacks import StopAtStep
 from keras_sentemb.version import library_versions
@@ -407,7 +407,7 @@ class FitScaffold:
                 scores; otherwise it is recorded only. Defaults to `True`.
             retrieval_score: callable `(name, candidate) -> float` or None.
                 nDCG@10 of a candidate that is not an encoder (see
-                `RetrievalDevEvaluation`'s `score`).
+                `BeirDevEvaluation`'s `score`).
 
         Returns:
             The `dev` selection (`STSDevEvaluation`, or the recipe's
@@ -437,7 +437,7 @@ class FitScaffold:
             )
         retrieval = None
         if dev_retrieval and self.config.dev_retrieval_data is not None:
-            retrieval = RetrievalDevEvaluation(
+            retrieval = BeirDevEvaluation(
                 self.config.dev_retrieval_data, pooling=plan.pooling, score=retrieval_score,
                 restore_best=False,
             )

@@ -10,7 +10,7 @@ import pytest
 import keras_sentemb
 from keras_sentemb.evaluation.beir import evaluate_retrieval
 from keras_sentemb.pipelines import callbacks as callbacks_module
-from keras_sentemb.pipelines.callbacks import RetrievalDevEvaluation
+from keras_sentemb.pipelines.callbacks import BeirDevEvaluation
 from tests.conftest import make_tiny_encoder
 from tests.numeric import assert_close_vectors
 from tests.trainers.test_contrastive_tension import CORPUS
@@ -161,7 +161,7 @@ def test_dev_select_needs_its_dev_set(dev_folder):
 
 
 def test_a_test_split_is_read_when_there_is_no_dev_split(tmp_path):
-    callback = RetrievalDevEvaluation(str(write_dev_folder(tmp_path / "t", split="test")))
+    callback = BeirDevEvaluation(str(write_dev_folder(tmp_path / "t", split="test")))
     assert callback.data.split == "test" and len(callback.data.queries) == QUERIES
     assert callback.monitor == MONITOR and callback.state_name != "sentemb_dev_selection"
 
@@ -217,13 +217,13 @@ def test_flow_scores_the_retrieval_dev_set_through_the_flow(dev_folder):
 
 
 def test_its_resume_state_is_kept_apart_from_the_sts_selection(tmp_path, dev_folder):
-    callback = RetrievalDevEvaluation(str(dev_folder), state_dir=str(tmp_path))
+    callback = BeirDevEvaluation(str(dev_folder), state_dir=str(tmp_path))
     callback.history = [(0, {"encoder": 40.0}), (5, {"encoder": 50.0})]
     callback.best_name, callback.best_step, callback.best_score = "encoder", 5, 50.0
     callback._save_state()
     assert (tmp_path / "sentemb_retrieval_dev_selection.json").is_file()
     assert not (tmp_path / "sentemb_dev_selection.json").exists()
-    resumed = RetrievalDevEvaluation(str(dev_folder), state_dir=str(tmp_path))
+    resumed = BeirDevEvaluation(str(dev_folder), state_dir=str(tmp_path))
     resumed.resume_step = 5
     assert resumed._load_state()
     assert resumed.history == callback.history and resumed.best_step == 5
