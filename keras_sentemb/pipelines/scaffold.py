@@ -49,9 +49,9 @@ from keras_sentemb.models import SentenceEncoder
 from keras_sentemb.models.precision import PRECISIONS
 from keras_sentemb.pipelines.plan import RunConfig
 from keras_sentemb.pipelines.plan import resolve
+from keras_sentemb.pipelines.callbacks import BeirDevEvaluation
 from keras_sentemb.pipelines.callbacks import LossHistory
 from keras_sentemb.pipelines.callbacks import NonFiniteGuard
-from keras_sentemb.pipelines.callbacks import BeirDevEvaluation
 from keras_sentemb.pipelines.callbacks import STSDevEvaluation
 from keras_sentemb.pipelines.callbacks import StopAtStep
 from keras_sentemb.version import library_versions

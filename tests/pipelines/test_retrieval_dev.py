@@ -227,3 +227,22 @@ def test_its_resume_state_is_kept_apart_from_the_sts_selection(tmp_path, dev_fol
     resumed.resume_step = 5
     assert resumed._load_state()
     assert resumed.history == callback.history and resumed.best_step == 5
+
+
+def test_without_pytrec_eval_train_dev_retrieval_is_one_line_naming_the_pip_command(
+        tmp_path, dev_folder, monkeypatch, capsys):
+    import sys
+
+    from keras_sentemb.cli import main
+
+    monkeypatch.setitem(sys.modules, "pytrec_eval", None)
+    corpus = tmp_path / "corpus.txt"
+    corpus.write_text("a b c\n", encoding="utf-8")
+    capsys.readouterr()
+    rc = main(["train", "simcse", "--model", "no-such-model", "--train-file", str(corpus),
+               "--output", str(tmp_path / "out"), "--dev", "none",
+               "--dev-retrieval", str(dev_folder)])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert rc == 2 and len(err) == 1, err
+    assert "needs pytrec_eval, which is not installed" in err[0]
+    assert 'pip install -e ".[retrieval]"' in err[0]
