@@ -5,6 +5,7 @@ import dataclasses
 import numpy as np
 
 from keras_sentemb.data.batching import shuffled_batches
+from keras_sentemb.methods.method import DEV_RETRIEVAL
 from keras_sentemb.methods.method import Method
 from keras_sentemb.methods.options import MethodConfig
 from keras_sentemb.methods.options import option
@@ -14,6 +15,7 @@ from keras_sentemb.methods.runner import fit_function
 from keras_sentemb.models.glow_flow import COUPLINGS
 from keras_sentemb.models.glow_flow import PERMUTATIONS
 from keras_sentemb.models.glow_flow import GlowFlow
+from keras_sentemb.pipelines._frozen_encoder import DevRetrievalVectors
 from keras_sentemb.pipelines._frozen_encoder import DevVectors
 from keras_sentemb.pipelines._frozen_encoder import FittingData
 from keras_sentemb.pipelines._frozen_encoder import load_frozen_encoder
@@ -79,6 +81,7 @@ class Flow(Method):
     config_class = FlowConfig
     paper_pooling = "mean_last2"
     run_defaults = {"learning_rate": 1e-3, "eval_every": 500, "seed": 42}
+    optional = DEV_RETRIEVAL
     run_docs = {
         "model": "str or `SentenceEncoder` (frozen). Defaults to `\"default\"`. A model that "
                  "already has a post-processing layer has it replaced.",
@@ -125,7 +128,12 @@ class Flow(Method):
             return shuffled_batches({}, run.batch_size, seed=run.seed or 0, start_step=start_step,
                                     extra={"vector": vectors})
 
-        run.fit(trainer, make_dataset, plan, selection=selection)
+        retrieval_score = None
+        if run.dev_retrieval_data is not None:
+            retrieval_set = DevRetrievalVectors(run, plan, encoder, config.encode_batch_size)
+            extras["dev_retrieval_ndcg_at_10_without_flow"] = round(retrieval_set.ndcg(), 4)
+            retrieval_score = lambda name, layer: retrieval_set.ndcg(layer)  # noqa: E731
+        run.fit(trainer, make_dataset, plan, selection=selection, retrieval_score=retrieval_score)
         encoder.postprocess = trainer.flow
         return run.finish(encoder, plan, extras=extras)
 
@@ -134,7 +142,8 @@ def fit_flow(data, model="default", steps=None, batch_size=32, learning_rate=1e-
              max_length=None, pooling="auto", dev="stsb", eval_every=500, output=None,
              strategy=None, callbacks=None, seed=42, verbose="auto", epochs=1, levels=3, depth=3,
              coupling_width=32, coupling="affine", permutation="lu", warmup_ratio=0.1,
-             weight_decay=0.01, encode_batch_size=128):
+             weight_decay=0.01, encode_batch_size=128,
+             dev_retrieval=None, dev_select="auto"):
     return fit("flow", **locals())
 
 

@@ -254,7 +254,8 @@ def fit_consert(data, model="default", steps=None, batch_size=96, learning_rate=
                 supervised_steps=None, supervised_learning_rate=2e-5, epochs=10,
                 warmup_ratio=0.1, patience=10, dev_pooling=None, precision="float32",
                 mini_batch_size=None, matryoshka_dims=None, max_grad_norm=1.0,
-                matryoshka_weights=None):
+                matryoshka_weights=None,
+                dev_retrieval=None, dev_select="auto"):
     return fit("consert", **locals())
 
 

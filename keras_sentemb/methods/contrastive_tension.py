@@ -196,7 +196,8 @@ def fit_ct(data, model="default", steps=500, batch_size=16, learning_rate=None, 
            callbacks=None, seed=0, verbose="auto", negatives="k7", logits="dot", keep="best",
            dropout=False, optimizer=None, negatives_layout="official", tower_score=None,
            precision="float32", mini_batch_size=None, matryoshka_dims=None, max_grad_norm=None,
-           matryoshka_weights=None):
+           matryoshka_weights=None,
+           dev_retrieval=None, dev_select="auto"):
     return fit("ct", **locals())
 
 

@@ -3,6 +3,7 @@
 import dataclasses
 
 from keras_sentemb import validation
+from keras_sentemb.methods.method import DEV_RETRIEVAL
 from keras_sentemb.methods.method import Method
 from keras_sentemb.methods.options import MethodConfig
 from keras_sentemb.methods.options import option
@@ -62,7 +63,7 @@ class MaskedLanguageModel(Method):
 
     config_class = MaskedLanguageModelConfig
     paper_pooling = "mean"
-    optional = ("max_grad_norm",)
+    optional = ("max_grad_norm",) + DEV_RETRIEVAL
     run_defaults = {"steps": 500, "batch_size": 128, "learning_rate": 1e-4, "max_length": 64,
                     "dev": None}
     run_docs = {"output": "str or None. Folder to save the encoder (without the head)."}
@@ -90,7 +91,8 @@ class MaskedLanguageModel(Method):
 def fit_mlm(data, model="default", steps=500, batch_size=128, learning_rate=1e-4, max_length=64,
             pooling="auto", dev=None, eval_every=100, output=None, strategy=None, callbacks=None,
             seed=0, verbose="auto", mask_rate=0.15, warmup_ratio=0.1, weight_decay=0.01,
-            max_grad_norm=None):
+            max_grad_norm=None,
+            dev_retrieval=None, dev_select="auto"):
     return fit("mlm", **locals())
 
 

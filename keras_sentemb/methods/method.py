@@ -51,6 +51,8 @@ _OPTIONAL = {a.name: a for a in OPTIONAL_ARGUMENTS}
 # `Method.optional` of a method that supports them all (bfloat16, GradCache,
 # gradient clipping, Matryoshka).
 ALL_OPTIONAL = tuple(_OPTIONAL)
+# The retrieval dev set (`dev_retrieval`, `dev_select`): every built-in method takes it.
+DEV_RETRIEVAL = ("dev_retrieval", "dev_select")
 DATA_DOC = "list of str, a text file (one sentence a line), a `tf.data.Dataset` or a TFDS name."
 
 
@@ -93,7 +95,8 @@ class Method:
       `seed`, `dev`, ...) where they differ from the base defaults.
     - `optional`: tuple of str. The optional run arguments the method
       supports: `precision`, `mini_batch_size`, `max_grad_norm`,
-      `matryoshka_dims`, `matryoshka_weights`.
+      `matryoshka_dims`, `matryoshka_weights`, `dev_retrieval`, `dev_select`
+      (`DEV_RETRIEVAL`: a retrieval dev set, scored during `run.fit`).
     - `in_batch`: bool. Its loss takes negatives from the batch (so a batch
       has at least 2 rows).
     - `custom_dev`: tuple of str. `dev` values the method handles itself.

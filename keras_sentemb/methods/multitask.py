@@ -22,6 +22,7 @@ from keras_sentemb.data.multitask import schedule_sizes
 from keras_sentemb.data.multitask import tokenize_multitask
 from keras_sentemb.data.nli import read_nli_triplets
 from keras_sentemb.evaluation.multitask import evaluate_multitask
+from keras_sentemb.methods.method import DEV_RETRIEVAL
 from keras_sentemb.methods.method import Method
 from keras_sentemb.methods.options import MethodConfig
 from keras_sentemb.methods.options import option
@@ -173,7 +174,7 @@ def _pretrain(run, plan, encoder, mode, train, steps, learning_rate, temperature
     if backup is not None:
         others.append(TrainingBackup(os.path.join(os.fspath(backup.backup_dir), "pretrain")))
     run.fit(pretrainer, run.batches(encoder, columns, plan), plan, steps=steps, dev_pairs=None,
-            stage="pretrain", keep_best=False, run_callbacks=others)
+            stage="pretrain", keep_best=False, run_callbacks=others, dev_retrieval=False)
 
 
 @register_method("multitask")
@@ -221,7 +222,7 @@ class Multitask(Method):
     paper_pooling = "cls"
     in_batch = True
     custom_dev = (MULTITASK_DEV,)
-    optional = ("max_grad_norm", "matryoshka_dims", "matryoshka_weights")
+    optional = ("max_grad_norm", "matryoshka_dims", "matryoshka_weights") + DEV_RETRIEVAL
     run_defaults = {"steps": 300, "batch_size": 16, "learning_rate": 2e-5, "max_length": 128,
                     "dev": MULTITASK_DEV}
     run_docs = {
@@ -267,7 +268,9 @@ class Multitask(Method):
         trainer, selection = self._multitask_stage(run, plan, config, encoder, train, dev_sets,
                                                    pretrained=isinstance(pretraining, dict))
         dev_metrics = None
-        if isinstance(selection, MultitaskDevEvaluation) and selection.best_step is not None:
+        # (With `dev_select="retrieval"` the kept step is nDCG@10's, not this selection's.)
+        if (isinstance(selection, MultitaskDevEvaluation) and selection.restore_best
+                and selection.best_step is not None):
             dev_metrics = selection.metrics_at(selection.best_step)
         if dev_metrics is None:
             dev_metrics = evaluate_multitask(trainer, dev_sets, limit=config.dev_limit)
@@ -342,7 +345,8 @@ def fit_multitask(data, model="default", steps=300, batch_size=16, learning_rate
                   pretrain_temperature=0.05, nli_file=None, head_learning_rate=1e-3,
                   hidden_dim=None, dropout=0.1, quora_dev_fraction=0.1, dev_limit=None,
                   evaluate_stsb_test=False, head_style="residual", matryoshka_dims=None,
-                  max_grad_norm=None, matryoshka_weights=None):
+                  max_grad_norm=None, matryoshka_weights=None,
+                  dev_retrieval=None, dev_select="auto"):
     return fit("multitask", **locals())
 
 

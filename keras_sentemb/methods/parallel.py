@@ -441,7 +441,8 @@ def fit_parallel(data, model="default", steps=1000, batch_size=64, learning_rate
                  warmup_ratio=0.1, eval_size=1000, dev_size=500, track_alignment=True,
                  track_every=0, plot=None, extend_vocabulary=10000, vocabulary_min_count=2,
                  vocabulary_init="aligned", precision="float32", mini_batch_size=None,
-                 matryoshka_dims=None, max_grad_norm=None, matryoshka_weights=None):
+                 matryoshka_dims=None, max_grad_norm=None, matryoshka_weights=None,
+                 dev_retrieval=None, dev_select="auto"):
     return fit("parallel", **locals())
 
 

@@ -45,7 +45,8 @@ def fit(method, data, **options):
         **options: the shared run arguments (`model`, `steps`,
             `batch_size`, `learning_rate`, `max_length`, `pooling`, `dev`,
             `eval_every`, `output`, `strategy`, `callbacks`, `seed`,
-            `verbose`, and the optional ones the method supports) and the
+            `verbose`, and the optional ones the method supports, e.g.
+            `dev_retrieval`, `dev_select`) and the
             method's own options. Each defaults to the method's.
 
     Returns:

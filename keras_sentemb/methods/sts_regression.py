@@ -8,6 +8,7 @@ import numpy as np
 from keras_sentemb.evaluation.readers import load_stsb_pairs
 from keras_sentemb.evaluation.sts_spread import pair_cosines
 from keras_sentemb.evaluation.sts_spread import score_buckets
+from keras_sentemb.methods.method import DEV_RETRIEVAL
 from keras_sentemb.methods.method import Method
 from keras_sentemb.methods.options import MethodConfig
 from keras_sentemb.methods.options import option
@@ -171,7 +172,7 @@ class STSRegression(Method):
 
     config_class = STSRegressionConfig
     paper_pooling = "mean"
-    optional = ("max_grad_norm",)
+    optional = ("max_grad_norm",) + DEV_RETRIEVAL
     run_defaults = {"batch_size": 16, "learning_rate": 2e-5, "max_length": 75}
     run_docs = {
         "pooling": "str. `\"auto\"` (the model's own, else mean) or a pooling name; M is "
@@ -216,7 +217,8 @@ def fit_sts_regression(data, model="default", steps=None, batch_size=16, learnin
                        max_length=75, pooling="auto", dev="stsb", eval_every=100, output=None,
                        strategy=None, callbacks=None, seed=0, verbose="auto",
                        labels="model_specific", epochs=4, num_buckets=20, warmup_ratio=0.1,
-                       weight_decay=0.01, max_grad_norm=None):
+                       weight_decay=0.01, max_grad_norm=None,
+                       dev_retrieval=None, dev_select="auto"):
     return fit("sts", **locals())
 
 

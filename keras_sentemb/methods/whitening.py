@@ -6,6 +6,7 @@ import math
 import typing
 
 from keras_sentemb import validation
+from keras_sentemb.methods.method import DEV_RETRIEVAL
 from keras_sentemb.methods.method import Method
 from keras_sentemb.methods.options import MethodConfig
 from keras_sentemb.methods.options import option
@@ -13,6 +14,7 @@ from keras_sentemb.methods.registry import register_method
 from keras_sentemb.methods.runner import fit
 from keras_sentemb.methods.runner import fit_function
 from keras_sentemb.models.whitening import Whitening as WhiteningLayer
+from keras_sentemb.pipelines._frozen_encoder import DevRetrievalVectors
 from keras_sentemb.pipelines._frozen_encoder import DevVectors
 from keras_sentemb.pipelines._frozen_encoder import FittingData
 from keras_sentemb.pipelines._frozen_encoder import load_frozen_encoder
@@ -92,6 +94,7 @@ class Whitening(Method):
     config_class = WhiteningConfig
     paper_pooling = "first_last"
     run_defaults = {"batch_size": 128, "eval_every": 1, "seed": None}
+    optional = DEV_RETRIEVAL
     run_docs = {
         "model": (
             'str or `SentenceEncoder`. Defaults to `"default"`. A model that '
@@ -131,7 +134,7 @@ class Whitening(Method):
                 f"{run.config.learning_rate!r}."
             )
         dims = parse_dims(config.dim)
-        if len(dims) > 1 and run.dev_pairs is None:
+        if len(dims) > 1 and run.dev_pairs is None and run.dev_retrieval_data is None:
             raise ValueError(f"Choosing `dim` among {dims} needs a dev set; `dev` is None.")
         steps = run.config.steps
         source = FittingData(data, None if steps is None else steps * run.batch_size)
@@ -145,7 +148,7 @@ class Whitening(Method):
                       for d in dims}
         extras = {"fitted_on": {"vectors": len(vectors), "input_dim": int(vectors.shape[1])}}
         kept = dims[0]
-        if run.dev_pairs is not None:
+        if run.dev_pairs is not None or run.dev_retrieval_data is not None:
             kept = _select_on_dev(run, plan, encoder, candidates, extras)
         run.report.resolved["dim"] = candidates[kept].output_dim
         encoder.postprocess = candidates[kept]
@@ -153,27 +156,48 @@ class Whitening(Method):
 
 
 def _select_on_dev(run, plan, encoder, candidates, extras):
-    """The candidate size with the best dev Spearman; records every candidate's score."""
+    """The candidate size with the best dev score; records every candidate's score.
+
+    With both dev sets (`dev`, `dev_retrieval`) each candidate gets both
+    scores and `dev_select` names the one that chooses.
+    """
     dims = list(candidates)
-    dev_set = DevVectors(run, plan, encoder, run.batch_size)
-    scores = {d: dev_set.spearman(layer) for d, layer in candidates.items()}
-    kept = max(dims, key=lambda d: scores[d])
-    before = dev_set.spearman()
-    extras["dev_spearman_without_whitening"] = round(before, 4)
     label = lambda d: f"dim={d or candidates[d].output_dim}"  # noqa: E731
-    run.record_selection({
-        "monitor": "sts_dev_spearman", "every": None, "kept": label(kept),
-        "kept_step": 0, "kept_score": round(scores[kept], 4),
-        "history": [(0, {label(d): round(s, 4) for d, s in scores.items()})],
-    })
-    logger.info("whitening: dev %s (without whitening %.2f); kept %s",
-                {label(d): round(s, 2) for d, s in scores.items()}, before, label(kept))
+    summaries = {}
+    if run.dev_pairs is not None:
+        dev_set = DevVectors(run, plan, encoder, run.batch_size)
+        scores = {d: dev_set.spearman(layer) for d, layer in candidates.items()}
+        extras["dev_spearman_without_whitening"] = round(dev_set.spearman(), 4)
+        summaries["dev"] = ("sts_dev_spearman", scores)
+    if run.dev_retrieval_data is not None:
+        retrieval_set = DevRetrievalVectors(run, plan, encoder, run.batch_size)
+        scores = {d: retrieval_set.ndcg(layer) for d, layer in candidates.items()}
+        extras["dev_retrieval_ndcg_at_10_without_whitening"] = round(retrieval_set.ndcg(), 4)
+        summaries["retrieval"] = ("retrieval_dev_ndcg_at_10", scores)
+    chooser = run.dev_select if run.dev_select in summaries else next(iter(summaries))
+
+    def summary(monitor, scores, kept):
+        return {"monitor": monitor, "every": None, "kept": label(kept), "kept_step": 0,
+                "kept_score": round(scores[kept], 4),
+                "history": [(0, {label(d): round(v, 4) for d, v in scores.items()})]}
+
+    monitor, scores = summaries[chooser]
+    kept = max(dims, key=lambda d: scores[d])
+    selection = summary(monitor, scores, kept)
+    for other, (other_monitor, other_scores) in summaries.items():
+        if other != chooser:
+            selection["also_scored"] = summary(other_monitor, other_scores,
+                                               max(dims, key=lambda d: other_scores[d]))
+    run.record_selection(selection)
+    logger.info("whitening: %s %s; kept %s", monitor,
+                {label(d): round(v, 2) for d, v in scores.items()}, label(kept))
     return kept
 
 
 def fit_whitening(data, model="default", steps=None, batch_size=128, learning_rate=None,
                   max_length=None, pooling="auto", dev="stsb", eval_every=1, output=None,
-                  strategy=None, callbacks=None, seed=None, verbose="auto", dim=None):
+                  strategy=None, callbacks=None, seed=None, verbose="auto", dim=None,
+                  dev_retrieval=None, dev_select="auto"):
     return fit("whitening", **locals())
 
 

@@ -3,6 +3,7 @@
 from keras_sentemb.lazy_exports import lazy_exports
 
 __getattr__, __dir__, __all__ = lazy_exports(__name__, {
+    "BeirDevEvaluation": f"{__name__}.callbacks",
     "DevSelection": f"{__name__}.callbacks",
     "FitScaffold": f"{__name__}.scaffold",
     "NonFiniteGuard": f"{__name__}.callbacks",

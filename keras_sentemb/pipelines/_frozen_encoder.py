@@ -101,3 +101,36 @@ class DevVectors:
         """Spearman x100 of the dev pairs' cosines after `transform` (a layer or None)."""
         vectors = self.vectors if transform is None else transform(self.vectors)
         return vectors_spearman(vectors, self.sentences, self.pairs)
+
+
+class DevRetrievalVectors:
+    """The run's retrieval dev set (`dev_retrieval`) as frozen vectors, and nDCG@10 of a transform.
+
+    The queries and documents are encoded once (the plan's pooling, no
+    post-processing); a post-processing candidate (a whitening or flow
+    layer) is scored by applying it to those vectors and ranking exactly as
+    `evaluate_retrieval` does.
+    """
+
+    def __init__(self, run, plan, encoder, batch_size=128):
+        from keras_sentemb.evaluation.beir import document_text
+
+        self.data = run.dev_retrieval_data
+        queries = [self.data.queries[q] for q in self.data.queries]
+        documents = [document_text(self.data.corpus[d]) for d in self.data.corpus]
+        self.query_vectors = frozen_vectors(plan, encoder, queries, batch_size, verbose=0)
+        self.document_vectors = frozen_vectors(plan, encoder, documents, batch_size, verbose=0)
+
+    def ndcg(self, transform=None):
+        """nDCG@10 x100 of the dev set after `transform` (a layer or None)."""
+        from keras_sentemb.evaluation.beir import evaluate_retrieval
+
+        def apply(vectors):
+            return np.asarray(vectors if transform is None else transform(vectors), np.float32)
+
+        queries = apply(self.query_vectors)
+        result = evaluate_retrieval(
+            lambda texts: queries, self.data, batch_size=max(1, len(queries)),
+            corpus_embeddings=apply(self.document_vectors), show_progress=False,
+        )
+        return float(result["ndcg@10"])

@@ -14,8 +14,10 @@ from keras_sentemb.evaluation.sts import cosine_scores
 
 logger = logging.getLogger(__name__)
 
-SELECTION_STATE = "sentemb_dev_selection.json"
-SELECTION_WEIGHTS = "sentemb_dev_selection_best.npz"
+SELECTION_NAME = "sentemb_dev_selection"
+SELECTION_STATE = f"{SELECTION_NAME}.json"
+SELECTION_WEIGHTS = f"{SELECTION_NAME}_best.npz"
+RETRIEVAL_SELECTION_NAME = "sentemb_retrieval_dev_selection"
 LOSS_STATE = "sentemb_loss_history.json"
 
 
@@ -90,6 +92,9 @@ class DevSelection(keras.callbacks.Callback):
             `True`.
         state_dir: str or None. Where to keep the selection state for a
             resumed run. Defaults to `None`.
+        state_name: str. The state files' name in `state_dir` (two
+            selections of one run keep theirs apart). Defaults to
+            `"sentemb_dev_selection"`.
     """
     def __init__(
         self,
@@ -101,6 +106,7 @@ class DevSelection(keras.callbacks.Callback):
         min_delta=0.0,
         evaluate_at_start=True,
         state_dir=None,
+        state_name=SELECTION_NAME,
     ):
         super().__init__()
 
@@ -112,6 +118,7 @@ class DevSelection(keras.callbacks.Callback):
         self.min_delta = validation.non_negative_float(min_delta, "min_delta")
         self.evaluate_at_start = bool(evaluate_at_start)
         self.state_dir = state_dir
+        self.state_name = state_name
         self.resume_step = 0
         self.history = []  # (step, {name: score})
         self.best_score = -math.inf
@@ -123,8 +130,8 @@ class DevSelection(keras.callbacks.Callback):
     # ---------------------------------------------------------------- state
     def _state_paths(self):
         return (
-            os.path.join(self.state_dir, SELECTION_STATE),
-            os.path.join(self.state_dir, SELECTION_WEIGHTS),
+            os.path.join(self.state_dir, f"{self.state_name}.json"),
+            os.path.join(self.state_dir, f"{self.state_name}_best.npz"),
         )
 
     def _save_state(self):
@@ -188,7 +195,8 @@ class DevSelection(keras.callbacks.Callback):
         scores = {name: float(self.evaluate_fn(name, c)) for name, c in candidates.items()}
         self.history.append((step, scores))
         name = max(scores, key=scores.get)
-        logger.info("step %d: dev %s", step, {k: round(v, 2) for k, v in scores.items()})
+        logger.info("step %d: %s %s", step, self.monitor,
+                    {k: round(v, 2) for k, v in scores.items()})
         if scores[name] > self.best_score + self.min_delta:
             self.best_score, self.best_name, self.best_step = scores[name], name, step
             if self.restore_best:
@@ -227,8 +235,8 @@ class DevSelection(keras.callbacks.Callback):
         if self.best_name is not None:
             self.model.select(self.best_name)
             logger.info(
-                "kept %s from step %d (dev %.2f)",
-                self.best_name, self.best_step, self.best_score,
+                "kept %s from step %d (%s %.2f)",
+                self.best_name, self.best_step, self.monitor, self.best_score,
             )
 
     def summary(self):
@@ -266,6 +274,97 @@ class STSDevEvaluation(DevSelection):
             lambda name, encoder: sts_spearman(encoder, self.pairs, batch_size, pooling),
             every=every, monitor=monitor, **kwargs,
         )
+
+
+class PooledEncoder:
+    """An encoder seen through one pooling: `encode(texts, ...)` with `pooling` fixed.
+
+    During training the trainer's encoder may still hold its starting
+    pooling (the plan's is set on the kept encoder at the end); the dev
+    evaluations encode with the pooling the kept encoder will have.
+    """
+
+    def __init__(self, encoder, pooling=None):
+        self.encoder = encoder
+        self.pooling = pooling
+
+    def encode(self, sentences, **kwargs):
+        if self.pooling is not None:
+            kwargs.setdefault("pooling", self.pooling)
+        return self.encoder.encode(sentences, **kwargs)
+
+
+def retrieval_ndcg(candidate, data, batch_size=128, pooling=None):
+    """nDCG@10 x100 of `candidate` on a `BeirData`, exactly as `evaluate_retrieval` scores it.
+
+    Args:
+        candidate: a `SentenceEncoder` (encoded with `pooling`), anything
+            with `encode(sentences, batch_size=..., show_progress=...)`, or
+            a callable on a list of strings (see `evaluate_retrieval`).
+        data: `BeirData` (see `keras_sentemb.pipelines.plan.resolve_dev_retrieval`).
+        batch_size: int. Encoding batch size. Defaults to `128`.
+        pooling: str or None. Pooling of a `SentenceEncoder` candidate.
+            Defaults to its own.
+    """
+    from keras_sentemb.evaluation.beir import evaluate_retrieval
+    from keras_sentemb.models import SentenceEncoder
+
+    if isinstance(candidate, SentenceEncoder):
+        candidate = PooledEncoder(candidate, pooling)
+    result = evaluate_retrieval(candidate, data, batch_size=batch_size, show_progress=False)
+    return float(result["ndcg@10"])
+
+
+class BeirDevEvaluation(DevSelection):
+    """`DevSelection` by nDCG@10 (x100) on a BEIR-layout retrieval dev set.
+
+    Every `every` optimizer steps (and before and at the end of training)
+    each candidate encodes the dev queries and documents and is scored as
+    `keras_sentemb.evaluate_retrieval` scores it (exact cosine search,
+    trec_eval's nDCG@10 through pytrec_eval, a document whose id is the
+    query's not counted). The score is logged as `monitor`; with
+    `restore_best=True` the best weights are kept, as `STSDevEvaluation`
+    keeps them.
+
+    Args:
+        data: `BeirData` or a BEIR folder (read as `dev_retrieval` reads
+            one: `qrels/dev.tsv`, else `qrels/test.tsv`).
+        every: int. Evaluate every this many steps. Defaults to `100`.
+        pooling: str or None. Pooling of encoder candidates. Defaults to
+            each encoder's own.
+        monitor: str. Defaults to `"retrieval_dev_ndcg_at_10"`.
+        batch_size: int. Encoding batch size. Defaults to `128`.
+        score: callable `(name, candidate) -> float` or None. Scores a
+            candidate that is not an encoder (e.g. a post-processing layer
+            over precomputed vectors). Defaults to `retrieval_ndcg`.
+        **kwargs: see `DevSelection`.
+
+    Examples:
+
+    ```python
+    from keras_sentemb.pipelines.callbacks import BeirDevEvaluation
+
+    dev = BeirDevEvaluation("quora-dev-small", every=50)
+    trainer.fit(dataset, epochs=4, steps_per_epoch=50, callbacks=[dev])
+    dev.summary()["kept_score"]  # the best nDCG@10 (x100)
+    ```
+    """
+    def __init__(self, data, every=100, pooling=None, monitor="retrieval_dev_ndcg_at_10",
+                 batch_size=128, score=None, **kwargs):
+        from keras_sentemb.evaluation.beir import BeirData
+        from keras_sentemb.pipelines.plan import resolve_dev_retrieval
+
+        if not isinstance(data, BeirData):
+            data = resolve_dev_retrieval(data)
+            if data is None:
+                raise ValueError("BeirDevEvaluation needs a BEIR folder or BeirData.")
+        self.data = data
+        self.pooling = pooling
+        if score is None:
+            def score(name, candidate):
+                return retrieval_ndcg(candidate, self.data, batch_size, self.pooling)
+        kwargs.setdefault("state_name", RETRIEVAL_SELECTION_NAME)
+        super().__init__(score, every=every, monitor=monitor, **kwargs)
 
 
 class StopAtStep(keras.callbacks.Callback):

@@ -45,6 +45,45 @@ def resolve_dev(dev):
     return tuple(load_stsb_pairs(dev, "dev"))
 
 
+DEV_SELECT = ("auto", "dev", "retrieval")
+
+
+def resolve_dev_retrieval(dev_retrieval):
+    """The `dev_retrieval` argument -> `BeirData` (read once, before any work), or None.
+
+    The folder is read as `evaluate retrieval` reads one (`load_beir`): its
+    `qrels/dev.tsv`, else its `qrels/test.tsv`. A missing folder or file,
+    malformed lines or a qrels id that is not in the corpus or the queries
+    raise a one-line `ValueError`; a missing pytrec_eval raises the one-line
+    `MissingDependencyError` naming the install command.
+    """
+    if dev_retrieval is None or (isinstance(dev_retrieval, str)
+                                 and dev_retrieval.lower() in ("none", "")):
+        return None
+    if not isinstance(dev_retrieval, (str, os.PathLike)):
+        raise ValueError("`dev_retrieval` must be a BEIR folder (a path) or None. Received: "
+                         f"{type(dev_retrieval).__name__}.")
+    from keras_sentemb.evaluation.beir import load_beir
+    from keras_sentemb.missing_dependency import import_optional
+
+    import_optional("pytrec_eval", "`dev_retrieval` (nDCG@10 during training)", "retrieval")
+    folder = os.fspath(dev_retrieval)
+    if not os.path.isdir(folder):
+        raise ValueError(f"`dev_retrieval`: BEIR folder not found: {folder}")
+    split = next((s for s in ("dev", "test")
+                  if os.path.isfile(os.path.join(folder, "qrels", f"{s}.tsv"))), None)
+    if split is None:
+        raise ValueError(f"`dev_retrieval`: {folder} has no qrels/dev.tsv or qrels/test.tsv "
+                         "(the BEIR layout: corpus.jsonl, queries.jsonl, qrels/SPLIT.tsv)")
+    try:
+        data = load_beir(folder, split=split)
+    except (FileNotFoundError, ValueError) as error:
+        raise ValueError(f"`dev_retrieval`: {error}") from None
+    logger.info("retrieval dev set %s: %d queries, %d documents (qrels/%s.tsv)",
+                folder, len(data.queries), len(data.corpus), split)
+    return data
+
+
 def check_output(output):
     """Fail before any work when `output` cannot become a model folder."""
     if output is None:
@@ -61,6 +100,10 @@ class RunConfig:
     into a `RunPlan`. `pooling` is as asked (`"auto"` or a name); `dev` is
     the argument as given and `dev_pairs` the STS pairs it names (None for
     no dev set or a method's own dev kind, e.g. `"retrieval"`).
+    `dev_retrieval` is the retrieval dev folder as given and
+    `dev_retrieval_data` the `BeirData` read from it; `dev_select` is
+    `"dev"` or `"retrieval"` (`"auto"` resolved): which dev score chooses
+    the kept checkpoint.
     """
     model: object
     steps: int | None
@@ -81,6 +124,9 @@ class RunConfig:
     max_grad_norm: float | None = None
     matryoshka_dims: object = None
     matryoshka_weights: object = None
+    dev_retrieval: object = None
+    dev_retrieval_data: object = None
+    dev_select: str = "dev"
 
     @classmethod
     def from_arguments(cls, method, arguments, custom_dev=(), in_batch=False):
@@ -122,6 +168,18 @@ class RunConfig:
         matryoshka_weights = arguments.get("matryoshka_weights")
         if matryoshka_dims is None and matryoshka_weights is not None:
             raise ValueError("`matryoshka_weights` needs `matryoshka_dims`.")
+        dev_select = validation.choice(arguments.get("dev_select", "auto"), "dev_select",
+                                       DEV_SELECT)
+        dev_pairs = None if custom else resolve_dev(dev)
+        dev_retrieval_data = resolve_dev_retrieval(arguments.get("dev_retrieval"))
+        if dev_select == "auto":
+            dev_select = "dev" if dev_retrieval_data is None else "retrieval"
+        elif dev_select == "retrieval" and dev_retrieval_data is None:
+            raise ValueError("`dev_select='retrieval'` needs a retrieval dev set: pass "
+                             "`dev_retrieval` (a BEIR folder).")
+        elif dev_select == "dev" and dev_retrieval_data is not None and not (custom or dev_pairs):
+            raise ValueError("`dev_select='dev'` needs a `dev` set; `dev` is None (use "
+                             "dev_select='retrieval' to select on `dev_retrieval`).")
         return cls(
             model=arguments["model"],
             steps=validation.optional_positive_int(arguments["steps"], "steps"),
@@ -130,7 +188,7 @@ class RunConfig:
             max_length=validation.optional_positive_int(arguments["max_length"], "max_length"),
             pooling=pooling,
             dev=dev,
-            dev_pairs=None if custom else resolve_dev(dev),
+            dev_pairs=dev_pairs,
             eval_every=validation.positive_int(arguments["eval_every"], "eval_every"),
             output=check_output(arguments["output"]),
             strategy=strategy,
@@ -145,6 +203,9 @@ class RunConfig:
                 arguments.get("max_grad_norm"), "max_grad_norm"),
             matryoshka_dims=matryoshka_dims,
             matryoshka_weights=matryoshka_weights,
+            dev_retrieval=arguments.get("dev_retrieval"),
+            dev_retrieval_data=dev_retrieval_data,
+            dev_select=dev_select,
         )
 
 

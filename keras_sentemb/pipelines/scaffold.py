@@ -13,7 +13,8 @@ the same way for every method:
   MLP head, precision; see `keras_sentemb.pipelines.plan`);
 - resolves the dev set (`"stsb"`: the bundled STS-B dev) and scores the
   candidates on it every `eval_every` steps, keeping the best (the starting
-  weights included);
+  weights included); with `dev_retrieval` also nDCG@10 on a BEIR folder,
+  and `dev_select` says which of the two chooses the kept checkpoint;
 - builds step-indexed, tokenized batches, so a run resumed by
   `keras.callbacks.BackupAndRestore` sees the same data order;
 - trains exactly `steps` optimizer steps with Keras `fit` (epochs of
@@ -48,6 +49,7 @@ from keras_sentemb.models import SentenceEncoder
 from keras_sentemb.models.precision import PRECISIONS
 from keras_sentemb.pipelines.plan import RunConfig
 from keras_sentemb.pipelines.plan import resolve
+from keras_sentemb.pipelines.callbacks import BeirDevEvaluation
 from keras_sentemb.pipelines.callbacks import LossHistory
 from keras_sentemb.pipelines.callbacks import NonFiniteGuard
 from keras_sentemb.pipelines.callbacks import STSDevEvaluation
@@ -375,7 +377,8 @@ class FitScaffold:
         return None
 
     def fit(self, trainer, make_dataset, plan, steps=None, dev_pairs="run", patience=None,
-            stage=None, callbacks=(), keep_best=True, selection=None, run_callbacks=None):
+            stage=None, callbacks=(), keep_best=True, selection=None, run_callbacks=None,
+            dev_retrieval=True, retrieval_score=None):
         """Train `trainer` for exactly `steps` optimizer steps with Keras `fit`.
 
         Args:
@@ -397,9 +400,18 @@ class FitScaffold:
             run_callbacks: list or None. The caller's callbacks for this
                 stage (e.g. a stage with a backup folder of its own);
                 defaults to the run's `callbacks`.
+            dev_retrieval: bool. Score the run's retrieval dev set
+                (`dev_retrieval`, if any) in this stage. With
+                `dev_select="retrieval"` it chooses the kept checkpoint
+                (with `patience`) and the `dev` selection only records its
+                scores; otherwise it is recorded only. Defaults to `True`.
+            retrieval_score: callable `(name, candidate) -> float` or None.
+                nDCG@10 of a candidate that is not an encoder (see
+                `BeirDevEvaluation`'s `score`).
 
         Returns:
-            The `STSDevEvaluation` callback, or None without a dev set.
+            The `dev` selection (`STSDevEvaluation`, or the recipe's
+            `selection`), or None without a dev set.
         """
         steps = validation.positive_int(plan.steps if steps is None else steps, "steps")
         dev_pairs = self.config.dev_pairs if dev_pairs == "run" else dev_pairs
@@ -423,11 +435,27 @@ class FitScaffold:
                 dev_pairs, every=steps_per_epoch, pooling=plan.pooling, patience=patience,
                 restore_best=keep_best,
             )
-        if selection is not None:
-            selection.every = steps_per_epoch
-            selection.resume_step = start_step
-            selection.state_dir = None if backup is None else os.fspath(backup.backup_dir)
-            cbs.append(selection)
+        retrieval = None
+        if dev_retrieval and self.config.dev_retrieval_data is not None:
+            retrieval = BeirDevEvaluation(
+                self.config.dev_retrieval_data, pooling=plan.pooling, score=retrieval_score,
+                restore_best=False,
+            )
+            if self.config.dev_select == "retrieval":
+                # Retrieval chooses; the `dev` selection records its scores only.
+                retrieval.restore_best, retrieval.patience = keep_best, patience
+                if selection is not None:
+                    selection.restore_best, selection.patience = False, None
+        # The choosing selection runs last, so the other's last evaluation
+        # sees the trained weights before the best ones are restored.
+        dev_callbacks = [c for c in (selection, retrieval) if c is not None]
+        if retrieval is not None and self.config.dev_select != "retrieval":
+            dev_callbacks.reverse()
+        for dev_callback in dev_callbacks:
+            dev_callback.every = steps_per_epoch
+            dev_callback.resume_step = start_step
+            dev_callback.state_dir = None if backup is None else os.fspath(backup.backup_dir)
+            cbs.append(dev_callback)
         cbs.append(StopAtStep(steps))
         cbs.extend(callbacks)
         cbs.extend(run_callbacks)
@@ -442,8 +470,11 @@ class FitScaffold:
             stage_report["stopped"] = f"non-finite loss at step {guard.stopped_at}"
         elif done < steps:
             stage_report["stopped"] = f"no dev improvement (patience {patience}) at step {done}"
-        if selection is not None:
-            stage_report["selection"] = selection.summary()
+        if dev_callbacks:
+            # The choosing selection's summary (the last one), with the other's beside it.
+            stage_report["selection"] = dev_callbacks[-1].summary()
+            if len(dev_callbacks) > 1:
+                stage_report["selection"]["also_scored"] = dev_callbacks[0].summary()
         self._stages.append(stage_report)
         return selection
 

@@ -88,6 +88,18 @@ OPTIONAL_ARGUMENTS = (
     SharedArgument("matryoshka_weights", None, "tuple of float or None. One weight per "
                    "`matryoshka_dims` entry; None is 1 each.",
                    typing.Optional[typing.Tuple[float, ...]]),
+    SharedArgument("dev_retrieval", None, "str or None. A retrieval dev set: a BEIR-layout "
+                   "folder (`corpus.jsonl`, `queries.jsonl`, `qrels/dev.tsv`, else "
+                   "`qrels/test.tsv`) scored by nDCG@10 x100 every `eval_every` steps, the "
+                   "starting weights included, and logged as `retrieval_dev_ndcg_at_10`; "
+                   "`dev_select` says whether it chooses the kept checkpoint. Needs the "
+                   "`retrieval` extra (pytrec_eval). None: no retrieval dev set.",
+                   typing.Optional[str]),
+    SharedArgument("dev_select", "auto", "str. Which dev score chooses the kept checkpoint: "
+                   "`\"retrieval\"` (nDCG@10 on `dev_retrieval`), `\"dev\"` (the `dev` set's "
+                   "score, as without `dev_retrieval`) or `\"auto\"` (`\"retrieval\"` when "
+                   "`dev_retrieval` is given, else `\"dev\"`). The other dev set is scored and "
+                   "logged only.", str, choices=("auto", "dev", "retrieval")),
 )
 SHARED_NAMES = tuple(a.name for a in SHARED_ARGUMENTS)
 OPTIONAL_NAMES = tuple(a.name for a in OPTIONAL_ARGUMENTS)

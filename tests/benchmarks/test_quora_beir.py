@@ -56,3 +56,27 @@ def test_train_split_leaves_test_unchanged(tmp_path):
     assert len(load_beir(tmp_path / "q", split="train").qrels) == 10
     with pytest.raises(ValueError, match="train-fraction"):
         quora_beir.convert(rows, dev_fraction=0.3, train_fraction=0.3)
+
+
+def test_small_dev_set_is_deterministic_readable_and_keeps_away_from_test(tmp_path):
+    rows = [(f"question {i} a", f"question {i} b", 1) for i in range(40)]
+    rows += [(f"lone {i}", f"other lone {i}", 0) for i in range(30)]
+    corpus, queries, qrels = quora_beir.convert(rows, dev_fraction=0.5, seed=0)
+    small = quora_beir.small_dev(corpus, queries, qrels, n_queries=6, distractors=10, seed=1)
+    assert small == quora_beir.small_dev(corpus, queries, qrels, 6, 10, seed=1)
+    assert small != quora_beir.small_dev(corpus, queries, qrels, 6, 10, seed=2)
+    small_corpus, small_queries, small_qrels = small
+    assert len(small_queries) == 6 and set(small_qrels) == {"dev"}
+    assert set(small_qrels["dev"]) <= set(qrels["dev"])
+    test_side = {x for q, d, _ in qrels["test"] for x in (q, d)}
+    ids = {d["_id"] for d in small_corpus}
+    assert not ids & test_side
+    judged = {q["_id"] for q in small_queries} | {d for _, d, _ in small_qrels["dev"]}
+    assert len(ids) == len(judged) + 10  # the queries, their duplicates and 10 distractors
+    quora_beir.write_small_dev(tmp_path / "small", *small, {"seed": 1})
+    loaded = load_beir(tmp_path / "small", split="dev")
+    assert len(loaded.queries) == 6 and len(loaded.corpus) == len(ids)
+    with pytest.raises(ValueError, match="exists"):
+        quora_beir.write_small_dev(tmp_path / "small", *small, {"seed": 1})
+    with pytest.raises(ValueError, match="more than the"):
+        quora_beir.small_dev(corpus, queries, qrels, n_queries=500)
