@@ -1,4 +1,4 @@
-"""The `keras-sentemb` command line: the contract of ../shared/DESIGN.md.
+"""The `keras-sentemb` command line: its documented contract (docs/cli.md).
 
 Commands run in-process through `keras_sentemb.cli.main` on a tiny saved
 model; one test runs the console entry point as a subprocess.
