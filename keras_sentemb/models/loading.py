@@ -19,6 +19,7 @@ import keras_hub
 import numpy as np
 
 from keras_sentemb.models import presets
+from keras_sentemb.models.deferred_init import initializers_deferred
 from keras_sentemb.models.presets import is_cached_preset
 from keras_sentemb.models.roberta_keys import prefixed_view
 from keras_sentemb.models.st_modules import read_dense_modules
@@ -244,7 +245,8 @@ def _bert_with_pooler(folder, config):
 def _load_hf(folder, dtype):
     config = presets.read_json(Path(folder) / "config.json")
     with _bert_with_pooler(folder, config) as source, prefixed_view(source, config) as source:
-        backbone = keras_hub.models.Backbone.from_preset(source, dtype=dtype)
+        with initializers_deferred():  # every weight is loaded: no random draws first
+            backbone = keras_hub.models.Backbone.from_preset(source, dtype=dtype)
     settings = _sentence_transformers_settings(folder)
     # Dense modules: the projection head and a whitening (see st_modules).
     dense = read_dense_modules(folder, settings.get("pooling"))
@@ -274,7 +276,8 @@ def _load_hf(folder, dtype):
 
 
 def _load_keras_hub(handle, dtype):
-    backbone = keras_hub.models.Backbone.from_preset(handle, dtype=dtype)
+    with initializers_deferred():  # every weight is loaded: no random draws first
+        backbone = keras_hub.models.Backbone.from_preset(handle, dtype=dtype)
     tokenizer = keras_hub.models.Tokenizer.from_preset(handle)
     settings = {"max_length": min(512, int(backbone.max_sequence_length))}
     return Components(backbone, tokenizer, settings)
