@@ -44,13 +44,16 @@ CLI_SCRIPT = """
 import json, sys
 sys.path.insert(0, {repo!r})
 from keras_sentemb.cli import program as cli
-cli.import_keras_without_extras()
-hidden = [n for n in cli.KERAS_IMPORT_TIME_EXTRAS if n in sys.modules]
+cli.import_keras_without_extras(local_model=True)
+names = cli.KERAS_IMPORT_TIME_EXTRAS + cli.DOWNLOAD_EXTRAS
+hidden = [n for n in names if n in sys.modules]
+from keras_hub.src.utils import preset_utils
 import importlib.util
-available = [n for n in cli.KERAS_IMPORT_TIME_EXTRAS if importlib.util.find_spec(n) is not None]
+available = [n for n in names if importlib.util.find_spec(n) is not None]
 for name in available:
     __import__(name)  # importable again afterwards
-print(json.dumps(["keras" in sys.modules, "keras_hub" in sys.modules, hidden]))
+print(json.dumps(["keras" in sys.modules, "keras_hub" in sys.modules, hidden,
+                  preset_utils.kagglehub is None]))
 """
 
 
@@ -58,5 +61,16 @@ def test_cli_imports_keras_without_its_unused_extras():
     result = subprocess.run([sys.executable, "-c", CLI_SCRIPT.format(repo=str(REPO))],
                             capture_output=True, text=True, timeout=600)
     assert result.returncode == 0, result.stderr[-3000:]
-    has_keras, has_hub, hidden = json.loads(result.stdout.strip().splitlines()[-1])
+    has_keras, has_hub, hidden, no_kagglehub = json.loads(result.stdout.strip().splitlines()[-1])
     assert has_keras and has_hub and hidden == []
+    # A local model: keras-hub never imported its downloader (kagglehub) in this process.
+    assert no_kagglehub
+
+
+def test_only_a_local_model_hides_the_downloader(tmp_path):
+    from keras_sentemb.cli import program
+
+    assert program.is_local_model("default") and program.is_local_model(str(tmp_path))
+    for name in ("bert_tiny_en_uncased", "kaggle://keras/bert/keras/bert_tiny_en_uncased",
+                 str(tmp_path / "missing")):
+        assert not program.is_local_model(name)
