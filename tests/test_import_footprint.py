@@ -16,26 +16,41 @@ import keras_sentemb
 after_import = sorted(sys.modules)
 keras_sentemb.SentenceEncoder
 after_encoder = sorted(sys.modules)
+keras_sentemb.SentenceEncoder.from_preset({hf_folder!r}).encode(["hello world"])
+after_load = sorted(sys.modules)
 keras_sentemb.fit_simcse
 after_fit = sorted(sys.modules)
-print(json.dumps([after_import, after_encoder, after_fit]))
+print(json.dumps([after_import, after_encoder, after_load, after_fit]))
 """
+# Registered for saved configs only (`loading.register_serializable_classes`):
+# loading and using a Hugging Face folder imports none of them.
+CONFIG_ONLY = ("keras_sentemb.losses", "keras_sentemb.models.glow_flow",
+               "keras_sentemb.models.logit_scale", "keras_sentemb.models.memory_queue",
+               "keras_sentemb.models.projection_mlp")
 
 
 def loaded(names, prefixes):
     return sorted(n for n in names if any(n == p or n.startswith(p + ".") for p in prefixes))
 
 
-def test_import_loads_no_heavy_modules():
-    result = subprocess.run([sys.executable, "-c", SCRIPT.format(repo=str(REPO))],
-                            capture_output=True, text=True, timeout=600)
+def test_import_loads_no_heavy_modules(tmp_path):
+    from tests.conftest import make_tiny_encoder
+    from tests.models.test_hf_folders import write_hf_bert
+
+    hf_folder = str(write_hf_bert(make_tiny_encoder(), tmp_path / "hf"))
+    result = subprocess.run(
+        [sys.executable, "-c", SCRIPT.format(repo=str(REPO), hf_folder=hf_folder)],
+        capture_output=True, text=True, timeout=600)
     assert result.returncode == 0, result.stderr[-3000:]
-    after_import, after_encoder, after_fit = json.loads(result.stdout.strip().splitlines()[-1])
+    after_import, after_encoder, after_load, after_fit = json.loads(
+        result.stdout.strip().splitlines()[-1])
     # The package itself: nothing heavy, not even TensorFlow.
     assert loaded(after_import, HEAVY + ("tensorflow", "keras", "keras_hub")) == []
     # The encoder: TensorFlow and Keras, but no training, evaluation or export code.
     assert "keras" in after_encoder
     assert loaded(after_encoder, HEAVY) == []
+    # A Hugging Face folder, loaded and encoding: still none, nor the config-only classes.
+    assert loaded(after_load, HEAVY + CONFIG_ONLY) == []
     # A fit_* function loads the training code (the check above can fail).
     assert loaded(after_fit, ("keras_sentemb.trainers",)) != []
 

@@ -63,10 +63,12 @@ SERIALIZABLE_MODULES = (
 def register_serializable_classes():
     """Import every module in `SERIALIZABLE_MODULES`, registering their classes with Keras.
 
-    Called wherever a model is loaded (`load_components`,
-    `SentenceEncoder.from_config`), so that a saved config naming, e.g.,
-    `keras_sentemb>GlowFlow` deserialises in a fresh interpreter whatever
-    was imported before. Cheap after the first call.
+    Called wherever a model is loaded from a saved config (`load_components`
+    for keras_sentemb and keras-hub folders, `SentenceEncoder.from_config`),
+    so that a config naming, e.g., `keras_sentemb>GlowFlow` deserialises in a
+    fresh interpreter whatever was imported before. A Hugging Face folder
+    names no class of this package, so loading one skips the imports (a
+    tenth of a second of a cold start). Cheap after the first call.
     """
     for module in SERIALIZABLE_MODULES:
         importlib.import_module(module)
@@ -414,7 +416,8 @@ def load_components(resolved, dtype=None):
     Raises `ModelLoadError` (one line, naming the file or preset) for a
     broken folder or an unreachable preset.
     """
-    register_serializable_classes()
+    if resolved.kind != "huggingface":
+        register_serializable_classes()
     location = resolved.location
     if resolved.kind == "keras_hub" and not Path(location).is_dir():
 
