@@ -200,4 +200,4 @@ def exit_quickly(code):
         sys.stderr.flush()
     except Exception:
         pass
-    os._exit(code if isinstance(code, int) else 1)
+    os._exit(0 if code is None else code if isinstance(code, int) else 1)  # as sys.exit reads it
