@@ -60,5 +60,5 @@ setup(
         # interpreter and MediaPipe's TextEmbedder (export needs neither).
         "litert": ["ai-edge-litert>=2.3", "mediapipe>=1.2.3"],
     },
-    entry_points={"console_scripts": ["keras-sentemb=keras_sentemb.cli:main"]},
+    entry_points={"console_scripts": ["keras-sentemb=keras_sentemb.cli:run"]},
 )

@@ -1,3 +1,3 @@
-from keras_sentemb.cli import main
+from keras_sentemb.cli.program import run
 
-raise SystemExit(main())
+run()

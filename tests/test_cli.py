@@ -6,6 +6,7 @@ model; one test runs the console entry point as a subprocess.
 
 import inspect
 import json
+import os
 import subprocess
 import sys
 
@@ -16,6 +17,7 @@ from keras_sentemb import cli
 from keras_sentemb import models
 from keras_sentemb.data.resources import bundled_sts_dir
 from keras_sentemb.models import SentenceEncoder
+from tests.conftest import REPO
 from tests.conftest import make_tiny_encoder
 from tests.numeric import assert_close_vectors
 from tests.trainers.test_contrastive_tension import CORPUS
@@ -283,3 +285,48 @@ def test_verbose_encode_reports_the_models_kernels(tmp_path, capsys):
     assert "kernels on this CPU (" in err
     assert any(line.split()[:3] == ["dropout", "plain", "policy"] for line in err.splitlines())
     assert any(line.split()[:1] == ["layer_norm"] for line in err.splitlines())
+
+
+@pytest.mark.parametrize("argv, quick", [
+    (["encode", "--model", "m", "--input", "i", "--output", "o"], True),
+    (["--verbose", "encode", "--model", "m", "--input", "i", "--output", "o"], True),
+    (["export", "--model", "m", "--output", "o"], False),
+    (["train", "ct", "--train-file", "t", "--output", "o"], False),
+])
+def test_only_encode_skips_pythons_teardown(argv, quick, monkeypatch):
+    from keras_sentemb.cli import program
+
+    quick_exits = []
+    monkeypatch.setattr(program, "main", lambda argv: 3)
+    monkeypatch.setattr(program, "exit_quickly", lambda code: quick_exits.append(code))
+    monkeypatch.setattr(sys, "argv", ["keras-sentemb", *argv])
+    with pytest.raises(SystemExit) as exited:  # the stand-in `exit_quickly` returns
+        program.run()
+    assert exited.value.code == 3
+    assert quick_exits == ([3] if quick else [])
+
+
+QUICK_EXIT = """
+import atexit, sys, threading, time
+from keras_sentemb.cli.program import exit_quickly
+atexit.register(lambda: print("atexit ran", file=sys.stderr))
+if sys.argv[1] == "thread":
+    def late():
+        time.sleep(0.3)
+        print("thread finished", end="")
+    threading.Thread(target=late).start()
+print("buffered output", end="")
+exit_quickly(5)
+"""
+
+
+@pytest.mark.parametrize("case", ["alone", "thread"])
+def test_a_quick_exit_keeps_output_status_and_atexit_handlers(case):
+    # Without a running thread the process ends without Python's teardown; with
+    # one it waits for it, as Python's own exit would.
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")]))
+    result = subprocess.run([sys.executable, "-c", QUICK_EXIT, case], capture_output=True,
+                            text=True, timeout=120, env=env)
+    assert result.returncode == 5
+    assert result.stdout == "buffered output" + ("thread finished" if case == "thread" else "")
+    assert result.stderr == "atexit ran\n"

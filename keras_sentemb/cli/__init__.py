@@ -63,5 +63,6 @@ from keras_sentemb.cli.program import EXIT_USER_ERROR  # noqa: F401
 from keras_sentemb.cli.program import KERAS_IMPORT_TIME_EXTRAS  # noqa: F401
 from keras_sentemb.cli.program import build_parser  # noqa: F401
 from keras_sentemb.cli.program import main  # noqa: F401
+from keras_sentemb.cli.program import run  # noqa: F401
 from keras_sentemb.cli.train import method_option_parser  # noqa: F401
 from keras_sentemb.cli.train import train_help  # noqa: F401

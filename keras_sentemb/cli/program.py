@@ -1,8 +1,10 @@
 """The `keras-sentemb` entry point: the parser of every command, start-up, dispatch and exit status."""
 
 import argparse
+import atexit
 import os
 import sys
+import threading
 import traceback
 
 from keras_sentemb import methods
@@ -17,6 +19,10 @@ from keras_sentemb.quiet_startup import quiet_tensorflow_startup
 from keras_sentemb.quiet_startup import start_tensorflow
 from keras_sentemb.quiet_startup import take_verbose_flag
 
+
+# Commands after which the process skips Python's own teardown (`exit_quickly`):
+# everything they write is written (atomically) and closed when `main` returns.
+QUICK_EXIT_COMMANDS = ("encode",)
 
 # Exit statuses: 0 done, 2 a user error (bad arguments, missing files or
 # models, bad values, a full disk, a missing optional dependency), 70 an
@@ -65,19 +71,30 @@ def attach_negative_numbers(argv):
 
 # Optional packages that Keras and keras-hub (through kagglehub) import when
 # they are imported, only for features `encode` and `export` never use
-# (scikit-learn wrappers, notebook detection, image-gallery plots): about a
-# second of a cold start.
-KERAS_IMPORT_TIME_EXTRAS = ("sklearn", "IPython", "matplotlib")
+# (scikit-learn wrappers, notebook detection, image-gallery plots, OpenCV for
+# drawing bounding boxes): about a second of a cold start.
+KERAS_IMPORT_TIME_EXTRAS = ("sklearn", "IPython", "matplotlib", "cv2")
+# What keras-hub imports only to download presets (kagglehub, with its Kaggle
+# client and HTTP stack): hidden as well when the model is a local folder.
+DOWNLOAD_EXTRAS = ("kagglehub",)
 
 
-def import_keras_without_extras():
+def is_local_model(model):
+    """Whether MODEL names a folder on this machine (`default` is one), so no download is needed."""
+    return model == "default" or (isinstance(model, str) and os.path.isdir(os.path.expanduser(model)))
+
+
+def import_keras_without_extras(local_model=False):
     """Import Keras and keras-hub with `KERAS_IMPORT_TIME_EXTRAS` hidden, then unhide them.
 
     They import each in a `try: import ... except ImportError`, so while
     its name maps to `None` in `sys.modules` Keras records it as missing.
     Afterwards the packages import normally for any code that asks for them.
+    With `local_model`, `DOWNLOAD_EXTRAS` are hidden too: keras-hub then
+    cannot download presets in this process, which loads a local folder.
     """
-    hidden = [name for name in KERAS_IMPORT_TIME_EXTRAS if name not in sys.modules]
+    names = KERAS_IMPORT_TIME_EXTRAS + (DOWNLOAD_EXTRAS if local_model else ())
+    hidden = [name for name in names if name not in sys.modules]
     if "keras" in sys.modules or not hidden:
         return
     for name in hidden:
@@ -108,7 +125,7 @@ def main(argv=None):
         if extra and args.command != "train":
             parser.error(f"unrecognized arguments: {' '.join(extra)}")
         if args.command in ("encode", "export"):
-            import_keras_without_extras()
+            import_keras_without_extras(local_model=is_local_model(args.model))
         start_tensorflow()
     args.show_kernels = verbose
     if verbose and args.command == "train":
@@ -138,3 +155,49 @@ def internal_error(error, verbose):
     hint = "" if verbose else " (run again with --verbose for the traceback)"
     print(f"keras-sentemb: internal error: {summary}{hint}; please report it", file=sys.stderr)
     return EXIT_INTERNAL_ERROR
+
+
+def run():
+    """The program: `keras-sentemb` and `python -m keras_sentemb` (`main` on `sys.argv`, then exit).
+
+    After `encode` the process ends with `exit_quickly`; after every other
+    command, and when `main` itself exits (`--help`, argparse's usage
+    errors), Python ends as usual.
+    """
+    argv = sys.argv[1:]
+    code = main(argv)
+    command = next((a for a in take_verbose_flag(argv)[0] if not a.startswith("-")), None)
+    if command in QUICK_EXIT_COMMANDS:
+        exit_quickly(code)
+    sys.exit(code)
+
+
+def exit_quickly(code):
+    """End the process with status `code`, skipping the interpreter's teardown.
+
+    After a cold `encode` of 100 sentences, Python's finalisation (garbage
+    collecting every TensorFlow and Keras object, then each module) takes
+    about a second of CPU time, and nothing it does matters to the result:
+    the output was written atomically and closed. So: stdout and stderr are
+    flushed, the `atexit` handlers run (logging's shutdown among them), and
+    `os._exit` ends the process. Where that is not known to be safe (another
+    non-daemon thread still running, a stream that cannot be flushed, a
+    Python without `atexit._run_exitfuncs`) it exits as usual.
+    """
+    run_exitfuncs = getattr(atexit, "_run_exitfuncs", None)
+    others = [t for t in threading.enumerate()
+              if t is not threading.main_thread() and not t.daemon and t.is_alive()]
+    if run_exitfuncs is None or others:
+        sys.exit(code)
+    try:
+        sys.stdout.flush()
+        sys.stderr.flush()
+    except Exception:  # e.g. a closed pipe: let Python's own exit report it
+        sys.exit(code)
+    run_exitfuncs()
+    try:
+        sys.stdout.flush()
+        sys.stderr.flush()
+    except Exception:
+        pass
+    os._exit(0 if code is None else code if isinstance(code, int) else 1)  # as sys.exit reads it

@@ -71,6 +71,7 @@ class EncodingEngine:
                 self._tokenize_graph = tf.function(
                     self._tokenize,
                     input_signature=[tf.TensorSpec([None], tf.string)],
+                    autograph=False,
                 )
             return self._tokenize_graph(tf.convert_to_tensor(sentences, tf.string))
         return self._tokenize(sentences)
@@ -145,7 +146,7 @@ class EncodingEngine:
         if fn is None:
             spec = tf.TensorSpec([None, None], tf.int32)
 
-            @tf.function(input_signature=[spec, spec], reduce_retracing=True)
+            @tf.function(input_signature=[spec, spec], reduce_retracing=True, autograph=False)
             def fn(token_ids, padding_mask):
                 inputs = {"token_ids": token_ids, "padding_mask": padding_mask}
                 with forward_only():  # fused matmul + GELU, fused Transformer layers

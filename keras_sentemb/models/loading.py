@@ -19,6 +19,7 @@ import keras_hub
 import numpy as np
 
 from keras_sentemb.models import presets
+from keras_sentemb.models.deferred_init import initializers_deferred
 from keras_sentemb.models.presets import is_cached_preset
 from keras_sentemb.models.roberta_keys import prefixed_view
 from keras_sentemb.models.st_modules import read_dense_modules
@@ -62,10 +63,12 @@ SERIALIZABLE_MODULES = (
 def register_serializable_classes():
     """Import every module in `SERIALIZABLE_MODULES`, registering their classes with Keras.
 
-    Called wherever a model is loaded (`load_components`,
-    `SentenceEncoder.from_config`), so that a saved config naming, e.g.,
-    `keras_sentemb>GlowFlow` deserialises in a fresh interpreter whatever
-    was imported before. Cheap after the first call.
+    Called wherever a model is loaded from a saved config (`load_components`
+    for keras_sentemb and keras-hub folders, `SentenceEncoder.from_config`),
+    so that a config naming, e.g., `keras_sentemb>GlowFlow` deserialises in a
+    fresh interpreter whatever was imported before. A Hugging Face folder
+    names no class of this package, so loading one skips the imports (a
+    tenth of a second of a cold start). Cheap after the first call.
     """
     for module in SERIALIZABLE_MODULES:
         importlib.import_module(module)
@@ -244,7 +247,8 @@ def _bert_with_pooler(folder, config):
 def _load_hf(folder, dtype):
     config = presets.read_json(Path(folder) / "config.json")
     with _bert_with_pooler(folder, config) as source, prefixed_view(source, config) as source:
-        backbone = keras_hub.models.Backbone.from_preset(source, dtype=dtype)
+        with initializers_deferred():  # every weight is loaded: no random draws first
+            backbone = keras_hub.models.Backbone.from_preset(source, dtype=dtype)
     settings = _sentence_transformers_settings(folder)
     # Dense modules: the projection head and a whitening (see st_modules).
     dense = read_dense_modules(folder, settings.get("pooling"))
@@ -274,7 +278,8 @@ def _load_hf(folder, dtype):
 
 
 def _load_keras_hub(handle, dtype):
-    backbone = keras_hub.models.Backbone.from_preset(handle, dtype=dtype)
+    with initializers_deferred():  # every weight is loaded: no random draws first
+        backbone = keras_hub.models.Backbone.from_preset(handle, dtype=dtype)
     tokenizer = keras_hub.models.Tokenizer.from_preset(handle)
     settings = {"max_length": min(512, int(backbone.max_sequence_length))}
     return Components(backbone, tokenizer, settings)
@@ -411,7 +416,8 @@ def load_components(resolved, dtype=None):
     Raises `ModelLoadError` (one line, naming the file or preset) for a
     broken folder or an unreachable preset.
     """
-    register_serializable_classes()
+    if resolved.kind != "huggingface":
+        register_serializable_classes()
     location = resolved.location
     if resolved.kind == "keras_hub" and not Path(location).is_dir():
 

@@ -156,3 +156,19 @@ def test_changing_settings_after_encode_takes_effect(tiny_encoder):
     assert_close_vectors(tiny_encoder.encode(SENTS), plain, rtol=1e-5)
     tiny_encoder.pooling = "cls"
     assert not np.allclose(tiny_encoder.encode(SENTS), plain)
+
+
+def test_encode_traces_its_graphs_without_autograph(monkeypatch):
+    # Autograph's source conversion was most of a cold encode's tracing time;
+    # nothing on the encode path needs it (tensor-dependent Python control flow
+    # would fail the trace instead).
+    from tensorflow.python.autograph.impl import api
+
+    converted = []
+    original = api.converted_call
+    monkeypatch.setattr(api, "converted_call",
+                        lambda f, *a, **k: converted.append(f) or original(f, *a, **k))
+    encoder = make_tiny_encoder()
+    for pooling in ("mean", "first_last"):
+        encoder.encode(["a man plays the guitar", "hello"], pooling=pooling, normalize=True)
+    assert converted == []
