@@ -270,3 +270,45 @@ def attention_options(attention):
 def all_layers(model):
     """Every layer inside `model`, itself included (`Layer._flatten_layers`, recursive)."""
     return model._flatten_layers(include_self=True, recursive=True)
+
+
+# Keras' TensorFlow `Variable` gets its first value through
+# `_initialize_with_initializer(initializer)` (`_initialize(value)` inside) and
+# every later write through `_direct_assign(value)`.
+_VARIABLE_INIT_HOOKS = ("_initialize_with_initializer", "_direct_assign", "_initialize")
+
+
+def has_variable_init_hooks():
+    """Whether `keras.Variable` has the private methods `patch_variable_init` replaces."""
+    cls = getattr(keras, "Variable", None)
+    return cls is not None and all(hasattr(cls, name) for name in _VARIABLE_INIT_HOOKS)
+
+
+def patch_variable_init(on_initialize, on_assign):
+    """Route `keras.Variable`'s first value and later writes through two hooks.
+
+    `on_initialize(variable, initializer, initialize, set_value)` replaces the
+    initialisation (`initialize()` runs Keras' own; `set_value(tensor)` sets a
+    first value); `on_assign(variable)` is told of each write before Keras
+    makes it. Returns the function that restores Keras' methods.
+    """
+    cls = keras.Variable
+    init_original = cls._initialize_with_initializer
+    assign_original = cls._direct_assign
+
+    def _initialize_with_initializer(self, initializer):
+        return on_initialize(self, initializer, lambda: init_original(self, initializer),
+                             lambda value: self._initialize(value))
+
+    def _direct_assign(self, value):
+        on_assign(self)
+        return assign_original(self, value)
+
+    cls._initialize_with_initializer = _initialize_with_initializer
+    cls._direct_assign = _direct_assign
+
+    def restore():
+        cls._initialize_with_initializer = init_original
+        cls._direct_assign = assign_original
+
+    return restore

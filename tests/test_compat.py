@@ -242,3 +242,23 @@ def test_all_layers_reaches_nested_layers():
     found = compat.all_layers(outer)
     assert outer in found and inner in found
     assert {type(x).__name__ for x in found} >= {"Dense", "Dropout", "LayerNormalization"}
+
+
+def test_variable_init_hooks_route_the_first_value_and_writes_and_restore():
+    assert compat.has_variable_init_hooks()
+    seen = []
+
+    def on_initialize(variable, initializer, initialize, set_value):
+        seen.append(("init", tuple(variable.shape)))
+        set_value(tf.fill(variable.shape, 7.0))
+
+    restore = compat.patch_variable_init(on_initialize, lambda v: seen.append(("assign",)))
+    try:
+        v = keras.Variable(initializer="ones", shape=(2,), dtype="float32")
+        assert v.numpy().tolist() == [7.0, 7.0]
+        v.assign([1.0, 2.0])
+        assert v.numpy().tolist() == [1.0, 2.0]
+    finally:
+        restore()
+    assert seen == [("init", (2,)), ("assign",)]
+    assert keras.Variable(initializer="ones", shape=(2,), dtype="float32").numpy().tolist() == [1, 1]

@@ -15,8 +15,8 @@ the seed it drew when it was constructed), so such a variable ends with the
 value it would have had without the scope. Only variables created by the
 thread that entered the scope are deferred.
 
-It relies on two methods of Keras' TensorFlow `Variable`
-(`_initialize_with_initializer`, `_direct_assign`); where they are missing
+It relies on two private methods of Keras' TensorFlow `Variable`, reached
+through `keras_sentemb.compat.patch_variable_init`; where they are missing
 (another Keras version) the scope does nothing and variables are
 initialised as usual.
 """
@@ -24,60 +24,45 @@ initialised as usual.
 import contextlib
 import threading
 
+from keras_sentemb import compat
+
 _state = threading.local()
 
 
-def _variable_class():
-    import keras
-
-    cls = getattr(keras, "Variable", None)
-    if cls is None or not all(
-        hasattr(cls, name) for name in ("_initialize_with_initializer", "_direct_assign",
-                                         "_initialize")
-    ):
-        return None
-    return cls
-
-
 _PATCH_LOCK = threading.Lock()
-_PATCHED = {"count": 0, "originals": None}
+_PATCHED = {"count": 0, "restore": None}
 
 
-def _install(cls):
-    """Patch `cls` once (process-wide, reference-counted); deferral applies per thread."""
+def _on_initialize(variable, initializer, initialize, set_value):
     import tensorflow as tf
 
+    pending = getattr(_state, "pending", None)
+    if pending is None:
+        return initialize()
+    set_value(tf.zeros(variable.shape, dtype=variable.dtype))
+    pending[id(variable)] = (variable, initializer)
+
+
+def _on_assign(variable):
+    pending = getattr(_state, "pending", None)
+    if pending:
+        pending.pop(id(variable), None)
+
+
+def _install():
+    """Patch Keras once (process-wide, reference-counted); deferral applies per thread."""
     with _PATCH_LOCK:
         _PATCHED["count"] += 1
-        if _PATCHED["count"] > 1:
-            return
-        init_original = cls._initialize_with_initializer
-        assign_original = cls._direct_assign
-        _PATCHED["originals"] = (init_original, assign_original)
-
-        def _initialize_with_initializer(self, initializer):
-            pending = getattr(_state, "pending", None)
-            if pending is None:
-                return init_original(self, initializer)
-            self._initialize(tf.zeros(self._shape, dtype=self._dtype))
-            pending[id(self)] = (self, initializer)
-
-        def _direct_assign(self, value):
-            pending = getattr(_state, "pending", None)
-            if pending:
-                pending.pop(id(self), None)
-            return assign_original(self, value)
-
-        cls._initialize_with_initializer = _initialize_with_initializer
-        cls._direct_assign = _direct_assign
+        if _PATCHED["count"] == 1:
+            _PATCHED["restore"] = compat.patch_variable_init(_on_initialize, _on_assign)
 
 
-def _uninstall(cls):
+def _uninstall():
     with _PATCH_LOCK:
         _PATCHED["count"] -= 1
         if _PATCHED["count"] == 0:
-            cls._initialize_with_initializer, cls._direct_assign = _PATCHED["originals"]
-            _PATCHED["originals"] = None
+            _PATCHED["restore"]()
+            _PATCHED["restore"] = None
 
 
 @contextlib.contextmanager
@@ -94,11 +79,10 @@ def initializers_deferred():
         backbone = keras_hub.models.Backbone.from_preset(folder)
     ```
     """
-    cls = _variable_class()
-    if cls is None or getattr(_state, "pending", None) is not None:
+    if not compat.has_variable_init_hooks() or getattr(_state, "pending", None) is not None:
         yield
         return
-    _install(cls)
+    _install()
     _state.pending = {}
     completed = False
     try:
@@ -107,7 +91,7 @@ def initializers_deferred():
     finally:
         pending = _state.pending
         _state.pending = None
-        _uninstall(cls)
+        _uninstall()
     if completed:
         _initialize_unassigned(pending.values())
 
