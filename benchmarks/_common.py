@@ -43,8 +43,20 @@ def add_max_isa_argument(parser):
 
 
 def apply_max_isa(isa):
-    """Re-run this script with `MAX_ISA_ENV[isa]` set (it must be set before start)."""
-    if isa is None or os.environ.get(MAX_ISA_MARK) == isa:
+    """Re-run this script with `MAX_ISA_ENV[isa]` set (it must be set before start).
+
+    The restarted process first checks the cap on the code XLA generates (our
+    fused kernels): a kernel compiled under the cap must use no AVX-512
+    register (`xla_vector_registers`); else the run stops, since its numbers
+    would not be an AVX2 emulation.
+    """
+    if isa is None:
+        return
+    if os.environ.get(MAX_ISA_MARK) == isa:
+        registers = xla_vector_registers()
+        if registers == "zmm":
+            raise SystemExit(f"--max-isa {isa}: XLA still generates AVX-512 (zmm) code under "
+                             f"XLA_FLAGS={os.environ.get('XLA_FLAGS')!r}; not an AVX2 emulation")
         return
     env = dict(os.environ, **{MAX_ISA_MARK: isa})
     for key, value in MAX_ISA_ENV[isa].items():
@@ -73,6 +85,50 @@ def cpu_info():
             "cpu_flags": {f: f in flags for f in
                           ("avx2", "avx512f", "avx512_bf16", "amx_bf16", "amx_tile")},
             "max_isa": os.environ.get(MAX_ISA_MARK)}
+
+
+# A fused kernel of the kind `keras_sentemb.models` compiles (GELU of a matmul's output).
+_XLA_PROBE = """
+import tensorflow as tf
+f = tf.function(lambda x, w: tf.nn.gelu(tf.matmul(x, w), approximate=False), jit_compile=True)
+f(tf.ones([64, 384]), tf.ones([384, 384])).numpy()
+"""
+
+
+def widest_vector_registers(disassembly):
+    """'zmm' (AVX-512), 'ymm' (AVX/AVX2), 'xmm' or None: the widest registers in objdump text."""
+    for name in ("zmm", "ymm", "xmm"):
+        if f"%{name}" in disassembly:
+            return name
+    return None
+
+
+def xla_vector_registers(env=None):
+    """The widest vector registers in the code XLA compiles in a process with `env`.
+
+    Compiles one fused kernel in a fresh process with `--xla_dump_to`, then
+    disassembles the object files XLA wrote (binutils' objdump). None when
+    objdump is not installed or XLA wrote no object file.
+    """
+    import shutil
+    import tempfile
+
+    objdump = shutil.which("objdump")
+    if objdump is None:
+        return None
+    env = dict(os.environ if env is None else env)
+    with tempfile.TemporaryDirectory() as dump:
+        flags = env.get("XLA_FLAGS", "")
+        env["XLA_FLAGS"] = f"{flags} --xla_dump_to={dump}".strip()
+        env.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
+        subprocess.run([sys.executable, "-c", _XLA_PROBE], env=env, check=True,
+                       capture_output=True, timeout=300)
+        objects = sorted(Path(dump).glob("*.o"))
+        if not objects:
+            return None
+        text = subprocess.run([objdump, "-d", *map(str, objects)], capture_output=True,
+                              text=True, check=True).stdout
+    return widest_vector_registers(text)
 
 
 def read_lines(path, n):
