@@ -128,6 +128,9 @@ def tokenize_columns(encoder, dataset, columns, max_length=None, encoders=None, 
     """
     encoders = encoders or {}
 
+    # Traced without autograph: plain TensorFlow ops only, and autograph's
+    # source conversion would be most of the time this map takes to trace.
+    @tf.autograph.experimental.do_not_convert
     def pack(element):
         out = dict(element)
         for key in columns:
