@@ -70,6 +70,7 @@ def shuffled_batches(columns, batch_size, seed=0, start_step=0, extra=None):
     per_epoch = n // batch_size
     seed = int(seed)
 
+    @tf.autograph.experimental.do_not_convert  # plain TensorFlow ops: nothing to convert
     def make_batch(step):
         epoch = step // per_epoch
         first = (step % per_epoch) * batch_size

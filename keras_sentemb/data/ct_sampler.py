@@ -69,6 +69,7 @@ def ct_pair_dataset(sentences, batch_size=16, negatives_per_positive=7, seed=0, 
     groups = batch_size // group
     labels = tf.tile(tf.constant([1.0] + [0.0] * k), [groups])
 
+    @tf.autograph.experimental.do_not_convert  # plain TensorFlow ops: nothing to convert
     def make_batch(step):
         seeds = tf.stack([tf.constant(seed, tf.int64), step])
         draws = tf.random.stateless_uniform(
