@@ -312,3 +312,13 @@ def patch_variable_init(on_initialize, on_assign):
         cls._direct_assign = assign_original
 
     return restore
+
+
+def optimizer_strategy(optimizer):
+    """The `tf.distribute` strategy a Keras optimizer captured when it was made.
+
+    Keras' TensorFlow optimizer keeps `tf.distribute.get_strategy()` of its
+    construction in `_distribution_strategy` and creates its slots under it.
+    None for an optimizer without one (another backend, another version).
+    """
+    return getattr(optimizer, "_distribution_strategy", None)

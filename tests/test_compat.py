@@ -262,3 +262,12 @@ def test_variable_init_hooks_route_the_first_value_and_writes_and_restore():
         restore()
     assert seen == [("init", (2,)), ("assign",)]
     assert keras.Variable(initializer="ones", shape=(2,), dtype="float32").numpy().tolist() == [1, 1]
+
+
+def test_an_optimizer_remembers_the_strategy_it_was_made_under():
+    outside = keras.optimizers.SGD(0.1)
+    assert compat.optimizer_strategy(outside) is tf.distribute.get_strategy()
+    strategy = tf.distribute.MirroredStrategy(["/cpu:0"])
+    with strategy.scope():
+        inside = keras.optimizers.SGD(0.1)
+    assert compat.optimizer_strategy(inside) is strategy

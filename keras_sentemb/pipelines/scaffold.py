@@ -356,11 +356,18 @@ class FitScaffold:
     def compile(self, trainer, optimizer, **kwargs):
         """`trainer.compile(optimizer=...)` inside the strategy scope (Matryoshka set first).
 
-        The run's `max_grad_norm` is applied to `optimizer` (`clipped`).
+        The run's `max_grad_norm` is applied to `optimizer` (`clipped`). An
+        optimizer made outside the run's strategy scope belongs to the default
+        strategy and cannot make slots for the trainer's distributed variables
+        ("Mixing different tf.distribute.Strategy objects"): it is made again
+        from its config inside the scope.
         """
         if self.config.matryoshka_dims is not None:
             trainer.set_matryoshka(self.config.matryoshka_dims, self.config.matryoshka_weights)
         with self.scope():
+            strategy = self.config.strategy
+            if strategy is not None and compat.optimizer_strategy(optimizer) not in (None, strategy):
+                optimizer = keras.optimizers.deserialize(keras.optimizers.serialize(optimizer))
             trainer.compile(optimizer=self.clipped(optimizer), **kwargs)
 
     @staticmethod

@@ -6,7 +6,9 @@ TF_CONFIG describing a two-worker cluster on localhost. Each worker:
 - distributes the stream of a 4-file corpus (`FOLDER/part-*.txt`) with the
   strategy, as Keras `fit` does, and records the texts of its share of each
   of the first `STEPS` global batches;
-- trains `fit_ct` (in-batch negatives) on the same glob for 2 steps under the strategy.
+- trains `fit_ct` (in-batch negatives) and `fit_simcse` (whose optimizer is made
+  outside the strategy scope and made again inside) on the same glob for 2 steps
+  under the strategy.
 
 It writes a JSON file: the texts per step, the shard policy, the steps
 trained.
@@ -50,7 +52,12 @@ with strategy.scope():
     encoder = make_tiny_encoder()
 trained = keras_sentemb.fit_ct(glob, model=encoder, steps=2, batch_size=batch, dev=None,
                                negatives="in_batch", keep="tower2", strategy=strategy, verbose=0)
+with strategy.scope():
+    encoder = make_tiny_encoder()
+simcse = keras_sentemb.fit_simcse(glob, model=encoder, steps=2, batch_size=batch, dev=None,
+                                  strategy=strategy, verbose=0)
 with open(out, "w") as f:
     json.dump({"shares": shares, "workers": workers[0], "policy": int(policy),
-               "steps_trained": trained.training_report.steps_trained}, f)
+               "steps_trained": trained.training_report.steps_trained,
+               "simcse_steps_trained": simcse.training_report.steps_trained}, f)
 print("done")

@@ -2,7 +2,7 @@
 
 With 4 files and 2 workers the stream is sharded by FILE: over one pass
 (epoch) every sentence is used exactly once across the workers, no text
-occurs twice in a global batch, and `fit_ct` trains on the glob.
+occurs twice in a global batch, and `fit_ct` and `fit_simcse` train on the glob.
 """
 
 import json
@@ -32,7 +32,7 @@ def test_two_workers_read_their_own_files_once_per_epoch(tmp_path):
 
     assert all(r["workers"] == 2 for r in runs)
     assert all(r["policy"] == int(tf.data.experimental.AutoShardPolicy.FILE) for r in runs)
-    assert all(r["steps_trained"] == 2 for r in runs)
+    assert all(r["steps_trained"] == r["simcse_steps_trained"] == 2 for r in runs)
     used = [t for r in runs for share in r["shares"] for t in share]
     assert sorted(used) == sorted(texts)  # every sentence once in the pass
     files = [{t.split(" line")[0] for share in r["shares"] for t in share} for r in runs]
