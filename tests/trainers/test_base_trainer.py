@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
+from keras_sentemb.losses.loss_output import LossOutput
 from keras_sentemb.trainers.base_trainer import BaseTrainer
 from keras_sentemb.trainers.base_trainer import all_finite
 from keras_sentemb.trainers.base_trainer import apply_if_finite
@@ -29,8 +30,8 @@ class Quadratic(BaseTrainer):
         )
         self.encoder.build((None, 4))
 
-    def compute_contrastive_loss(self, data, training=True):
-        return tf.reduce_mean(tf.square(tf.cast(self.encoder(data), tf.float32) - 1.0))
+    def compute_loss_terms(self, data, training=True):
+        return LossOutput(tf.reduce_mean(tf.square(tf.cast(self.encoder(data), tf.float32) - 1.0)))
 
 
 def _state(trainer):
