@@ -9,11 +9,11 @@ from keras_sentemb import compat
 from keras_sentemb import validation
 from keras_sentemb.losses.distributed import all_replicas_agree
 from keras_sentemb.losses.loss_output import LossOutput
-from keras_sentemb.losses.matryoshka import MatryoshkaLoss
 from keras_sentemb.models.logit_scale import LogitScale
 from keras_sentemb.trainers.grad_cache import CHUNK_STRIDE
 from keras_sentemb.trainers.grad_cache import SEED_STRIDE
 from keras_sentemb.trainers.grad_cache import GradCacheMixin
+from keras_sentemb.trainers.matryoshka_training import MatryoshkaMixin
 from keras_sentemb.trainers.optimizers import get
 
 
@@ -102,7 +102,7 @@ def all_finite(loss, grads, loss_scaled):
     return all_replicas_agree(finite)  # one replica's NaN skips the step everywhere
 
 
-class BaseTrainer(GradCacheMixin, keras.Model):
+class BaseTrainer(GradCacheMixin, MatryoshkaMixin, keras.Model):
     """Base class of the method trainers: loss in, guarded update out.
 
     **The loss hook.** A subclass implements `compute_loss_terms(data,
@@ -281,41 +281,6 @@ class BaseTrainer(GradCacheMixin, keras.Model):
         if self.matryoshka is not None:
             return self.matryoshka(embeddings, data, training)
         return self.loss_from_embeddings(embeddings, data, training)
-
-    def set_matryoshka(self, dims, weights=None):
-        """Train with the method's loss summed over the first `d` dimensions, `d` in `dims`.
-
-        Wraps `loss_from_embeddings` in a `MatryoshkaLoss` (see
-        `keras_sentemb.losses.matryoshka`); `None` turns it off.
-
-        Args:
-            dims: sequence of int or None. Prefix sizes, each at most the
-                encoder's `output_dim`.
-            weights: sequence of float or None. One weight per size.
-                Defaults to 1 each.
-        """
-        if dims is None:
-            self.matryoshka = None
-            return
-        reason = self.matryoshka_unsupported()
-        if reason:
-            raise ValueError(f"matryoshka_dims is not available here: {reason}.")
-        self.matryoshka = MatryoshkaLoss(self.matryoshka_base_loss(), dims, weights,
-                                         full_dim=self.encoder.output_dim)
-
-    def matryoshka_base_loss(self):
-        """The loss a Matryoshka loss wraps: `loss_from_embeddings`."""
-        return self.loss_from_embeddings
-
-    def matryoshka_unsupported(self):
-        """Why a Matryoshka loss cannot wrap this trainer's loss, or None."""
-        if not self._splits_loss():
-            return f"{type(self).__name__} does not compute its loss from sentence embeddings"
-        for name in ("mlp", "target_mlp", "source_mlp"):
-            if getattr(self, name, None) is not None:
-                return (f"the loss compares the training-only projection head's outputs, not the "
-                        f"encoder's vectors; train with mlp='none'")
-        return None
 
     def embed_batch(self, data, training=True):
         """Per-row embeddings of a batch: a nest of float32 `[b, ...]` tensors.
