@@ -525,6 +525,49 @@ def evaluate_sts(
         - [Gao et al., 2021](https://arxiv.org/abs/2104.08821): SimCSE;
           Appendix B compares the "all", "mean" and "wmean" settings.
     """
+    batch_size = _check_arguments(aggregation, batch_size)
+    splits = _normalize_splits(split)
+    names = _task_names(data_dir, tasks, splits)
+    # Read everything first so that missing files fail before encoding.
+    loaded = {}
+    for task in names:
+        groups, path = _load_groups(data_dir, task, splits)
+        loaded[task] = (groups, path)
+    score = _pair_scorer(encoder, loaded, batch_size, pooling, encode_kwargs)
+
+    results = {
+        "protocol": {
+            "similarity": "cosine",
+            "correlations": "x100",
+            "aggregation": list(AGGREGATIONS),
+            "avg_aggregation": aggregation,
+            "pooling": _pooling_name(pooling, encoder),
+            "data": {},
+        }
+    }
+    main = {}
+    main_split = "test" if "test" in splits else splits[0]
+    for task, (groups, path) in loaded.items():
+        task_result, main_result = _task_result(task, groups, score, aggregation, main_split)
+        if main_result is not None:
+            main[task] = main_result
+        used_splits = ["test"] if task in SUBSET_TASKS else list(task_result)
+        results[task] = task_result
+        results["protocol"]["data"][task] = {
+            "path": str(path),
+            "splits": used_splits,
+        }
+    if main:
+        results["avg"] = _average(results, main, aggregation, main_split)
+        # The 7-task average under each STS12-16 aggregation (the papers differ).
+        results["avg_by_aggregation"] = {
+            agg: _average(results, main, agg, main_split) for agg in AGGREGATIONS
+        }
+    return results
+
+
+def _check_arguments(aggregation, batch_size):
+    """`batch_size` as an int, after checking it and `aggregation` (ValueError)."""
     if aggregation not in AGGREGATIONS:
         raise ValueError(
             f"`aggregation` must be one of {list(AGGREGATIONS)}. "
@@ -538,9 +581,11 @@ def evaluate_sts(
         raise ValueError(
             f"`batch_size` must be a positive integer. Received: {batch_size!r}"
         )
-    batch_size = int(batch_size)
-    splits = _normalize_splits(split)
+    return int(batch_size)
 
+
+def _task_names(data_dir, tasks, splits):
+    """The canonical names of the tasks to run: `tasks`, or those found in `data_dir`."""
     if tasks is None:
         names = _discover(data_dir)
         if "test" not in splits:
@@ -550,23 +595,21 @@ def evaluate_sts(
                     f"No task with a {list(splits)} split found in {data_dir} "
                     "(STS12-16 only have a test split)."
                 )
-    else:
-        if isinstance(tasks, str):
-            tasks = [tasks]
-        names = []
-        for task in tasks:
-            name = resolve_task_name(task)
-            if name not in names:
-                names.append(name)
-        if not names:
-            raise ValueError("`tasks` is empty; pass None for every task found.")
+        return names
+    if isinstance(tasks, str):
+        tasks = [tasks]
+    names = []
+    for task in tasks:
+        name = resolve_task_name(task)
+        if name not in names:
+            names.append(name)
+    if not names:
+        raise ValueError("`tasks` is empty; pass None for every task found.")
+    return names
 
-    # Read everything first so that missing files fail before encoding.
-    loaded = {}
-    for task in names:
-        groups, path = _load_groups(data_dir, task, splits)
-        loaded[task] = (groups, path)
 
+def _pair_scorer(encoder, loaded, batch_size, pooling, encode_kwargs):
+    """`score(pairs) -> (predicted, gold)`, every unique sentence encoded exactly once."""
     sentences = list(
         dict.fromkeys(
             sentence
@@ -589,58 +632,42 @@ def evaluate_sts(
         gold = np.array([p[2] for p in pairs], dtype=np.float64)
         return predicted, gold
 
-    results = {
-        "protocol": {
-            "similarity": "cosine",
-            "correlations": "x100",
-            "aggregation": list(AGGREGATIONS),
-            "avg_aggregation": aggregation,
-            "pooling": _pooling_name(pooling, encoder),
-            "data": {},
-        }
-    }
-    main = {}
-    main_split = "test" if "test" in splits else splits[0]
-    for task, (groups, path) in loaded.items():
-        if task in SUBSET_TASKS:
-            per_subset, predicted_all, gold_all = {}, [], []
-            for name, pairs in groups.items():
-                predicted, gold = score(pairs)
-                per_subset[name] = _correlations(predicted, gold)
-                predicted_all.append(predicted)
-                gold_all.append(gold)
-            task_result = {"subsets": per_subset}
-            task_result.update(
-                _aggregate(
-                    per_subset,
-                    np.concatenate(predicted_all) if predicted_all else np.zeros(0),
-                    np.concatenate(gold_all) if gold_all else np.zeros(0),
-                )
+    return score
+
+
+def _task_result(task, groups, score, aggregation, main_split):
+    """`(result, main)`: a task's correlations and its number in `avg` (None: none).
+
+    STS12-16 and STS17: each subset, then the `all` / `mean` / `wmean`
+    aggregates (STS17 stays out of `avg`); STS-B and SICK-R: each split.
+    """
+    if task in SUBSET_TASKS:
+        per_subset, predicted_all, gold_all = {}, [], []
+        for name, pairs in groups.items():
+            predicted, gold = score(pairs)
+            per_subset[name] = _correlations(predicted, gold)
+            predicted_all.append(predicted)
+            gold_all.append(gold)
+        result = {"subsets": per_subset}
+        result.update(
+            _aggregate(
+                per_subset,
+                np.concatenate(predicted_all) if predicted_all else np.zeros(0),
+                np.concatenate(gold_all) if gold_all else np.zeros(0),
             )
-            if task != STS17:  # reported per language pair, not in the 7-task avg
-                main[task] = task_result[aggregation]
-            used_splits = ["test"]
-        else:
-            task_result = {}
-            for name, pairs in groups.items():
-                task_result[name] = _correlations(*score(pairs))
-            key = main_split if main_split in task_result else next(iter(task_result))
-            main[task] = task_result[key]
-            used_splits = list(task_result)
-        results[task] = task_result
-        results["protocol"]["data"][task] = {
-            "path": str(path),
-            "splits": used_splits,
-        }
+        )
+        # STS17 is reported per language pair, not in the 7-task avg.
+        return result, (None if task == STS17 else result[aggregation])
+    result = {}
+    for name, pairs in groups.items():
+        result[name] = _correlations(*score(pairs))
+    key = main_split if main_split in result else next(iter(result))
+    return result, result[key]
 
-    def average(agg):
-        picked = [results[t][agg] if t in STS_YEAR_TASKS else main[t] for t in main]
-        out = {m: _mean([p[m] for p in picked]) for m in ("spearman", "pearson")}
-        out.update(tasks=list(main), aggregation=agg, split=main_split)
-        return out
 
-    if main:
-        results["avg"] = average(aggregation)
-        # The 7-task average under each STS12-16 aggregation (the papers differ).
-        results["avg_by_aggregation"] = {agg: average(agg) for agg in AGGREGATIONS}
-    return results
+def _average(results, main, aggregation, main_split):
+    """The mean over the `main` tasks, with STS12-16 taken under `aggregation`."""
+    picked = [results[t][aggregation] if t in STS_YEAR_TASKS else main[t] for t in main]
+    out = {m: _mean([p[m] for p in picked]) for m in ("spearman", "pearson")}
+    out.update(tasks=list(main), aggregation=aggregation, split=main_split)
+    return out

@@ -580,19 +580,7 @@ def export_saved_model(
         raise ValueError(f"`version` must be a positive int or None, received {version!r}.")
     tolerance = check_tolerance(tolerance)
     base = Path(os.fspath(path))
-    if base.exists() and not base.is_dir():
-        raise ValueError(f"Cannot export to {base}: it is a file, not a folder.")
-    if (base / "saved_model.pb").exists():
-        raise ValueError(
-            f"{base} is itself a SavedModel; pass the model base folder "
-            f"(e.g. {base.parent}) so that versions go in numbered sub-folders."
-        )
-    version = next_version(base) if version is None else int(version)
-    final = base / str(version)
-    if final.exists() and not overwrite:
-        raise VersionExistsError(
-            f"{final} already exists; pass another version, or overwrite=True."
-        )
+    version, final = _version_folder(base, version, overwrite)
 
     created_base = not base.exists()
     base.mkdir(parents=True, exist_ok=True)
@@ -615,36 +603,9 @@ def export_saved_model(
             )["max_rel_diff"]
             if report is not None:
                 report["standalone_max_rel_diff"] = diff
-        meta = _metadata(
-            encoder, version, chunk_size, token_signature, report,
-            required_custom_ops(tmp),
-        )
-        if truncate_dim is not None:
-            meta["truncate_dim"] = truncate_dim
-            meta["output_dim"] = truncate_dim
-            meta["signatures"][SERVING_SIGNATURE]["outputs"] = {
-                OUTPUT_KEY: f"float32 [None, {truncate_dim}]"}
-        (tmp / METADATA_FILE).parent.mkdir(parents=True, exist_ok=True)
-        with open(tmp / METADATA_FILE, "w", encoding="utf-8") as f:
-            json.dump(meta, f, indent=2)
-        card = build_model_card(encoder)
-        card["export"] = {
-            "version": version,
-            "serving_signature": f"{SERVING_SIGNATURE}: {INPUT_KEY} string [None] -> "
-                                 f"{OUTPUT_KEY} float32 [None, {truncate_dim or encoder.output_dim}]",
-            "truncate_dim": truncate_dim,
-            "verified_max_abs_diff": None if report is None else report["max_abs_diff"],
-            "verified_max_rel_diff": None if report is None else report["max_rel_diff"],
-            "required_custom_ops": meta["required_custom_ops"],
-        }
-        write_model_card(tmp / os.path.dirname(METADATA_FILE), card)
-        if final.exists():  # overwrite=True: swap in the verified folder.
-            old = base / f"{_TMP_PREFIX}old-{version}-{uuid.uuid4().hex[:8]}"
-            os.rename(final, old)
-            os.rename(tmp, final)
-            shutil.rmtree(old, ignore_errors=True)
-        else:
-            os.rename(tmp, final)
+        _write_metadata_and_card(tmp, encoder, version, chunk_size, token_signature, report,
+                                 truncate_dim)
+        _swap_in(base, final, tmp, version)
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         if created_base:
@@ -662,3 +623,64 @@ def export_saved_model(
         )
         print(f"Exported {final} ({detail}).", file=sys.stderr)
     return str(final)
+
+
+def _version_folder(base, version, overwrite):
+    """`(version, base / version)` for an export to the model base folder `base`.
+
+    Refuses a file, a SavedModel given as the base folder, and an existing
+    version without `overwrite`; `version=None` takes the next free one.
+    """
+    if base.exists() and not base.is_dir():
+        raise ValueError(f"Cannot export to {base}: it is a file, not a folder.")
+    if (base / "saved_model.pb").exists():
+        raise ValueError(
+            f"{base} is itself a SavedModel; pass the model base folder "
+            f"(e.g. {base.parent}) so that versions go in numbered sub-folders."
+        )
+    version = next_version(base) if version is None else int(version)
+    final = base / str(version)
+    if final.exists() and not overwrite:
+        raise VersionExistsError(
+            f"{final} already exists; pass another version, or overwrite=True."
+        )
+    return version, final
+
+
+def _write_metadata_and_card(folder, encoder, version, chunk_size, token_signature, report,
+                             truncate_dim):
+    """The export's metadata file and model card, in the SavedModel `folder`."""
+    meta = _metadata(
+        encoder, version, chunk_size, token_signature, report,
+        required_custom_ops(folder),
+    )
+    if truncate_dim is not None:
+        meta["truncate_dim"] = truncate_dim
+        meta["output_dim"] = truncate_dim
+        meta["signatures"][SERVING_SIGNATURE]["outputs"] = {
+            OUTPUT_KEY: f"float32 [None, {truncate_dim}]"}
+    (folder / METADATA_FILE).parent.mkdir(parents=True, exist_ok=True)
+    with open(folder / METADATA_FILE, "w", encoding="utf-8") as f:
+        json.dump(meta, f, indent=2)
+    card = build_model_card(encoder)
+    card["export"] = {
+        "version": version,
+        "serving_signature": f"{SERVING_SIGNATURE}: {INPUT_KEY} string [None] -> "
+                             f"{OUTPUT_KEY} float32 [None, {truncate_dim or encoder.output_dim}]",
+        "truncate_dim": truncate_dim,
+        "verified_max_abs_diff": None if report is None else report["max_abs_diff"],
+        "verified_max_rel_diff": None if report is None else report["max_rel_diff"],
+        "required_custom_ops": meta["required_custom_ops"],
+    }
+    write_model_card(folder / os.path.dirname(METADATA_FILE), card)
+
+
+def _swap_in(base, final, tmp, version):
+    """Rename the verified `tmp` folder to `final` (atomically; replacing an old one)."""
+    if final.exists():  # overwrite=True: swap in the verified folder.
+        old = base / f"{_TMP_PREFIX}old-{version}-{uuid.uuid4().hex[:8]}"
+        os.rename(final, old)
+        os.rename(tmp, final)
+        shutil.rmtree(old, ignore_errors=True)
+    else:
+        os.rename(tmp, final)

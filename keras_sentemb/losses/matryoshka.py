@@ -13,8 +13,12 @@ References:
       Learning](https://arxiv.org/abs/2205.13147)
 """
 
+import dataclasses
+
 import numpy as np
 import tensorflow as tf
+
+from keras_sentemb.losses.loss_output import LossOutput
 
 
 def _from_text(value, cast, name):
@@ -102,15 +106,15 @@ class MatryoshkaLoss:
     `loss(embeddings, *args) = sum_i weights[i] * base_loss(embeddings[..., :dims[i]], *args)`,
     where every float tensor of the `embeddings` nest whose last axis is
     `full_dim` is truncated (labels and other entries pass through). The base
-    loss may return a scalar, or a tuple whose first element is the loss
-    (`(loss, metrics)`, `(loss, metrics, aux)`, the trainers' convention):
-    the weighted sum replaces the loss, and the rest is taken from the call
-    on the largest prefix (the full vectors when `full_dim` is in `dims`), so
-    auxiliary outputs such as keys to enqueue keep their full size.
+    loss may return a tensor or a `LossOutput` (the trainers' loss hooks):
+    then the weighted sum replaces its `loss`, and its `metrics` and `aux`
+    are taken from the call on the largest prefix (the full vectors when
+    `full_dim` is in `dims`), so auxiliary outputs such as keys to enqueue
+    keep their full size.
 
     Args:
-        base_loss: callable `(embeddings, *args, **kwargs) -> loss` or a
-            tuple led by the loss.
+        base_loss: callable `(embeddings, *args, **kwargs)` returning a
+            tensor or a `LossOutput`.
         dims: sequence of int. The prefix sizes, e.g. `(384, 256, 128, 64,
             32)`.
         weights: sequence of float or None. One weight per size. Defaults
@@ -140,16 +144,17 @@ class MatryoshkaLoss:
 
     def __call__(self, embeddings, *args, **kwargs):
         total = None
-        rest = None
-        largest = max(self.dims)
+        largest_out = None
         for dim, weight in zip(self.dims, self.weights):
             out = self.base_loss(truncate_nest(embeddings, dim, self.full_dim), *args, **kwargs)
-            loss = out[0] if isinstance(out, tuple) else out
+            loss = out.loss if isinstance(out, LossOutput) else out
             term = tf.cast(loss, "float32") * weight
             total = term if total is None else total + term
-            if dim == largest and isinstance(out, tuple):
-                rest = out[1:]
-        return total if rest is None else (total, *rest)
+            if dim == max(self.dims):
+                largest_out = out
+        if isinstance(largest_out, LossOutput):
+            return dataclasses.replace(largest_out, loss=total)
+        return total
 
     def get_config(self):
         return {"dims": list(self.dims), "weights": list(self.weights), "full_dim": self.full_dim}

@@ -295,7 +295,7 @@ POLICY_ATTRIBUTE = "_keras_sentemb_kernels"
 
 
 def attach(obj, policy):
-    object.__setattr__(obj, POLICY_ATTRIBUTE, KernelPolicy.of(policy))
+    setattr(obj, POLICY_ATTRIBUTE, KernelPolicy.of(policy))  # a plain value: Keras tracks nothing
 
 
 def policy_of(obj):

@@ -2,19 +2,16 @@
 
 import keras
 import numpy as np
-import tensorflow as tf
 
-from keras_sentemb.augment.views import apply_embedding_view
-from keras_sentemb.augment.views import apply_position_view
 from keras_sentemb.compat import require_tensorflow_backend
 from keras_sentemb.models.backbone_adapter import BackboneAdapter
+from keras_sentemb.models.encoder_forward import EncoderForward
 from keras_sentemb.models.encoder_persistence import EncoderPersistence
 from keras_sentemb.models.encoding_engine import EncodingEngine
 from keras_sentemb.models.kernel_install import install_kernels
 from keras_sentemb.models.kernels import KernelPolicy
 from keras_sentemb.models.loading import register_serializable_classes
 from keras_sentemb.models.pooling import parse_pooling
-from keras_sentemb.models.pooling import pool_hidden_states
 from keras_sentemb.models.post_processing import PostProcessing
 from keras_sentemb.models.text_normalization import check_mode
 
@@ -22,7 +19,7 @@ require_tensorflow_backend()
 
 
 @keras.saving.register_keras_serializable(package="keras_sentemb")
-class SentenceEncoder(EncoderPersistence, EncodingEngine, keras.Model):
+class SentenceEncoder(EncoderPersistence, EncodingEngine, EncoderForward, keras.Model):
     """Turns sentences into vectors: keras-hub backbone, tokenizer, pooling.
 
     The encoder runs the backbone's own layers (token, position and segment
@@ -101,7 +98,7 @@ class SentenceEncoder(EncoderPersistence, EncodingEngine, keras.Model):
         super().__init__(**kwargs)
         self.adapter = BackboneAdapter(backbone)
         # Which fused kernels the backbone may run, bound to its layers (see models/kernels).
-        object.__setattr__(self, "_kernels", KernelPolicy.of(kernels))
+        self._kernels = KernelPolicy.of(kernels)
         install_kernels(backbone, self.adapter.transformer_layers, self._kernels)
         self.text_normalization = check_mode(text_normalization)
         if text_normalization is not None:
@@ -110,7 +107,7 @@ class SentenceEncoder(EncoderPersistence, EncodingEngine, keras.Model):
         self.backbone = backbone
         self.tokenizer = tokenizer
         self.num_layers = len(backbone.transformer_layers)
-        object.__setattr__(self, "_declared_pooling", None)
+        self._declared_pooling = None
         if pooling is not None:
             self.pooling = pooling
         self.normalize = bool(normalize)
@@ -141,6 +138,8 @@ class SentenceEncoder(EncoderPersistence, EncodingEngine, keras.Model):
             self.adapter.pooler.trainable = False
         self._encode_fns = {}
         self._tokenize_graph = None
+        # Not tracked: the twins are other encoders sharing these weights; tracked,
+        # their layers would count as this encoder's (twice in its weights).
         object.__setattr__(self, "_precision_twins", {})
         # At most one layer; a tracked list so that replacing it untracks the old one.
         self._postprocess_layers = []
@@ -148,8 +147,8 @@ class SentenceEncoder(EncoderPersistence, EncodingEngine, keras.Model):
             self.postprocess = postprocess
             if pooling is not None:
                 self.pooling = pooling  # must agree with the layer's
-        object.__setattr__(self, "_training_report", None)
-        object.__setattr__(self, "_model_card", None)
+        self._training_report = None
+        self.model_card = None
         # The backbone (and head) are built, so the encoder is too.
         self.built = True
 
@@ -166,7 +165,7 @@ class SentenceEncoder(EncoderPersistence, EncodingEngine, keras.Model):
         if name == "pooling":
             pooling = parse_pooling(value, self.num_layers)
             self._check_postprocess_pooling(pooling)
-            object.__setattr__(self, "_declared_pooling", pooling)
+            super().__setattr__("_declared_pooling", pooling)
             return
         if name == "postprocess":
             self._set_postprocess(value)
@@ -211,9 +210,7 @@ class SentenceEncoder(EncoderPersistence, EncodingEngine, keras.Model):
         if layer is not None:
             self._postprocess_layers.append(layer)
             if layer.pooling is not None:
-                object.__setattr__(
-                    self, "_declared_pooling", parse_pooling(layer.pooling, self.num_layers)
-                )
+                self._declared_pooling = parse_pooling(layer.pooling, self.num_layers)
 
     def _check_postprocess_pooling(self, pooling):
         layer = self.postprocess
@@ -253,7 +250,7 @@ class SentenceEncoder(EncoderPersistence, EncodingEngine, keras.Model):
 
     @training_report.setter
     def training_report(self, report):
-        object.__setattr__(self, "_training_report", report)
+        self._training_report = report
 
     @property
     def model_card(self):
@@ -266,6 +263,8 @@ class SentenceEncoder(EncoderPersistence, EncodingEngine, keras.Model):
 
     @model_card.setter
     def model_card(self, card):
+        # Not tracked: a tracked dict would become a node of the SavedModel's
+        # object graph (and a wrapped dict, not the dict that was read).
         object.__setattr__(self, "_model_card", card)
 
     # Special token ids are read lazily: when a `.keras` archive is loaded the
@@ -298,157 +297,6 @@ class SentenceEncoder(EncoderPersistence, EncodingEngine, keras.Model):
         if self.postprocess is not None:
             return int(self.postprocess.output_dim)
         return self.base_output_dim
-
-    def embed_tokens(self, token_ids, segment_ids=None, position_ids=None):
-        """Embedding output after the embedding LayerNorm, before dropout.
-
-        See `BackboneAdapter.embed`.
-        """
-        return self.adapter.embed(token_ids, segment_ids, position_ids)
-
-    def forward(
-        self,
-        inputs,
-        training=False,
-        dropout=None,
-        position_transform=None,
-        embedding_transform=None,
-    ):
-        """The one forward pass: every hidden state and the padding mask used.
-
-        Runs the backbone's own layers (embeddings, LayerNorm, dropout, every
-        Transformer layer) with two hook points where views act:
-
-        - `position_transform(position_ids, padding_mask) -> position_ids`,
-          before the position embedding (token shuffling);
-        - `embedding_transform(embeddings, padding_mask) -> (embeddings,
-          padding_mask)`, on the embedding output after LayerNorm and before
-          the embedding dropout (cutoffs, dropout, adversarial noise). A
-          transform that changes the mask (span cutoff) changes it for
-          attention and for pooling.
-
-        Args:
-            inputs: dict with `token_ids` and `padding_mask` (`[B, T]`) and
-                optional `segment_ids` and `position_ids`.
-            training: bool. Whether the hooks act in training mode (passed on
-                to nothing here; the hooks close over it) and the default of
-                `dropout`.
-            dropout: bool or None. Whether the backbone's own dropout is on.
-                Defaults to `training`.
-            position_transform: callable or None.
-            embedding_transform: callable or None.
-
-        Returns:
-            `(states, padding_mask)`: a list of `num_layers + 1` tensors
-            `[B, T, hidden_dim]` (the embedding output, then each layer's
-            output) and the padding mask the layers used.
-        """
-        dropout = training if dropout is None else dropout
-        padding_mask = inputs["padding_mask"]
-        token_ids = inputs["token_ids"]
-        position_ids = inputs.get("position_ids")
-        if position_transform is not None:
-            if position_ids is None:
-                length = tf.shape(token_ids)[1]
-                position_ids = tf.tile(
-                    tf.range(length, dtype=tf.int32)[None, :], [tf.shape(token_ids)[0], 1]
-                )
-            position_ids = position_transform(position_ids, padding_mask)
-        x = self.adapter.embed(token_ids, inputs.get("segment_ids"), position_ids)
-        if embedding_transform is not None:
-            x, padding_mask = embedding_transform(x, padding_mask)
-        x = self.adapter.dropout(x, training=bool(dropout))
-        states = [x]
-        for layer in self.adapter.transformer_layers:
-            x = layer(x, padding_mask=padding_mask, training=bool(dropout))
-            states.append(x)
-        return states, padding_mask
-
-    def hidden_states(self, inputs, training=False):
-        """All hidden states (`forward` without hooks): `num_layers + 1` tensors."""
-        return self.forward(inputs, training=training)[0]
-
-    def sentence_vectors(
-        self,
-        inputs,
-        pooling=None,
-        training=False,
-        dropout=None,
-        view=None,
-        embedding_hook=None,
-        normalize=False,
-    ):
-        """Float32 sentence vectors of packed inputs, optionally through a view.
-
-        What the trainers encode with: `forward` (with the view's position or
-        embedding hook), pooling, the projection head if the encoder has one,
-        and no L2 normalisation unless asked (the losses normalise).
-
-        Args:
-            inputs: packed inputs (see `forward`).
-            pooling: str or None. Defaults to the encoder's pooling.
-            training: bool. Whether the view acts (and the default of
-                `dropout`).
-            dropout: bool or None. The backbone's dropout. Defaults to
-                `training`.
-            view: a view layer from `keras_sentemb.augment` or None.
-            embedding_hook: callable or None. Called on the embedding output
-                after the view (e.g. to watch it with a tape or add an
-                adversarial perturbation); returns the embeddings to use.
-            normalize: bool. L2-normalise. Defaults to `False`.
-
-        Returns:
-            float32 tensor `[B, output_dim]`.
-        """
-        position_transform = embedding_transform = None
-        if view is not None or embedding_hook is not None:
-
-            if view is not None and getattr(view, "stage", None) == "positions":
-                position_transform = lambda p, m: apply_position_view(  # noqa: E731
-                    view, p, m, training=training
-                )
-
-            def embedding_transform(x, mask):
-                x, mask = apply_embedding_view(view, x, mask, training=training)
-                if embedding_hook is not None:
-                    x = embedding_hook(x)
-                return x, mask
-
-        states, padding_mask = self.forward(
-            inputs,
-            training=training,
-            dropout=dropout,
-            position_transform=position_transform,
-            embedding_transform=embedding_transform,
-        )
-        self._check_postprocess_pooling(self._resolve_pooling(pooling))
-        pooled = self.pool(states, padding_mask, pooling)
-        return tf.cast(self.head(pooled, normalize=normalize), "float32")
-
-    def _resolve_pooling(self, pooling):
-        return self.pooling if pooling is None else parse_pooling(pooling, self.num_layers)
-
-    def pool(self, hidden_states, padding_mask, pooling=None):
-        """Pool hidden states with `pooling` (default: the encoder's)."""
-        return pool_hidden_states(hidden_states, padding_mask, self._resolve_pooling(pooling))
-
-    def head(self, pooled, normalize=None, postprocess=True):
-        """The projection head (if any), the L2 normalisation, then the post-processing.
-
-        Args:
-            pooled: float tensor `[B, hidden_dim]`.
-            normalize: bool or None. Defaults to the encoder's `normalize`.
-            postprocess: bool. Apply the post-processing layer, if any.
-                Defaults to `True`.
-        """
-        x = pooled
-        if self.projection is not None:
-            x = keras.ops.cast(self.projection(x), "float32")
-        if self.normalize if normalize is None else normalize:
-            x = tf.math.l2_normalize(x, axis=-1, epsilon=1e-12)
-        if postprocess and self.postprocess is not None:
-            x = tf.cast(self.postprocess(x), "float32")
-        return x
 
     def call(self, inputs, training=False, pooling=None):
         self._check_postprocess_pooling(self._resolve_pooling(pooling))

@@ -1,22 +1,20 @@
 """`BaseTrainer`: the Keras train_step template shared by every method."""
 
+import dataclasses
+
 import keras
 import tensorflow as tf
 
 from keras_sentemb import compat
 from keras_sentemb import validation
 from keras_sentemb.losses.distributed import all_replicas_agree
-from keras_sentemb.losses.matryoshka import MatryoshkaLoss
+from keras_sentemb.losses.loss_output import LossOutput
 from keras_sentemb.models.logit_scale import LogitScale
+from keras_sentemb.trainers.grad_cache import CHUNK_STRIDE
+from keras_sentemb.trainers.grad_cache import SEED_STRIDE
+from keras_sentemb.trainers.grad_cache import GradCacheMixin
+from keras_sentemb.trainers.matryoshka_training import MatryoshkaMixin
 from keras_sentemb.trainers.optimizers import get
-
-# Counter values reserved per step for each SeedGenerator (draws within a step).
-SEED_STRIDE = 1 << 20
-# Within a step, counter values reserved per GradCache chunk: a chunk's
-# forward pass draws from `step * SEED_STRIDE + (chunk + 1) * CHUNK_STRIDE`
-# on, in the pass without gradients and again in the pass with them.
-CHUNK_STRIDE = 1 << 10
-MAX_CHUNKS = SEED_STRIDE // CHUNK_STRIDE - 1
 
 
 def dense_gradients(grads):
@@ -104,18 +102,29 @@ def all_finite(loss, grads, loss_scaled):
     return all_replicas_agree(finite)  # one replica's NaN skips the step everywhere
 
 
-class BaseTrainer(keras.Model):
+class BaseTrainer(GradCacheMixin, MatryoshkaMixin, keras.Model):
     """Base class of the method trainers: loss in, guarded update out.
 
-    Subclasses implement `compute_contrastive_loss(data, training)`, which
-    returns the float32 loss of this replica's examples (averaged over
-    them), or `(loss, metrics)` with a dict of extra scalar metrics, or
-    `(loss, metrics, aux)` where `aux` is handed to `after_update(aux,
-    finite)` once the weights are updated (the parallel trainer enqueues
-    its keys there). `train_step` follows Keras' TensorFlow template:
-    compute the loss, `optimizer.scale_loss`, gradients, apply, update
-    metrics. Under a `tf.distribute` strategy the per-replica loss is
-    divided by the number of replicas before the gradients are taken,
+    **The loss hook.** A subclass implements `compute_loss_terms(data,
+    training)`, or its two halves `embed_batch(data, training)` (per-row
+    embeddings, a nest of `[b, ...]` tensors) and
+    `loss_from_embeddings(embeddings, data, training)`. Both loss hooks
+    return a `LossOutput` (`keras_sentemb.losses.loss_output`), and nothing
+    else: `loss` is the float32 loss of this replica's examples (averaged
+    over them), `metrics` a dict of extra scalars (each updates the metric
+    of that name in `extra_metrics()`), and `aux` anything `after_update(aux,
+    finite)` needs once the weights are updated (the parallel trainer
+    enqueues its keys there). Another return value is a `TypeError`.
+
+    **The step.** `train_step` follows Keras' TensorFlow template, in hooks a
+    trainer may override: `_reseed()` (the step's random draws, below),
+    `step_variables()`, `loss_and_gradients(data, variables)` (the loss, then
+    `optimizer.scale_loss(loss / replicas)` and its gradients),
+    `apply_update(out, grads, variables)` (the guarded update),
+    `after_update(out.aux, finite)` and `update_metrics(out, finite, healthy)`;
+    `test_step` is `compute_loss_terms(data, training=False)` and
+    `update_metrics`. Under a `tf.distribute` strategy the per-replica loss
+    is divided by the number of replicas before the gradients are taken,
     because the optimizer sums gradients across replicas; the in-batch
     losses gather candidates across replicas (see
     `keras_sentemb.losses.distributed`), so the result equals one device
@@ -129,6 +138,15 @@ class BaseTrainer(keras.Model):
     training. Under a strategy the replicas agree first, so a NaN in one
     replica's shard skips the step on all of them.
 
+    **Seeding.** Dropout masks, view masks and sampled layers come from
+    Keras `SeedGenerator`s, whose counters `save_weights` does not save.
+    `_reseed()` sets every generator's state from the optimizer's step
+    before the step runs (`seed_state`), so a run resumed by
+    `BackupAndRestore` draws exactly what the uninterrupted run drew. Every
+    trainer keeps each generator's own seed and sets its counter to `step *
+    SEED_STRIDE` (plus a GradCache chunk's offset), except `MultitaskModel`,
+    which derives the seeds from its `seed` argument (see its `seed_state`).
+
     `candidates()` names the encoders a dev selection may choose among
     (CT: both towers) and `select(name)` makes one of them the kept
     `encoder`. A trainer's `logit_scale` (a `LogitScale`) is excluded from
@@ -139,22 +157,12 @@ class BaseTrainer(keras.Model):
     rebuilds them.
 
     **GradCache** (`mini_batch_size`). A trainer whose loss is split into
-    `embed_batch(data, training)` (per-row embeddings, a nest of `[b, ...]`
-    tensors) and `loss_from_embeddings(embeddings, data, training)` can
-    train a batch of any size in the memory of `mini_batch_size` rows
-    (Gao et al., 2021): (1) embed the batch in chunks of `mini_batch_size`
-    rows without gradients; (2) compute the loss of the whole batch and
-    its gradient with respect to the embeddings (and to the loss's own
-    weights, such as a learnable logit scale); (3) embed each chunk again
-    with gradients and accumulate the vector-Jacobian products
-    `d(sum(embeddings * cached_gradient)) / d(weights)`. Each chunk's
-    random draws (dropout masks, view masks) are replayed exactly: its
-    `SeedGenerator` counters are set to the same `(step, chunk)` values in
-    both passes, so the update equals the full-batch gradient through the
-    same masks. The chunks run one after the other (`tf.while_loop`,
-    `parallel_iterations=1`), so only one chunk's activations live at a
-    time. Every entry of a batch must have one row per example (a last
-    partial chunk is filled with repeated rows whose gradient is zero).
+    `embed_batch` and `loss_from_embeddings` can train a batch of any size
+    in the memory of `mini_batch_size` rows (Gao et al., 2021; see
+    `keras_sentemb.trainers.grad_cache`): the batch is embedded in chunks
+    without gradients, the loss's gradient with respect to the embeddings is
+    cached, and each chunk is embedded again, with the same random draws,
+    to back-propagate it; the update equals the full-batch one.
 
     An encoder with a post-processing layer (whitening, a flow) is refused:
     those are fitted on the frozen encoder's vectors.
@@ -164,6 +172,20 @@ class BaseTrainer(keras.Model):
         mini_batch_size: int or None. Rows embedded at once with GradCache;
             `None` embeds the whole batch at once (no GradCache). Defaults
             to `None`.
+
+    Examples:
+
+    ```python
+    class AlignmentTrainer(BaseTrainer):
+        def embed_batch(self, data, training=True):
+            x = data["sentence"]
+            return {"a": self.encoder.sentence_vectors(x, "mean", training=training),
+                    "b": self.encoder.sentence_vectors(x, "mean", training=training)}
+
+        def loss_from_embeddings(self, embeddings, data, training=True):
+            gap = tf.reduce_sum(tf.square(embeddings["a"] - embeddings["b"]), axis=-1)
+            return LossOutput(tf.reduce_mean(gap))
+    ```
 
     References:
         - [Gao, Zhang, Han & Callan, 2021. Scaling Deep Contrastive Learning
@@ -188,8 +210,7 @@ class BaseTrainer(keras.Model):
         )
         self.loss_tracker = keras.metrics.Mean(name="loss")
         self.nonfinite_tracker = keras.metrics.Sum(name="nonfinite")
-        object.__setattr__(self, "_seed_states", None)
-        object.__setattr__(self, "matryoshka", None)
+        self.matryoshka = None  # a MatryoshkaLoss (a plain object: nothing to track)
         self.built = True
 
     def compile(self, optimizer="rmsprop", **kwargs):
@@ -242,15 +263,15 @@ class BaseTrainer(keras.Model):
                 self.optimizer.build(self.trainable_variables)
 
     # ------------------------------------------------- subclasses override
-    def compute_contrastive_loss(self, data, training=True):
-        """The loss of a batch: `loss_from_embeddings(embed_batch(data))`.
+    def compute_loss_terms(self, data, training=True):
+        """The loss of a batch, a `LossOutput`: `loss_from_embeddings(embed_batch(data))`.
 
-        Trainers override either this or the two halves; GradCache needs
-        the halves.
+        Trainers override either this or the two halves; GradCache and
+        Matryoshka need the halves.
         """
         if not self._splits_loss():
             raise NotImplementedError(
-                f"{type(self).__name__} implements neither compute_contrastive_loss nor "
+                f"{type(self).__name__} implements neither compute_loss_terms nor "
                 "embed_batch / loss_from_embeddings."
             )
         return self.embeddings_loss(self.embed_batch(data, training), data, training)
@@ -261,42 +282,6 @@ class BaseTrainer(keras.Model):
             return self.matryoshka(embeddings, data, training)
         return self.loss_from_embeddings(embeddings, data, training)
 
-    def set_matryoshka(self, dims, weights=None):
-        """Train with the method's loss summed over the first `d` dimensions, `d` in `dims`.
-
-        Wraps `loss_from_embeddings` in a `MatryoshkaLoss` (see
-        `keras_sentemb.losses.matryoshka`); `None` turns it off.
-
-        Args:
-            dims: sequence of int or None. Prefix sizes, each at most the
-                encoder's `output_dim`.
-            weights: sequence of float or None. One weight per size.
-                Defaults to 1 each.
-        """
-        if dims is None:
-            object.__setattr__(self, "matryoshka", None)
-            return
-        reason = self.matryoshka_unsupported()
-        if reason:
-            raise ValueError(f"matryoshka_dims is not available here: {reason}.")
-        loss = MatryoshkaLoss(self.matryoshka_base_loss(), dims, weights,
-                              full_dim=self.encoder.output_dim)
-        object.__setattr__(self, "matryoshka", loss)
-
-    def matryoshka_base_loss(self):
-        """The loss a Matryoshka loss wraps: `loss_from_embeddings`."""
-        return self.loss_from_embeddings
-
-    def matryoshka_unsupported(self):
-        """Why a Matryoshka loss cannot wrap this trainer's loss, or None."""
-        if not self._splits_loss():
-            return f"{type(self).__name__} does not compute its loss from sentence embeddings"
-        for name in ("mlp", "target_mlp", "source_mlp"):
-            if getattr(self, name, None) is not None:
-                return (f"the loss compares the training-only projection head's outputs, not the "
-                        f"encoder's vectors; train with mlp='none'")
-        return None
-
     def embed_batch(self, data, training=True):
         """Per-row embeddings of a batch: a nest of float32 `[b, ...]` tensors.
 
@@ -306,7 +291,7 @@ class BaseTrainer(keras.Model):
         raise NotImplementedError
 
     def loss_from_embeddings(self, embeddings, data, training=True):
-        """The loss (or `(loss, metrics[, aux])`) of `embed_batch`'s output."""
+        """The `LossOutput` of `embed_batch`'s output."""
         raise NotImplementedError
 
     def _splits_loss(self):
@@ -326,7 +311,11 @@ class BaseTrainer(keras.Model):
         return None
 
     def after_update(self, aux, finite):
-        """Called after the (possibly skipped) update with the loss's `aux`."""
+        """Called after the (possibly skipped) update with the loss's `aux`.
+
+        Returns None, or a boolean scalar tensor: whether the work done here
+        was finite too (a `False` counts the step in `nonfinite`).
+        """
 
     def no_decay_variables(self):
         """Variables kept out of weight decay: the `logit_scale`, if any."""
@@ -350,183 +339,100 @@ class BaseTrainer(keras.Model):
         return [self.loss_tracker, self.nonfinite_tracker] + self.extra_metrics()
 
     @staticmethod
-    def _unpack(out):
-        if not isinstance(out, tuple):
-            return out, {}, None
-        if len(out) == 2:
-            return out[0], out[1], None
-        return out
+    def _checked_loss(out, hook):
+        """`out` (a `LossOutput`, else a TypeError naming `hook`) with a float32 loss."""
+        out = LossOutput.check(out, hook)
+        return dataclasses.replace(out, loss=tf.cast(out.loss, "float32"))
 
     def _reseed(self, chunk=None):
         """Make this step's random draws a function of (seed, step[, chunk]).
 
-        Dropout masks, view masks and sampled layers come from Keras
-        `SeedGenerator`s, whose counters `save_weights` does not save. Setting
-        each counter from the optimizer's step before the step runs makes a
-        run resumed by `BackupAndRestore` draw exactly what the uninterrupted
-        run drew. With `chunk` (a GradCache chunk index, int or int tensor)
-        the counters start at that chunk's own range of the step, so both
-        passes over a chunk draw the same masks.
+        Sets the state of every Keras `SeedGenerator` of the model to
+        `seed_state(index, state, step, chunk)` (see the class docstring).
+        With `chunk` (a GradCache chunk index, int or int tensor) the
+        counters start at that chunk's own range of the step, so both passes
+        over a chunk draw the same masks.
         """
-        if self._seed_states is None:
-            # Not tracked: they belong to the layers that own the generators.
-            object.__setattr__(self, "_seed_states", compat.seed_generator_states(self))
-        if not self._seed_states:
+        # Read at trace time (once per traced step): the generators belong to
+        # the layers that own them, so the list is not kept on the trainer.
+        states = compat.seed_generator_states(self)
+        if not states:
             return
-        counter = tf.cast(self.optimizer.iterations, "int64") * SEED_STRIDE
+        step = tf.cast(self.optimizer.iterations, "int64")
+        for index, state in enumerate(states):
+            state.assign(self.seed_state(index, state, step, chunk))
+
+    def seed_state(self, index, state, step, chunk=None):
+        """The `[seed, counter]` value of generator `index` at `step` (and `chunk`).
+
+        The generator's own seed, and a counter of `step * SEED_STRIDE`, plus
+        `(chunk + 1) * CHUNK_STRIDE` for a GradCache chunk.
+        """
+        del index
+        counter = step * SEED_STRIDE
         if chunk is not None:
             counter += (tf.cast(chunk, "int64") + 1) * CHUNK_STRIDE
-        for state in self._seed_states:
-            state.assign(tf.stack([tf.convert_to_tensor(state)[0], counter]))
+        return tf.stack([tf.convert_to_tensor(state)[0], counter])
 
-    def train_step(self, data):
-        self._reseed()
-        variables = self.trainable_variables
+    def step_variables(self):
+        """The variables `loss_and_gradients` differentiates: the trainable ones."""
+        return self.trainable_variables
+
+    def loss_and_gradients(self, data, variables):
+        """`(LossOutput, gradients)` of a batch.
+
+        The gradients are those of `optimizer.scale_loss(loss / replicas)`
+        with respect to `variables`; with `mini_batch_size` they come from
+        `grad_cache_gradients`.
+        """
         if self.mini_batch_size is not None:
-            loss, extras, aux, grads = self.grad_cache_gradients(data, variables)
-        else:
-            with tf.GradientTape() as tape:
-                loss, extras, aux = self._unpack(
-                    self.compute_contrastive_loss(data, training=True)
-                )
-                loss = tf.cast(loss, "float32")
-                replicas = tf.distribute.get_strategy().num_replicas_in_sync
-                scaled = self.optimizer.scale_loss(loss / replicas)
-            grads = tape.gradient(scaled, variables)
+            return self.grad_cache_gradients(data, variables)
+        with tf.GradientTape() as tape:
+            out = self._checked_loss(
+                self.compute_loss_terms(data, training=True), "compute_loss_terms"
+            )
+            replicas = tf.distribute.get_strategy().num_replicas_in_sync
+            scaled = self.optimizer.scale_loss(out.loss / replicas)
+        return out, tape.gradient(scaled, variables)
+
+    def apply_update(self, out, grads, variables):
+        """Apply the gradients if the loss and gradients are finite; return that flag."""
         finite = all_finite(
-            loss, grads, isinstance(self.optimizer, keras.optimizers.LossScaleOptimizer)
+            out.loss, grads, isinstance(self.optimizer, keras.optimizers.LossScaleOptimizer)
         )
         apply_if_finite(
             self.optimizer,
             [(g, v) for g, v in zip(grads, variables) if g is not None],
             finite,
         )
-        self.after_update(aux, finite)
-        return self._update_metrics(loss, extras, finite)
+        return finite
 
-    # ------------------------------------------------------------ GradCache
-    def grad_cache_gradients(self, data, variables=None):
-        """GradCache: `(loss, metrics, aux, gradients)` of a batch, chunk by chunk.
-
-        The gradients are those of `optimizer.scale_loss(loss / replicas)`
-        with respect to `variables` (default: the trainable ones), as the
-        plain `train_step` takes them; `None` for a variable nothing
-        depends on. See the class docstring. Call it after
-        `_reseed()` (as `train_step` does).
-        """
-        variables = self.trainable_variables if variables is None else variables
-        size = self.mini_batch_size
-        first_leaf = tf.nest.flatten(data)[0]
-        batch = tf.shape(first_leaf)[0]
-        static_batch = first_leaf.shape[0]
-        if static_batch is not None:
-            chunks = -(-int(static_batch) // size)
-            if chunks > MAX_CHUNKS:
-                raise ValueError(
-                    f"GradCache handles at most {MAX_CHUNKS} chunks per step; a batch of "
-                    f"{static_batch} rows with mini_batch_size={size} makes {chunks}."
-                )
-        else:
-            chunks = (batch + size - 1) // size
-        # Rows of the padded batch: a last partial chunk repeats rows from
-        # the start; their embeddings get a zero gradient.
-        padded = tf.nest.map_structure(
-            lambda t: tf.gather(t, tf.range(chunks * size) % batch), data
-        )
-
-        def chunk_of(i):
-            return tf.nest.map_structure(lambda t: _rows(t, i * size, size), padded)
-
-        def embed_chunk(i):
-            self._reseed(chunk=i)
-            return self.embed_batch(chunk_of(i), training=True)
-
-        # Pass 1: every chunk's embeddings, no tape (no activations kept).
-        first = embed_chunk(0)
-        structure = first
-        arrays = [
-            tf.TensorArray(t.dtype, size=chunks, element_shape=t.shape).write(0, t)
-            for t in tf.nest.flatten(first)
-        ]
-
-        def embed_body(i, arrays):
-            out = tf.nest.flatten(embed_chunk(i))
-            return i + 1, [a.write(i, o) for a, o in zip(arrays, out)]
-
-        _, arrays = tf.while_loop(
-            lambda i, _: i < chunks, embed_body, (tf.constant(1), arrays),
-            parallel_iterations=1,
-        )
-        flat = [a.concat()[:batch] for a in arrays]
-
-        # Loss of the whole batch; its gradient w.r.t. the embeddings and
-        # w.r.t. the weights the loss uses directly (a logit scale).
-        replicas = tf.distribute.get_strategy().num_replicas_in_sync
-        with tf.GradientTape() as tape:
-            tape.watch(flat)
-            embeddings = tf.nest.pack_sequence_as(structure, flat)
-            loss, extras, aux = self._unpack(
-                self.embeddings_loss(embeddings, data, training=True)
-            )
-            loss = tf.cast(loss, "float32")
-            scaled = self.optimizer.scale_loss(loss / replicas)
-        cached, loss_grads = tape.gradient(scaled, (flat, variables))
-        cached = [
-            tf.zeros_like(e) if g is None else tf.concat(
-                [tf.cast(g, e.dtype), tf.zeros_like(_rows(e, 0, chunks * size - batch))], 0
-            )
-            for e, g in zip(flat, cached)
-        ]
-
-        # Pass 2: each chunk again, with the same draws, under a tape;
-        # accumulate d(sum(embeddings * cached gradient)) / d(weights).
-        reached = [False] * len(variables)
-
-        def grad_body(i, sums):
-            pieces = [_rows(g, i * size, size) for g in cached]
-            with tf.GradientTape() as chunk_tape:
-                out = tf.nest.flatten(embed_chunk(i))
-                surrogate = tf.add_n([
-                    tf.reduce_sum(o * tf.stop_gradient(tf.cast(g, o.dtype)))
-                    for o, g in zip(out, pieces)
-                ])
-            grads = chunk_tape.gradient(surrogate, variables)
-            new = []
-            for k, (total, g) in enumerate(zip(sums, grads)):
-                if g is None:
-                    new.append(total)
-                else:
-                    reached[k] = True
-                    new.append(total + tf.cast(tf.convert_to_tensor(g), total.dtype))
-            return i + 1, new
-
-        zeros = [tf.zeros(v.shape, v.dtype) for v in variables]
-        _, sums = tf.while_loop(
-            lambda i, _: i < chunks, grad_body, (tf.constant(0), zeros),
-            parallel_iterations=1,
-        )
-        grads = []
-        for k, (total, direct) in enumerate(zip(sums, loss_grads)):
-            if direct is not None:
-                direct = tf.convert_to_tensor(direct)
-            if reached[k]:
-                grads.append(total if direct is None else total + direct)
-            else:
-                grads.append(direct)
-        return loss, extras, aux, grads
+    def train_step(self, data):
+        self._reseed()
+        variables = self.step_variables()
+        out, grads = self.loss_and_gradients(data, variables)
+        finite = self.apply_update(out, grads, variables)
+        healthy = self.after_update(out.aux, finite)
+        return self.update_metrics(out, finite, finite if healthy is None else healthy)
 
     def test_step(self, data):
-        loss, extras, _ = self._unpack(
-            self.compute_contrastive_loss(data, training=False)
+        out = self._checked_loss(
+            self.compute_loss_terms(data, training=False), "compute_loss_terms"
         )
-        return self._update_metrics(tf.cast(loss, "float32"), extras, tf.constant(True))
+        return self.update_metrics(out, tf.constant(True), tf.constant(True))
 
-    def _update_metrics(self, loss, extras, finite):
-        self.loss_tracker.update_state(tf.where(finite, loss, 0.0))
-        self.nonfinite_tracker.update_state(1.0 - tf.cast(finite, "float32"))
+    def update_metrics(self, out, finite, healthy):
+        """Update the metrics with a step's `LossOutput`; return the logs.
+
+        `finite`: whether the update was applied (a skipped step logs a loss
+        of 0); `healthy`: whether the whole step was finite (else it counts
+        in `nonfinite`).
+        """
+        self.loss_tracker.update_state(tf.where(finite, out.loss, 0.0))
+        self.nonfinite_tracker.update_state(1.0 - tf.cast(healthy, "float32"))
         for metric in self.extra_metrics():
-            if metric.name in extras:
-                metric.update_state(extras[metric.name])
+            if metric.name in out.metrics:
+                metric.update_state(out.metrics[metric.name])
         return self._metric_logs()
 
     def _metric_logs(self):
@@ -560,8 +466,3 @@ class BaseTrainer(keras.Model):
                 config[key] = keras.saving.deserialize_keras_object(config[key])
         return cls(**config)
 
-
-def _rows(x, start, size):
-    """Rows `[start, start + size)` of `x` (a static `size`: XLA-friendly)."""
-    rank = x.shape.rank
-    return tf.slice(x, [start] + [0] * (rank - 1), [size] + [-1] * (rank - 1))

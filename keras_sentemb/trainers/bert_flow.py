@@ -4,6 +4,7 @@ import keras
 import tensorflow as tf
 
 from keras_sentemb.losses.flow import flow_nll_loss
+from keras_sentemb.losses.loss_output import LossOutput
 from keras_sentemb.models.glow_flow import GlowFlow
 from keras_sentemb.trainers.base_trainer import BaseTrainer
 
@@ -64,10 +65,10 @@ class BertFlow(BaseTrainer):
     def select(self, name):
         """Nothing to switch: the flow's best weights are restored in place."""
 
-    def compute_contrastive_loss(self, data, training=True):
+    def compute_loss_terms(self, data, training=True):
         x = tf.cast(data["vector"], self.flow.compute_dtype)
         nll, bits = flow_nll_loss(self.flow.log_prob(x), self.flow.input_dim)
-        return nll, {"bits_per_dim": bits}
+        return LossOutput(nll, {"bits_per_dim": bits})
 
     def get_config(self):
         return {"flow": keras.saving.serialize_keras_object(self.flow),

@@ -11,6 +11,7 @@ from keras_sentemb.augment.views import VIEW_NAMES
 from keras_sentemb.augment.views import make_view
 from keras_sentemb.losses.classification import pair_features
 from keras_sentemb.losses.classification import softmax_classification_loss
+from keras_sentemb.losses.loss_output import LossOutput
 from keras_sentemb.losses.nt_xent import nt_xent_loss
 from keras_sentemb.models.pooling import parse_pooling
 from keras_sentemb.trainers.base_trainer import BaseTrainer
@@ -201,9 +202,9 @@ class ConSERT(BaseTrainer):
                 out.append(self._embed(inputs, layer, training))
         return out
 
-    def compute_contrastive_loss(self, data, training=True):
+    def compute_loss_terms(self, data, training=True):
         if self.mode == "unsup":
-            return super().compute_contrastive_loss(data, training)
+            return super().compute_loss_terms(data, training)
         return self._supervised_loss(data, training)
 
     def embed_batch(self, data, training=True):
@@ -212,7 +213,8 @@ class ConSERT(BaseTrainer):
         return {"a": a, "b": b}
 
     def loss_from_embeddings(self, embeddings, data, training=True):
-        return nt_xent_loss(embeddings["a"], embeddings["b"], temperature=self.temperature)
+        loss = nt_xent_loss(embeddings["a"], embeddings["b"], temperature=self.temperature)
+        return LossOutput(loss)
 
     def matryoshka_unsupported(self):
         if self.mode != "unsup":
@@ -259,7 +261,7 @@ class ConSERT(BaseTrainer):
         extras = {"ce_loss": ce, "accuracy": accuracy}
         if self.mode == "sup":
             extras["contrastive_loss"] = tf.constant(0.0)
-            return ce, extras
+            return LossOutput(ce, extras)
         pa, pb = self._two_views(premise, training, grads.get("premise"))
         ha, hb = self._two_views(hypothesis, training, grads.get("hypothesis"))
         # One NT-Xent per side, as the official code: an entailed hypothesis
@@ -269,7 +271,7 @@ class ConSERT(BaseTrainer):
             + nt_xent_loss(ha, hb, temperature=self.temperature)
         )
         extras["contrastive_loss"] = contrastive
-        return ce + self.alpha * contrastive, extras
+        return LossOutput(ce + self.alpha * contrastive, extras)
 
 
 def parse_views(views):

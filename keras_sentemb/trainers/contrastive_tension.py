@@ -6,6 +6,7 @@ import tensorflow as tf
 from keras_sentemb import validation
 from keras_sentemb.losses.contrastive_tension import contrastive_tension_in_batch_loss
 from keras_sentemb.losses.contrastive_tension import contrastive_tension_loss
+from keras_sentemb.losses.loss_output import LossOutput
 from keras_sentemb.losses.similarity import l2_normalize
 from keras_sentemb.models.logit_scale import LogitScale
 from keras_sentemb.models.pooling import parse_pooling
@@ -124,14 +125,14 @@ class ContrastiveTension(BaseTrainer):
     def loss_from_embeddings(self, embeddings, data, training=True):
         reps_1, reps_2 = embeddings["left"], embeddings["right"]
         if self.mode == "in_batch":
-            return contrastive_tension_in_batch_loss(
+            return LossOutput(contrastive_tension_in_batch_loss(
                 reps_1, reps_2, self.logit_scale.log_scale
-            )
+            ))
         if self.logits == "cosine":
             root = tf.sqrt(self.logit_scale())
             reps_1 = l2_normalize(reps_1) * root
             reps_2 = l2_normalize(reps_2) * root
-        return contrastive_tension_loss(reps_1, reps_2, data["labels"])
+        return LossOutput(contrastive_tension_loss(reps_1, reps_2, data["labels"]))
 
     def get_config(self):
         config = super().get_config()

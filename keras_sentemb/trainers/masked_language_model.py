@@ -5,6 +5,7 @@ import keras_hub
 import tensorflow as tf
 
 from keras_sentemb import validation
+from keras_sentemb.losses.loss_output import LossOutput
 from keras_sentemb.losses.masked_language_model import masked_token_loss
 from keras_sentemb.trainers.base_trainer import BaseTrainer
 
@@ -114,7 +115,7 @@ class MaskedLanguageModel(BaseTrainer):
     def extra_metrics(self):
         return [self.accuracy_tracker]
 
-    def compute_contrastive_loss(self, data, training=True):
+    def compute_loss_terms(self, data, training=True):
         seed = tf.stack([tf.constant(self.seed, tf.int64),
                          tf.cast(self.optimizer.iterations, tf.int64)])
         inputs, positions, ids, weights = mask_tokens(
@@ -124,7 +125,7 @@ class MaskedLanguageModel(BaseTrainer):
         states, _ = self.encoder.forward(inputs, training=training)
         logits = self.head(states[-1], mask_positions=positions)
         loss, accuracy = masked_token_loss(logits, ids, weights)
-        return loss, {"accuracy": accuracy}
+        return LossOutput(loss, {"accuracy": accuracy})
 
     def get_config(self):
         config = super().get_config()

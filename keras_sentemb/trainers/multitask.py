@@ -3,23 +3,22 @@
 import keras
 import tensorflow as tf
 
+from keras_sentemb import compat
 from keras_sentemb import validation
 from keras_sentemb.data.multitask import NUM_SENTIMENT_CLASSES
 from keras_sentemb.data.multitask import TASKS
 from keras_sentemb.losses.info_nce import info_nce_loss
+from keras_sentemb.losses.loss_output import LossOutput
 from keras_sentemb.losses.multitask import masked_mean
-from keras_sentemb.losses.multitask import paraphrase_classification_loss
-from keras_sentemb.losses.multitask import sentiment_classification_loss
-from keras_sentemb.losses.multitask import similarity_regression_loss
 from keras_sentemb.models.pooling import parse_pooling
 from keras_sentemb.trainers.base_trainer import BaseTrainer
 from keras_sentemb.trainers.base_trainer import all_finite
 from keras_sentemb.trainers.base_trainer import apply_if_finite
 from keras_sentemb.trainers.base_trainer import dense_gradients
+from keras_sentemb.trainers.multitask_heads import MultitaskHeads
+from keras_sentemb.trainers.multitask_heads import _join_pairs
 from keras_sentemb.trainers.multitask_inference import MultitaskInference
-from keras_sentemb.trainers.pcgrad import flatten_gradients
-from keras_sentemb.trainers.pcgrad import pcgrad_project
-from keras_sentemb.trainers.pcgrad import unflatten_gradients
+from keras_sentemb.trainers.pcgrad import pcgrad_task_gradients
 
 HEAD_STYLES = ("residual", "plain")
 HEAD_SHARING = ("first_layer", "none", "full")
@@ -65,21 +64,8 @@ def _copy_optimizer(optimizer, name):
     return type(optimizer).from_config(config)
 
 
-def _join_pairs(first, second):
-    """Pad two packed batches to one length and stack them: `[a; b]`."""
-    length = tf.maximum(tf.shape(first["token_ids"])[1], tf.shape(second["token_ids"])[1])
-    out = {}
-    for key in first:
-        parts = [
-            tf.pad(x[key], [[0, 0], [0, length - tf.shape(x[key])[1]]])
-            for x in (first, second)
-        ]
-        out[key] = tf.concat(parts, axis=0)
-    return out
-
-
 @keras.saving.register_keras_serializable(package="keras_sentemb")
-class MultitaskModel(MultitaskInference, BaseTrainer):
+class MultitaskModel(MultitaskInference, MultitaskHeads, BaseTrainer):
     """Three task heads on the pooled embedding of one `SentenceEncoder`.
 
     - Sentiment (5-class SST): an MLP with dropout on the sentence vector,
@@ -122,8 +108,9 @@ class MultitaskModel(MultitaskInference, BaseTrainer):
     encoder (two dropout views of its sentences, InfoNCE at
     `fusion_temperature`) with its own optimizer, so `optimizer.iterations`
     stays the number of supervised steps. Dropout masks are drawn from
-    `(seed, step)` (`_reseed_dropout`), so a run resumed by
-    `BackupAndRestore` repeats the uninterrupted run exactly. Non-finite
+    `(seed, step)` (`seed_state`, the one difference from the other
+    trainers' seeding), so a run resumed by `BackupAndRestore` repeats the
+    uninterrupted run exactly. Non-finite
     steps are skipped as in every trainer; mixed precision scales the loss with the compiled
     optimizer's `scale_loss` (the heads' gradients are unscaled by the same
     factor).
@@ -249,142 +236,22 @@ class MultitaskModel(MultitaskInference, BaseTrainer):
         self.fusion_optimizer = None
         self.built = True
 
-    # ----------------------------------------------------------------- heads
-    def head_variables(self):
-        """Trainable variables of the heads (not the encoder), deduplicated."""
-        seen = {id(v) for v in self.encoder.trainable_variables}
-        out = []
-        for v in self.trainable_variables:
-            if id(v) not in seen:
-                seen.add(id(v))
-                out.append(v)
-        return out
+    def compute_loss_terms(self, data, training=True):
+        """The mean of the trained tasks' losses, as a `LossOutput`.
 
-    def head_groups(self):
-        """`[(tasks, variables)]`: the head variables grouped by the tasks using them.
-
-        A variable belongs to the group of exactly the tasks whose loss it
-        takes part in (the shared first layer of `head_sharing="first_layer"`:
-        paraphrase and similarity). Each group has its own optimizer and is
-        updated at the steps where one of its tasks is trained.
+        Its `metrics` hold the per-task losses and the sentiment accuracy;
+        its `aux` the per-task losses (`"task_losses"`), which tasks the
+        batch trains (`"active"`) and, with `fusion=True`, the similarity
+        batch the fusion update reads (`"similarity"`).
         """
-        pair_first = ("paraphrase", "similarity") if self.head_sharing != "none" else None
-        pair_second = ("paraphrase", "similarity") if self.head_sharing == "full" else None
-        owners = [
-            (self.sentiment_hidden.trainable_variables, ("sentiment",)),
-            (self.sentiment_output.trainable_variables, ("sentiment",)),
-            (self.paraphrase_first.trainable_variables, pair_first or ("paraphrase",)),
-            (self.similarity_first.trainable_variables, pair_first or ("similarity",)),
-            (self.paraphrase_second.trainable_variables, pair_second or ("paraphrase",)),
-            (self.similarity_second.trainable_variables, pair_second or ("similarity",)),
-            ([self.bilinear, self.bilinear_bias], ("paraphrase",)),
-        ]
-        order = [("sentiment",), ("paraphrase",), ("similarity",), ("paraphrase", "similarity")]
-        groups = {tasks: [] for tasks in order}
-        seen = set()
-        for variables, tasks in owners:
-            for v in variables:
-                if id(v) not in seen:
-                    seen.add(id(v))
-                    groups[tasks].append(v)
-        return [(tasks, groups[tasks]) for tasks in order if groups[tasks]]
-
-    def embed(self, inputs, training=False):
-        """Sentence vectors the heads read: the encoder's, with `pooling`.
-
-        The encoder's own normalisation (if it declares one) applies, so
-        training sees the vectors `encode` returns.
-        """
-        return self.encoder.sentence_vectors(
-            inputs, self.pooling, training=training, normalize=self.encoder.normalize
-        )
-
-    def call(self, inputs, training=False):
-        """Sentence vectors of packed inputs (see `embed`)."""
-        return self.embed(inputs, training=training)
-
-    def sentiment_logits(self, embeddings, training=False):
-        x = self.sentiment_dropout(embeddings, training=training)
-        x = self.sentiment_hidden(x)
-        x = self.sentiment_dropout(x, training=training)
-        return tf.cast(self.sentiment_output(x), "float32")
-
-    def _transform(self, x, task, training):
-        first = self.paraphrase_first if task == "paraphrase" else self.similarity_first
-        second = self.paraphrase_second if task == "paraphrase" else self.similarity_second
-        if self.head_style == "plain":
-            hidden = self.pair_dropout(first(self.pair_dropout(x, training=training)),
-                                       training=training)
-            return tf.cast(second(hidden), "float32")
-        hidden = self.pair_dropout(first(x), training=training)
-        return tf.cast(x, "float32") + tf.cast(second(hidden), "float32")
-
-    def paraphrase_logits(self, u, v, training=False):
-        tu = self._transform(u, "paraphrase", training)
-        tv = self._transform(v, "paraphrase", training)
-        bilinear = tf.cast(self.bilinear, "float32")
-        return tf.reduce_sum(tf.matmul(tu, bilinear) * tv, axis=-1) + tf.cast(
-            self.bilinear_bias, "float32"
-        )
-
-    def similarity_vectors(self, u, v, training=False):
-        """The similarity head's transformed vectors of both sentences."""
-        return self._transform(u, "similarity", training), self._transform(v, "similarity", training)
-
-    def similarity_cosine(self, u, v, training=False):
-        tu, tv = self.similarity_vectors(u, v, training)
-        tu = tf.math.l2_normalize(tu, -1, 1e-12)
-        tv = tf.math.l2_normalize(tv, -1, 1e-12)
-        return tf.reduce_sum(tu * tv, axis=-1)
-
-    # ---------------------------------------------------------------- losses
-    def task_losses(self, data, training=True):
-        """Per-task masked losses of one multitask batch.
-
-        Args:
-            data: a `tokenize_multitask` element (every task, with masks).
-            training: bool. Dropout on.
-
-        Returns:
-            `(losses, metrics)`: `{task: float32 scalar}` (0 for a task
-            whose mask is all 0) and `{"sentiment_accuracy": ...}`.
-        """
-        losses = {}
-        batch = data["sentiment"]
-        logits = self.sentiment_logits(self.embed(batch["sentence"], training), training)
-        losses["sentiment"], accuracy = sentiment_classification_loss(
-            logits, batch["label"], batch["mask"]
-        )
-        for task in ("paraphrase", "similarity"):
-            batch = data[task]
-            n = tf.shape(batch["sentence1"]["token_ids"])[0]
-            both = self.embed(_join_pairs(batch["sentence1"], batch["sentence2"]), training)
-            u, v = both[:n], both[n:]
-            if task == "paraphrase":
-                losses[task] = paraphrase_classification_loss(
-                    self.paraphrase_logits(u, v, training), batch["label"], batch["mask"]
-                )
-            else:
-                tu, tv = self.similarity_vectors(u, v, training)
-                losses[task] = similarity_regression_loss(tu, tv, batch["label"], batch["mask"])
-        return losses, {"sentiment_accuracy": accuracy}
-
-    @staticmethod
-    def active_tasks(data):
-        """`{task: bool scalar}`: whether the batch trains that task."""
-        return {t: tf.reduce_any(data[t]["mask"] > 0) for t in TASKS}
-
-    @staticmethod
-    def _mean_of_active(losses, active):
-        count = tf.add_n([tf.cast(active[t], "float32") for t in TASKS])
-        return tf.add_n([losses[t] for t in TASKS]) / tf.maximum(count, 1.0)
-
-    def compute_contrastive_loss(self, data, training=True):
-        """The mean of the trained tasks' losses (and the per-task losses)."""
         losses, metrics = self.task_losses(data, training)
-        total = self._mean_of_active(losses, self.active_tasks(data))
+        active = self.active_tasks(data)
+        total = self._mean_of_active(losses, active)
         metrics.update({f"{t}_loss": losses[t] for t in TASKS})
-        return total, metrics
+        aux = {"task_losses": losses, "active": active}
+        if self.fusion:
+            aux["similarity"] = data["similarity"]
+        return LossOutput(total, metrics, aux)
 
     def fusion_loss(self, data, training=True):
         """Unsupervised SimCSE loss on the similarity batch's sentences.
@@ -462,76 +329,65 @@ class MultitaskModel(MultitaskInference, BaseTrainer):
         out = [self.task_trackers[t] for t in TASKS]
         return out + ([self.fusion_tracker] if self.fusion else [])
 
-    def _task_gradients_pcgrad(self, tape, scaled_losses, active, variables):
-        """PCGrad over the per-task gradients (all-reduced under a strategy).
-
-        `scaled_losses` are the per-task losses divided by the number of
-        replicas and passed through `optimizer.scale_loss`, computed under
-        `tape` (PCGrad is positively homogeneous, so the loss scale passes
-        through the projection unchanged).
-        """
-        ctx = tf.distribute.get_replica_context()
-        replicas = tf.distribute.get_strategy().num_replicas_in_sync
-        flat = tf.stack([
-            flatten_gradients(tape.gradient(scaled_losses[t], variables), variables)
-            for t in TASKS
-        ])
-        if replicas > 1 and ctx is not None:
-            flat = ctx.all_reduce(tf.distribute.ReduceOp.SUM, flat)  # the global task gradients
-        seed = None
-        if self.pcgrad_shuffle:
-            seed = tf.stack([tf.constant(self.seed, tf.int64),
-                             tf.cast(self.optimizer.iterations, tf.int64)])
-        projected = pcgrad_project(flat, shuffle=self.pcgrad_shuffle, seed=seed)
-        weights = tf.stack([tf.cast(active[t], tf.float32) for t in TASKS])
-        combined = tf.reduce_sum(projected * weights[:, None], axis=0) / tf.maximum(
-            tf.reduce_sum(weights), 1.0
-        )
-        if replicas > 1:
-            combined = combined / replicas  # the optimizer sums the replicas' gradients
-        return unflatten_gradients(combined, variables)
-
     def dropout_seed_states(self):
         """The state variables of every dropout `SeedGenerator` in the model."""
-        return [v for v in self.variables if v.name == "seed_generator_state"]
+        return compat.seed_generator_states(self)
 
-    def _reseed_dropout(self):
-        """Make this step's dropout masks a pure function of `(seed, step)`.
+    def seed_state(self, index, state, step, chunk=None):
+        """Generator `index`'s state at `step`: `[seed * 100_003 + index, step * 4096]`.
 
-        Keras' seed generators are not part of the saved weights, so a run
-        resumed by `BackupAndRestore` would otherwise draw other masks than
-        the uninterrupted run; with every generator restarted from `(seed,
-        generator, step)` at each step the resumed run is the same run.
+        The one way the multitask model's seeding differs from the other
+        trainers' (`BaseTrainer.seed_state`: each generator's own seed, a
+        counter of `step * SEED_STRIDE`): its dropout masks are a pure
+        function of the model's `seed` argument, the generator's position
+        and the step. Both make a run resumed by `BackupAndRestore` repeat
+        the uninterrupted run; this one is kept because the multitask
+        results were measured with it (the other scheme draws other masks).
+        No GradCache here, so `chunk` is always None.
         """
-        step = tf.cast(self.optimizer.iterations, tf.int64)
-        for i, state in enumerate(self.dropout_seed_states()):
-            value = tf.stack([tf.constant(self.seed * 100_003 + i, tf.int64), step * 4096])
-            state.assign(tf.cast(value, state.dtype))
+        del chunk
+        value = tf.stack([tf.constant(self.seed * 100_003 + index, tf.int64), step * 4096])
+        return tf.cast(value, state.dtype)
 
-    def train_step(self, data):
-        self._reseed_dropout()
-        encoder_variables = list(self.encoder.trainable_variables)
-        groups = self.head_groups()
-        head_variables = [v for _, vs in groups for v in vs]
-        variables = encoder_variables + head_variables
+    def step_variables(self):
+        """The encoder's trainable variables, then the head groups' (`head_groups`)."""
+        heads = [v for _, group in self.head_groups() for v in group]
+        return list(self.encoder.trainable_variables) + heads
+
+    def loss_and_gradients(self, data, variables):
+        """The mean task loss's gradients, or with `pcgrad=True` PCGrad's combination."""
         replicas = tf.distribute.get_strategy().num_replicas_in_sync
-        loss_scaled = isinstance(self.optimizer, keras.optimizers.LossScaleOptimizer)
-        active = self.active_tasks(data)
         with tf.GradientTape(persistent=self.pcgrad) as tape:
-            losses, extras = self.task_losses(data, training=True)
-            total = self._mean_of_active(losses, active)
-            scaled = self.optimizer.scale_loss(total / replicas)
+            out = self._checked_loss(
+                self.compute_loss_terms(data, training=True), "compute_loss_terms"
+            )
+            scaled = self.optimizer.scale_loss(out.loss / replicas)
             if self.pcgrad:
                 scaled_losses = {
-                    t: self.optimizer.scale_loss(losses[t] / replicas) for t in TASKS
+                    t: self.optimizer.scale_loss(out.aux["task_losses"][t] / replicas)
+                    for t in TASKS
                 }
         if self.pcgrad:
-            grads = self._task_gradients_pcgrad(tape, scaled_losses, active, variables)
+            # PCGrad is positively homogeneous: the loss scale passes through it.
+            seed = None
+            if self.pcgrad_shuffle:
+                seed = tf.stack([tf.constant(self.seed, tf.int64),
+                                 tf.cast(self.optimizer.iterations, tf.int64)])
+            grads = pcgrad_task_gradients(
+                [tape.gradient(scaled_losses[t], variables) for t in TASKS], variables,
+                [out.aux["active"][t] for t in TASKS], shuffle=self.pcgrad_shuffle, seed=seed,
+            )
             del tape
         else:
             grads = dense_gradients(tape.gradient(scaled, variables))
-        finite = all_finite(total, grads, loss_scaled)
-        n_enc = len(encoder_variables)
+        return out, grads
+
+    def apply_update(self, out, grads, variables):
+        """The encoder's update, then each head group's where one of its tasks is trained."""
+        n_enc = len(self.encoder.trainable_variables)
+        active = out.aux["active"]
+        loss_scaled = isinstance(self.optimizer, keras.optimizers.LossScaleOptimizer)
+        finite = all_finite(out.loss, grads, loss_scaled)
         head_grads = grads[n_enc:]
         grads_finite, overflow = finite, tf.constant(False)
         if loss_scaled:
@@ -539,17 +395,17 @@ class MultitaskModel(MultitaskInference, BaseTrainer):
             # an overflowing step without counting it; the heads' gradients
             # are unscaled by the scale of this step (read before the
             # encoder's update may change it).
-            grads_finite = all_finite(total, grads, False)
+            grads_finite = all_finite(out.loss, grads, False)
             overflow = tf.logical_and(finite, tf.logical_not(grads_finite))
             scale = tf.cast(tf.identity(self.optimizer.dynamic_scale), "float32")
             head_grads = [None if g is None else g / tf.cast(scale, g.dtype) for g in head_grads]
         apply_if_finite(
             self.optimizer,
-            [(g, v) for g, v in zip(grads[:n_enc], encoder_variables) if g is not None],
+            [(g, v) for g, v in zip(grads[:n_enc], variables[:n_enc]) if g is not None],
             finite,
         )
         start = 0
-        for (tasks, group), optimizer in zip(groups, self.head_optimizers):
+        for (tasks, group), optimizer in zip(self.head_groups(), self.head_optimizers):
             pairs = [
                 (g, v) for g, v in zip(head_grads[start : start + len(group)], group)
                 if g is not None
@@ -558,16 +414,15 @@ class MultitaskModel(MultitaskInference, BaseTrainer):
             group_active = tf.reduce_any(tf.stack([active[t] for t in tasks]))
             apply_if_active(optimizer, pairs, grads_finite, group_active,
                             count=tf.logical_and(group_active, tf.logical_not(overflow)))
-        ok = finite
-        if self.fusion:
-            ok = tf.logical_and(ok, self._fusion_step(data, active["similarity"], encoder_variables))
-        for t in TASKS:
-            self.task_trackers[t].update_state(
-                losses[t], sample_weight=tf.cast(active[t], "float32")
-            )
-        self.loss_tracker.update_state(tf.where(finite, total, 0.0))
-        self.nonfinite_tracker.update_state(1.0 - tf.cast(ok, "float32"))
-        return self._metric_logs()
+        return finite
+
+    def after_update(self, aux, finite):
+        """With `fusion=True`: the fusion update; the step is healthy if both were finite."""
+        if not self.fusion:
+            return None
+        ok = self._fusion_step({"similarity": aux["similarity"]}, aux["active"]["similarity"],
+                               list(self.encoder.trainable_variables))
+        return tf.logical_and(finite, ok)
 
     def _fusion_step(self, data, active, variables):
         """One SimCSE update of the encoder on the similarity batch (if trained)."""
@@ -586,12 +441,12 @@ class MultitaskModel(MultitaskInference, BaseTrainer):
         self.fusion_tracker.update_state(loss, sample_weight=tf.cast(active, "float32"))
         return tf.logical_or(finite, tf.logical_not(active))
 
-    def test_step(self, data):
-        losses, _ = self.task_losses(data, training=False)
-        active = self.active_tasks(data)
+    def update_metrics(self, out, finite, healthy):
+        """Each task's loss weighted by whether the batch trains it; the total; `nonfinite`."""
         for t in TASKS:
             self.task_trackers[t].update_state(
-                losses[t], sample_weight=tf.cast(active[t], "float32")
+                out.aux["task_losses"][t], sample_weight=tf.cast(out.aux["active"][t], "float32")
             )
-        self.loss_tracker.update_state(self._mean_of_active(losses, active))
+        self.loss_tracker.update_state(tf.where(finite, out.loss, 0.0))
+        self.nonfinite_tracker.update_state(1.0 - tf.cast(healthy, "float32"))
         return self._metric_logs()

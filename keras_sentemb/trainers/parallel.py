@@ -6,6 +6,7 @@ import tensorflow as tf
 from keras_sentemb import validation
 from keras_sentemb.losses.distributed import gather_with_offset
 from keras_sentemb.losses.info_nce import info_nce_loss
+from keras_sentemb.losses.loss_output import LossOutput
 from keras_sentemb.losses.similarity import l2_normalize
 from keras_sentemb.models.logit_scale import LogitScale
 from keras_sentemb.models.pooling import parse_pooling
@@ -272,7 +273,7 @@ class ParallelContrastive(BaseTrainer):
                 else tf.constant(0.0)
             ),
         }
-        return loss, extras, tf.stop_gradient(all_keys)
+        return LossOutput(loss, extras, tf.stop_gradient(all_keys))
 
     def after_update(self, aux, finite):
         if self.queue is not None and aux is not None:

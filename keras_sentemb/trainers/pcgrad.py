@@ -118,3 +118,38 @@ def unflatten_gradients(flat, variables):
     return [
         tf.cast(tf.reshape(p, v.shape), v.dtype) for p, v in zip(pieces, variables)
     ]
+
+
+def pcgrad_task_gradients(task_gradients, variables, active, shuffle=True, seed=None):
+    """PCGrad's update of per-task gradients: projected, averaged over the trained tasks.
+
+    Under a `tf.distribute` strategy the task gradients are summed over the
+    replicas first (PCGrad needs the global ones), and the result is divided
+    by the number of replicas, since the optimizer sums the replicas'
+    gradients again.
+
+    Args:
+        task_gradients: list, one per task, of gradient lists for `variables`
+            (`None` for a variable the task does not reach).
+        variables: the variables.
+        active: list of boolean scalars, one per task: whether the batch
+            trains it (an untrained task's projected gradient is left out).
+        shuffle: bool. See `pcgrad_project`. Defaults to `True`.
+        seed: see `pcgrad_project`. Defaults to `None`.
+
+    Returns:
+        One gradient per variable.
+    """
+    ctx = tf.distribute.get_replica_context()
+    replicas = tf.distribute.get_strategy().num_replicas_in_sync
+    flat = tf.stack([flatten_gradients(grads, variables) for grads in task_gradients])
+    if replicas > 1 and ctx is not None:
+        flat = ctx.all_reduce(tf.distribute.ReduceOp.SUM, flat)  # the global task gradients
+    projected = pcgrad_project(flat, shuffle=shuffle, seed=seed)
+    weights = tf.stack([tf.cast(a, tf.float32) for a in active])
+    combined = tf.reduce_sum(projected * weights[:, None], axis=0) / tf.maximum(
+        tf.reduce_sum(weights), 1.0
+    )
+    if replicas > 1:
+        combined = combined / replicas
+    return unflatten_gradients(combined, variables)

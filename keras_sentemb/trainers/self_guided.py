@@ -4,6 +4,7 @@ import keras
 import tensorflow as tf
 
 from keras_sentemb import validation
+from keras_sentemb.losses.loss_output import LossOutput
 from keras_sentemb.losses.self_guided import SG_LOSSES
 from keras_sentemb.losses.self_guided import self_guided_loss
 from keras_sentemb.losses.self_guided import weight_distance_regularizer
@@ -213,7 +214,7 @@ class SelfGuided(BaseTrainer):
         """`||theta_F - theta_T||^2` over BERT_T's trainable weights (float32)."""
         return weight_distance_regularizer(self._weight_pairs)
 
-    def compute_contrastive_loss(self, data, training=True):
+    def compute_loss_terms(self, data, training=True):
         inputs = data["sentence"]
         views = self.views(data.get("positive", inputs))
         cls = self.sentence_vectors(inputs, training=training)
@@ -227,7 +228,7 @@ class SelfGuided(BaseTrainer):
         )
         reg = self.regularization()
         total = sg + self.reg_weight * reg
-        return total, {"sg_loss": sg, "reg": reg}
+        return LossOutput(total, {"sg_loss": sg, "reg": reg})
 
     def get_config(self):
         config = super().get_config()

@@ -5,6 +5,7 @@ import tensorflow as tf
 
 from keras_sentemb import validation
 from keras_sentemb.losses.info_nce import info_nce_loss
+from keras_sentemb.losses.loss_output import LossOutput
 from keras_sentemb.losses.paraphrase import paraphrase_loss
 from keras_sentemb.models.pooling import parse_pooling
 from keras_sentemb.models.projection_mlp import ProjectionMLP
@@ -147,16 +148,17 @@ class SimCSE(BaseTrainer):
     def loss_from_embeddings(self, embeddings, data, training=True):
         z = embeddings
         if self.mode == "unsup":
-            return info_nce_loss(z["first"], z["second"], temperature=self.temperature)
+            return LossOutput(info_nce_loss(z["first"], z["second"], temperature=self.temperature))
         if self.mode == "pairs":
-            return info_nce_loss(z["sent0"], z["sent1"], temperature=self.temperature)
+            return LossOutput(info_nce_loss(z["sent0"], z["sent1"], temperature=self.temperature))
         if self.mode == "sup":
-            return info_nce_loss(
+            return LossOutput(info_nce_loss(
                 z["sent0"], z["sent1"], hard_negatives=z["hard_neg"],
                 temperature=self.temperature,
                 hard_negative_weight=self.hard_negative_weight,
-            )
-        return paraphrase_loss(
+            ))
+        loss, parts = paraphrase_loss(
             z["sentence1"], z["sentence2"], data["label"], self.temperature,
             self.negative_weight, self.negative_margin,
         )
+        return LossOutput(loss, parts)

@@ -2,6 +2,7 @@
 
 import keras
 
+from keras_sentemb.losses.loss_output import LossOutput
 from keras_sentemb.losses.regression import cosine_mse_loss
 from keras_sentemb.models.pooling import parse_pooling
 from keras_sentemb.trainers.base_trainer import BaseTrainer
@@ -55,7 +56,7 @@ class STSRegression(BaseTrainer):
     def embed(self, inputs, training):
         return self.encoder.sentence_vectors(inputs, self.pooling, training=training)
 
-    def compute_contrastive_loss(self, data, training=True):
+    def compute_loss_terms(self, data, training=True):
         u = self.embed(data["sentence1"], training)
         v = self.embed(data["sentence2"], training)
-        return cosine_mse_loss(u, v, data["label"])
+        return LossOutput(cosine_mse_loss(u, v, data["label"]))

@@ -5,6 +5,7 @@ import pytest
 import tensorflow as tf
 
 from keras_sentemb.losses import info_nce_loss
+from keras_sentemb.losses.loss_output import LossOutput
 from keras_sentemb.losses.matryoshka import MatryoshkaLoss
 from keras_sentemb.losses.matryoshka import check_matryoshka
 from keras_sentemb.losses.matryoshka import truncate_nest
@@ -44,14 +45,15 @@ def test_gradients_reach_only_through_the_prefixes_with_their_weights():
     assert float(value) == pytest.approx(4.0 + 3.0)
 
 
-def test_tuple_outputs_keep_the_largest_prefix_metrics_and_aux():
+def test_loss_outputs_keep_the_largest_prefix_metrics_and_aux():
     def base(z, data):
-        return tf.reduce_sum(z["v"]), {"width": tf.shape(z["v"])[-1]}, z["v"]
+        return LossOutput(tf.reduce_sum(z["v"]), {"width": tf.shape(z["v"])[-1]}, z["v"])
 
     loss = MatryoshkaLoss(base, (2, 8), full_dim=8)
-    total, metrics, aux = loss({"v": tf.ones((3, 8))}, None)
-    assert float(total) == 3 * 2 + 3 * 8
-    assert int(metrics["width"]) == 8 and aux.shape == (3, 8)
+    out = loss({"v": tf.ones((3, 8))}, None)
+    assert isinstance(out, LossOutput)
+    assert float(out.loss) == 3 * 2 + 3 * 8
+    assert int(out.metrics["width"]) == 8 and out.aux.shape == (3, 8)
 
 
 def test_only_full_width_float_tensors_are_cut():

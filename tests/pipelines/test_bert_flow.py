@@ -50,7 +50,8 @@ def test_loss_is_the_negative_log_likelihood_per_dimension():
     flow.build()
     flow.initialize(vectors)
     trainer = BertFlow(flow)
-    loss, metrics = trainer.compute_contrastive_loss({"vector": vectors})
+    terms = trainer.compute_loss_terms({"vector": vectors})
+    loss, metrics = terms.loss, terms.metrics
     expected = -np.mean(flow.log_prob(vectors).numpy()) / 8
     assert float(loss) == pytest.approx(expected, rel=1e-5)
     assert float(metrics["bits_per_dim"]) == pytest.approx(expected / np.log(2), rel=1e-5)

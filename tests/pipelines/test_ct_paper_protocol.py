@@ -74,7 +74,7 @@ def test_paper_layout_loss_equals_closed_form():
     ct = ContrastiveTension(enc)
     ds = ct_pair_dataset(CORPUS, 8, 3, seed=2, layout="paper")
     batch = next(iter(tokenize_columns(enc, ds, ["left", "right"])))
-    loss = float(ct.compute_contrastive_loss(batch, training=True))
+    loss = float(ct.compute_loss_terms(batch, training=True).loss)
 
     def mean_pool(tower, inputs):
         h = tower.backbone(inputs)["sequence_output"].numpy()

@@ -74,7 +74,7 @@ def test_the_student_learns_the_teachers_space():
     def loss(encoder):
         probe = ParallelContrastive(encoder, teacher, queue_size=0, temperature=0.05,
                                     pooling="mean", mlp="none")
-        return float(probe.compute_contrastive_loss(batch(probe, pairs[:16]), training=False)[0])
+        return float(probe.compute_loss_terms(batch(probe, pairs[:16]), training=False).loss)
 
     before, after = loss(teacher.clone()), loss(student)  # the student started as a copy
     assert after < 0.9 * before, (before, after)

@@ -94,8 +94,8 @@ def test_supervised_modes_lower_their_loss(mode):
     batch = triplet_batch(encoder) if mode == "sup" else paraphrase_batch(encoder)
 
     def loss():
-        out = probe.compute_contrastive_loss(batch, training=False)
-        return float(out[0] if isinstance(out, tuple) else out)
+        out = probe.compute_loss_terms(batch, training=False)
+        return float(out.loss)
 
     before = loss()
     kept = keras_sentemb.fit_simcse(

@@ -97,7 +97,7 @@ def test_unit_labels_lower_the_mse_on_zero_one_targets():
     encoder = make_tiny_encoder(pooling="mean")
     probe = STSRegression(encoder)
     batch = pair_batch(encoder, PAIRS, lower=0.0)
-    before = float(probe.compute_contrastive_loss(batch, training=False))
+    before = float(probe.compute_loss_terms(batch, training=False).loss)
     kept = keras_sentemb.fit_sts_regression(
         PAIRS, model=encoder, labels="unit", steps=6, batch_size=4, learning_rate=1e-3,
         dev=None, verbose=0,
@@ -106,7 +106,7 @@ def test_unit_labels_lower_the_mse_on_zero_one_targets():
     assert report.extras["label_lower_bound"] == 0.0
     assert report.pooling_reason == "the model declares mean pooling"
     assert report.steps_trained == 6
-    after = float(probe.compute_contrastive_loss(batch, training=False))
+    after = float(probe.compute_loss_terms(batch, training=False).loss)
     assert after < 0.8 * before, (before, after)
 
 

@@ -38,7 +38,7 @@ def reference_loss_and_gradients(trainer, data, size, chunk_ids=None):
             piece = tf.nest.map_structure(lambda t: t[i * size : (i + 1) * size], padded)
             parts.append(trainer.embed_batch(piece, training=True))
         embeddings = tf.nest.map_structure(lambda *xs: tf.concat(xs, 0)[:batch], *parts)
-        loss = trainer._unpack(trainer.embeddings_loss(embeddings, data, True))[0]
+        loss = trainer.embeddings_loss(embeddings, data, True).loss
     return loss, tape.gradient(loss, trainer.trainable_variables)
 
 

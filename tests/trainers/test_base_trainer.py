@@ -9,9 +9,12 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
+from keras_sentemb.losses.loss_output import LossOutput
 from keras_sentemb.trainers.base_trainer import BaseTrainer
 from keras_sentemb.trainers.base_trainer import all_finite
 from keras_sentemb.trainers.base_trainer import apply_if_finite
+from keras_sentemb.trainers.grad_cache import CHUNK_STRIDE
+from keras_sentemb.trainers.grad_cache import SEED_STRIDE
 from keras_sentemb.pipelines.callbacks import NonFiniteGuard
 from tests.conftest import REPO
 
@@ -29,8 +32,79 @@ class Quadratic(BaseTrainer):
         )
         self.encoder.build((None, 4))
 
-    def compute_contrastive_loss(self, data, training=True):
-        return tf.reduce_mean(tf.square(tf.cast(self.encoder(data), tf.float32) - 1.0))
+    def compute_loss_terms(self, data, training=True):
+        return LossOutput(tf.reduce_mean(tf.square(tf.cast(self.encoder(data), tf.float32) - 1.0)))
+
+
+class Metered(Quadratic):
+    """Returns a metric and an `aux` that `after_update` records."""
+
+    def __init__(self):
+        super().__init__()
+        self.seen = []
+        self.tracker = keras.metrics.Mean(name="gap")
+
+    def extra_metrics(self):
+        return [self.tracker]
+
+    def compute_loss_terms(self, data, training=True):
+        loss = super().compute_loss_terms(data, training).loss
+        return LossOutput(loss, {"gap": 2.0 * loss, "ignored": loss}, aux=tf.reduce_sum(data))
+
+    def after_update(self, aux, finite):
+        self.seen.append((float(aux), bool(finite)))
+
+
+def test_the_loss_hook_returns_a_loss_output_with_metrics_and_aux():
+    trainer = Metered()
+    trainer.compile(optimizer=keras.optimizers.SGD(0.0))
+    batch = tf.constant(DATA[:4])
+    expected = float(Quadratic.compute_loss_terms(trainer, batch).loss)
+    logs = trainer.train_step(batch)
+    assert float(logs["loss"]) == pytest.approx(expected)
+    assert float(logs["gap"]) == pytest.approx(2.0 * expected)  # metrics by name; others ignored
+    assert sorted(logs) == ["gap", "loss", "nonfinite"]
+    assert trainer.seen == [(pytest.approx(float(np.sum(DATA[:4]))), True)]
+    trainer.reset_metrics()
+    assert float(trainer.test_step(batch)["gap"]) == pytest.approx(2.0 * expected)
+
+
+@pytest.mark.parametrize("returned", ["tuple", "tensor"])
+def test_a_loss_hook_returning_anything_else_is_a_one_line_type_error(returned):
+    class Loose(Quadratic):
+        def compute_loss_terms(self, data, training=True):
+            loss = super().compute_loss_terms(data, training).loss
+            return (loss, {}) if returned == "tuple" else loss
+
+    trainer = Loose()
+    trainer.compile(optimizer=keras.optimizers.SGD(0.1))
+    message = r"compute_loss_terms must return a LossOutput .*; received (tuple|.*Tensor)"
+    with pytest.raises(TypeError, match=message):
+        trainer.train_step(tf.constant(DATA[:4]))
+    with pytest.raises(TypeError, match=message):
+        trainer.test_step(tf.constant(DATA[:4]))
+
+
+def test_loss_output_refuses_a_nested_loss_and_bad_metrics():
+    with pytest.raises(TypeError, match="LossOutput.loss must be a scalar tensor; received tuple"):
+        LossOutput((tf.constant(1.0), {}))
+    with pytest.raises(TypeError, match="LossOutput.metrics must be a dict"):
+        LossOutput(tf.constant(1.0), [("a", 1.0)])
+    out = LossOutput(tf.constant(1.0))
+    assert dict(out.metrics) == {} and out.aux is None
+
+
+def test_reseed_sets_each_generators_counter_from_the_step():
+    trainer = Quadratic()
+    trainer.encoder = keras.layers.Dropout(0.5, seed=7)  # one SeedGenerator
+    trainer.compile(optimizer=keras.optimizers.SGD(0.1))
+    trainer.optimizer.iterations.assign(3)
+    (state,) = [v for v in trainer.variables if v.path.endswith("seed_generator_state")]
+    seed = int(state.numpy()[0])
+    trainer._reseed()
+    assert state.numpy().tolist() == [seed, 3 * SEED_STRIDE]
+    trainer._reseed(chunk=2)
+    assert state.numpy().tolist() == [seed, 3 * SEED_STRIDE + 3 * CHUNK_STRIDE]
 
 
 def _state(trainer):

@@ -62,10 +62,10 @@ def test_unsup_loss_is_nt_xent_of_the_two_views():
     trainer = ConSERT(encoder, views=("none", "none"))
     z = mean_pool(encoder, x)
     expected = nt_xent_loss(z, z, temperature=0.1)
-    got = trainer.compute_contrastive_loss({"sentence": x}, training=True)
+    got = trainer.compute_loss_terms({"sentence": x}, training=True).loss
     np.testing.assert_allclose(got, expected, rtol=1e-5)
     # Encoder dropout off by default: the step is deterministic.
-    again = trainer.compute_contrastive_loss({"sentence": x}, training=True)
+    again = trainer.compute_loss_terms({"sentence": x}, training=True).loss
     np.testing.assert_allclose(got, again, rtol=1e-6)
 
 
@@ -73,8 +73,8 @@ def test_encoder_dropout_switch():
     encoder = make_tiny_encoder()
     x = packed(encoder)
     trainer = ConSERT(encoder, views=("none", "none"), encoder_dropout=True)
-    a = trainer.compute_contrastive_loss({"sentence": x}, training=True)
-    b = trainer.compute_contrastive_loss({"sentence": x}, training=True)
+    a = trainer.compute_loss_terms({"sentence": x}, training=True).loss
+    b = trainer.compute_loss_terms({"sentence": x}, training=True).loss
     assert not np.isclose(float(a), float(b))
 
 
@@ -86,7 +86,7 @@ def test_views_act_in_training_only():
     np.testing.assert_array_equal(a, b)
     assert_close_vectors(a, mean_pool(encoder, x).numpy(), rtol=1e-5)
     z = mean_pool(encoder, x)
-    got = trainer.compute_contrastive_loss({"sentence": x}, training=False)
+    got = trainer.compute_loss_terms({"sentence": x}, training=False).loss
     np.testing.assert_allclose(got, nt_xent_loss(z, z, temperature=0.1), rtol=1e-5)
     a, b = (v.numpy() for v in trainer._two_views(x, training=True))
     clean = z.numpy()
@@ -202,7 +202,8 @@ def test_supervised_loss_is_ce_plus_alpha_contrastive(mode):
     if mode == "joint":
         contrastive = float(nt_xent_loss(u, u, temperature=0.1)) + float(
             nt_xent_loss(v, v, temperature=0.1))
-    loss, extras = trainer.compute_contrastive_loss(data, training=True)
+    terms = trainer.compute_loss_terms(data, training=True)
+    loss, extras = terms.loss, terms.metrics
     np.testing.assert_allclose(float(loss), ce + 0.15 * contrastive, rtol=1e-5)
     np.testing.assert_allclose(float(extras["ce_loss"]), ce, rtol=1e-5)
     np.testing.assert_allclose(float(extras["contrastive_loss"]), contrastive, rtol=1e-5, atol=1e-7)
@@ -222,7 +223,8 @@ def test_adversarial_view_in_joint_mode(monkeypatch):
     data = _nli_batch(encoder)
     trainer = ConSERT(encoder, views=("none", "adversarial"), mode="joint", noise_norm=5.0)
     with tf.GradientTape() as tape:
-        loss, extras = trainer.compute_contrastive_loss(data, training=True)
+        terms = trainer.compute_loss_terms(data, training=True)
+        loss, extras = terms.loss, terms.metrics
     grads = tape.gradient(loss, trainer.trainable_variables)
     assert np.isfinite(float(loss))
     assert all(g is None or np.all(np.isfinite(tf.convert_to_tensor(g).numpy())) for g in grads)
@@ -238,11 +240,11 @@ def test_adversarial_view_in_joint_mode(monkeypatch):
     # with two identical views.
     clean = ConSERT(encoder, views=("none", "none"), mode="joint")
     clean.classifier.set_weights(trainer.classifier.get_weights())
-    _, clean_extras = clean.compute_contrastive_loss(data, training=True)
+    clean_extras = clean.compute_loss_terms(data, training=True).metrics
     assert float(extras["contrastive_loss"]) > float(clean_extras["contrastive_loss"])
     # Out of training there is no adversarial view.
     calls.clear()
-    trainer.compute_contrastive_loss(data, training=False)
+    trainer.compute_loss_terms(data, training=False)
     assert not calls
 
 
@@ -263,8 +265,8 @@ def test_training_lowers_the_loss_on_a_fixed_batch(views, mode, make_data):
     data = make_data(encoder)
 
     def loss():
-        out = trainer.compute_contrastive_loss(data, training=False)
-        return float(out[0] if isinstance(out, tuple) else out)
+        out = trainer.compute_loss_terms(data, training=False)
+        return float(out.loss)
 
     before = loss()
     for _ in range(5):

@@ -9,6 +9,7 @@ import tensorflow as tf
 
 from keras_sentemb.data.batching import tokenize_columns
 from keras_sentemb.data.ct_sampler import ct_pair_dataset
+from keras_sentemb.losses.loss_output import LossOutput
 from keras_sentemb.trainers.contrastive_tension import ContrastiveTension
 from tests.conftest import REPO, make_tiny_encoder
 
@@ -57,7 +58,7 @@ def test_loss_equals_closed_form_on_the_towers():
     enc = make_tiny_encoder()
     ct = ContrastiveTension(enc)
     batch = next(iter(ct_data(enc)))
-    loss = float(ct.compute_contrastive_loss(batch, training=True))
+    loss = float(ct.compute_loss_terms(batch, training=True).loss)
 
     def mean_pool(tower, inputs):
         h = tower.backbone(inputs)["sequence_output"].numpy()
@@ -75,12 +76,12 @@ def test_dropout_off_by_default_and_on_when_asked():
     enc = make_tiny_encoder()
     batch = next(iter(ct_data(enc)))
     ct = ContrastiveTension(enc)
-    a = float(ct.compute_contrastive_loss(batch, training=True))
-    b = float(ct.compute_contrastive_loss(batch, training=True))
+    a = float(ct.compute_loss_terms(batch, training=True).loss)
+    b = float(ct.compute_loss_terms(batch, training=True).loss)
     assert a == b
     ct_drop = ContrastiveTension(make_tiny_encoder(), dropout=True)
-    c = float(ct_drop.compute_contrastive_loss(batch, training=True))
-    d = float(ct_drop.compute_contrastive_loss(batch, training=True))
+    c = float(ct_drop.compute_loss_terms(batch, training=True).loss)
+    d = float(ct_drop.compute_loss_terms(batch, training=True).loss)
     assert c != d
 
 
@@ -122,9 +123,9 @@ def test_nonfinite_loss_stops_and_keeps_last_finite_weights():
     enc = make_tiny_encoder()
 
     class Exploding(ContrastiveTension):
-        def compute_contrastive_loss(self, data, training=True):
-            loss = super().compute_contrastive_loss(data, training)
-            return tf.where(self.optimizer.iterations >= 3, np.nan, loss)
+        def compute_loss_terms(self, data, training=True):
+            out = super().compute_loss_terms(data, training)
+            return LossOutput(tf.where(self.optimizer.iterations >= 3, np.nan, out.loss))
 
     ct = Exploding(enc)
     ct.compile(optimizer=keras.optimizers.RMSprop(1e-3))

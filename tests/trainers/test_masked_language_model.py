@@ -52,10 +52,10 @@ def test_head_is_tied_to_the_token_embedding_and_loss_goes_down():
     trainer.compile(optimizer=keras.optimizers.Adam(3e-3))
     batch = {"sentence": _packed(encoder)}
     ds = tf.data.Dataset.from_tensors(batch).repeat()
-    before = float(trainer.compute_contrastive_loss(batch, training=False)[0])
+    before = float(trainer.compute_loss_terms(batch, training=False).loss)
     assert before == pytest.approx(np.log(encoder.backbone.vocabulary_size), rel=0.3)
     trainer.fit(ds, steps_per_epoch=25, epochs=1, verbose=0)
-    after = float(trainer.compute_contrastive_loss(batch, training=False)[0])
+    after = float(trainer.compute_loss_terms(batch, training=False).loss)
     assert after < 0.85 * before
 
 

@@ -18,7 +18,7 @@ DIMS, WEIGHTS = (32, 16, 4), (1.0, 0.5, 2.0)
 
 
 def _loss(out):
-    return float(out[0] if isinstance(out, tuple) else out)
+    return float(out.loss)
 
 
 def _check(trainer, data):
@@ -27,13 +27,13 @@ def _check(trainer, data):
     expected = sum(
         w * _loss(trainer.loss_from_embeddings(truncate_nest(embeddings, d, 32), data, False))
         for d, w in zip(DIMS, WEIGHTS))
-    plain = _loss(trainer.compute_contrastive_loss(data, training=False))
+    plain = _loss(trainer.compute_loss_terms(data, training=False))
     trainer.set_matryoshka(DIMS, WEIGHTS)
-    got = _loss(trainer.compute_contrastive_loss(data, training=False))
+    got = _loss(trainer.compute_loss_terms(data, training=False))
     assert got == pytest.approx(expected, rel=1e-5)
     assert got != pytest.approx(plain * sum(WEIGHTS), rel=1e-3)
     trainer.set_matryoshka(None)
-    assert _loss(trainer.compute_contrastive_loss(data, training=False)) == pytest.approx(plain)
+    assert _loss(trainer.compute_loss_terms(data, training=False)) == pytest.approx(plain)
 
 
 def test_simcse_unsup_and_sup():
@@ -68,7 +68,7 @@ def test_parallel_with_a_queue_cut_to_the_prefix():
     _check(trainer, data)
     # The keys handed on for the queue keep their full width.
     trainer.set_matryoshka(DIMS, WEIGHTS)
-    assert trainer.compute_contrastive_loss(data, training=False)[2].shape[-1] == 32
+    assert trainer.compute_loss_terms(data, training=False).aux.shape[-1] == 32
 
 
 def test_multitask_fusion_loss():
@@ -153,6 +153,6 @@ def test_grad_cache_with_matryoshka_equals_one_tape(kind):
     trainer.set_matryoshka((32, 8), (1.0, 0.5))
     ref_loss, ref_grads = reference_loss_and_gradients(trainer, data, 3)
     trainer._reseed()
-    loss, _, _, grads = trainer.grad_cache_gradients(data)
-    assert float(loss) == pytest.approx(float(ref_loss), rel=1e-5)
+    out, grads = trainer.grad_cache_gradients(data)
+    assert float(out.loss) == pytest.approx(float(ref_loss), rel=1e-5)
     assert max_gradient_difference(grads, ref_grads) <= 1e-5 * max(1.0, largest_gradient(ref_grads))

@@ -25,6 +25,9 @@ from keras_sentemb.data.multitask import tokenize_multitask
 from keras_sentemb.evaluation.multitask_ensemble import MultitaskEnsemble
 from keras_sentemb.evaluation.multitask import evaluate_multitask
 from keras_sentemb.methods.multitask import fit_multitask
+from keras_sentemb import compat
+from keras_sentemb.losses.loss_output import LossOutput
+from keras_sentemb.trainers.base_trainer import BaseTrainer
 from keras_sentemb.trainers.multitask import MultitaskModel
 from keras_sentemb.trainers.pcgrad import flatten_gradients
 from keras_sentemb.trainers.pcgrad import pcgrad_combine
@@ -492,6 +495,30 @@ def test_pcgrad_step_equals_hand_computation_on_conflicting_tasks():
     got = np.concatenate([np.asarray(v.numpy(), np.float64).ravel() - w.ravel()
                           for v, w in zip(variables, w0)])
     np.testing.assert_allclose(got, -lr * update, rtol=2e-3, atol=1e-7)
+
+
+def test_the_step_is_the_base_template_and_only_the_seeding_differs():
+    """MultitaskModel trains through BaseTrainer's hooks; its seeds are its own (`seed_state`)."""
+    assert MultitaskModel.train_step is BaseTrainer.train_step
+    assert MultitaskModel.test_step is BaseTrainer.test_step
+    encoder = make_tiny_encoder(num_layers=1)  # with dropout: seed generators to set
+    model = MultitaskModel(encoder, hidden_dim=8, pooling="mean", seed=3)
+    model.compile(keras.optimizers.AdamW(1e-3))
+    model.optimizer.iterations.assign(5)
+    model._reseed()
+    states = compat.seed_generator_states(model)
+    assert len(states) > 2
+    got = [v.numpy().tolist() for v in states]
+    assert got == [[3 * 100_003 + i, 5 * 4096] for i in range(len(states))]
+    # The other trainers' scheme (each generator's own seed) would draw other masks.
+    step = tf.constant(5, tf.int64)
+    other = [BaseTrainer.seed_state(model, i, v, step).numpy().tolist() for i, v in enumerate(states)]
+    assert other != got
+    batch = _element(encoder, sentiment=[(WORDS[i], i % 5) for i in range(3)])
+    out = model.compute_loss_terms(batch, training=False)
+    assert isinstance(out, LossOutput) and sorted(out.aux["task_losses"]) == sorted(TASKS)
+    assert float(out.loss) == pytest.approx(float(out.metrics["sentiment_loss"]))
+    assert [bool(out.aux["active"][t]) for t in TASKS] == [t == "sentiment" for t in TASKS]
 
 
 def test_fusion_trains_only_on_similarity_steps():

@@ -48,7 +48,7 @@ def no_dropout(encoder):
 
 
 def eval_loss(trainer, data):
-    return float(trainer.compute_contrastive_loss(data, training=False)[0])
+    return float(trainer.compute_loss_terms(data, training=False).loss)
 
 
 # ------------------------------------------------------------------ queue
@@ -127,7 +127,8 @@ def test_loss_equals_closed_form_with_queue(pooling, mlp, training):
     rng = np.random.default_rng(1)
     queued = _unit(s[:3] + 0.01 * rng.normal(size=(3, s.shape[1]))).astype("float32")
     trainer.queue.enqueue(tf.constant(queued))
-    loss, extras = trainer.compute_contrastive_loss(data, training=training)[:2]
+    terms = trainer.compute_loss_terms(data, training=training)
+    loss, extras = terms.loss, terms.metrics
     expected = _numpy_loss(s, np.concatenate([t, queued]), 20.0)
     assert float(loss) == pytest.approx(expected, rel=1e-4)
     # The queue really enters the loss: without it the value differs.

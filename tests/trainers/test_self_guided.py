@@ -97,7 +97,8 @@ def test_loss_equals_closed_form():
     fh = head(views.reshape(-1, 32)).numpy().reshape(len(SENTENCES), 3, 16)
     reg = float(np.sum(delta.astype(np.float64) ** 2))
     expected = ref_opt3(fc, fh, 0.01) + 0.5 * reg
-    total, extras = trainer.compute_contrastive_loss(data, training=False)
+    terms = trainer.compute_loss_terms(data, training=False)
+    total, extras = terms.loss, terms.metrics
     np.testing.assert_allclose(float(extras["reg"]), reg, rtol=1e-4)
     np.testing.assert_allclose(float(total), expected, rtol=1e-4)
 
@@ -109,11 +110,11 @@ def test_training_lowers_the_loss_and_keeps_frozen_parts_fixed(loss):
     frozen_before = [np.array(w) for w in trainer.frozen_encoder.weights]
     embed_before = [np.array(w) for w in _embedding_weights(encoder)]
     assert not trainer.frozen_encoder.trainable_weights
-    before = float(trainer.compute_contrastive_loss(data, training=False)[0])
+    before = float(trainer.compute_loss_terms(data, training=False).loss)
     for _ in range(5):
         logs = trainer.train_step(data)
     assert float(logs["nonfinite"]) == 0.0
-    after = float(trainer.compute_contrastive_loss(data, training=False)[0])
+    after = float(trainer.compute_loss_terms(data, training=False).loss)
     assert after < 0.9 * before, (before, after)
     for b, w in zip(frozen_before, trainer.frozen_encoder.weights):
         np.testing.assert_array_equal(b, np.array(w))
@@ -163,12 +164,12 @@ def test_without_projection_head_the_loss_acts_on_the_raw_vectors():
     x = data["sentence"]
     views = trainer.views(x).numpy()
     cls = trainer.sentence_vectors(x, training=False).numpy()
-    before, _ = trainer.compute_contrastive_loss(data, training=False)
+    before = trainer.compute_loss_terms(data, training=False).loss
     np.testing.assert_allclose(float(before), ref_opt3(cls, views, 0.01), rtol=1e-4)
     for _ in range(5):
         logs = trainer.train_step(data)
     assert float(logs["nonfinite"]) == 0.0
-    after = float(trainer.compute_contrastive_loss(data, training=False)[0])
+    after = float(trainer.compute_loss_terms(data, training=False).loss)
     assert after < float(before), (float(before), after)
 
 
@@ -186,8 +187,8 @@ def test_ablations_no_head_layer_range_and_separate_view_inputs():
     assert_close_vectors(views[:, 0], masked_max(states[1], positive["padding_mask"]), rtol=1e-5)
     cls = encoder.hidden_states(sentence)[-1].numpy()[:, 0]
     expected = ref_opt3(cls, views, 0.01)
-    total, _ = trainer.compute_contrastive_loss(
-        {"sentence": sentence, "positive": positive}, training=False)
+    total = trainer.compute_loss_terms(
+        {"sentence": sentence, "positive": positive}, training=False).loss
     np.testing.assert_allclose(float(total), expected, rtol=1e-4)
     with pytest.raises(ValueError, match="max_layer"):
         SelfGuided(encoder, min_layer=2, max_layer=1)

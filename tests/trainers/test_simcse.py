@@ -47,7 +47,7 @@ def test_unsup_eval_loss_is_info_nce_of_identical_views_without_the_mlp():
     assert encoder.declared_pooling is None  # trainers declare nothing
     z = encoder(x, training=False, pooling="cls")
     expected = info_nce_loss(z, z, temperature=0.05)
-    got = trainer.compute_contrastive_loss({"sentence": x}, training=False)
+    got = trainer.compute_loss_terms({"sentence": x}, training=False).loss
     np.testing.assert_allclose(got, expected, rtol=1e-5)
 
 
@@ -57,7 +57,7 @@ def test_unsup_training_loss_goes_through_the_mlp():
     trainer = SimCSE(encoder)
     z = trainer.mlp(encoder(x, training=False, pooling="cls"))
     expected = info_nce_loss(z, z, temperature=0.05)
-    got = trainer.compute_contrastive_loss({"sentence": x}, training=True)
+    got = trainer.compute_loss_terms({"sentence": x}, training=True).loss
     np.testing.assert_allclose(got, expected, rtol=1e-5)
 
 
@@ -87,7 +87,7 @@ def test_sup_loss_uses_hard_negatives():
     cols = triplet_batch(encoder)
     a, p, n = (encoder(cols[k], pooling="mean") for k in COLUMNS)
     expected = info_nce_loss(a, p, hard_negatives=n, temperature=0.05, hard_negative_weight=0.5)
-    got = trainer.compute_contrastive_loss(cols, training=False)
+    got = trainer.compute_loss_terms(cols, training=False).loss
     np.testing.assert_allclose(got, expected, rtol=1e-5)
 
 
@@ -98,7 +98,8 @@ def test_paraphrase_mode_loss_and_metrics():
     data = paraphrase_batch(encoder)
     u, v = (encoder(data[k], pooling="mean") for k in ("sentence1", "sentence2"))
     expected, parts = paraphrase_loss(u, v, data["label"], 0.05, 0.5, 0.1)
-    got, extras = trainer.compute_contrastive_loss(data, training=False)
+    terms = trainer.compute_loss_terms(data, training=False)
+    got, extras = terms.loss, terms.metrics
     np.testing.assert_allclose(got, expected, rtol=1e-5)
     np.testing.assert_allclose(extras["positive_loss"], parts["positive_loss"], rtol=1e-5)
     assert [m.name for m in trainer.metrics] == ["loss", "nonfinite", "positive_loss", "negative_loss"]
@@ -124,8 +125,8 @@ def test_training_lowers_the_loss_on_a_fixed_batch(mode, pooling, mlp, make_batc
     data = make_batch(encoder)
 
     def loss():
-        out = trainer.compute_contrastive_loss(data, training=drop)
-        return float(out[0] if isinstance(out, tuple) else out)
+        out = trainer.compute_loss_terms(data, training=drop)
+        return float(out.loss)
 
     before = loss()
     for _ in range(5):
@@ -155,5 +156,5 @@ def test_pairs_mode_is_info_nce_between_sentences_and_their_positives():
     batch = {"sent0": cols["sent0"], "sent1": cols["sent1"]}
     a, p = (encoder(batch[k], pooling="mean") for k in ("sent0", "sent1"))
     expected = info_nce_loss(a, p, temperature=0.05)
-    got = trainer.compute_contrastive_loss(batch, training=False)
+    got = trainer.compute_loss_terms(batch, training=False).loss
     np.testing.assert_allclose(got, expected, rtol=1e-5)

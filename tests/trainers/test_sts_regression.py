@@ -30,7 +30,7 @@ def test_loss_is_mse_of_encoder_cosines():
     a = encoder(batch["sentence1"], training=False).numpy()
     b = encoder(batch["sentence2"], training=False).numpy()
     targets = batch["label"].numpy()
-    got = trainer.compute_contrastive_loss(batch, training=False)
+    got = trainer.compute_loss_terms(batch, training=False).loss
     np.testing.assert_allclose(got, np.mean((_cosines(a, b) - targets) ** 2), rtol=1e-4)
 
 
@@ -40,7 +40,7 @@ def test_pooling_argument_overrides_the_encoders():
     batch = pair_batch(encoder, PAIRS[:6])
     a = encoder(batch["sentence1"], pooling="cls").numpy()
     b = encoder(batch["sentence2"], pooling="cls").numpy()
-    got = trainer.compute_contrastive_loss(batch, training=False)
+    got = trainer.compute_loss_terms(batch, training=False).loss
     np.testing.assert_allclose(got, np.mean((_cosines(a, b) - batch["label"].numpy()) ** 2), rtol=1e-4)
     assert encoder.declared_pooling == "mean"  # the trainer declares nothing
 
@@ -50,9 +50,9 @@ def test_training_lowers_the_loss_on_a_fixed_batch():
     trainer = STSRegression(encoder)
     trainer.compile(optimizer=keras.optimizers.Adam(1e-3))
     batch = pair_batch(encoder)
-    before = float(trainer.compute_contrastive_loss(batch, training=False))
+    before = float(trainer.compute_loss_terms(batch, training=False).loss)
     for _ in range(5):
         logs = trainer.train_step(batch)
     assert float(logs["nonfinite"]) == 0.0
-    after = float(trainer.compute_contrastive_loss(batch, training=False))
+    after = float(trainer.compute_loss_terms(batch, training=False).loss)
     assert after < 0.8 * before, (before, after)

@@ -132,8 +132,8 @@ def test_restored_trainer_computes_the_same_loss():
              "sentence2": trainer.encoder.preprocess(tf.constant(SENTS[::-1]), 16),
              "label": tf.constant([0.1, 0.5, 0.9, 0.3])}
     np.testing.assert_allclose(
-        float(trainer.compute_contrastive_loss(batch, training=False)),
-        float(restored.compute_contrastive_loss(batch, training=False)), rtol=1e-6)
+        float(trainer.compute_loss_terms(batch, training=False).loss),
+        float(restored.compute_loss_terms(batch, training=False).loss), rtol=1e-6)
 
 
 def test_masked_language_model_reloads_from_a_keras_archive(tmp_path):
@@ -149,8 +149,8 @@ def test_masked_language_model_reloads_from_a_keras_archive(tmp_path):
     loaded.compile(optimizer="adam")
     batch = {"sentence": _packed(trainer.encoder)}
     np.testing.assert_allclose(
-        float(loaded.compute_contrastive_loss(batch, training=False)[0]),
-        float(trainer.compute_contrastive_loss(batch, training=False)[0]), rtol=1e-6)
+        float(loaded.compute_loss_terms(batch, training=False).loss),
+        float(trainer.compute_loss_terms(batch, training=False).loss), rtol=1e-6)
 
 
 def test_restored_flow_trainer_computes_the_same_loss():
@@ -158,5 +158,5 @@ def test_restored_flow_trainer_computes_the_same_loss():
     restored = BertFlow.from_config(trainer.get_config())
     restored.set_weights(trainer.get_weights())
     vectors = {"vector": tf.random.stateless_normal((8, 32), seed=[1, 2])}
-    np.testing.assert_allclose(float(restored.compute_contrastive_loss(vectors)[0]),
-                               float(trainer.compute_contrastive_loss(vectors)[0]), rtol=1e-6)
+    np.testing.assert_allclose(float(restored.compute_loss_terms(vectors).loss),
+                               float(trainer.compute_loss_terms(vectors).loss), rtol=1e-6)
