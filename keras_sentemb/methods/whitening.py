@@ -122,9 +122,11 @@ class Whitening(Method):
             "in; encoding is not distributed."
         ),
     }
-    data_doc = ("list of str, a text file (one sentence per line), a `tf.data.Dataset` of "
-                "strings or a TFDS name; or the sentences' precomputed vectors (a float array "
-                "`[n, d]` or a `.npy` file, e.g. from `keras-sentemb encode` with the same "
+    data_doc = ("list of str, a text file (one sentence per line), a glob or list of files, "
+                "`keras_sentemb.streamed(...)`, a `tf.data.Dataset` of strings or a TFDS name "
+                "(streams are read once, in constant memory: the mean and covariance are "
+                "accumulated batch by batch); or the sentences' precomputed vectors (a float "
+                "array `[n, d]` or a `.npy` file, e.g. from `keras-sentemb encode` with the same "
                 "model and pooling).")
 
     def train(self, run, data, config):
@@ -137,16 +139,21 @@ class Whitening(Method):
         if len(dims) > 1 and run.dev_pairs is None and run.dev_retrieval_data is None:
             raise ValueError(f"Choosing `dim` among {dims} needs a dev set; `dev` is None.")
         steps = run.config.steps
-        source = FittingData(data, None if steps is None else steps * run.batch_size)
-        run.record_data(**source.describe())
+        source = FittingData(data, None if steps is None else steps * run.batch_size,
+                             streams=True)
         with run.scope():
-            encoder, plan = load_frozen_encoder(run, examples=source.count)
+            # No training steps: one pass over the data (a stream of unknown size too); the
+            # plan's step count is replaced below by the batches read.
+            encoder, plan = load_frozen_encoder(
+                run, examples=run.batch_size if source.count is None else source.count)
+        # One pass over the vectors: their mean and covariance, batch by batch.
+        moments = source.moments(run, plan, encoder, run.batch_size, run.verbose)
+        run.record_data(**source.describe())
         # Whitening reads each vector batch once, the last one partial.
-        run.report.resolved["steps"] = math.ceil(source.count / run.batch_size)
-        vectors = source.vectors(run, plan, encoder, run.batch_size, run.verbose)
-        candidates = {d: WhiteningLayer.from_vectors(vectors, d, pooling=plan.pooling)
+        run.report.resolved["steps"] = math.ceil(moments.count / run.batch_size)
+        candidates = {d: WhiteningLayer.from_moments(moments, d, pooling=plan.pooling)
                       for d in dims}
-        extras = {"fitted_on": {"vectors": len(vectors), "input_dim": int(vectors.shape[1])}}
+        extras = {"fitted_on": {"vectors": moments.count, "input_dim": int(moments.mean.shape[0])}}
         kept = dims[0]
         if run.dev_pairs is not None or run.dev_retrieval_data is not None:
             kept = _select_on_dev(run, plan, encoder, candidates, extras)

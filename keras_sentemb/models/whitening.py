@@ -48,24 +48,85 @@ def whitening_weights(vectors, dim=None):
         raise ValueError(
             f"Whitening needs a 2-D array of at least 2 vectors; received shape {x.shape}."
         )
-    d = x.shape[1]
+    return whitening_from_moments(VectorMoments().update(x), dim)
+
+
+class VectorMoments:
+    """Count, mean and covariance of vectors seen batch by batch, in constant memory.
+
+    Batches are merged by Chan et al.'s pairwise update of the mean and of
+    the sum of squared deviations (in float64), so the result equals
+    `np.mean` / `np.cov` of all the rows at once up to rounding, without
+    the cancellation of a raw sum of squares; a corpus of any size is
+    whitened from one pass over its vectors.
+
+    Examples:
+
+    >>> rng = np.random.default_rng(0)
+    >>> x = rng.normal(size=(300, 3))
+    >>> moments = VectorMoments().update(x[:100]).update(x[100:])
+    >>> bool(np.allclose(moments.covariance(), np.cov(x.T)))
+    True
+    """
+
+    def __init__(self):
+        self.count = 0
+        self.mean = None
+        self._deviations = None  # sum of (x - mean)(x - mean)^T
+
+    def update(self, vectors):
+        """Adds a batch `[n, d]` of vectors; returns `self`."""
+        x = np.asarray(vectors, dtype=np.float64)
+        if x.ndim != 2:
+            raise ValueError(f"Expected a 2-D batch of vectors [n, d]; received shape {x.shape}.")
+        if self.mean is not None and x.shape[1] != self.mean.shape[0]:
+            raise ValueError(f"Expected vectors of size {self.mean.shape[0]}; received "
+                             f"{x.shape[1]}.")
+        n = x.shape[0]
+        if n == 0:
+            return self
+        mean = x.mean(axis=0)
+        centred = x - mean
+        deviations = centred.T @ centred
+        if self.mean is None:
+            self.count, self.mean, self._deviations = n, mean, deviations
+            return self
+        total = self.count + n
+        delta = mean - self.mean
+        self.mean = self.mean + delta * (n / total)
+        self._deviations = self._deviations + deviations + np.outer(delta, delta) * (
+            self.count * n / total)
+        self.count = total
+        return self
+
+    def covariance(self):
+        """The unbiased covariance `[d, d]` (as `np.cov` of the rows)."""
+        if self.count < 2:
+            raise ValueError(
+                f"Whitening needs at least 2 vectors; received {self.count}.")
+        return self._deviations / (self.count - 1)
+
+
+def whitening_from_moments(moments, dim=None):
+    """`whitening_weights` of the vectors summarised by a `VectorMoments`."""
+    cov = moments.covariance()
+    d = cov.shape[0]
     explicit_dim = dim
     dim = d if dim is None else validation.positive_int(dim, "dim")
     if dim > d:
         raise ValueError(f"`dim` must be in [1, {d}] (the vector size), received {dim}.")
-    mean = x.mean(axis=0)
-    u, s, _ = np.linalg.svd(np.cov(x.T))
+    u, s, _ = np.linalg.svd(cov)
     rank = int(np.sum(s > s[0] * 1e-10)) if s[0] > 0 else 0
     if explicit_dim is None:
         if rank == 0:
-            raise ValueError(f"The {x.shape[0]} vectors are all equal: nothing to whiten.")
+            raise ValueError(f"The {moments.count} vectors are all equal: nothing to whiten.")
         dim = rank
     if rank < dim:
         raise ValueError(
-            f"The {x.shape[0]} vectors span only {rank} of {d} dimensions; whitening to "
+            f"The {moments.count} vectors span only {rank} of {d} dimensions; whitening to "
             f"dim={dim} needs at least {dim}. Fit on more sentences or pass dim <= {rank}."
         )
-    return mean, u[:, :dim] / np.sqrt(s[:dim])
+    return moments.mean, u[:, :dim] / np.sqrt(s[:dim])
 
 
 @keras.saving.register_keras_serializable(package="keras_sentemb")
@@ -126,7 +187,16 @@ class Whitening(PostProcessing):
     @classmethod
     def from_vectors(cls, vectors, dim=None, pooling=None, **kwargs):
         """A `Whitening` fitted on `vectors` `[n, d]` (see `whitening_weights`)."""
-        mean, kernel = whitening_weights(vectors, dim)
+        return cls._with_weights(*whitening_weights(vectors, dim), pooling=pooling, **kwargs)
+
+    @classmethod
+    def from_moments(cls, moments, dim=None, pooling=None, **kwargs):
+        """A `Whitening` fitted on the vectors a `VectorMoments` summarises (a streamed corpus)."""
+        return cls._with_weights(*whitening_from_moments(moments, dim), pooling=pooling,
+                                 **kwargs)
+
+    @classmethod
+    def _with_weights(cls, mean, kernel, pooling=None, **kwargs):
         layer = cls(kernel.shape[0], dim=kernel.shape[1], pooling=pooling, **kwargs)
         layer.build()
         layer.set_weights([mean, kernel])

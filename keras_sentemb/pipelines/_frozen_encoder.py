@@ -6,6 +6,8 @@ import os
 import numpy as np
 
 from keras_sentemb.data.corpus import load_corpus
+from keras_sentemb.data.stream_batches import Mixture
+from keras_sentemb.data.stream_batches import as_stream
 from keras_sentemb.pipelines.callbacks import pair_sentences
 from keras_sentemb.pipelines.callbacks import vectors_spearman
 
@@ -51,8 +53,9 @@ class FittingData:
         data: the `data` argument of the fit.
         limit: int or None. Keep the first `limit` rows.
     """
-    def __init__(self, data, limit=None):
-        self.sentences = self.given_vectors = None
+    def __init__(self, data, limit=None, streams=False):
+        self.sentences = self.given_vectors = self.stream = None
+        self.limit = limit
         is_npy = isinstance(data, (str, os.PathLike)) and os.fspath(data).endswith(".npy")
         if isinstance(data, np.ndarray) or is_npy:
             vectors = np.load(os.fspath(data)) if is_npy else data
@@ -64,15 +67,57 @@ class FittingData:
             if not np.isfinite(vectors).all():
                 raise ValueError("The precomputed vectors hold NaN or infinite values.")
             self.given_vectors = np.asarray(vectors[:limit], np.float32)
-        else:
-            self.sentences = load_corpus(data)[:limit]
-        self.count = len(self.sentences if self.given_vectors is None else self.given_vectors)
+            self.count = len(self.given_vectors)
+            return
+        stream = as_stream(data, tfds=streams)  # a TFDS name is read into memory otherwise
+        if stream is not None and not streams:
+            raise ValueError(
+                f"This method fits on its corpus's vectors in memory and does not stream "
+                f"{stream!r}; pass a list of sentences, a text file, or the vectors as a "
+                f".npy file (keras-sentemb encode).")
+        if stream is not None:
+            if isinstance(stream, Mixture):
+                raise ValueError("A Mixture mixes datasets batch by batch for training; fit a "
+                                 "post-processing layer on one source (a glob, a list of files "
+                                 "or a dataset).")
+            self.stream = stream
+            self.count = stream.size if limit is None or stream.size is None else min(
+                stream.size, limit)
+            return
+        self.sentences = load_corpus(data)[:limit]
+        self.count = len(self.sentences)
 
     def describe(self):
         """Data counts for the training report."""
+        if self.stream is not None:
+            return {"sentences": self.count, "streamed": repr(self.stream)}
         if self.given_vectors is None:
             return {"sentences": self.count}
         return {"vectors": self.count, "precomputed": True}
+
+    def moments(self, run, plan, encoder, batch_size, verbose="auto"):
+        """`VectorMoments` of the fitting vectors, a stream read once in batches (constant memory).
+
+        A stream is read in its files' order, up to `limit` sentences or to
+        its end; in-memory data is summarised from its vectors.
+        """
+        from keras_sentemb.models.whitening import VectorMoments
+
+        moments = VectorMoments()
+        if self.stream is None:
+            return moments.update(self.vectors(run, plan, encoder, batch_size, verbose))
+        rows = self.stream.rows(("sentence",))
+        if self.limit is not None:
+            rows = rows.take(self.limit)
+        for batch in rows.batch(batch_size).as_numpy_iterator():
+            sentences = [s.decode("utf-8") for s in batch["sentence"]]
+            moments.update(frozen_vectors(plan, encoder, sentences, batch_size, verbose=0,
+                                          max_length=plan.max_length))
+        if moments.count == 0:
+            raise ValueError(f"{self.stream!r} holds no sentence.")
+        logger.info("%s: fitted on %d streamed sentences", run.method, moments.count)
+        self.count = moments.count
+        return moments
 
     def vectors(self, run, plan, encoder, batch_size, verbose="auto"):
         """The fitting vectors: encoded (truncated to the plan's `max_length`) or as given."""

@@ -81,3 +81,45 @@ def test_train_whitening_from_the_command_line(tmp_path, capsys):
     loaded = SentenceEncoder.from_preset(str(out))
     assert isinstance(loaded.postprocess, Whitening) and loaded.output_dim == 8
     assert loaded.declared_pooling == "mean"
+
+
+def test_moments_merged_batch_by_batch_equal_numpys_covariance():
+    from keras_sentemb.models.whitening import VectorMoments
+
+    rng = np.random.default_rng(0)
+    x = 1e4 + rng.normal(size=(1000, 6)) @ rng.normal(size=(6, 6))  # far from the origin
+    moments = VectorMoments()
+    for start in range(0, 1000, 64):
+        moments.update(x[start:start + 64])
+    assert moments.count == 1000
+    np.testing.assert_allclose(moments.mean, x.mean(axis=0), rtol=1e-12)
+    reference = np.cov(x.T)
+    assert np.abs(moments.covariance() - reference).max() <= 1e-9 * np.abs(reference).max()
+    with pytest.raises(ValueError, match="size 6"):
+        moments.update(np.zeros((2, 5)))
+
+
+def test_a_streamed_corpus_whitens_as_the_same_sentences_in_memory(tmp_path):
+    for i in range(2):
+        (tmp_path / f"part-{i}.txt").write_text("\n".join(CORPUS[i * 60:(i + 1) * 60]) + "\n")
+    common = dict(dev=None, batch_size=16, verbose=0, dim=8)
+    streamed = keras_sentemb.fit_whitening(str(tmp_path / "part-*.txt"),
+                                           model=make_tiny_encoder(), **common)
+    listed = keras_sentemb.fit_whitening(CORPUS[:120], model=make_tiny_encoder(), **common)
+    report = streamed.training_report
+    assert report.data["sentences"] == 120 and "2 txt file(s)" in report.data["streamed"]
+    assert report.extras["fitted_on"]["vectors"] == 120
+    for a, b in zip(streamed.postprocess.get_weights(), listed.postprocess.get_weights()):
+        assert_close_vectors(a, b, rtol=1e-4)
+    # `steps` caps the sentences read: the first steps * batch_size of the stream.
+    capped = keras_sentemb.fit_whitening(str(tmp_path / "part-*.txt"), model=make_tiny_encoder(),
+                                         steps=3, **common)
+    assert capped.training_report.extras["fitted_on"]["vectors"] == 48
+
+
+def test_flow_refuses_a_stream_in_one_line(tmp_path):
+    (tmp_path / "part-0.txt").write_text("\n".join(CORPUS[:20]) + "\n")
+    with pytest.raises(ValueError, match="does not stream") as error:
+        keras_sentemb.fit_flow(str(tmp_path / "part-*.txt"), model=make_tiny_encoder(), steps=1,
+                               dev=None, verbose=0)
+    assert "\n" not in str(error.value)
