@@ -252,6 +252,22 @@ def test_an_internal_error_is_a_bug_report_with_its_own_exit_status(verbose, mon
     assert ("--verbose for the traceback" in last) != verbose
 
 
+def test_a_value_error_from_inside_tensorflow_is_an_internal_error(monkeypatch, capsys):
+    # A shape TensorFlow refuses while tracing: a value the toolkit passed on
+    # unchecked, not the user's mistake.
+    import tensorflow as tf
+
+    from keras_sentemb.cli import export as export_command
+
+    def traces_a_bad_reshape(args):
+        tf.function(lambda: tf.reshape(tf.zeros([3]), [2]))()
+
+    monkeypatch.setattr(export_command, "run", traces_a_bad_reshape)
+    assert cli.main(["export", "--model", "m", "--output", "o"]) == cli.EXIT_INTERNAL_ERROR
+    last = capsys.readouterr().err.strip().splitlines()[-1]
+    assert last.startswith("keras-sentemb: internal error: ValueError")
+
+
 def test_a_bad_value_stays_a_user_error(monkeypatch, capsys):
     from keras_sentemb.cli import export as export_command
 

@@ -61,7 +61,7 @@ So `keras-sentemb train ct ... --verbose` shows TensorFlow's log, `keras-sentemb
 |---|---|
 | `0` | the command did what it was asked; results on stdout (`evaluate` prints one JSON line or a markdown table; `export` prints the path it wrote) |
 | `2` | a mistake on the command line or in its inputs: an unknown flag or value (argparse's usage message), a missing file, an unknown model, an output folder that already holds a model; a full disk or file-size limit (naming the path; nothing half-written is left); a missing optional dependency (with the pip command that installs it); an interrupted run (Ctrl-C). One line on stderr, `keras-sentemb: error: ...`, no traceback |
-| `70` | an internal error (a bug): one line `keras-sentemb: internal error: ...` naming the exception; with `--verbose`, Python's traceback above it. Please report it |
+| `70` | an internal error (a bug), including a `ValueError` raised from inside TensorFlow, Keras or keras-hub (a value the toolkit passed on unchecked; its own checks come first and exit `2`): one line `keras-sentemb: internal error: ...` naming the exception; with `--verbose`, Python's whole traceback above it (TensorFlow's and Keras' traceback filtering is off in the command line). Please report it |
 
 Progress, warnings and notices go to stderr, so `keras-sentemb evaluate ... > result.json`
 captures the result alone.

@@ -19,6 +19,22 @@ def _written_path(args, error):
     return "the output"
 
 
+# A ValueError raised inside these packages' own code means a value reached them
+# unchecked: the toolkit's bug (its checks raise ValueError with a message for
+# the user before that), so it is reported as an internal error.
+INTERNAL_ORIGINS = ("tensorflow", "keras", "keras_hub", "tensorflow_text", "tf_keras", "jax")
+
+
+def raised_in(error):
+    """The top-level package whose code raised `error` (its innermost traceback frame)."""
+    tb = error.__traceback__
+    if tb is None:
+        return None
+    while tb.tb_next is not None:
+        tb = tb.tb_next
+    return (tb.tb_frame.f_globals.get("__name__") or "").split(".")[0] or None
+
+
 def one_line_error(error, args):
     """The one-line message for `error`, or None when it must stay a traceback.
 
@@ -26,7 +42,10 @@ def one_line_error(error, args):
     PATH: no space left on device" (or "file too large", "disk quota
     exceeded"), whichever library raised it; user mistakes (`UsageError`,
     unknown or broken models, missing files, bad values) and missing optional
-    dependencies by their first line. Anything else is a bug: None.
+    dependencies by their first line. Anything else is a bug: None; so is a
+    ValueError that TensorFlow, Keras or keras-hub raised from their own code
+    (a value the toolkit passed on unchecked), which the command line sees
+    with traceback filtering off (`start_tensorflow`).
 
     Args:
         error: Exception. What the command raised.
@@ -38,6 +57,9 @@ def one_line_error(error, args):
     cause = disk_full_cause(error)
     if cause is not None:
         return f"cannot write {_written_path(args, error)}: {cause}"
+    if isinstance(error, ValueError) and not isinstance(error, UsageError) and (
+            raised_in(error) in INTERNAL_ORIGINS):
+        return None
     if isinstance(error, (UsageError, models.presets.ModelNotFoundError, FileNotFoundError,
                           FileExistsError, ValueError, MissingDependencyError)):
         text = str(error).strip()

@@ -127,6 +127,7 @@ def main(argv=None):
         if args.command in ("encode", "export"):
             import_keras_without_extras(local_model=is_local_model(args.model))
         start_tensorflow()
+    keep_whole_tracebacks()
     args.show_kernels = verbose
     if verbose and args.command == "train":
         # The models train with the default kernel policy ("auto"; encode reports its model's).
@@ -145,6 +146,21 @@ def main(argv=None):
         if message is not None:
             return report_error(message)
         return internal_error(e, verbose)
+
+
+def keep_whole_tracebacks():
+    """TensorFlow's and Keras' traceback filtering off for this process.
+
+    A command's error then keeps the frame that raised it: an error raised
+    inside TensorFlow or Keras is told apart from the toolkit's own checks
+    (`keras_sentemb.cli.errors.one_line_error`), and `--verbose` shows the
+    whole traceback of an internal error.
+    """
+    import keras
+    import tensorflow as tf
+
+    tf.debugging.disable_traceback_filtering()
+    keras.config.disable_traceback_filtering()
 
 
 def internal_error(error, verbose):
