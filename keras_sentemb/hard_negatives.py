@@ -50,6 +50,22 @@ def _check_int(value, name, minimum):
     return int(value)
 
 
+def _check_options(sampling, output_format, similarity, margin, max_score, corpus):
+    """Validates `mine_hard_negatives`' choices; returns the extra corpus as a list of str."""
+    if sampling not in SAMPLING:
+        raise ValueError(f"`sampling` must be one of {SAMPLING}; received {sampling!r}.")
+    if output_format not in OUTPUT_FORMATS:
+        raise ValueError(f"`output_format` must be one of {OUTPUT_FORMATS}; received {output_format!r}.")
+    check_similarity(similarity)
+    for name, value in (("margin", margin), ("max_score", max_score)):
+        if value is not None and (isinstance(value, bool) or not isinstance(value, (int, float))):
+            raise ValueError(f"`{name}` must be a number or None; received {value!r}.")
+    extra = list(corpus or [])
+    if any(not isinstance(t, str) for t in extra):
+        raise ValueError("`corpus` must be a list of str.")
+    return extra
+
+
 def mine_hard_negatives(
     encoder,
     pairs,
@@ -139,17 +155,7 @@ def mine_hard_negatives(
             f"`range_max - range_min` ({range_max - range_min}) is smaller than "
             f"`num_negatives` ({num_negatives})."
         )
-    if sampling not in SAMPLING:
-        raise ValueError(f"`sampling` must be one of {SAMPLING}; received {sampling!r}.")
-    if output_format not in OUTPUT_FORMATS:
-        raise ValueError(f"`output_format` must be one of {OUTPUT_FORMATS}; received {output_format!r}.")
-    check_similarity(similarity)
-    for name, value in (("margin", margin), ("max_score", max_score)):
-        if value is not None and (isinstance(value, bool) or not isinstance(value, (int, float))):
-            raise ValueError(f"`{name}` must be a number or None; received {value!r}.")
-    extra = list(corpus or [])
-    if any(not isinstance(t, str) for t in extra):
-        raise ValueError("`corpus` must be a list of str.")
+    extra = _check_options(sampling, output_format, similarity, margin, max_score, corpus)
 
     candidates = list(dict.fromkeys([p for _, p in rows] + [t for t in extra if t.strip()]))
     position = {text: i for i, text in enumerate(candidates)}
