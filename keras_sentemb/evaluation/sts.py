@@ -598,11 +598,12 @@ def _task_names(data_dir, tasks, splits):
         return names
     if isinstance(tasks, str):
         tasks = [tasks]
-    names = []
-    for task in tasks:
-        name = resolve_task_name(task)
-        if name not in names:
-            names.append(name)
+    return resolved_names(tasks, resolve_task_name)
+
+
+def resolved_names(tasks, resolve):
+    """`resolve(task)` of each of `tasks`, first occurrences in order; an empty list is an error."""
+    names = list(dict.fromkeys(resolve(task) for task in tasks))
     if not names:
         raise ValueError("`tasks` is empty; pass None for every task found.")
     return names

@@ -37,6 +37,7 @@ from keras_sentemb.evaluation import transfer_protocols as protocols
 from keras_sentemb.evaluation import transfer_readers as readers
 from keras_sentemb.evaluation.sts import _encode
 from keras_sentemb.evaluation.sts import _pooling_name
+from keras_sentemb.evaluation.sts import resolved_names
 
 logger = logging.getLogger(__name__)
 
@@ -98,14 +99,7 @@ def _resolve_tasks(data_dir, tasks):
         return names
     if isinstance(tasks, str):
         tasks = tasks.split(",")
-    names = []
-    for task in tasks:
-        name = readers.resolve_transfer_task(task)
-        if name not in names:
-            names.append(name)
-    if not names:
-        raise ValueError("`tasks` is empty; pass None for every task found.")
-    return names
+    return resolved_names(tasks, readers.resolve_transfer_task)
 
 
 def _embed(encoder, texts, batch_size, pooling, encode_kwargs):
