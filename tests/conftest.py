@@ -58,6 +58,32 @@ def spy_calls(monkeypatch, module, name):
     return calls
 
 
+def run_in_graph(fn, **kind):
+    """`fn()` traced and run as one `tf.function` whose graph declares `kind`.
+
+    `kind`: `kernels.declare_graph`'s keywords (`forward_only=`, `plain=`); none
+    leaves the graph undeclared. Returns what the function returns (tensors).
+    """
+    import tensorflow as tf
+
+    from keras_sentemb.models import kernels
+
+    @tf.function(autograph=False)
+    def graph():
+        if kind:
+            kernels.declare_graph(**kind)
+        return fn()
+
+    return graph()
+
+
+def while_tracing(fn, **kind):
+    """`fn()`'s Python result, computed while a graph declaring `kind` is traced."""
+    out = []
+    run_in_graph(lambda: out.append(fn()), **kind)
+    return out[0]
+
+
 def make_tiny_encoder(num_layers=2, hidden_dim=32, **kwargs):
     """A 2-layer, 32-wide random BERT with a few dozen words of vocabulary."""
     import keras

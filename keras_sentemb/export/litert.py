@@ -37,6 +37,7 @@ from keras_sentemb.export.litert_check import OUTPUT_NAME
 from keras_sentemb.export.litert_check import subgraph_input_names
 from keras_sentemb.export.litert_check import verify_litert
 from keras_sentemb.export.parity import check_tolerance
+from keras_sentemb.models.kernels import declare_graph
 
 QUANTIZE_MODES = ("float32", "float16", "int8")
 # Largest relative error of a row against `encode()`, per weight format (on
@@ -49,18 +50,6 @@ EXPORTABLE = (
     "LiteRT exports BERT and RoBERTa encoders with cls, mean, max, mean_last2, first_last or "
     "layer:K pooling, a projection head, L2 normalisation, Whitening or GlowFlow, and truncate_dim"
 )
-
-
-def _plain_kernels():
-    """The encoder's forward pass as plain TensorFlow ops (no XLA-compiled kernels).
-
-    The fused GELU, layer norm and dropout kernels are XLA functions the
-    LiteRT converter cannot lower to builtin ops; this is the switch the
-    models read (the SavedModel export uses it too).
-    """
-    from keras_sentemb.models.fused_gelu import plain_gelu
-
-    return plain_gelu()
 
 
 # ------------------------------------------------------------- refusals
@@ -111,6 +100,9 @@ def _serving_function(encoder, length, truncate_dim):
 
     @tf.function(input_signature=specs)
     def serve(input_word_ids, input_mask, input_type_ids):
+        # Plain TensorFlow ops: the fused GELU, layer norm and dropout kernels are XLA
+        # functions the LiteRT converter cannot lower to builtin ops (`kernels.GraphKind`).
+        declare_graph(plain=True)
         out = encoder({"token_ids": input_word_ids, "padding_mask": input_mask,
                        "segment_ids": input_type_ids}, training=False)
         out = tf.cast(out, tf.float32)
@@ -120,8 +112,7 @@ def _serving_function(encoder, length, truncate_dim):
                 out = tf.math.l2_normalize(out, axis=-1, epsilon=1e-12)
         return {OUTPUT_NAME: out}
 
-    with _plain_kernels():
-        return serve.get_concrete_function()
+    return serve.get_concrete_function()
 
 
 def convert(encoder, length, quantize="float32", truncate_dim=None):

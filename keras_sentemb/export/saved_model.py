@@ -40,7 +40,7 @@ from keras_sentemb.export.parity import compare
 from keras_sentemb.export.standalone import run_standalone
 from keras_sentemb.model_card import build_model_card
 from keras_sentemb.model_card import write_model_card
-from keras_sentemb.models.fused_gelu import plain_gelu
+from keras_sentemb.models.kernels import declare_graph
 from keras_sentemb.models.sentence_encoder import SentenceEncoder
 from keras_sentemb.models.truncation import check_truncate_dim
 from keras_sentemb.version import __version__
@@ -202,6 +202,7 @@ def _serving_functions(encoder, chunk_size, truncate_dim=None):
         return tf.gather(outputs.concat(), tf.math.invert_permutation(order))
 
     def embed(sentences):
+        declare_graph(plain=True)  # no XLA-compiled call (see `build_export_archive`)
         sentences = _as_batch(sentences)
         tokens = encoder.tokenize(sentences)[:, : max_length - 2]
         if chunk_size is None:
@@ -219,6 +220,7 @@ def _serving_functions(encoder, chunk_size, truncate_dim=None):
         return {OUTPUT_KEY: tf.ensure_shape(out, [None, served_dim])}
 
     def token_outputs(sentences):
+        declare_graph(plain=True)
         inputs = encoder.preprocess(_as_batch(sentences), max_length)
         last = encoder.hidden_states(inputs, training=False)[-1]
         return {
@@ -279,7 +281,9 @@ def build_export_archive(
     (strings -> `embeddings`) and, optionally,
     `token_embeddings` (strings -> token-level outputs). Call
     `archive.write_out(path)` to write a SavedModel; `export_saved_model`
-    does that and verifies the result.
+    does that and verifies the result. The endpoints declare their graphs
+    plain (`kernels.declare_graph(plain=True)`): plain TensorFlow ops, no
+    XLA-compiled call, which a TF Serving build without XLA could not run.
 
     Args:
         encoder: `SentenceEncoder` (or a trainer exposing `.encoder`).
@@ -310,12 +314,9 @@ def build_export_archive(
     archive.track(encoder.tokenizer)
     embed, token_outputs = _serving_functions(encoder, chunk_size, truncate_dim)
     spec = tf.TensorSpec([None], tf.string, name=INPUT_KEY)
-    # Plain GELU ops in the exported graph: no XLA-compiled calls, which a
-    # TF Serving build without XLA could not run.
-    with plain_gelu():
-        archive.add_endpoint(SERVING_SIGNATURE, embed, input_signature=[spec])
-        if token_signature:
-            archive.add_endpoint(TOKEN_SIGNATURE, token_outputs, input_signature=[spec])
+    archive.add_endpoint(SERVING_SIGNATURE, embed, input_signature=[spec])
+    if token_signature:
+        archive.add_endpoint(TOKEN_SIGNATURE, token_outputs, input_signature=[spec])
     return archive
 
 
@@ -587,8 +588,7 @@ def export_saved_model(
     tmp = base / f"{_TMP_PREFIX}{version}-{os.getpid()}-{uuid.uuid4().hex[:8]}"
     try:
         archive = build_export_archive(encoder, token_signature, chunk_size, truncate_dim)
-        with plain_gelu():
-            archive.write_out(str(tmp), verbose=False)
+        archive.write_out(str(tmp), verbose=False)
         del archive
         report = None
         if verify:

@@ -16,7 +16,7 @@ import tensorflow as tf
 
 from keras_sentemb.models.cpu_threads import check_max_batch_tokens
 from keras_sentemb.models.cpu_threads import run_batches
-from keras_sentemb.models.forward_only import forward_only
+from keras_sentemb.models.kernels import declare_graph
 from keras_sentemb.models.native_bfloat16 import effective_precision
 from keras_sentemb.models.precision import INFERENCE_POLICIES
 from keras_sentemb.models.precision import check_precision
@@ -148,9 +148,11 @@ class EncodingEngine:
 
             @tf.function(input_signature=[spec, spec], reduce_retracing=True, autograph=False)
             def fn(token_ids, padding_mask):
+                # A graph that never runs backward: fused matmul + GELU, fused
+                # Transformer layers (`kernels.GraphKind`).
+                declare_graph(forward_only=True)
                 inputs = {"token_ids": token_ids, "padding_mask": padding_mask}
-                with forward_only():  # fused matmul + GELU, fused Transformer layers
-                    states = self.hidden_states(inputs, training=False)
+                states = self.hidden_states(inputs, training=False)
                 pooled = tf.cast(self.pool(states, padding_mask, pooling), "float32")
                 out = self.head(pooled, postprocess=postprocess)
                 if normalize:

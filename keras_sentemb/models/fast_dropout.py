@@ -18,8 +18,9 @@ For float32 and bfloat16 the masking itself is one XLA kernel each way
 the level and scales or zeroes the activation (the incoming gradient) in one
 pass, bfloat16 through `bfloat16_bits`, instead of a comparison, a product,
 a zeros tensor and a select as separate ops. Same masks; the product is
-computed in float32 and rounded once. SavedModel exports and
-`plain_gelu()` keep the separate ops (no XLA in served graphs).
+computed in float32 and rounded once. Graphs declared plain (the SavedModel
+and LiteRT exports', `kernels.GraphKind`) keep the separate ops (no XLA in
+served graphs).
 
 What changes: the drop probability is `round(rate * 65536) / 65536` (0.1
 becomes 0.1000061; Keras' bfloat16 dropout compares a bfloat16 uniform, whose

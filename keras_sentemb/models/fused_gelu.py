@@ -27,7 +27,8 @@ bias' gradient summed in float32), so neither a separate bias add nor a
 separate bias-gradient reduction runs: forward + backward on a `[2048, 1536]`
 activation, one core, 3.5 -> 2.3 ms in bfloat16, 4.3 -> 3.1 ms in float32.
 
-Forward-only graphs (`encode`, inside `forward_only.forward_only()`) take another route:
+Forward-only graphs (`encode`'s, declared `kernels.declare_graph(forward_only=True)`) take
+another route:
 the feed-forward layer runs as a 2-D matmul, `bias_add` and TensorFlow's own
 GELU, the pattern TensorFlow's graph optimizer turns into one oneDNN matmul
 with bias and GELU fused into it (no extra pass over the activation, no XLA
@@ -37,9 +38,9 @@ kernel (the pattern is not faster there on every CPU).
 `SentenceEncoder` installs the fused activation on every Transformer layer
 whose feed-forward activation is keras-hub's GELU (tanh approximation, as
 BERT) or Keras' exact GELU (as RoBERTa). `FusedGelu` falls back to the
-original function inside `plain_gelu()`, which the SavedModel export uses so
-that exported graphs contain no XLA-compiled calls (TF Serving builds need
-not have XLA). `KERAS_SENTEMB_PLAIN_GELU=1` does the same everywhere.
+original function in graphs declared plain (`kernels.declare_graph(plain=True)`),
+as the SavedModel and LiteRT exports declare theirs, so that exported graphs
+contain no XLA-compiled calls (TF Serving builds need not have XLA). `KERAS_SENTEMB_PLAIN_GELU=1` does the same everywhere.
 """
 
 import math
@@ -60,21 +61,6 @@ _INV_SQRT_2PI = 1.0 / math.sqrt(2.0 * math.pi)
 # Set to "1" to run keras-hub's own GELU, and no XLA-compiled kernel, everywhere
 # (e.g. where XLA is missing; `kernels.ENVIRONMENT`).
 DISABLE_ENV = "KERAS_SENTEMB_PLAIN_GELU"
-
-
-def plain_gelu():
-    """Within this context, graphs use no XLA-compiled kernel (`kernels.plain_ops()`).
-
-    For graphs that must not contain XLA-compiled functions (SavedModel
-    export) and for comparisons. The name is kept from when it switched the
-    GELU only.
-    """
-    return kernels.plain_ops()
-
-
-def use_plain_kernels():
-    """Whether XLA-compiled kernels are off here (`plain_ops()` or the environment)."""
-    return not kernels.xla_allowed()
 
 
 def _wide(x):
@@ -214,7 +200,7 @@ class FusedGelu:
 
 def _gelu_op():
     """The policy op of a GELU traced now: `gelu_encode` in forward-only graphs, else `gelu`."""
-    return "gelu_encode" if kernels.is_forward_only() else "gelu"
+    return "gelu_encode" if kernels.graph_kind().forward_only else "gelu"
 
 
 def _gelu_kind(activation):
@@ -231,7 +217,7 @@ def _gelu_kind(activation):
 def _dense_call(self, inputs, training=None):
     """`Dense.call` with the GELU fused, in one of two forms.
 
-    In `forward_only()` on half precision: the 2-D matmul + bias + GELU pattern
+    In a forward-only graph on half precision: the 2-D matmul + bias + GELU pattern
     that oneDNN fuses (in float32 the XLA kernel stays: the pattern gained 2.5 %
     there on AVX-512 and lost 7 % with the vector code capped at AVX2).
     Elsewhere (training): the matmul, then the bias add and the GELU as one XLA
@@ -243,7 +229,7 @@ def _dense_call(self, inputs, training=None):
             and not getattr(self, "lora_enabled", False)
             and isinstance(inputs, tf.Tensor) and inputs.dtype.is_floating
             and kernels.decide(_gelu_op(), self.activation.policy)):
-        if not kernels.is_forward_only():
+        if not kernels.graph_kind().forward_only:
             return _matmul_then_bias_gelu(self, inputs)
         if inputs.dtype in (tf.bfloat16, tf.float16):
             return _matmul_bias_gelu(self, inputs)

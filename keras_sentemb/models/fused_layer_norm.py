@@ -17,10 +17,9 @@ inside an autocast scope, rounds them to bfloat16 first; their gradients come
 back as float32 without a cast.
 
 Used where a layer is being trained or evaluated in a graph that computes
-gradients; forward-only graphs (`encode`, in `forward_only()`) keep Keras'
+gradients; forward-only graphs (`encode`'s, `kernels.GraphKind`) keep Keras'
 ops (one XLA compile per batch shape costs more than the kernel saves there),
-and so do SavedModel exports (`fused_gelu.plain_gelu()`: no XLA in served
-graphs) and `KERAS_SENTEMB_PLAIN_LAYER_NORM=1`. Installed by
+and so do exported graphs (declared plain: no XLA in served graphs) and `KERAS_SENTEMB_PLAIN_LAYER_NORM=1`. Installed by
 `SentenceEncoder` on every plain `LayerNormalization` of the backbone (last
 axis, scale and offset, no RMS scaling).
 """

@@ -28,9 +28,9 @@ bfloat16` of 3,000 wiki sentences as the command runs it (two batches side by
 side, 2,048 tokens each): 800 -> 848 sentences/s (docs/performance.md). Float32
 gained 1 % and keeps keras-hub's layer.
 
-It runs only inside `forward_only()` (training keeps keras-hub's layer, whose
-dropout and gradients it would otherwise have to reproduce), on bfloat16 or
-float16 inputs, with a padding mask, and when the layer is the plain keras-hub
+It runs only in forward-only graphs (`encode`'s, `kernels.GraphKind`;
+training keeps keras-hub's layer, whose dropout and gradients it would
+otherwise have to reproduce), on bfloat16 or float16 inputs, with a padding mask, and when the layer is the plain keras-hub
 layer it expects (no gate, no sliding window, no quantization or LoRA, biases
 on); otherwise it calls keras-hub's own. Values equal keras-hub's to rounding
 (cosine > 0.9999 in bfloat16, relative error ~1e-6 in float32). One defined

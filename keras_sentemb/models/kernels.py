@@ -21,25 +21,28 @@ this order:
    turns every XLA-compiled kernel off (both GELU forms and the layer norm; dropout
    keeps its 16-bit masks, applied by separate ops), `KERAS_SENTEMB_PLAIN_LAYER_NORM=1`,
    `KERAS_SENTEMB_PLAIN_DROPOUT=1` and `KERAS_SENTEMB_PLAIN_TRANSFORMER=1` one op each;
-2. the graph being traced: inside `plain_ops()` (exported graphs, e.g. the SavedModel
-   export: no XLA-compiled calls) every op is plain except dropout's 16-bit masks;
-   `transformer` and `gelu_encode` apply only inside `forward_only()` (encoding), `gelu`
-   and `layer_norm` only outside it;
+2. the kind of the graph being traced (`GraphKind`), which the function that builds
+   the graph declares as its first line (`declare_graph`) and which is recorded on
+   that graph: a `plain` graph (exported graphs: the SavedModel and LiteRT exports'
+   serving functions) uses no XLA-compiled call, every op plain except dropout's
+   16-bit masks; `transformer` and `gelu_encode` apply only in a `forward_only` graph
+   (`encode`'s), `gelu` and `layer_norm` only outside one. An undeclared graph, and
+   eager execution, is a graph that may compute gradients (training);
 3. the policy's explicit `"fused"` / `"plain"`;
 4. `"auto"`: the row of `MEASURED` for this CPU's instruction set (`cpu_isa()`: AVX-512,
    AVX2 or other, from the CPU flags read once).
 
 `kernel_report()` (also `keras_sentemb.kernel_report()` and `--verbose` on
 `keras-sentemb encode` / `train`) lists each op's choice on this CPU and why.
-The two scopes are the only state a trace reads besides the policy; they
-describe the graph being traced, not a kernel choice.
+Besides the policy and the environment, a trace reads only the declared kind
+of the graph it builds: a property of that graph, not of the thread or the
+process, so graphs traced one after another or side by side in several
+threads each see their own.
 """
 
-import contextlib
 import dataclasses
 import functools
 import os
-import threading
 
 CHOICES = ("auto", "fused", "plain")
 
@@ -211,7 +214,7 @@ class KernelPolicy:
     def choice(self, op, isa=None):
         """`("fused" | "plain", why)` for `op` on a CPU of class `isa` (default: this CPU).
 
-        The environment overrides and the policy's own value; the graph-kind scopes are
+        The environment overrides and the policy's own value; the graph's kind is
         `decide`'s.
         """
         for name, ops in ENVIRONMENT.items():
@@ -226,47 +229,96 @@ class KernelPolicy:
 
 DEFAULT = KernelPolicy()
 
-# ------------------------------------------------------------------ graph scopes
-_scope = threading.local()
+# ------------------------------------------------------------------- graph kinds
+@dataclasses.dataclass(frozen=True)
+class GraphKind:
+    """What a traced graph is for; `decide` reads it from the graph being traced.
 
-
-@contextlib.contextmanager
-def _scoped(name):
-    previous = getattr(_scope, name, False)
-    setattr(_scope, name, True)
-    try:
-        yield
-    finally:
-        setattr(_scope, name, previous)
-
-
-def plain_ops():
-    """Graphs traced inside this block use no XLA-compiled kernel (plain TensorFlow ops).
-
-    For exported graphs (TF Serving builds need not have XLA; converters want plain ops)
-    and for comparisons. `fused_gelu.plain_gelu()` is the same scope under its older name. Every op is plain except dropout's 16-bit masks, which are
-    applied by separate TensorFlow ops.
+    Args:
+        forward_only: bool. The graph never runs backward (encoding): the
+            encoding kernels (`transformer`, `gelu_encode`) apply, the training
+            ones (`gelu`, `layer_norm`) do not. Defaults to `False`.
+        plain: bool. The graph is exported: no XLA-compiled kernel (TF Serving
+            builds need not have XLA; converters want plain ops); every op is
+            plain except dropout's 16-bit masks, applied by separate ops.
+            Defaults to `False`.
     """
-    return _scoped("plain")
+
+    forward_only: bool = False
+    plain: bool = False
 
 
-def forward_only():
-    """Marks the graph traced inside the block as one that never runs backward (encoding)."""
-    return _scoped("forward_only")
+# The kind of an undeclared graph and of eager execution: a graph that may compute gradients.
+UNDECLARED = GraphKind()
+# Where a declared graph keeps its kind: an attribute of the graph object itself.
+_KIND_ATTRIBUTE = "_keras_sentemb_graph_kind"
 
 
-def in_plain_ops():
-    return getattr(_scope, "plain", False)
+def _graph_being_built():
+    """The graph ops are added to now, or `None` under eager execution."""
+    import tensorflow as tf  # here: importing this module (`kernel_report`) loads no TensorFlow
+
+    return None if tf.executing_eagerly() else tf.compat.v1.get_default_graph()
 
 
-def is_forward_only():
-    """Whether the caller traces inside `forward_only()` (in this thread)."""
-    return getattr(_scope, "forward_only", False)
+def declare_graph(forward_only=False, plain=False):
+    """Declare the kind of the graph being traced now; the first line of a traced function.
+
+    The kind is recorded on the graph itself (the `FuncGraph` that `tf.function`
+    traces), so it holds for every op that graph and the graphs nested in it
+    (`tf.cond` branches, loop bodies, inner `tf.function`s) add, and for no
+    other graph: nothing per thread, nothing that outlives the graph. An
+    undeclared graph is `UNDECLARED`: one that may compute gradients, XLA
+    kernels allowed. Under eager execution (e.g. `tf.config.run_functions_eagerly`)
+    there is no graph to declare: the call does nothing, ops run as `UNDECLARED`.
+
+    Args:
+        forward_only: bool. See `GraphKind`. Defaults to `False`.
+        plain: bool. See `GraphKind`. Defaults to `False`.
+
+    Returns:
+        the `GraphKind` declared.
+
+    Raises:
+        ValueError: the graph was already declared as another kind.
+
+    Examples:
+
+    ```python
+    @tf.function
+    def encode(inputs):
+        kernels.declare_graph(forward_only=True)
+        return encoder(inputs, training=False)
+    ```
+    """
+    kind = GraphKind(forward_only=bool(forward_only), plain=bool(plain))
+    graph = _graph_being_built()
+    if graph is None:
+        return kind
+    declared = getattr(graph, _KIND_ATTRIBUTE, None)
+    if declared is not None and declared != kind:
+        raise ValueError(f"This graph is already declared as {declared}; cannot declare {kind}.")
+    setattr(graph, _KIND_ATTRIBUTE, kind)
+    return kind
+
+
+def graph_kind():
+    """The kind of the graph being traced now: its own declaration or its nearest outer graph's.
+
+    `UNDECLARED` where no graph up the chain declared one, and under eager execution.
+    """
+    graph = _graph_being_built()
+    while graph is not None:
+        kind = getattr(graph, _KIND_ATTRIBUTE, None)
+        if kind is not None:
+            return kind
+        graph = getattr(graph, "outer_graph", None)
+    return UNDECLARED
 
 
 def xla_allowed():
-    """Whether XLA-compiled kernels may be used here (not in `plain_ops()`, no GELU override)."""
-    return not in_plain_ops() and os.environ.get(NO_XLA_ENV, "") != "1"
+    """Whether XLA-compiled kernels may be used here (not in a plain graph, no GELU override)."""
+    return not graph_kind().plain and os.environ.get(NO_XLA_ENV, "") != "1"
 
 
 # Ops that exist only in forward-only graphs (True) or only in gradient graphs (False).
@@ -275,13 +327,18 @@ _NEEDS_XLA = ("gelu", "gelu_encode", "layer_norm")
 
 
 def decide(op, policy=None):
-    """Whether `op` runs its fused kernel in the graph being traced now, under `policy`."""
+    """Whether `op` runs its fused kernel in the graph being traced now, under `policy`.
+
+    In the order of the module docstring: the environment, the graph's kind
+    (`graph_kind()`), the policy, the measured table.
+    """
     if op not in OPS:
         raise ValueError(f"Unknown kernel op {op!r}; the ops are {list(OPS)}.")
     policy = DEFAULT if policy is None else policy
-    if op in _FORWARD_ONLY and _FORWARD_ONLY[op] != is_forward_only():
+    kind = graph_kind()
+    if op in _FORWARD_ONLY and _FORWARD_ONLY[op] != kind.forward_only:
         return False
-    if in_plain_ops() and op != "dropout":
+    if kind.plain and op != "dropout":
         return False
     if op in _NEEDS_XLA and not xla_allowed():
         return False

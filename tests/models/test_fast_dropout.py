@@ -11,7 +11,7 @@ from keras_sentemb.models.fast_dropout import drop_threshold
 from keras_sentemb.models.fast_dropout import dropout
 from keras_sentemb.models.fast_dropout import install_fast_dropout
 from keras_sentemb.models.fast_dropout import random_uint16
-from tests.conftest import make_tiny_encoder, spy_calls
+from tests.conftest import make_tiny_encoder, run_in_graph, spy_calls
 from tests.models.test_forward import make_tiny_roberta
 
 SEED = tf.constant([7, 11], tf.int32)
@@ -114,8 +114,6 @@ def test_noise_shape_and_rate_zero_keep_keras_behaviour():
 @pytest.mark.parametrize("shape", [[64, 12, 9], [3, 7, 5], [1]])
 @pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
 def test_the_xla_masking_keeps_the_masks_and_scales_exactly_once(shape, dtype, monkeypatch):
-    from keras_sentemb.models.fused_gelu import plain_gelu
-
     x = tf.cast(tf.random.stateless_normal(shape, [1, 2]) + 3.0, dtype)  # no zeros in x
     dy = tf.cast(tf.random.stateless_normal(shape, [3, 4]) + 3.0, dtype)
     calls = spy_calls(monkeypatch, fast_dropout, "_apply_mask")
@@ -128,8 +126,7 @@ def test_the_xla_masking_keeps_the_masks_and_scales_exactly_once(shape, dtype, m
 
     y, g = value_and_grad()
     assert len(calls) == 2  # forward and backward
-    with plain_gelu():  # the separate ops
-        y_ops, g_ops = value_and_grad()
+    y_ops, g_ops = run_in_graph(value_and_grad, plain=True)  # the separate ops
     assert len(calls) == 2
     np.testing.assert_array_equal(y.numpy() == 0, y_ops.numpy() == 0)
     np.testing.assert_array_equal(g.numpy() == 0, y.numpy() == 0)

@@ -12,10 +12,8 @@ from keras_sentemb.models.fused_gelu import bias_gelu
 from keras_sentemb.models.fused_gelu import fuse_gelu
 from keras_sentemb.models.fused_gelu import fused_gelu_approximate
 from keras_sentemb.models.fused_gelu import fused_gelu_exact
-from keras_sentemb.models.forward_only import forward_only
-from keras_sentemb.models.fused_gelu import plain_gelu
 from keras_sentemb.models.fused_gelu import unfuse_gelu
-from tests.conftest import make_tiny_encoder, spy_calls
+from tests.conftest import make_tiny_encoder, run_in_graph, spy_calls
 from tests.models.test_forward import make_tiny_roberta
 from tests.numeric import assert_close_vectors
 
@@ -124,12 +122,13 @@ def test_training_forward_and_gradients_equal_plain_gelu():
         with tf.GradientTape() as tape:
             vectors = encoder.sentence_vectors(inputs, "mean", training=False)  # no dropout
             loss = tf.reduce_sum(vectors * vectors)
-        grads = tape.gradient(loss, encoder.trainable_variables)
+        return vectors, tape.gradient(loss, encoder.trainable_variables)
+
+    def as_numpy(vectors, grads):
         return vectors.numpy(), [tf.convert_to_tensor(g).numpy() for g in grads if g is not None]
 
-    fused_vectors, fused_grads = loss_and_grads()
-    with plain_gelu():
-        plain_vectors, plain_grads = loss_and_grads()
+    fused_vectors, fused_grads = as_numpy(*loss_and_grads())
+    plain_vectors, plain_grads = as_numpy(*run_in_graph(loss_and_grads, plain=True))
     assert_close_vectors(fused_vectors, plain_vectors, rtol=1e-5)
     assert len(fused_grads) == len(plain_grads) > 0
     for got, want in zip(fused_grads, plain_grads):
@@ -174,8 +173,8 @@ def test_encode_runs_the_fused_matmul_gelu_pattern_with_the_same_vectors(make, d
     sentences = ["the man plays the guitar .", "a dog sits on the mat", "hello"]
     inputs = encoder.preprocess(sentences)
     trained_path = encoder.sentence_vectors(inputs, "mean", training=False).numpy()
-    with forward_only():
-        pattern = encoder.sentence_vectors(inputs, "mean", training=False).numpy()
+    pattern = run_in_graph(lambda: encoder.sentence_vectors(inputs, "mean", training=False),
+                           forward_only=True).numpy()
     assert_close_vectors(pattern.astype("float32"), trained_path.astype("float32"),
                          rtol=1e-5 if dtype == "float32" else 2e-2)
     assert_close_vectors(encoder.encode(sentences, pooling="mean"), trained_path, rtol=1e-5
@@ -206,15 +205,15 @@ def test_inference_pattern_is_only_for_forward_graphs(monkeypatch):
     pattern_fn = fused_gelu._matmul_bias_gelu
     monkeypatch.setattr(fused_gelu, "_matmul_bias_gelu",
                         lambda *a: calls.append(1) or pattern_fn(*a))
-    with forward_only():
-        with plain_gelu():  # the export's graphs keep keras-hub's ops
-            plain = dense(x)
-        assert calls == []
-        pattern = dense(x)
-        assert calls == [1]
-        float32 = make_tiny_encoder().backbone.transformer_layers[0]
-        float32._feedforward_intermediate_dense(tf.ones([1, 2, dense.kernel.shape[0]]))
-        assert calls == [1]  # float32 keeps the XLA kernel
+    # The export's graphs keep keras-hub's ops.
+    plain = run_in_graph(lambda: dense(x), forward_only=True, plain=True)
+    assert calls == []
+    pattern = run_in_graph(lambda: dense(x), forward_only=True)
+    assert calls == [1]
+    float32 = make_tiny_encoder().backbone.transformer_layers[0]
+    run_in_graph(lambda: float32._feedforward_intermediate_dense(
+        tf.ones([1, 2, dense.kernel.shape[0]])), forward_only=True)
+    assert calls == [1]  # float32 keeps the XLA kernel
     training = dense(x)
     assert calls == [1]
     as_float = lambda t: tf.cast(t, "float32").numpy()  # noqa: E731
@@ -275,8 +274,6 @@ def test_training_runs_the_bias_and_gelu_as_one_kernel(monkeypatch):
     inputs = encoder.preprocess(["the man plays the guitar .", "a dog sits on the mat"])
     encoder(inputs, training=True)
     assert len(calls) == len(encoder.backbone.transformer_layers)
-    with forward_only():
-        encoder(inputs)
-    with plain_gelu():
-        encoder(inputs, training=True)
+    run_in_graph(lambda: encoder(inputs), forward_only=True)
+    run_in_graph(lambda: encoder(inputs, training=True), plain=True)
     assert len(calls) == len(encoder.backbone.transformer_layers)

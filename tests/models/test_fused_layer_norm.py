@@ -6,10 +6,8 @@ import pytest
 import tensorflow as tf
 
 from keras_sentemb.models import fused_layer_norm
-from keras_sentemb.models.forward_only import forward_only
-from keras_sentemb.models.fused_gelu import plain_gelu
 from keras_sentemb.models.fused_layer_norm import install_fused_layer_norm, is_fused, layer_norm
-from tests.conftest import make_tiny_encoder, spy_calls
+from tests.conftest import make_tiny_encoder, run_in_graph, spy_calls
 from tests.models.test_forward import make_tiny_roberta
 
 SENTS = ["a man is playing the guitar", "the dog runs in the park", "a"]
@@ -128,10 +126,8 @@ def test_forward_only_plain_and_the_environment_keep_keras(monkeypatch):
     encoder = make_tiny_encoder()
     calls = spy_calls(monkeypatch, fused_layer_norm, "_forward")
     x = encoder.preprocess(tf.constant(SENTS))
-    with forward_only():
-        encoder(x)
-    with plain_gelu():
-        encoder(x)
+    run_in_graph(lambda: encoder(x), forward_only=True)
+    run_in_graph(lambda: encoder(x), plain=True)
     monkeypatch.setenv(fused_layer_norm.DISABLE_ENV, "1")
     encoder(x)
     assert calls == []

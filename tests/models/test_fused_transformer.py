@@ -7,13 +7,12 @@ import pytest
 import tensorflow as tf
 
 from keras_sentemb.models import fused_transformer
-from keras_sentemb.models.forward_only import forward_only
 from keras_sentemb.models.fused_transformer import DISABLE_ENV
 from keras_sentemb.models.fused_transformer import fused_call
 from keras_sentemb.models.fused_transformer import install_fused_transformer
 from keras_sentemb.models.fused_transformer import supports
 from keras_sentemb.models.fused_transformer import uninstall_fused_transformer
-from tests.conftest import make_tiny_encoder
+from tests.conftest import make_tiny_encoder, run_in_graph
 from tests.models.test_forward import make_tiny_roberta
 from tests.models.test_fused_gelu import _graph_ops
 from tests.numeric import assert_close_vectors
@@ -73,8 +72,8 @@ def test_bfloat16_encode_runs_it_with_keras_hubs_vectors(make):
     encoder = make().clone(dtype="bfloat16")
     inputs = encoder.preprocess(SENTENCES)
     keras_hubs = encoder.sentence_vectors(inputs, "mean", training=False).numpy().astype("float32")
-    with forward_only():
-        fused = encoder.sentence_vectors(inputs, "mean", training=False).numpy().astype("float32")
+    fused = run_in_graph(lambda: encoder.sentence_vectors(inputs, "mean", training=False),
+                         forward_only=True).numpy().astype("float32")
     assert_close_vectors(fused, keras_hubs, rtol=2e-2)
     assert_close_vectors(encoder.encode(SENTENCES, pooling="mean"), keras_hubs, rtol=2e-2)
     # encode's graph: one QKV matmul per layer, no einsum projections.
@@ -101,15 +100,20 @@ def test_only_forward_only_half_precision_graphs_take_it(monkeypatch):
     x, padding = _inputs(width=32, dtype="bfloat16")
     layer(x, padding_mask=padding, training=False)
     assert calls == []  # not forward-only
-    with forward_only():
-        layer(x, padding_mask=padding, training=True)  # training: dropout, gradients
-        layer(x, padding_mask=None)  # no padding mask: keras-hub's masks
-        assert calls == []
-        fused = layer(x, padding_mask=padding, training=False)
-        assert calls == [1]
-        monkeypatch.setenv(DISABLE_ENV, "1")
-        plain = layer(x, padding_mask=padding, training=False)
-        assert calls == [1]
+    run_in_graph(lambda: layer(x, padding_mask=padding, training=False))  # undeclared graph
+    assert calls == []
+
+    def forward_only(*args, **kwargs):
+        return run_in_graph(lambda: layer(*args, **kwargs), forward_only=True)
+
+    forward_only(x, padding_mask=padding, training=True)  # training: dropout, gradients
+    forward_only(x, padding_mask=None)  # no padding mask: keras-hub's masks
+    assert calls == []
+    fused = forward_only(x, padding_mask=padding, training=False)
+    assert calls == [1]
+    monkeypatch.setenv(DISABLE_ENV, "1")
+    plain = forward_only(x, padding_mask=padding, training=False)
+    assert calls == [1]
     as_float = lambda t: tf.reshape(tf.cast(t, "float32"), [15, -1]).numpy()  # noqa: E731
     assert_close_vectors(as_float(fused), as_float(plain), rtol=2e-2)
 
@@ -131,7 +135,8 @@ def test_lora_enabled_after_install_falls_back(monkeypatch):
     real = fused_transformer.fused_call
     monkeypatch.setattr(fused_transformer, "fused_call", lambda *a, **k: calls.append(1) or real(*a, **k))
     x, padding = _inputs(width=32, dtype="bfloat16")
-    with forward_only():
-        layer(x, padding_mask=padding, training=False)
-        encoder.backbone.transformer_layers[1](x, padding_mask=padding, training=False)
+    run_in_graph(lambda: (layer(x, padding_mask=padding, training=False),
+                          encoder.backbone.transformer_layers[1](x, padding_mask=padding,
+                                                                training=False)),
+                 forward_only=True)
     assert calls == [1]  # only the layer without LoRA

@@ -1,4 +1,4 @@
-"""KernelPolicy: one decision per op (environment, graph scope, policy, measured table)."""
+"""KernelPolicy: one decision per op (environment, graph kind, policy, measured table)."""
 
 import json
 
@@ -10,7 +10,7 @@ import keras_sentemb
 from keras_sentemb import compat
 from keras_sentemb.models import fast_dropout, fused_gelu, fused_layer_norm, kernels
 from keras_sentemb.models.kernels import KernelPolicy
-from tests.conftest import make_tiny_encoder, spy_calls
+from tests.conftest import make_tiny_encoder, spy_calls, while_tracing
 
 SENTS = ["a man plays a guitar .", "the cat sits on the mat !"]
 
@@ -61,7 +61,7 @@ def test_every_row_of_the_table_names_every_op():
         assert set(row) == set(kernels.OPS) and set(row.values()) <= {"fused", "plain"}
 
 
-def test_decide_order_environment_scope_policy_table(monkeypatch):
+def test_decide_order_environment_graph_kind_policy_table(monkeypatch):
     isa = kernels.cpu_isa()
     monkeypatch.setitem(kernels.MEASURED, isa, {**kernels.MEASURED[isa], "dropout": "plain",
                                                 "layer_norm": "fused"})
@@ -72,15 +72,17 @@ def test_decide_order_environment_scope_policy_table(monkeypatch):
     assert not kernels.decide("layer_norm", KernelPolicy(layer_norm="plain"))
     # Graph kinds: encoding ops only in forward-only graphs, training ops only outside.
     assert not kernels.decide("transformer", fused) and not kernels.decide("gelu_encode", fused)
-    with kernels.forward_only():
-        assert kernels.decide("transformer", fused) and kernels.decide("gelu_encode", fused)
-        assert not kernels.decide("gelu", fused) and not kernels.decide("layer_norm", fused)
-    # Plain-ops graphs (exports): nothing fused but dropout's 16-bit masks, without XLA.
-    with fused_gelu.plain_gelu():
-        assert not any(kernels.decide(op, fused) for op in ("gelu", "layer_norm"))
-        assert kernels.decide("dropout", fused) and not kernels.xla_allowed()
-        with kernels.forward_only():
-            assert not kernels.decide("transformer", fused)
+    decisions = while_tracing(lambda: {op: kernels.decide(op, fused) for op in kernels.OPS},
+                              forward_only=True)
+    assert decisions["transformer"] and decisions["gelu_encode"]
+    assert not decisions["gelu"] and not decisions["layer_norm"]
+    # Plain graphs (exports): nothing fused but dropout's 16-bit masks, without XLA.
+    plain = while_tracing(lambda: ({op: kernels.decide(op, fused) for op in kernels.OPS},
+                                   kernels.xla_allowed()), plain=True)
+    assert not any(plain[0][op] for op in ("gelu", "layer_norm"))
+    assert plain[0]["dropout"] and not plain[1]
+    assert not while_tracing(lambda: kernels.decide("transformer", fused),
+                             forward_only=True, plain=True)
     assert kernels.xla_allowed()
     # The environment overrides everything.
     monkeypatch.setenv("KERAS_SENTEMB_PLAIN_DROPOUT", "1")
