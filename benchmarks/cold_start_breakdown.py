@@ -62,7 +62,7 @@ CHILD = r'''
 import sys, time
 _T0 = time.time()
 _C0 = time.process_time()
-import contextlib, importlib.abc, importlib.machinery, json, os, threading
+import importlib.abc, importlib.machinery, json, os, threading
 
 REPORT = sys.argv[1]
 ARGV = sys.argv[2:]
@@ -153,7 +153,8 @@ def patch_engine(engine):
     cls.encode = timed("encode", cls.encode)
     cls._tokenize_to_numpy = timed("  tokenize (first call traces)", cls._tokenize_to_numpy)
     run_batches = engine.run_batches
-    forward_only = engine.forward_only
+    from keras_sentemb.models import encoder_forward
+    hidden_states = encoder_forward.EncoderForward.hidden_states
 
     def run_batches_timed(fn, batches, parallel_batches=None):
         # On worker threads; the work itself runs on TensorFlow's thread pools,
@@ -166,17 +167,18 @@ def patch_engine(engine):
             return out
         return run_batches(forward, batches, parallel_batches)
 
-    @contextlib.contextmanager
-    def forward_only_timed():
-        # The encode graph's body enters this scope only while it is traced
+    def hidden_states_timed(self, inputs, training=False):
+        # Called inside the encode graph's body only while it is traced
         # (Python on this thread: its own CPU time).
+        if not engine.tf.inside_function():
+            return hidden_states(self, inputs, training)
         t0, c0 = time.time(), time.thread_time()
-        with forward_only():
-            yield
+        out = hidden_states(self, inputs, training)
         events["traces"].append([t0, time.time(), time.thread_time() - c0])
+        return out
 
     engine.run_batches = run_batches_timed
-    engine.forward_only = forward_only_timed
+    encoder_forward.EncoderForward.hidden_states = hidden_states_timed
 
 
 patch_on_import("keras_sentemb.cli.program", patch_program)
