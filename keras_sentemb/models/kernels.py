@@ -271,6 +271,9 @@ def declare_graph(forward_only=False, plain=False):
     undeclared graph is `UNDECLARED`: one that may compute gradients, XLA
     kernels allowed. Under eager execution (e.g. `tf.config.run_functions_eagerly`)
     there is no graph to declare: the call does nothing, ops run as `UNDECLARED`.
+    An inner `tf.function` that declares nothing takes the kind of the graph it
+    is first traced in, and TensorFlow reuses that trace wherever it is called
+    again with the same input signature.
 
     Args:
         forward_only: bool. See `GraphKind`. Defaults to `False`.
