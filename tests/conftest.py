@@ -58,7 +58,7 @@ def spy_calls(monkeypatch, module, name):
     return calls
 
 
-def make_tiny_encoder(num_layers=2, hidden_dim=32, **kwargs):
+def make_tiny_encoder(num_layers=2, hidden_dim=32, dropout=0.1, **kwargs):
     """A 2-layer, 32-wide random BERT with a few dozen words of vocabulary."""
     import keras
     import keras_hub
@@ -73,7 +73,7 @@ def make_tiny_encoder(num_layers=2, hidden_dim=32, **kwargs):
         hidden_dim=hidden_dim,
         intermediate_dim=2 * hidden_dim,
         max_sequence_length=64,
-        dropout=0.1,
+        dropout=dropout,
     )
     tokenizer = keras_hub.models.BertTokenizer(
         vocabulary=TINY_VOCAB, lowercase=True, strip_accents=True

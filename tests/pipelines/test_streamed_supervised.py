@@ -1,0 +1,73 @@
+"""Supervised methods on streamed data: a 2-file glob trains as the same rows in memory do.
+
+Each check trains one full-batch step (every row in the one batch, an encoder without dropout),
+where the order the rows arrive in cannot matter: the streamed run must end with the weights of
+the in-memory run (relative to what the step changed). Spies show the in-memory readers are not
+called for the stream.
+"""
+
+import json
+
+import numpy as np
+import pytest
+
+import keras_sentemb
+from tests.conftest import make_tiny_encoder
+from tests.trainers.test_contrastive_tension import CORPUS
+
+ROWS = 20  # rows in the two files together; one full batch
+
+
+def still_encoder():
+    """The tiny encoder without dropout: a training step is a function of the batch's rows."""
+    return make_tiny_encoder(dropout=0.0)
+
+
+def write_jsonl(folder, name, rows, keys):
+    half = len(rows) // 2
+    for k, part in enumerate((rows[:half], rows[half:])):
+        (folder / f"{name}-{k}.jsonl").write_text(
+            "".join(json.dumps(dict(zip(keys, map(str, r)))) + "\n" for r in part))
+    return str(folder / f"{name}-*.jsonl")
+
+
+def relative_error(a, b, start):
+    change = np.sqrt(sum(np.sum((x - s) ** 2) for x, s in zip(a, start)))
+    error = np.sqrt(sum(np.sum((x - y) ** 2) for x, y in zip(a, b)))
+    assert change > 0
+    return error / change
+
+
+@pytest.fixture(scope="module")
+def labelled_pairs():
+    """(sentence1, sentence2, label) rows, every text distinct, both labels."""
+    return [(CORPUS[i], CORPUS[i + 1], (i // 2) % 2) for i in range(0, 2 * ROWS, 2)]
+
+
+def forbid(monkeypatch, module, *names):
+    """Make the in-memory readers of `module` fail if called."""
+    def refuse(*args, **kwargs):
+        raise AssertionError("the streamed input was read into memory")
+
+    for name in names:
+        monkeypatch.setattr(module, name, refuse)
+
+
+def test_simcse_paraphrase_streams_labelled_pairs(labelled_pairs, tmp_path, monkeypatch):
+    import keras_sentemb.methods.simcse as simcse
+
+    common = dict(mode="paraphrase", steps=1, batch_size=ROWS, pooling="mean", mlp="none",
+                  learning_rate=1e-3, dev=None, verbose=0)
+    start = still_encoder().get_weights()
+    memory = keras_sentemb.fit_simcse(labelled_pairs, model=still_encoder(), **common)
+    glob = write_jsonl(tmp_path, "quora", labelled_pairs, ("sentence1", "sentence2", "label"))
+    forbid(monkeypatch, simcse, "supervised_columns", "load_corpus")
+    streamed = keras_sentemb.fit_simcse(glob, model=still_encoder(), **common)
+    assert "2 jsonl file(s)" in streamed.training_report.data["streamed"]
+    assert relative_error(memory.get_weights(), streamed.get_weights(), start) < 1e-3
+    with pytest.raises(ValueError, match=r"has no column\(s\) \['label'\]"):
+        (tmp_path / "bad.csv").write_text("sentence1,sentence2\na,b\n")
+        keras_sentemb.fit_simcse(keras_sentemb.streamed(str(tmp_path / "bad.csv")),
+                                 model=still_encoder(), **common)
+    with pytest.raises(ValueError, match="No training file matches"):
+        keras_sentemb.fit_simcse(str(tmp_path / "none-*.jsonl"), model=still_encoder(), **common)
