@@ -175,3 +175,19 @@ def check_rows(stream, names, labels=None):
                 f"{source!r}: none of its first {KIND_SAMPLE} records holds the columns "
                 f"{list(columns)}{what}; name its columns with "
                 "keras_sentemb.streamed(..., columns=...).")
+
+
+def ordered_rows(stream, names, labels=None):
+    """One pass over a stream in its files' order (a `Mixture`: its datasets one after another).
+
+    Rows `{name: tf.string}` plus the parsed `labels` columns; rows whose
+    label does not parse are skipped. For what is read before training (a
+    statistic of the data), not shuffled.
+    """
+    columns = tuple(names) + tuple(labels or ())
+    sources = list(stream.sources.values()) if isinstance(stream, Mixture) else [stream]
+    rows = None
+    for source in sources:
+        part = _labelled(source.rows(columns), labels)
+        rows = part if rows is None else rows.concatenate(part)
+    return rows

@@ -71,3 +71,36 @@ def test_simcse_paraphrase_streams_labelled_pairs(labelled_pairs, tmp_path, monk
                                  model=still_encoder(), **common)
     with pytest.raises(ValueError, match="No training file matches"):
         keras_sentemb.fit_simcse(str(tmp_path / "none-*.jsonl"), model=still_encoder(), **common)
+
+
+@pytest.fixture(scope="module")
+def scored_pairs():
+    """(sentence1, sentence2, score) rows with scores across [0, 5] (two in the lowest bucket)."""
+    return [(CORPUS[i], CORPUS[i + 1], round((i // 2) * 5.0 / (ROWS - 1), 3))
+            for i in range(0, 2 * ROWS, 2)]
+
+
+def test_sts_regression_streams_scored_pairs_and_finds_the_same_m(scored_pairs, tmp_path,
+                                                                  monkeypatch):
+    import keras_sentemb.methods.sts_regression as sts
+
+    common = dict(steps=1, batch_size=ROWS, learning_rate=1e-3, dev=None, verbose=0,
+                  pooling="mean")
+    start = still_encoder().get_weights()
+    memory = keras_sentemb.fit_sts_regression(scored_pairs, model=still_encoder(), **common)
+    rows = scored_pairs + [("an", "unscored row", "n/a"), ("a", "score out of range", 7.5)]
+    glob = write_jsonl(tmp_path, "sts", rows, ("sentence1", "sentence2", "score"))
+    forbid(monkeypatch, sts, "resolve_train_pairs", "model_specific_lower_bound")
+    streamed = keras_sentemb.fit_sts_regression(glob, model=still_encoder(), **common)
+    report = streamed.training_report
+    assert report.extras["label_lower_bound_pairs_read"] == ROWS  # the bad rows skipped
+    assert report.extras["label_lower_bound"] == pytest.approx(
+        memory.training_report.extras["label_lower_bound"], rel=1e-5)
+    assert relative_error(memory.get_weights(), streamed.get_weights(), start) < 1e-3
+    # `steps * batch_size` bounds the rows M is computed on.
+    info = sts.streamed_lower_bound(still_encoder(), keras_sentemb.streamed(glob), limit=3)
+    assert info["pairs_read"] == 3
+    with pytest.raises(ValueError, match=r"columns \['sentence1', 'sentence2', 'score'\]"):
+        keras_sentemb.fit_sts_regression(
+            write_jsonl(tmp_path, "unscored", scored_pairs, ("sentence1", "sentence2", "label")),
+            model=still_encoder(), **common)
