@@ -36,8 +36,12 @@ _INTEGER = r"\+?[0-9]+(\.0*)?"
 _NUMBER = r"[+-]?([0-9]+\.?[0-9]*|\.[0-9]+)([eE][+-]?[0-9]+)?"
 
 
-def class_labels():
-    """A parser of class labels: `text -> (int32 label, parsed)` (see the module docstring)."""
+def class_labels(num_classes=None):
+    """A parser of class labels: `text -> (int32 label, parsed)` (see the module docstring).
+
+    Args:
+        num_classes: int or None. Labels from this value up do not parse.
+    """
 
     def parse(text):
         text = tf.strings.lower(tf.strings.strip(text))
@@ -48,6 +52,8 @@ def class_labels():
             named = tf.equal(text, name)
             value = tf.where(named, label, value)
             ok = tf.logical_or(ok, named)
+        if num_classes is not None:
+            ok = tf.logical_and(ok, value < num_classes)
         return value, ok
 
     return parse

@@ -104,3 +104,28 @@ def test_sts_regression_streams_scored_pairs_and_finds_the_same_m(scored_pairs, 
         keras_sentemb.fit_sts_regression(
             write_jsonl(tmp_path, "unscored", scored_pairs, ("sentence1", "sentence2", "label")),
             model=still_encoder(), **common)
+
+
+def test_consert_supervised_stage_streams_triplets_and_pairs(tmp_path, monkeypatch):
+    import keras_sentemb.methods.consert as consert
+
+    triplets = [tuple(CORPUS[i:i + 3]) for i in range(0, 3 * (ROWS // 2), 3)]  # ROWS pairs
+    common = dict(mode="sup", steps=1, batch_size=ROWS, learning_rate=1e-3, warmup_ratio=0.0,
+                  dev=None, verbose=0)
+    start = still_encoder().get_weights()
+    memory = keras_sentemb.fit_consert(triplets, model=still_encoder(), **common)
+    half = len(triplets) // 2
+    for k, part in enumerate((triplets[:half], triplets[half:])):
+        (tmp_path / f"nli-{k}.csv").write_text(
+            "sent0,sent1,hard_neg\n" + "".join(",".join(r) + "\n" for r in part))
+    forbid(monkeypatch, consert, "load_supervised", "_nli_rows")
+    streamed = keras_sentemb.fit_consert(str(tmp_path / "nli-*.csv"), model=still_encoder(),
+                                         **common)
+    assert "TripletPairs" in streamed.training_report.data["supervised_streamed"]
+    assert relative_error(memory.get_weights(), streamed.get_weights(), start) < 1e-3
+    # Labelled pairs of unknown size: the two-stage modes need the supervised stage's steps.
+    pairs = write_jsonl(tmp_path, "pairs", [(a, b, "entailment") for a, b, _ in triplets],
+                        ("sentence1", "sentence2", "label"))
+    with pytest.raises(ValueError, match="`supervised_steps` is needed"):
+        keras_sentemb.fit_consert(CORPUS[:40], supervised=pairs, model=still_encoder(),
+                                  **{**common, "mode": "sup_unsup"})
