@@ -25,9 +25,18 @@ class BertFlow(BaseTrainer):
     (`encoder.postprocess = trainer.flow`; `keras_sentemb.fit_flow` does
     all of this).
 
+    A corpus too large to encode up front (a stream) is encoded step by
+    step instead: with `features` (the frozen encoder's vectors of packed
+    inputs), batches are `{"sentence": packed}` and each step encodes its
+    batch before the flow's update. The encoder takes no part in the
+    gradient and is not tracked by the trainer (its weights never change).
+
     Args:
         flow: `GlowFlow`, built (and normally initialised with
             `flow.initialize(vectors)`).
+        features: callable or None. Packed inputs -> float32 vectors `[B, d]`
+            (for `{"sentence": packed}` batches). Defaults to `None`
+            (batches carry their vectors). Not saved with the trainer.
 
     Examples:
 
@@ -47,13 +56,15 @@ class BertFlow(BaseTrainer):
 
     encoder_arguments = ()
 
-    def __init__(self, flow, **kwargs):
+    def __init__(self, flow, features=None, **kwargs):
         if not isinstance(flow, GlowFlow):
             raise TypeError(f"`flow` must be a GlowFlow; received {type(flow).__name__}.")
         super().__init__(None, **kwargs)
         if not flow.built:
             flow.build()
         self.flow = flow
+        # A plain function: Keras does not track what it closes over (the encoder).
+        self._features = features
         self.nll_bits_tracker = keras.metrics.Mean(name="bits_per_dim")
 
     def extra_metrics(self):
@@ -64,6 +75,21 @@ class BertFlow(BaseTrainer):
 
     def select(self, name):
         """Nothing to switch: the flow's best weights are restored in place."""
+
+    def _vectors(self, data):
+        """`{"vector": ...}` batches as they are; `{"sentence": packed}` ones encoded (frozen)."""
+        if "sentence" not in data:
+            return data
+        if self._features is None:
+            raise ValueError("Batches of sentences need `features` (the frozen encoder's "
+                             "vectors); pass BertFlow(flow, features=...).")
+        return {"vector": tf.stop_gradient(self._features(data["sentence"]))}
+
+    def train_step(self, data):
+        return super().train_step(self._vectors(data))
+
+    def test_step(self, data):
+        return super().test_step(self._vectors(data))
 
     def compute_loss_terms(self, data, training=True):
         x = tf.cast(data["vector"], self.flow.compute_dtype)

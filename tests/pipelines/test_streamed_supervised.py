@@ -129,3 +129,31 @@ def test_consert_supervised_stage_streams_triplets_and_pairs(tmp_path, monkeypat
     with pytest.raises(ValueError, match="`supervised_steps` is needed"):
         keras_sentemb.fit_consert(CORPUS[:40], supervised=pairs, model=still_encoder(),
                                   **{**common, "mode": "sup_unsup"})
+
+
+def test_flow_streams_its_corpus_and_encodes_each_batch_in_its_step(tmp_path, monkeypatch):
+    from keras_sentemb.pipelines import _frozen_encoder
+
+    sentences = CORPUS[:ROWS]
+    common = dict(steps=1, batch_size=ROWS, warmup_ratio=0.0, levels=1, depth=1,
+                  coupling_width=8, dev=None, verbose=0)
+    memory = keras_sentemb.fit_flow(sentences, model=still_encoder(), **common)
+    for k in range(2):
+        (tmp_path / f"part-{k}.txt").write_text("\n".join(sentences[k::2]) + "\n")
+    forbid(monkeypatch, _frozen_encoder, "load_corpus")
+    forbid(monkeypatch, _frozen_encoder.FittingData, "vectors")  # no up-front encoding
+    streamed = keras_sentemb.fit_flow(str(tmp_path / "part-*.txt"), model=still_encoder(),
+                                      **common)
+    assert "2 txt file(s)" in streamed.training_report.data["streamed"]
+    # The same initialisation (all rows) and the same full batch: the same loss and update.
+    (_, loss_memory), = memory.training_report.loss_history
+    (_, loss_streamed), = streamed.training_report.loss_history
+    assert loss_streamed == pytest.approx(loss_memory, rel=1e-4)
+    a = np.concatenate([w.ravel() for w in memory.postprocess.get_weights()])
+    b = np.concatenate([w.ravel() for w in streamed.postprocess.get_weights()])
+    # Adam's first update is about lr * sign(gradient): a gradient near 0 may flip sign
+    # between the two encodings (1e-6 apart); one whole step moves the weights ~3e-3.
+    assert np.linalg.norm(a - b) <= 5e-4 * np.linalg.norm(a)
+    with pytest.raises(ValueError, match="A Mixture mixes datasets"):
+        keras_sentemb.fit_flow(keras_sentemb.Mixture({"a": sentences, "b": sentences}),
+                               model=still_encoder(), **common)
