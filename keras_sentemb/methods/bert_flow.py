@@ -133,7 +133,8 @@ class Flow(Method):
                 return encoder.sentence_vectors(packed, plan.pooling, training=False,
                                                 normalize=encoder.normalize)
         with run.scope():
-            trainer = BertFlow(flow, features=features)
+            trainer = BertFlow(flow)
+        trainer.set_features(features)
         run.compile(trainer, adamw_linear_decay(plan.learning_rate, plan.steps,
                                                 config.warmup_ratio, config.weight_decay))
         extras = {}

@@ -26,17 +26,15 @@ class BertFlow(BaseTrainer):
     all of this).
 
     A corpus too large to encode up front (a stream) is encoded step by
-    step instead: with `features` (the frozen encoder's vectors of packed
-    inputs), batches are `{"sentence": packed}` and each step encodes its
-    batch before the flow's update. The encoder takes no part in the
-    gradient and is not tracked by the trainer (its weights never change).
+    step instead: after `set_features(fn)` (the frozen encoder's vectors of
+    packed inputs), batches may be `{"sentence": packed}` and each step
+    encodes its batch before the flow's update. The encoder takes no part
+    in the gradient and is not tracked by the trainer (its weights never
+    change).
 
     Args:
         flow: `GlowFlow`, built (and normally initialised with
             `flow.initialize(vectors)`).
-        features: callable or None. Packed inputs -> float32 vectors `[B, d]`
-            (for `{"sentence": packed}` batches). Defaults to `None`
-            (batches carry their vectors). Not saved with the trainer.
 
     Examples:
 
@@ -56,15 +54,14 @@ class BertFlow(BaseTrainer):
 
     encoder_arguments = ()
 
-    def __init__(self, flow, features=None, **kwargs):
+    def __init__(self, flow, **kwargs):
         if not isinstance(flow, GlowFlow):
             raise TypeError(f"`flow` must be a GlowFlow; received {type(flow).__name__}.")
         super().__init__(None, **kwargs)
         if not flow.built:
             flow.build()
         self.flow = flow
-        # A plain function: Keras does not track what it closes over (the encoder).
-        self._features = features
+        self._features = None
         self.nll_bits_tracker = keras.metrics.Mean(name="bits_per_dim")
 
     def extra_metrics(self):
@@ -76,13 +73,21 @@ class BertFlow(BaseTrainer):
     def select(self, name):
         """Nothing to switch: the flow's best weights are restored in place."""
 
+    def set_features(self, features):
+        """Encode `{"sentence": packed}` batches with `features` (packed -> float32 `[B, d]`).
+
+        A plain function, not saved with the trainer: Keras does not track
+        what it closes over (the frozen encoder).
+        """
+        self._features = features
+
     def _vectors(self, data):
         """`{"vector": ...}` batches as they are; `{"sentence": packed}` ones encoded (frozen)."""
         if "sentence" not in data:
             return data
         if self._features is None:
             raise ValueError("Batches of sentences need `features` (the frozen encoder's "
-                             "vectors); pass BertFlow(flow, features=...).")
+                             "vectors); call trainer.set_features(fn) first.")
         return {"vector": tf.stop_gradient(self._features(data["sentence"]))}
 
     def train_step(self, data):
