@@ -396,7 +396,7 @@ class DatasetSource:
             the columns.
         columns: tuple of str / int or None. The dict keys (or tuple
             positions) of the columns; None: the one string feature, or the
-            tuple's positions in order.
+            tuple's first positions in order.
         name: str. How errors name it.
     """
 
@@ -422,6 +422,8 @@ class DatasetSource:
         spec = self.dataset.element_spec
         columns = self.columns
         if isinstance(spec, dict):
+            if columns is None and all(n in spec for n in names):
+                columns = tuple(names)  # the features named as the method names them
             if columns is None:
                 columns = tuple(k for k, v in spec.items() if getattr(v, "dtype", None) == tf.string)
                 if len(columns) != len(names):
@@ -436,7 +438,8 @@ class DatasetSource:
             def pick(x):
                 return {n: _text(x[c]) for n, c in zip(names, columns)}
         elif isinstance(spec, tuple):
-            columns = columns or tuple(range(len(spec)))
+            # The first positions in order (a label after the text is left out when unused).
+            columns = columns or tuple(range(min(len(spec), len(names))))
             if len(columns) != len(names):
                 raise ValueError(
                     f"{self.name} yields {len(spec)}-tuples; {len(names)} columns are needed "

@@ -157,3 +157,47 @@ def test_flow_streams_its_corpus_and_encodes_each_batch_in_its_step(tmp_path, mo
     with pytest.raises(ValueError, match="A Mixture mixes datasets"):
         keras_sentemb.fit_flow(keras_sentemb.Mixture({"a": sentences, "b": sentences}),
                                model=still_encoder(), **common)
+
+
+def test_multitask_streams_each_task(tmp_path, monkeypatch):
+    import keras_sentemb.methods.multitask as multitask
+    from keras_sentemb.data.multitask import read_pair_file
+    from tests.trainers.test_multitask import _write_folder
+
+    folder = _write_folder(tmp_path / "multitask")
+    similarity = [(a, b, y) for _, a, b, y in read_pair_file(folder / "sts-train.csv")[0]]
+    common = dict(procedure="single", single_task="similarity", pretrain="none", steps=1,
+                  batch_size=len(similarity), dropout=0.0, dev=None, verbose=0, max_length=16)
+    start = still_encoder().get_weights()
+    memory = keras_sentemb.fit_multitask(str(folder), model=still_encoder(), **common)
+    glob = write_jsonl(tmp_path, "sts", similarity, ("sentence1", "sentence2", "label"))
+    forbid(monkeypatch, multitask, "load_multitask_data")
+    streamed = keras_sentemb.fit_multitask({"similarity": glob}, model=still_encoder(), **common)
+    assert "2 jsonl file(s)" in streamed.training_report.data["streamed"]["similarity"]
+    assert relative_error(memory.encoder.get_weights(), streamed.encoder.get_weights(),
+                          start) < 1e-3
+    # All three tasks in turn, after SimCSE on their sentences; a list of rows streams too.
+    tasks = {"similarity": glob,
+             "paraphrase": [(a, b, float(i % 2)) for i, (a, b, _) in enumerate(similarity)],
+             "sentiment": keras_sentemb.streamed(
+                 tf_rows([(a, i % 5) for i, (a, _, _) in enumerate(similarity)]))}
+    model = keras_sentemb.fit_multitask(
+        tasks, model=still_encoder(), **{**common, "procedure": "batch_round_robin",
+                                         "pretrain": "unsup", "pretrain_steps": 1,
+                                         "steps": 3, "batch_size": 4})
+    assert [int(o.iterations) for o in model.head_optimizers][:3] == [1, 1, 1]
+    assert [s["stage"] for s in model.training_report.extras["stages"]] == [
+        "pretrain", "multitask"]
+    for bad, message in (({"dev": "multitask"}, "dev='multitask' reads the dev files"),
+                         ({"procedure": "epoch_round_robin"}, "size a stream does not tell"),
+                         ({"pretrain": "paraphrase"}, "needs the whole task data")):
+        with pytest.raises(ValueError, match=message):
+            keras_sentemb.fit_multitask(tasks, model=still_encoder(),
+                                        **{**common, "procedure": "average", **bad})
+
+
+def tf_rows(rows):
+    """A `tf.data.Dataset` of `(sentence, int label)` tuples (a TFDS-like source)."""
+    import tensorflow as tf
+
+    return tf.data.Dataset.from_tensor_slices(([r[0] for r in rows], [r[1] for r in rows]))
