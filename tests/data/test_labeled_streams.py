@@ -45,3 +45,33 @@ def test_triplets_become_two_labelled_pairs_and_the_kind_is_told(tmp_path):
         ls.supervised_kind(sb.Mixture({"a": triplets, "b": pairs}))
     with pytest.raises(ValueError, match=r"first 100 records holds the columns"):
         ls.check_rows(pairs, ("s1", "s2"), {"label": ls.score_labels(2.0, 5.0)})
+
+
+def test_multitask_streams_follow_the_schedule_and_pretrain_on_every_task():
+    from keras_sentemb.data import multitask_streams as ms
+
+    rows = {"sentiment": [(f"s{i}", i % 5) for i in range(8)],
+            "paraphrase": [(f"p{i}", f"q{i}", i % 2) for i in range(8)],
+            "similarity": [(f"a{i}", f"b{i}", i * 0.5) for i in range(8)] + [("x", "y", 9.0)]}
+    streams = ms.task_streams(rows, "batch_round_robin")
+    elements = list(ms.streamed_multitask_batches(streams, "batch_round_robin", 4, seed=0)
+                    .take(6).as_numpy_iterator())
+    for step, element in enumerate(elements):
+        active = [t for t in ms.TASKS if element[t]["mask"].all()]
+        assert active == [ms.TASKS[step % 3]]
+        assert not any(element[t]["mask"].any() for t in ms.TASKS if t not in active)
+    assert elements[0]["sentiment"]["label"].dtype == "int32"
+    scores = [v for e in elements for v in e["similarity"]["label"] if e["similarity"]["mask"][0]]
+    assert len(scores) == 8 and max(scores) <= 5.0  # the out-of-range row skipped
+    resumed = next(ms.streamed_multitask_batches(streams, "batch_round_robin", 4, seed=0,
+                                                 start_step=4).as_numpy_iterator())
+    assert (resumed["paraphrase"]["sentence1"].tolist()
+            == elements[4]["paraphrase"]["sentence1"].tolist())
+    sentences = ms.TaskSentences(streams)
+    texts = {r["sentence"].decode() for r in sentences.rows(("sentence",), seed=0)
+             .as_numpy_iterator()}
+    assert {"s0", "p0", "q0", "a0", "b0"} <= texts and len(texts) == 8 + 16 + 18
+    with pytest.raises(ValueError, match="size a stream does not tell"):
+        ms.task_streams(rows, "epoch_round_robin")
+    with pytest.raises(ValueError, match=r"the data has no \['paraphrase', 'similarity'\]"):
+        ms.task_streams({"sentiment": rows["sentiment"]}, "average")
