@@ -113,7 +113,7 @@ class Flow(Method):
                 permutation=config.permutation, pooling=plan.pooling, seed=run.seed,
             )
             flow.build()
-        features = None
+        features = None  # batches carry their vectors
         if source.stream is None:
             vectors = source.vectors(run, plan, encoder, config.encode_batch_size, run.verbose)
             sample = np.random.default_rng(run.seed or 0).permutation(len(vectors))[:INIT_SAMPLE]
@@ -128,10 +128,8 @@ class Flow(Method):
             flow.initialize(source.sample_vectors(run, plan, encoder, INIT_SAMPLE,
                                                   config.encode_batch_size))
             make_dataset = run.stream_batches(encoder, source.stream, ("sentence",), plan)
-
-            def features(packed):
-                return encoder.sentence_vectors(packed, plan.pooling, training=False,
-                                                normalize=encoder.normalize)
+            features = lambda packed: encoder.sentence_vectors(  # noqa: E731
+                packed, plan.pooling, training=False, normalize=encoder.normalize)
         with run.scope():
             trainer = BertFlow(flow)
         trainer.set_features(features)
