@@ -98,7 +98,7 @@ def while_tracing(fn, **kind):
     return out[0]
 
 
-def make_tiny_encoder(num_layers=2, hidden_dim=32, **kwargs):
+def make_tiny_encoder(num_layers=2, hidden_dim=32, dropout=0.1, **kwargs):
     """A 2-layer, 32-wide random BERT with a few dozen words of vocabulary."""
     import keras
     import keras_hub
@@ -113,7 +113,7 @@ def make_tiny_encoder(num_layers=2, hidden_dim=32, **kwargs):
         hidden_dim=hidden_dim,
         intermediate_dim=2 * hidden_dim,
         max_sequence_length=64,
-        dropout=0.1,
+        dropout=dropout,
     )
     tokenizer = keras_hub.models.BertTokenizer(
         vocabulary=TINY_VOCAB, lowercase=True, strip_accents=True

@@ -168,19 +168,21 @@ def _shuffled_rows(source, names, seed, shuffle_buffer, shard=None):
 
 
 def unique_batches(rows, batch_size, names):
-    """Batches of `batch_size` rows in which no text occurs twice (in any column).
+    """Batches of `batch_size` rows in which no text occurs twice (in any column of `names`).
 
     A row whose text already occurs in an earlier row of the window waits
     for a later batch (kept in arrival order); at most `CARRY_BATCHES`
     batches' worth of rows wait, beyond that the newest are dropped (only a
-    stream of mostly duplicates gets there).
+    stream of mostly duplicates gets there). Other columns of the rows
+    (labels) travel with them.
     """
     cap = CARRY_BATCHES * batch_size
     chunks = rows.batch(batch_size)
-    init = {n: tf.zeros([0], tf.string) for n in names}
+    spec = rows.element_spec
+    init = {n: tf.zeros([0], spec[n].dtype) for n in spec}
 
     def step(carry, chunk):
-        window = {n: tf.concat([carry[n], chunk[n]], 0) for n in names}
+        window = {n: tf.concat([carry[n], chunk[n]], 0) for n in spec}
         texts = tf.stack([window[n] for n in names], axis=1)  # [m, columns]
         m = tf.shape(texts)[0]
         flat = tf.reshape(texts, [-1])
@@ -195,14 +197,14 @@ def unique_batches(rows, batch_size, names):
             tf.ones([m], tf.bool), taken[:, None], tf.zeros_like(taken, tf.bool))
         keep = tf.cond(full, lambda: keep, lambda: tf.ones([m], tf.bool))
         rest = tf.where(keep)[:, 0][:cap]
-        new_carry = {n: tf.gather(window[n], rest) for n in names}
+        new_carry = {n: tf.gather(window[n], rest) for n in spec}
         batch = {n: tf.gather(window[n], tf.cond(full, lambda: taken, lambda: taken[:0]))
-                 for n in names}
+                 for n in spec}
         return new_carry, (full, batch)
 
     out = chunks.scan(init, step).filter(lambda full, batch: full)
     return out.map(lambda full, batch: {n: tf.ensure_shape(batch[n], [batch_size])
-                                        for n in names})
+                                        for n in spec})
 
 
 def head_rows(stream, names, n):
@@ -240,17 +242,44 @@ def _without(rows, exclude):
     return rows.filter(keep)
 
 
-def _source_batches(source, names, batch_size, seed, no_duplicates, shard=None, exclude=None):
+def _labelled(rows, labels):
+    """`rows` with each label column parsed (`labels[name]`: text -> (value, ok)); bad rows out."""
+    if not labels:
+        return rows
+
+    @tf.autograph.experimental.do_not_convert  # plain TensorFlow ops
+    def parse(row):
+        out, ok = dict(row), tf.constant(True)
+        for name, parser in labels.items():
+            out[name], parsed = parser(row[name])
+            ok = tf.logical_and(ok, parsed)
+        return out, ok
+
+    @tf.autograph.experimental.do_not_convert
+    def parsed(row, ok):
+        return ok
+
+    @tf.autograph.experimental.do_not_convert
+    def value(row, ok):
+        return row
+
+    return rows.map(parse).filter(parsed).map(value)
+
+
+def _source_batches(source, names, batch_size, seed, no_duplicates, shard=None, exclude=None,
+                    labels=None):
     options = source.options
     dedupe = no_duplicates if options.no_duplicates is None else options.no_duplicates
-    rows = _without(_shuffled_rows(source, names, seed, options.shuffle_buffer, shard), exclude)
+    columns = tuple(names) + tuple(labels or ())
+    rows = _shuffled_rows(source, columns, seed, options.shuffle_buffer, shard)
+    rows = _without(_labelled(rows, labels), exclude)
     if dedupe:
         return unique_batches(rows, batch_size, names)
     return rows.batch(batch_size, drop_remainder=True)
 
 
 def stream_batches(stream, names, batch_size, seed=0, start_step=0, no_duplicates=False,
-                   workers=1, exclude=None):
+                   workers=1, exclude=None, labels=None):
     """An endless dataset of string batches `{name: tf.string [batch_size]}` from a stream.
 
     Args:
@@ -267,18 +296,25 @@ def stream_batches(stream, names, batch_size, seed=0, start_step=0, no_duplicate
             index 0.
         exclude: dict column -> texts, or None. Rows with one of these
             texts in that column are left out (held-out data).
+        labels: dict column -> parser, or None. Columns read beside
+            `names` and parsed into numbers (`text -> (value, ok)`, see
+            `keras_sentemb.data.labeled_streams`); a row whose label does
+            not parse is skipped. They take no part in the no-duplicates
+            rule.
     """
     batch_size = validation.positive_int(batch_size, "batch_size")
     seed = int(seed or 0)
     policy, shard = _sharding(stream, workers)
     if isinstance(stream, Mixture):
         parts = [
-            _source_batches(s, names, batch_size, seed + 1000 * i, no_duplicates, shard, exclude)
+            _source_batches(s, names, batch_size, seed + 1000 * i, no_duplicates, shard, exclude,
+                            labels)
             for i, s in enumerate(stream.sources.values())
         ]
         ds = _choose(parts, list(stream.weights.values()), stream.mode, seed)
     else:
-        ds = _source_batches(stream, names, batch_size, seed, no_duplicates, shard, exclude)
+        ds = _source_batches(stream, names, batch_size, seed, no_duplicates, shard, exclude,
+                             labels)
     if start_step:
         ds = ds.skip(int(start_step))
     return _with_policy(ds, policy)
@@ -325,6 +361,7 @@ def shard_policy(stream, workers):
     if workers <= 1:
         return policy.AUTO
     sources = stream.sources.values() if isinstance(stream, Mixture) else [stream]
+    sources = [getattr(s, "source", s) for s in sources]  # through TripletPairs
     readable = all(isinstance(s, TextFiles) for s in sources)
     files = min(len(s.files) for s in sources) if readable else 0
     if readable and files >= workers:

@@ -145,7 +145,7 @@ class TextFiles:
     def __repr__(self):
         return f"TextFiles({len(self.files)} {self.format} file(s), columns={self.columns})"
 
-    def rows(self, names, seed=None, cycle_length=8, shard=None):
+    def rows(self, names, seed=None, cycle_length=8, shard=None, scan=None):
         """One pass over the files: rows `{name: tf.string}`, files in a seeded order.
 
         Repeated (`.repeat()`), each pass draws a new file order.
@@ -157,6 +157,9 @@ class TextFiles:
             cycle_length: int. Files read at once (interleaved).
             shard: `(count, index)` or None. Read only files `index`,
                 `index + count`, ... (this worker's files).
+            scan: int or None. Read at most this many records of each file
+                (rows with an empty column included): a bounded look at the
+                data.
         """
         columns = self._columns_for(names)
         files = tf.data.Dataset.from_tensor_slices(self.files)
@@ -165,6 +168,8 @@ class TextFiles:
         if seed is not None and len(self.files) > 1:
             files = files.shuffle(len(self.files), seed=seed, reshuffle_each_iteration=True)
         read = self._reader(columns, names)
+        if scan is not None:
+            read = _bounded(read, scan)
         return files.interleave(
             read, cycle_length=max(1, min(cycle_length, len(self.files) // (shard or (1,))[0])),
             block_length=16,
@@ -274,6 +279,10 @@ class TextFiles:
             })
 
         return read
+
+
+def _bounded(read, scan):
+    return lambda path: read(path).take(scan)
 
 
 def _compression(path):
@@ -387,7 +396,7 @@ class DatasetSource:
             the columns.
         columns: tuple of str / int or None. The dict keys (or tuple
             positions) of the columns; None: the one string feature, or the
-            tuple's positions in order.
+            tuple's first positions in order.
         name: str. How errors name it.
     """
 
@@ -404,11 +413,17 @@ class DatasetSource:
     def __repr__(self):
         return f"DatasetSource({self.name}, size={self.size})"
 
-    def rows(self, names, seed=None, cycle_length=None, shard=None):
-        """The dataset's rows `{name: tf.string}` (one pass; endless if the dataset is)."""
+    def rows(self, names, seed=None, cycle_length=None, shard=None, scan=None):
+        """The dataset's rows `{name: tf.string}` (one pass; endless if the dataset is).
+
+        Numeric features (a TFDS class label) are read as their text; `scan`
+        reads at most that many elements.
+        """
         spec = self.dataset.element_spec
         columns = self.columns
         if isinstance(spec, dict):
+            if columns is None and all(n in spec for n in names):
+                columns = tuple(names)  # the features named as the method names them
             if columns is None:
                 columns = tuple(k for k, v in spec.items() if getattr(v, "dtype", None) == tf.string)
                 if len(columns) != len(names):
@@ -421,9 +436,10 @@ class DatasetSource:
                 raise ValueError(f"{self.name} has no feature(s) {missing}; it has {list(spec)}.")
 
             def pick(x):
-                return {n: tf.strings.strip(x[c]) for n, c in zip(names, columns)}
+                return {n: _text(x[c]) for n, c in zip(names, columns)}
         elif isinstance(spec, tuple):
-            columns = columns or tuple(range(len(spec)))
+            # The first positions in order (a label after the text is left out when unused).
+            columns = columns or tuple(range(min(len(spec), len(names))))
             if len(columns) != len(names):
                 raise ValueError(
                     f"{self.name} yields {len(spec)}-tuples; {len(names)} columns are needed "
@@ -431,7 +447,7 @@ class DatasetSource:
                 )
 
             def pick(*x):
-                return {n: tf.strings.strip(x[c]) for n, c in zip(names, columns)}
+                return {n: _text(x[c]) for n, c in zip(names, columns)}
         else:
             if getattr(spec, "dtype", None) != tf.string or len(names) != 1:
                 raise ValueError(
@@ -444,9 +460,18 @@ class DatasetSource:
 
         for column in (columns or ()):
             dtype = getattr(spec[column], "dtype", None)
-            if dtype is not None and dtype != tf.string:
+            if dtype is not None and dtype != tf.string and not (dtype.is_integer
+                                                                 or dtype.is_floating):
                 raise ValueError(f"{self.name}'s feature {column!r} is {dtype.name}, not a string.")
-        return self.dataset.map(pick).filter(lambda row: _all_non_empty(row, names))
+        dataset = self.dataset if scan is None else self.dataset.take(scan)
+        return dataset.map(pick).filter(lambda row: _all_non_empty(row, names))
+
+
+def _text(value):
+    """A string cell stripped; a number as its text (a class label of a TFDS dataset)."""
+    if value.dtype != tf.string:
+        value = tf.strings.as_string(value)
+    return tf.strings.strip(value)
 
 
 def tfds_source(name, columns=None, split="train"):

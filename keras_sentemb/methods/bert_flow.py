@@ -93,13 +93,17 @@ class Flow(Method):
         "verbose": "Keras `fit` verbosity (and the encoding progress bar). Defaults to "
                    "`\"auto\"`.",
     }
-    data_doc = ("list of str, a text file (one sentence per line), a `tf.data.Dataset` of "
-                "strings or a TFDS name; or the sentences' precomputed vectors (a float array "
-                "`[n, d]` or a `.npy` file, e.g. from `keras-sentemb encode` with the same model "
-                "and pooling).")
+    data_doc = ("list of str, a text file (one sentence per line) or a TFDS name (encoded "
+                "once, in memory); a glob or list of files, `keras_sentemb.streamed(...)` or a "
+                "`tf.data.Dataset` of strings (streamed: the flow is initialised on the first "
+                "1,024 sentences of the shuffled stream and each step encodes its own batch, "
+                "so `steps` bounds what is read); or the sentences' precomputed vectors (a "
+                "float array `[n, d]` or a `.npy` file, e.g. from `keras-sentemb encode` with "
+                "the same model and pooling).")
 
     def train(self, run, data, config):
-        source = FittingData(data)
+        # A TFDS name is read into memory, as before streams: the same batches for a seed.
+        source = FittingData(data, tfds=False)
         run.record_data(**source.describe())
         with run.scope():
             encoder, plan = load_frozen_encoder(run, examples=source.count, epochs=config.epochs)
@@ -109,11 +113,26 @@ class Flow(Method):
                 permutation=config.permutation, pooling=plan.pooling, seed=run.seed,
             )
             flow.build()
-        vectors = source.vectors(run, plan, encoder, config.encode_batch_size, run.verbose)
-        sample = np.random.default_rng(run.seed or 0).permutation(len(vectors))[:INIT_SAMPLE]
-        flow.initialize(vectors[np.sort(sample)])
+        features = None  # batches carry their vectors
+        if source.stream is None:
+            vectors = source.vectors(run, plan, encoder, config.encode_batch_size, run.verbose)
+            sample = np.random.default_rng(run.seed or 0).permutation(len(vectors))[:INIT_SAMPLE]
+            flow.initialize(vectors[np.sort(sample)])
+
+            def make_dataset(start_step):
+                return shuffled_batches({}, run.batch_size, seed=run.seed or 0,
+                                        start_step=start_step, extra={"vector": vectors})
+        else:
+            # Streamed: the first sentences of the shuffled stream initialise the flow, and
+            # each step encodes its own batch (nothing is encoded up front).
+            flow.initialize(source.sample_vectors(run, plan, encoder, INIT_SAMPLE,
+                                                  config.encode_batch_size))
+            make_dataset = run.stream_batches(encoder, source.stream, ("sentence",), plan)
+            features = lambda packed: encoder.sentence_vectors(  # noqa: E731
+                packed, plan.pooling, training=False, normalize=encoder.normalize)
         with run.scope():
             trainer = BertFlow(flow)
+        trainer.set_features(features)
         run.compile(trainer, adamw_linear_decay(plan.learning_rate, plan.steps,
                                                 config.warmup_ratio, config.weight_decay))
         extras = {}
@@ -123,10 +142,6 @@ class Flow(Method):
             extras["dev_spearman_without_flow"] = round(dev_set.spearman(), 4)
             selection = DevSelection(lambda name, layer: dev_set.spearman(layer),
                                      monitor="sts_dev_spearman")
-
-        def make_dataset(start_step):
-            return shuffled_batches({}, run.batch_size, seed=run.seed or 0, start_step=start_step,
-                                    extra={"vector": vectors})
 
         retrieval_score = None
         if run.dev_retrieval_data is not None:

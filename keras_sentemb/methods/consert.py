@@ -5,9 +5,18 @@ import logging
 import os
 import typing
 
+import tensorflow as tf
+
 from keras_sentemb import validation
+from keras_sentemb.data.labeled_streams import PAIR_COLUMNS
+from keras_sentemb.data.labeled_streams import as_labeled_pairs
+from keras_sentemb.data.labeled_streams import check_rows
+from keras_sentemb.data.labeled_streams import class_labels
+from keras_sentemb.data.labeled_streams import ordered_rows
+from keras_sentemb.data.labeled_streams import supervised_kind
 from keras_sentemb.data.nli import load_supervised
 from keras_sentemb.data.nli import triplets_to_nli_pairs
+from keras_sentemb.data.stream_batches import as_stream
 from keras_sentemb.methods.method import ALL_OPTIONAL
 from keras_sentemb.methods.method import Method
 from keras_sentemb.methods.options import MethodConfig
@@ -26,6 +35,8 @@ from keras_sentemb.trainers.consert import parse_views
 logger = logging.getLogger(__name__)
 
 PAPER = "Yan et al. 2021"
+# Streamed labelled pairs: rows read to count the classes.
+LABEL_SAMPLE = 10_000
 UNSUP_VIEWS = ("shuffle", "feature_cutoff")
 
 
@@ -136,7 +147,10 @@ class ConSERT(Method):
         "learning_rate": "float. Defaults to `5e-7` (ConSERT, unsupervised).",
     }
     data_doc = ("list of str, text file, `tf.data.Dataset` or TFDS name (the unlabeled "
-                "sentences), or, in modes `\"sup\"` / `\"joint\"`, the supervised file or rows.")
+                "sentences), or, in modes `\"sup\"` / `\"joint\"`, the supervised file or rows. "
+                "Both stream (a glob of files, `keras_sentemb.streamed(...)`, a `.jsonl` file, a "
+                "`tf.data.Dataset`): supervised rows are `sent0`, `sent1`, `hard_neg` triplets or "
+                "`sentence1`, `sentence2`, `label` pairs (see the large-corpora guide).")
 
     def train(self, run, data, config):
         mode = config.mode
@@ -157,20 +171,19 @@ class ConSERT(Method):
             )
         with run.scope():
             encoder = run.load_encoder()
-        rows = num_labels = sentences = None
+        supervised = sentences = None
         if mode != "unsup":
-            rows, num_labels = _nli_rows(data if supervised_only else config.supervised)
-            run.record_data(supervised_pairs=len(rows))
+            supervised = SupervisedData(data if supervised_only else config.supervised)
+            run.record_data(**supervised.describe())
         stream = None
         if not supervised_only:
             sentences, stream, n = run.read_sentences(data)
         # The run's steps and learning rate are the last stage's.
-        plan = run.resolve(encoder, examples=len(rows) if supervised_only else n,
+        plan = run.resolve(encoder, examples=supervised.count if supervised_only else n,
                            epochs=config.epochs)
         common["pooling"] = plan.pooling
         if mode != "unsup":
-            trainer = _supervised_stage(run, plan, config, encoder, views, common, rows,
-                                        num_labels)
+            trainer = _supervised_stage(run, plan, config, encoder, views, common, supervised)
             encoder = trainer.encoder
         if not supervised_only:
             if ADVERSARIAL in views:
@@ -195,24 +208,84 @@ class ConSERT(Method):
         return run.finish(trainer.encoder, plan)
 
 
-def _supervised_stage(run, plan, config, encoder, views, common, rows, num_labels):
-    """Trains the `"sup"` / `"joint"` stage on the labelled `rows`; returns its trainer."""
+def _supervised_stage(run, plan, config, encoder, views, common, supervised):
+    """Trains the `"sup"` / `"joint"` stage on the labelled pairs; returns its trainer."""
     stage = "joint" if config.mode.startswith("joint") else "sup"
     if config.mode in ("sup", "joint"):
         steps, lr = plan.steps, plan.learning_rate
     else:
-        steps = config.supervised_steps or max(1, len(rows) // run.batch_size)
+        steps = config.supervised_steps
+        if steps is None and supervised.count is None:
+            raise ValueError("`supervised_steps` is needed: the supervised data is streamed and "
+                             "its size is not known in advance (pass supervised_steps=N).")
+        steps = steps or max(1, supervised.count // run.batch_size)
         lr = config.supervised_learning_rate
     with run.scope():
-        trainer = ConSERTTrainer(encoder, views=views, mode=stage, num_labels=num_labels,
-                                 **common)
+        trainer = ConSERTTrainer(encoder, views=views, mode=stage,
+                                 num_labels=supervised.num_labels, **common)
     run.compile(trainer, adamw_linear_decay(lr, steps, config.warmup_ratio))
-    logger.info("ConSERT %s stage: %d pairs, %d steps", stage, len(rows), steps)
-    columns = {"premise": [r[0] for r in rows], "hypothesis": [r[1] for r in rows]}
-    run.fit(trainer, run.batches(encoder, columns, plan, extra={"label": [r[2] for r in rows]}),
+    logger.info("ConSERT %s stage: %s pairs, %d steps", stage,
+                "streamed" if supervised.count is None else supervised.count, steps)
+    # The joint loss contrasts the batch's premises (and hypotheses) with each other.
+    run.fit(trainer, supervised.batches(run, encoder, plan, no_duplicates=stage == "joint"),
             plan, steps=steps, stage=stage, patience=config.patience,
             selection=_dev_selection(run, config.dev_pooling, config.patience))
     return trainer
+
+
+class SupervisedData:
+    """The supervised stage's labelled pairs: rows in memory, or a stream.
+
+    In memory (a list, a small CSV / TSV file): NLI triplets become
+    entailment / contradiction pairs, labelled pairs are used as they are.
+    Streamed (a glob, `streamed(...)`, a `.jsonl` file, a `tf.data.Dataset`):
+    the same, row by row (`TripletPairs`); with labelled pairs the number of
+    classes is read from the first `LABEL_SAMPLE` rows (at least 2), and a
+    later row with a larger label is skipped.
+    """
+
+    def __init__(self, data):
+        self.stream = as_stream(data)
+        if self.stream is None:
+            self.rows, self.num_labels = _nli_rows(data)
+            self.count = len(self.rows)
+            return
+        kind = supervised_kind(self.stream)
+        if kind == "triplets":
+            _warn_two_classes(data)
+            self.stream, self.num_labels = as_labeled_pairs(self.stream), 3
+        else:
+            check_rows(self.stream, PAIR_COLUMNS[:2], {"label": class_labels()})
+            sample = ordered_rows(self.stream, PAIR_COLUMNS[:2], {"label": class_labels()})
+            top = max(int(b["label"].max()) for b in sample.take(LABEL_SAMPLE).batch(1024)
+                      .as_numpy_iterator())
+            self.num_labels = max(2, top + 1)
+            logger.info("ConSERT: %d classes (the largest label of the first %d streamed rows); "
+                        "a later row with a larger label is skipped", self.num_labels,
+                        LABEL_SAMPLE)
+        self.count = self.stream.size
+
+    def describe(self):
+        if self.stream is None:
+            return {"supervised_pairs": self.count}
+        return {"supervised_pairs": self.count, "supervised_streamed": repr(self.stream)}
+
+    def batches(self, run, encoder, plan, no_duplicates):
+        """`make_dataset(start_step)` of `{"premise", "hypothesis", "label"}` batches."""
+        if self.stream is None:
+            rows = self.rows
+            columns = {"premise": [r[0] for r in rows], "hypothesis": [r[1] for r in rows]}
+            return run.batches(encoder, columns, plan, extra={"label": [r[2] for r in rows]})
+        first, second = PAIR_COLUMNS[:2]
+        make = run.stream_batches(encoder, self.stream, (first, second), plan,
+                                  no_duplicates=no_duplicates,
+                                  labels={"label": class_labels(self.num_labels)})
+
+        @tf.autograph.experimental.do_not_convert
+        def rename(batch):
+            return {"premise": batch[first], "hypothesis": batch[second], "label": batch["label"]}
+
+        return lambda start_step: make(start_step).map(rename)
 
 
 def _parse_rates(view_rates):
@@ -225,15 +298,19 @@ def _parse_rates(view_rates):
     return tuple(view_rates)
 
 
+def _warn_two_classes(supervised):
+    logger.warning(
+        "%s holds (premise, entailment, contradiction) triplets: the classifier "
+        "learns 2 of NLI's 3 classes (no neutral pairs). Pass 3-way labelled pairs "
+        "(sentence1<TAB>sentence2<TAB>label) to keep neutral.",
+        supervised if isinstance(supervised, str) else "the supervised data",
+    )
+
+
 def _nli_rows(supervised):
     kind, rows = load_supervised(supervised)
     if kind == "triplets":
-        logger.warning(
-            "%s holds (premise, entailment, contradiction) triplets: the classifier "
-            "learns 2 of NLI's 3 classes (no neutral pairs). Pass 3-way labelled pairs "
-            "(sentence1<TAB>sentence2<TAB>label) to keep neutral.",
-            supervised if isinstance(supervised, str) else "the supervised data",
-        )
+        _warn_two_classes(supervised)
         rows = triplets_to_nli_pairs(rows)
     num_labels = max(3 if kind == "triplets" else 2, max(r[2] for r in rows) + 1)
     return rows, num_labels

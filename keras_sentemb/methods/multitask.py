@@ -7,20 +7,31 @@ import typing
 from pathlib import Path
 
 import keras
+import tensorflow as tf
 
 from keras_sentemb import compat
 from keras_sentemb import validation
+from keras_sentemb.data.labeled_streams import check_rows
 from keras_sentemb.data.multitask import PRETRAIN_MODES
 from keras_sentemb.data.multitask import PROCEDURES
 from keras_sentemb.data.multitask import STSB_TEST_LEAKAGE_WARNING
 from keras_sentemb.data.multitask import TASKS
+from keras_sentemb.data.multitask import TASK_COLUMNS
 from keras_sentemb.data.multitask import check_procedure
 from keras_sentemb.data.multitask import load_multitask_data
 from keras_sentemb.data.multitask import multitask_batches
 from keras_sentemb.data.multitask import pretraining_examples
 from keras_sentemb.data.multitask import schedule_sizes
 from keras_sentemb.data.multitask import tokenize_multitask
+from keras_sentemb.data.multitask_streams import STREAM_PRETRAIN
+from keras_sentemb.data.multitask_streams import TaskSentences
+from keras_sentemb.data.multitask_streams import streamed_multitask_batches
+from keras_sentemb.data.multitask_streams import task_labels
+from keras_sentemb.data.multitask_streams import task_streams
 from keras_sentemb.data.nli import read_nli_triplets
+from keras_sentemb.data.stream_batches import as_stream
+from keras_sentemb.data.stream_batches import streamed
+from keras_sentemb.data.stream_batches import worker_shard
 from keras_sentemb.evaluation.multitask import evaluate_multitask
 from keras_sentemb.methods.method import DEV_RETRIEVAL
 from keras_sentemb.methods.method import Method
@@ -155,14 +166,26 @@ def _pretrain(run, plan, encoder, mode, train, steps, learning_rate, temperature
     if mode == THREE_GIVEN:  # many short stages: no backup of their own (restarts if interrupted)
         return pretrain_three_given(run, plan, encoder, train, steps, learning_rate, temperature,
                                     callbacks=others)
-    triplets = None
-    if mode == "nli":
-        nli_file = nli_file or (Path(os.fspath(data_dir)).parent / "nli" / "snli_devtest_triplets.csv")
-        triplets = read_nli_triplets(nli_file)
-    columns = pretraining_examples(mode, train, triplets, run.seed or 0)
     simcse_mode = "unsup" if mode == "unsup" else "sup"
-    logger.info("multitask: SimCSE pre-training (%s, %s, %d examples, %d steps)",
-                mode, simcse_mode, len(next(iter(columns.values()))), steps)
+    if data_dir is None:  # streamed task data (`train` holds the task streams)
+        stream = TaskSentences(train) if mode == "unsup" else as_stream(nli_file)
+        if stream is None:  # a small NLI file: streamed from memory all the same
+            stream = streamed(tf.data.Dataset.from_tensor_slices(
+                tuple(map(list, zip(*read_nli_triplets(nli_file))))))
+        names = ("sentence",) if mode == "unsup" else ("sent0", "sent1", "hard_neg")
+        make_dataset = run.stream_batches(encoder, stream, names, plan, no_duplicates=True)
+        size = "streamed"
+    else:
+        triplets = None
+        if mode == "nli":
+            nli_file = nli_file or (Path(os.fspath(data_dir)).parent / "nli"
+                                    / "snli_devtest_triplets.csv")
+            triplets = read_nli_triplets(nli_file)
+        columns = pretraining_examples(mode, train, triplets, run.seed or 0)
+        make_dataset = run.batches(encoder, columns, plan)
+        size = len(next(iter(columns.values())))
+    logger.info("multitask: SimCSE pre-training (%s, %s, %s examples, %d steps)",
+                mode, simcse_mode, size, steps)
     with run.scope():
         pretrainer = SimCSE(
             encoder, mode=simcse_mode, temperature=temperature, pooling=plan.pooling,
@@ -173,7 +196,7 @@ def _pretrain(run, plan, encoder, mode, train, steps, learning_rate, temperature
     # interrupted here resumes here.
     if backup is not None:
         others.append(TrainingBackup(os.path.join(os.fspath(backup.backup_dir), "pretrain")))
-    run.fit(pretrainer, run.batches(encoder, columns, plan), plan, steps=steps, dev_pairs=None,
+    run.fit(pretrainer, make_dataset, plan, steps=steps, dev_pairs=None,
             stage="pretrain", keep_best=False, run_callbacks=others, dev_retrieval=False)
 
 
@@ -239,7 +262,9 @@ class Multitask(Method):
                   "`SentenceEncoder.from_preset`) and the heads "
                   "(`MultitaskModel.load_from_folder`). Defaults to `None`.",
     }
-    data_doc = "str. The multitask folder."
+    data_doc = ("str. The multitask folder; or a dict task -> data streaming each task's "
+                "rows (a glob of files, `keras_sentemb.streamed(...)`, a `tf.data.Dataset`, a "
+                "list of rows; see `keras_sentemb.data.multitask_streams`).")
 
     returns_doc = ("The trained `MultitaskModel` (its `.encoder` is the kept `SentenceEncoder`, "
                    "pooling set); `.dev_metrics` holds the kept model's dev metrics, "
@@ -249,6 +274,9 @@ class Multitask(Method):
         if run.config.steps is None:
             raise ValueError("fit_multitask needs `steps` (a positive int). Received: None.")
         check_procedure(config.procedure, config.single_task)
+        streams = task_streams(data, config.procedure, config.single_task)
+        if streams is not None:
+            return self._train_streamed(run, config, streams)
         tasks_data = load_multitask_data(data, config.quora_dev_fraction, verbose=True)
         train, dev_sets = tasks_data["train"], tasks_data["dev"]
         logger.warning(STSB_TEST_LEAKAGE_WARNING)
@@ -286,6 +314,48 @@ class Multitask(Method):
         trainer.skipped_rows = tasks_data["skipped"]
         return trainer
 
+    def _train_streamed(self, run, config, streams):
+        """`train` on a dict of task streams (see `keras_sentemb.data.multitask_streams`)."""
+        if run.dev == MULTITASK_DEV:
+            raise ValueError("dev='multitask' reads the dev files of a multitask folder; with "
+                             "streamed task data pass dev='stsb', an STS-B path, pairs or None.")
+        if config.pretrain not in STREAM_PRETRAIN:
+            raise ValueError(f"pretrain={config.pretrain!r} needs the whole task data in memory; "
+                             f"streamed task data pre-trains with {list(STREAM_PRETRAIN)}.")
+        if config.pretrain == "nli" and config.nli_file is None:
+            raise ValueError("pretrain='nli' with streamed task data needs `nli_file` (there is "
+                             "no multitask folder to find it next to).")
+        for task, stream in streams.items():
+            check_rows(stream, TASK_COLUMNS[task], {"label": task_labels(task)})
+        run.record_data(train={t: s.size for t, s in streams.items()},
+                        streamed={t: repr(s) for t, s in streams.items()})
+        with run.scope():
+            encoder = run.load_encoder()
+        plan = run.resolve(encoder)
+        extras = {"procedure": config.procedure}
+        pretraining = self._pretraining(run, plan, config, encoder, streams, None)
+        if pretraining is not None:
+            extras["pretraining"] = pretraining
+        workers = worker_shard(run.config.strategy)
+        fusion = ("similarity",) if config.fusion else ()
+
+        def make_dataset(start_step):
+            ds = streamed_multitask_batches(
+                streams, config.procedure, run.batch_size, seed=run.seed or 0,
+                start_step=start_step, single_task=config.single_task, workers=workers,
+                no_duplicates=fusion)
+            return tokenize_multitask(encoder, ds, plan.max_length)
+
+        trainer, _ = self._multitask_stage(run, plan, config, encoder, None, None,
+                                           pretrained=isinstance(pretraining, dict),
+                                           make_dataset=make_dataset)
+        run.finish(trainer.encoder, plan, extras=extras)
+        if run.output is not None:
+            trainer.save_heads(run.output)
+        trainer.dev_metrics = None
+        trainer.skipped_rows = {}
+        return trainer
+
     @staticmethod
     def _pretraining(run, plan, config, encoder, train, data):
         """Runs the pre-training stage; returns what the report says of it (None: none)."""
@@ -305,8 +375,12 @@ class Multitask(Method):
         return {"mode": config.pretrain, "steps": pretrain_steps, **(done or {})}
 
     @staticmethod
-    def _multitask_stage(run, plan, config, encoder, train, dev_sets, pretrained):
-        """Trains the heads (and the encoder) for `steps`; returns `(trainer, selection)`."""
+    def _multitask_stage(run, plan, config, encoder, train, dev_sets, pretrained,
+                         make_dataset=None):
+        """Trains the heads (and the encoder) for `steps`; returns `(trainer, selection)`.
+
+        `make_dataset` (streamed tasks) replaces the batches of `train`.
+        """
         with run.scope():
             trainer = MultitaskModel(
                 encoder, head_sharing=config.head_sharing, hidden_dim=config.hidden_dim,
@@ -322,7 +396,7 @@ class Multitask(Method):
                 fusion_optimizer=optimizers.AdamW(plan.learning_rate, weight_decay=WEIGHT_DECAY),
             )
 
-        def make_dataset(start_step):
+        def from_memory(start_step):
             ds = multitask_batches(
                 train, config.procedure, run.batch_size, seed=run.seed or 0,
                 start_step=start_step, single_task=config.single_task,
@@ -332,7 +406,7 @@ class Multitask(Method):
         selection = None
         if run.dev == MULTITASK_DEV:
             selection = MultitaskDevEvaluation(dev_sets, limit=config.dev_limit)
-        run.fit(trainer, make_dataset, plan, selection=selection,
+        run.fit(trainer, make_dataset or from_memory, plan, selection=selection,
                 stage="multitask" if pretrained else None)
         return trainer, selection
 

@@ -3,6 +3,8 @@
 import dataclasses
 
 from keras_sentemb.data.corpus import load_corpus
+from keras_sentemb.data.labeled_streams import check_rows
+from keras_sentemb.data.labeled_streams import class_labels
 from keras_sentemb.data.nli import load_positive_pairs
 from keras_sentemb.data.nli import load_supervised
 from keras_sentemb.data.stream_batches import as_stream
@@ -21,7 +23,7 @@ from keras_sentemb.trainers.simcse import SimCSE as SimCSETrainer
 PAPER = "Gao et al. 2021"
 # The columns of streamed data in each mode that streams.
 STREAM_COLUMNS = {"unsup": ("sentence",), "sup": ("sent0", "sent1", "hard_neg"),
-                  "pairs": ("sent0", "sent1")}
+                  "pairs": ("sent0", "sent1"), "paraphrase": ("sentence1", "sentence2")}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -106,16 +108,18 @@ class SimCSE(Method):
                     "eval_every": 125, "seed": 42, "max_grad_norm": 1.0}
     data_doc = ("unsup: list of str, text file, `tf.data.Dataset` or TFDS name; sup / "
                 "paraphrase: the CSV/TSV path or a list of 3-tuples; pairs: the TSV/CSV path "
-                "or a list of 2-tuples. unsup, sup and pairs also stream: a glob of files, "
-                "`keras_sentemb.streamed(...)` or a `Mixture` (see the large-corpora guide).")
+                "or a list of 2-tuples. Every mode also streams: a glob of files, "
+                "`keras_sentemb.streamed(...)` or a `Mixture` (see the large-corpora guide); "
+                "streamed paraphrase rows are `sentence1`, `sentence2`, `label`.")
 
     def train(self, run, data, config):
         stream = as_stream(data, tfds=config.mode == "unsup")
+        labels = None
         if stream is not None:
-            names = STREAM_COLUMNS.get(config.mode)
-            if names is None:
-                raise ValueError(f"mode={config.mode!r} reads its rows into memory (a list, a "
-                                 f"CSV or TSV file); streamed data trains modes {list(STREAM_COLUMNS)}.")
+            names = STREAM_COLUMNS[config.mode]
+            if config.mode == "paraphrase":  # (sentence1, sentence2, label) rows
+                labels = {"label": class_labels()}
+                check_rows(stream, names, labels)
             n = stream.size
             run.record_data(examples=n, mode=config.mode, streamed=repr(stream))
         elif config.mode == "unsup":
@@ -140,7 +144,8 @@ class SimCSE(Method):
             )
         run.compile(trainer, adamw_linear_decay(plan.learning_rate, plan.steps))
         if stream is not None:
-            make_dataset = run.stream_batches(encoder, stream, names, plan, no_duplicates=True)
+            make_dataset = run.stream_batches(encoder, stream, names, plan, no_duplicates=True,
+                                              labels=labels)
         else:
             make_dataset = run.batches(encoder, columns, plan, extra=extra)
         run.fit(trainer, make_dataset, plan)

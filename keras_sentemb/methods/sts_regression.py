@@ -4,7 +4,12 @@ import dataclasses
 import logging
 
 import numpy as np
+import tensorflow as tf
 
+from keras_sentemb.data.labeled_streams import check_rows
+from keras_sentemb.data.labeled_streams import ordered_rows
+from keras_sentemb.data.labeled_streams import score_labels
+from keras_sentemb.data.stream_batches import as_stream
 from keras_sentemb.evaluation.readers import load_stsb_pairs
 from keras_sentemb.evaluation.sts_spread import pair_cosines
 from keras_sentemb.evaluation.sts_spread import score_buckets
@@ -23,6 +28,8 @@ logger = logging.getLogger(__name__)
 PAPER = "Carlsson et al. 2021"
 LABEL_MODES = ("model_specific", "unit")
 STS_SCORE_RANGE = (0.0, 5.0)
+# The columns of streamed pairs (`.jsonl` keys, a `.csv` header; the first three `.tsv` columns).
+STREAM_COLUMNS = ("sentence1", "sentence2", "score")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -180,9 +187,16 @@ class STSRegression(Method):
     }
     data_doc = ("`\"stsb\"` (STS-B train, which the package does not ship: pass its path, e.g. "
                 "SentEval's `data/downstream/STS/STSBenchmark`), a path to an STS-B csv file or "
-                "folder (its train split), or a list of `(s1, s2, score)` with scores in [0, 5].")
+                "folder (its train split), or a list of `(s1, s2, score)` with scores in [0, 5]; "
+                "or streamed `sentence1`, `sentence2`, `score` rows (a glob of files, "
+                "`keras_sentemb.streamed(...)`, a `tf.data.Dataset`; rows whose score is not "
+                "in [0, 5] are skipped): M is then computed on the first `steps * batch_size` "
+                "rows, read twice in constant memory.")
 
     def train(self, run, data, config):
+        stream = as_stream(data)
+        if stream is not None:
+            return _train_streamed(run, stream, config)
         pairs = resolve_train_pairs(data)
         run.record_data(pairs=len(pairs))
         with run.scope():
@@ -211,6 +225,95 @@ class STSRegression(Method):
         columns = {"sentence1": [p[0] for p in pairs], "sentence2": [p[1] for p in pairs]}
         run.fit(trainer, run.batches(encoder, columns, plan, extra={"label": targets}), plan)
         return run.finish(trainer.encoder, plan, extras={"label_lower_bound": float(lower)})
+
+
+def streamed_lower_bound(encoder, stream, limit, num_buckets=20, score_range=STS_SCORE_RANGE,
+                         batch_size=128, max_length=None, pooling=None, closed="right"):
+    """M of `encoder` on a stream of scored pairs, in constant memory.
+
+    The pairs are the stream's first `limit` rows in file order (one pass;
+    all of them when it holds fewer): those a run of `limit / batch` steps
+    reads. Two passes over them: the scores alone find the lowest
+    non-empty bucket, then only that bucket's pairs are encoded, a batch
+    at a time, summing their cosines. On the same pairs it is
+    `model_specific_lower_bound`.
+
+    Args:
+        encoder: `SentenceEncoder`.
+        stream: a stream source or `Mixture` of `(sentence1, sentence2,
+            score)` rows.
+        limit: int or None. Rows read (None: the whole stream).
+        batch_size: int. Pairs per encoding batch. Defaults to `128`.
+        See `model_specific_lower_bound` for the others.
+
+    Returns:
+        A dict with `lower_bound` (M), `bucket`, `count`, `num_buckets`,
+        `pairs_read`.
+    """
+    def batches():
+        rows = ordered_rows(stream, STREAM_COLUMNS[:2],
+                            {STREAM_COLUMNS[2]: score_labels(*score_range)})
+        if limit is not None:
+            rows = rows.take(limit)
+        return rows.batch(batch_size).as_numpy_iterator()
+
+    lowest, read = None, 0
+    for batch in batches():
+        index = score_buckets(batch["score"], num_buckets, score_range, closed)
+        lowest = int(index.min()) if lowest is None else min(lowest, int(index.min()))
+        read += len(index)
+    if lowest is None:
+        raise ValueError(f"{stream!r} holds no (sentence1, sentence2, score) row with a score "
+                         f"in {list(score_range)}.")
+    total, count = 0.0, 0
+    for batch in batches():
+        chosen = score_buckets(batch["score"], num_buckets, score_range, closed) == lowest
+        if not chosen.any():
+            continue
+        pairs = [(a.decode("utf-8"), b.decode("utf-8"), 0.0) for a, b in
+                 zip(batch["sentence1"][chosen], batch["sentence2"][chosen])]
+        cosines = pair_cosines(encoder, pairs, batch_size=batch_size, max_length=max_length,
+                               pooling=pooling)
+        total += float(np.sum(cosines))
+        count += len(pairs)
+    return {"lower_bound": total / count, "bucket": lowest, "count": count,
+            "num_buckets": int(num_buckets), "pairs_read": read}
+
+
+def _train_streamed(run, stream, config):
+    """`fit_sts_regression` on streamed `(sentence1, sentence2, score)` rows."""
+    names, scores = STREAM_COLUMNS[:2], {STREAM_COLUMNS[2]: score_labels(*STS_SCORE_RANGE)}
+    check_rows(stream, names, scores)
+    run.record_data(pairs=stream.size, streamed=repr(stream))
+    with run.scope():
+        encoder = run.load_encoder()
+        plan = run.resolve(encoder, examples=stream.size, epochs=config.epochs)
+        lower, extras = 0.0, {}
+        if config.labels == "model_specific":
+            info = streamed_lower_bound(
+                encoder, stream, plan.steps * run.batch_size, config.num_buckets,
+                max_length=plan.max_length, pooling=plan.pooling)
+            lower = info["lower_bound"]
+            extras["label_lower_bound_pairs_read"] = info["pairs_read"]
+            logger.info("STS regression: M = %.4f (mean cosine of %d pairs in bucket %d of %d; "
+                        "%d streamed pairs read)", lower, info["count"], info["bucket"],
+                        config.num_buckets, info["pairs_read"])
+        trainer = STSRegressionTrainer(encoder, pooling=plan.pooling)
+    run.compile(trainer, adamw_linear_decay(plan.learning_rate, plan.steps,
+                                            config.warmup_ratio, config.weight_decay))
+    make_batches = run.stream_batches(encoder, stream, names, plan, labels=scores)
+    low, high = STS_SCORE_RANGE
+
+    @tf.autograph.experimental.do_not_convert
+    def targets(batch):  # map_scores, in the pipeline
+        batch = dict(batch)
+        score = batch.pop(STREAM_COLUMNS[2])
+        batch["label"] = lower + (1.0 - lower) * (score - low) / (high - low)
+        return batch
+
+    run.fit(trainer, lambda start_step: make_batches(start_step).map(targets), plan)
+    return run.finish(trainer.encoder, plan,
+                      extras={"label_lower_bound": float(lower), **extras})
 
 
 def fit_sts_regression(data, model="default", steps=None, batch_size=16, learning_rate=2e-5,

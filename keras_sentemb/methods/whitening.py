@@ -139,8 +139,7 @@ class Whitening(Method):
         if len(dims) > 1 and run.dev_pairs is None and run.dev_retrieval_data is None:
             raise ValueError(f"Choosing `dim` among {dims} needs a dev set; `dev` is None.")
         steps = run.config.steps
-        source = FittingData(data, None if steps is None else steps * run.batch_size,
-                             streams=True)
+        source = FittingData(data, None if steps is None else steps * run.batch_size)
         with run.scope():
             # No training steps: one pass over the data (a stream of unknown size too); the
             # plan's step count is replaced below by the batches read.

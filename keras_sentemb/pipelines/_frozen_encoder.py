@@ -52,8 +52,10 @@ class FittingData:
     Args:
         data: the `data` argument of the fit.
         limit: int or None. Keep the first `limit` rows.
+        tfds: bool. Stream a TFDS name (else read it into memory).
+            Defaults to `True`.
     """
-    def __init__(self, data, limit=None, streams=False):
+    def __init__(self, data, limit=None, tfds=True):
         self.sentences = self.given_vectors = self.stream = None
         self.limit = limit
         is_npy = isinstance(data, (str, os.PathLike)) and os.fspath(data).endswith(".npy")
@@ -69,12 +71,7 @@ class FittingData:
             self.given_vectors = np.asarray(vectors[:limit], np.float32)
             self.count = len(self.given_vectors)
             return
-        stream = as_stream(data, tfds=streams)  # a TFDS name is read into memory otherwise
-        if stream is not None and not streams:
-            raise ValueError(
-                f"This method fits on its corpus's vectors in memory and does not stream "
-                f"{stream!r}; pass a list of sentences, a text file, or the vectors as a "
-                f".npy file (keras-sentemb encode).")
+        stream = as_stream(data, tfds=tfds)  # a TFDS name is read into memory otherwise
         if stream is not None:
             if isinstance(stream, Mixture):
                 raise ValueError("A Mixture mixes datasets batch by batch for training; fit a "
@@ -118,6 +115,22 @@ class FittingData:
         logger.info("%s: fitted on %d streamed sentences", run.method, moments.count)
         self.count = moments.count
         return moments
+
+    def sample_vectors(self, run, plan, encoder, size, batch_size):
+        """Vectors of a stream's first `size` sentences after its shuffle buffer (one pass).
+
+        The first rows a shuffled run reads (seeded by the run's seed): a
+        bounded sample, e.g. for a data-dependent initialisation. All of a
+        stream of up to `size` sentences.
+        """
+        seed = run.seed or 0
+        rows = self.stream.rows(("sentence",), seed=seed).shuffle(
+            self.stream.options.shuffle_buffer, seed=seed).take(size)
+        sentences = [r["sentence"].decode("utf-8") for r in rows.as_numpy_iterator()]
+        if not sentences:
+            raise ValueError(f"{self.stream!r} holds no sentence.")
+        return frozen_vectors(plan, encoder, sentences, batch_size, verbose=0,
+                              max_length=plan.max_length)
 
     def vectors(self, run, plan, encoder, batch_size, verbose="auto"):
         """The fitting vectors: encoded (truncated to the plan's `max_length`) or as given."""

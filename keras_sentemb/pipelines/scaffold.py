@@ -314,7 +314,7 @@ class FitScaffold:
         return make_dataset
 
     def stream_batches(self, encoder, stream, names, plan, no_duplicates=False, max_length=None,
-                       encoders=None, exclude=None):
+                       encoders=None, exclude=None, labels=None):
         """A `make_dataset(start_step)` of tokenized batches read from a stream.
 
         See `keras_sentemb.data.stream_batches`: shuffle buffer, no
@@ -331,6 +331,9 @@ class FitScaffold:
             encoders: dict column -> encoder for columns another encoder
                 tokenizes.
             exclude: dict column -> texts left out of training (held out).
+            labels: dict column -> label parser (see
+                `keras_sentemb.data.labeled_streams`): numbers read beside
+                the text, passed through untokenized.
         """
         max_length = plan.max_length if max_length is None else max_length
         workers = worker_shard(self.config.strategy)
@@ -338,7 +341,8 @@ class FitScaffold:
         def make_dataset(start_step):
             ds = stream_batches(stream, names, self.config.batch_size,
                                 seed=self.config.seed or 0, start_step=start_step,
-                                no_duplicates=no_duplicates, workers=workers, exclude=exclude)
+                                no_duplicates=no_duplicates, workers=workers, exclude=exclude,
+                                labels=labels)
             return tokenize_columns(encoder, ds, list(names), max_length, encoders)
 
         return make_dataset

@@ -25,6 +25,13 @@ class BertFlow(BaseTrainer):
     (`encoder.postprocess = trainer.flow`; `keras_sentemb.fit_flow` does
     all of this).
 
+    A corpus too large to encode up front (a stream) is encoded step by
+    step instead: after `set_features(fn)` (the frozen encoder's vectors of
+    packed inputs), batches may be `{"sentence": packed}` and each step
+    encodes its batch before the flow's update. The encoder takes no part
+    in the gradient and is not tracked by the trainer (its weights never
+    change).
+
     Args:
         flow: `GlowFlow`, built (and normally initialised with
             `flow.initialize(vectors)`).
@@ -54,6 +61,7 @@ class BertFlow(BaseTrainer):
         if not flow.built:
             flow.build()
         self.flow = flow
+        self._features = None
         self.nll_bits_tracker = keras.metrics.Mean(name="bits_per_dim")
 
     def extra_metrics(self):
@@ -64,6 +72,29 @@ class BertFlow(BaseTrainer):
 
     def select(self, name):
         """Nothing to switch: the flow's best weights are restored in place."""
+
+    def set_features(self, features):
+        """Encode `{"sentence": packed}` batches with `features` (packed -> float32 `[B, d]`).
+
+        A plain function, not saved with the trainer: Keras does not track
+        what it closes over (the frozen encoder).
+        """
+        self._features = features
+
+    def _vectors(self, data):
+        """`{"vector": ...}` batches as they are; `{"sentence": packed}` ones encoded (frozen)."""
+        if "sentence" not in data:
+            return data
+        if self._features is None:
+            raise ValueError("Batches of sentences need `features` (the frozen encoder's "
+                             "vectors); call trainer.set_features(fn) first.")
+        return {"vector": tf.stop_gradient(self._features(data["sentence"]))}
+
+    def train_step(self, data):
+        return super().train_step(self._vectors(data))
+
+    def test_step(self, data):
+        return super().test_step(self._vectors(data))
 
     def compute_loss_terms(self, data, training=True):
         x = tf.cast(data["vector"], self.flow.compute_dtype)

@@ -44,7 +44,7 @@ def test_simcse_trains_on_a_glob_and_needs_steps(corpus_glob):
     assert report.data["examples"] is None and "3 txt file(s)" in report.data["streamed"]
 
 
-def test_simcse_sup_streams_triplets_and_rejects_paraphrase(tmp_path):
+def test_simcse_sup_streams_triplets_and_paraphrase_needs_its_columns(tmp_path):
     rows = [(CORPUS[i], CORPUS[i + 1], CORPUS[i + 2]) for i in range(0, 60, 3)]
     path = tmp_path / "nli.jsonl"
     path.write_text("".join(json.dumps(dict(zip(("sent0", "sent1", "hard_neg"), r))) + "\n"
@@ -52,7 +52,7 @@ def test_simcse_sup_streams_triplets_and_rejects_paraphrase(tmp_path):
     encoder = keras_sentemb.fit_simcse(str(path), mode="sup", model=make_tiny_encoder(), steps=2,
                                        batch_size=4, dev=None, verbose=0)
     assert encoder.training_report.steps_trained == 2
-    with pytest.raises(ValueError, match="mode='paraphrase' reads its rows into memory"):
+    with pytest.raises(ValueError, match=r"first 100 records holds the columns \['sentence1'"):
         keras_sentemb.fit_simcse(str(path), mode="paraphrase", model=make_tiny_encoder(),
                                  steps=2, dev=None, verbose=0)
 

@@ -115,11 +115,3 @@ def test_a_streamed_corpus_whitens_as_the_same_sentences_in_memory(tmp_path):
     capped = keras_sentemb.fit_whitening(str(tmp_path / "part-*.txt"), model=make_tiny_encoder(),
                                          steps=3, **common)
     assert capped.training_report.extras["fitted_on"]["vectors"] == 48
-
-
-def test_flow_refuses_a_stream_in_one_line(tmp_path):
-    (tmp_path / "part-0.txt").write_text("\n".join(CORPUS[:20]) + "\n")
-    with pytest.raises(ValueError, match="does not stream") as error:
-        keras_sentemb.fit_flow(str(tmp_path / "part-*.txt"), model=make_tiny_encoder(), steps=1,
-                               dev=None, verbose=0)
-    assert "\n" not in str(error.value)
