@@ -260,8 +260,61 @@ def test_a_ct_trained_model_runs_in_both_runtimes(tmp_path):
     _check_in_runtimes(tmp_path / "ct.tflite", trained, LENGTH, 0.9999, tmp_path)
 
 
-def test_default_model_float32_parity(default_encoder, tmp_path):
-    report = export_litert(default_encoder, tmp_path / "minilm.tflite", max_length=64)
+# Every STS-B test sentence is at most 46 tokens with the default model's vocabulary, so a
+# file of length 48 embeds each one whole: its vectors are the default-length file's.
+STSB_LENGTH = 48
+
+
+@pytest.fixture(scope="module")
+def default_files(default_encoder, tmp_path_factory):
+    """float32 and int8 files of the default model at `STSB_LENGTH`: `{mode: (path, report)}`."""
+    folder = tmp_path_factory.mktemp("minilm")
+    return {mode: (folder / f"{mode}.tflite", export_litert(
+        default_encoder, folder / f"{mode}.tflite", quantize=mode, max_length=STSB_LENGTH))
+        for mode in ("float32", "int8")}
+
+
+def test_default_model_float32_parity(default_files, default_encoder, tmp_path):
+    path, report = default_files["float32"]
     assert report["mediapipe_tokenizer"] and report["min_cosine"] >= 0.9999
     assert report["output_dim"] == default_encoder.output_dim
-    _check_in_runtimes(tmp_path / "minilm.tflite", default_encoder, 64, 0.9999, tmp_path)
+    _check_in_runtimes(path, default_encoder, STSB_LENGTH, 0.9999, tmp_path)
+
+
+def test_default_model_scores_sts_b_test_through_mediapipe_like_encode(
+        default_files, default_encoder, tmp_path):
+    """MediaPipe's TextEmbedder, tokenizing by itself, on all of STS-B test: the Spearman
+    correlation of its cosines with the gold scores is within 0.2 (float32) and 1.0 (int8)
+    points of `encode()`'s, and float32's vectors are `encode()`'s (cosine >= 0.9999) on every
+    ASCII sentence. (MediaPipe lowercases ASCII only and keeps accents, so a few sentences such
+    as "résumé" tokenize differently; they count in the Spearman correlation.)"""
+    from scipy.stats import spearmanr
+
+    from keras_sentemb.data.resources import bundled_sts_dir
+    from keras_sentemb.evaluation.readers import read_stsb
+
+    if not all(_runtimes().values()):
+        pytest.skip("the LiteRT test extra (ai-edge-litert, mediapipe) is not installed")
+    pairs = read_stsb(bundled_sts_dir(), split="test")
+    sentences = list(dict.fromkeys(s for a, b, _ in pairs for s in (a, b)))
+    _, mask = check.pack_ids(default_encoder, sentences, 256)
+    assert np.asarray(mask).sum(1).max() <= STSB_LENGTH  # nothing is cut at this length
+    ascii_rows = [i for i, s in enumerate(sentences) if s.isascii()]
+    assert len(ascii_rows) > 2500
+    row = {s: i for i, s in enumerate(sentences)}
+    first = [row[a] for a, _, _ in pairs]
+    second = [row[b] for _, b, _ in pairs]
+
+    def spearman(vectors):
+        return 100 * spearmanr(_cosines(vectors[first], vectors[second]),
+                               [score for _, _, score in pairs]).correlation
+
+    reference = default_encoder.encode(sentences, max_length=STSB_LENGTH)
+    expected = spearman(reference)
+    assert expected > 75  # all-MiniLM-L6-v2 scores about 82 here
+    for mode, bound in (("float32", 0.2), ("int8", 1.0)):
+        _, got = _run_runtime("mediapipe", default_files[mode][0], sentences, tmp_path)
+        assert got.shape == reference.shape
+        if mode == "float32":
+            assert _cosines(got, reference)[ascii_rows].min() >= 0.9999
+        assert abs(spearman(got) - expected) <= bound, (mode, spearman(got), expected)
