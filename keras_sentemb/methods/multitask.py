@@ -286,13 +286,7 @@ class Multitask(Method):
             train={t: len(train[t]) for t in TASKS}, dev={t: len(dev_sets[t]) for t in TASKS},
             skipped=tasks_data["skipped"], epoch_size=epoch_size, steps_per_task_epoch=per_epoch,
         )
-        with run.scope():
-            encoder = run.load_encoder()
-        plan = run.resolve(encoder)
-        extras = {"procedure": config.procedure}
-        pretraining = self._pretraining(run, plan, config, encoder, train, data)
-        if pretraining is not None:
-            extras["pretraining"] = pretraining
+        encoder, plan, extras, pretraining = self._start(run, config, train, data)
         trainer, selection = self._multitask_stage(run, plan, config, encoder, train, dev_sets,
                                                    pretrained=isinstance(pretraining, dict))
         dev_metrics = None
@@ -314,6 +308,17 @@ class Multitask(Method):
         trainer.skipped_rows = tasks_data["skipped"]
         return trainer
 
+    def _start(self, run, config, train, data):
+        """The encoder, its plan, the report's extras and the pre-training stage's result."""
+        with run.scope():
+            encoder = run.load_encoder()
+        plan = run.resolve(encoder)
+        extras = {"procedure": config.procedure}
+        pretraining = self._pretraining(run, plan, config, encoder, train, data)
+        if pretraining is not None:
+            extras["pretraining"] = pretraining
+        return encoder, plan, extras, pretraining
+
     def _train_streamed(self, run, config, streams):
         """`train` on a dict of task streams (see `keras_sentemb.data.multitask_streams`)."""
         if run.dev == MULTITASK_DEV:
@@ -329,13 +334,7 @@ class Multitask(Method):
             check_rows(stream, TASK_COLUMNS[task], {"label": task_labels(task)})
         run.record_data(train={t: s.size for t, s in streams.items()},
                         streamed={t: repr(s) for t, s in streams.items()})
-        with run.scope():
-            encoder = run.load_encoder()
-        plan = run.resolve(encoder)
-        extras = {"procedure": config.procedure}
-        pretraining = self._pretraining(run, plan, config, encoder, streams, None)
-        if pretraining is not None:
-            extras["pretraining"] = pretraining
+        encoder, plan, extras, pretraining = self._start(run, config, streams, None)
         workers = worker_shard(run.config.strategy)
         fusion = ("similarity",) if config.fusion else ()
 
