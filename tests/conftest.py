@@ -35,34 +35,6 @@ if _WORKERS > 1 and _WORKER.startswith("gw") and hasattr(os, "sched_setaffinity"
         _PINNED = True
 
 
-def _keep_pages_resident():
-    """Lock this process's pages in memory as they are touched (Linux, where permitted).
-
-    Some hosts page out file pages that stayed idle for a minute (a DAMON `pageout`
-    scheme): TensorFlow's library code that no test ran for a while is then read back
-    from disk by the next test that runs it (in full runs on such a host, cheap tests
-    took ten to fifty times their time alone). With `MCL_ONFAULT` nothing is faulted
-    in ahead of use, but memory a process frees inside malloc's arenas is not given back
-    while locked: on 2 cores the larger process peaked at 12 GB resident (5-7 GB
-    unlocked), within a 24 GB host. Child processes do not inherit the lock. Where it is
-    not permitted (no CAP_IPC_LOCK and a small RLIMIT_MEMLOCK) the call fails and the
-    suite runs as before.
-    """
-    import ctypes
-    import ctypes.util
-    import sys
-
-    if not sys.platform.startswith("linux"):
-        return
-    try:
-        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
-        libc.mlockall(1 | 2 | 4)  # MCL_CURRENT | MCL_FUTURE | MCL_ONFAULT
-    except (OSError, AttributeError):
-        pass
-
-
-if _WORKER.startswith("gw"):
-    _keep_pages_resident()
 if _WORKERS > 1:
     _SHARE = str(_cores() if _PINNED else max(1, _cores() // _WORKERS))
     for _variable in ("TF_NUM_INTRAOP_THREADS", "OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS",
@@ -72,6 +44,7 @@ if _WORKERS > 1:
 import pytest  # noqa: E402
 
 from tests import process_guard  # noqa: E402
+from tests import resident_pages  # noqa: E402
 
 # TensorFlow and PyTorch never share a test process: importing the second
 # raises instead of crashing the worker (the PyTorch side runs in
@@ -192,6 +165,12 @@ def torch_worker():
     worker = TorchWorker()
     yield worker
     worker.close()
+
+
+def pytest_runtest_setup(item):
+    """In xdist processes, keeps the library code loaded so far resident (tests/resident_pages.py)."""
+    if _WORKER.startswith("gw"):
+        resident_pages.lock_file_mappings()
 
 
 @pytest.hookimpl(hookwrapper=True)
