@@ -20,6 +20,10 @@ batch 16 x length 75 and batch 64 x length 32), in float32 and bfloat16, each as
 - `transformer` (half-precision encoding): `fused_transformer.fused_call` against keras-hub's
   `TransformerEncoder`; forward (float32 for information only: the fused layer runs on
   half precision).
+- `unpadded` (training): `unpadded_transformer.unpadded_call` (the real tokens' rows only)
+  against keras-hub's `TransformerEncoder`, dropout 0.1 on, each sentence's length drawn
+  from half to all of the batch's length (a quarter of the rows padding on average);
+  forward + backward.
 
 The forms alternate within each repeat (the order flips every repeat) and each figure is the
 median of `--repeats` samples, so a machine shared with other work still compares the two
@@ -97,7 +101,7 @@ def cases(tf, keras, shapes, dtypes):
 
     from keras_sentemb import compat
     from keras_sentemb.models import fast_dropout, fused_gelu, fused_layer_norm
-    from keras_sentemb.models import fused_transformer
+    from keras_sentemb.models import fused_transformer, unpadded_transformer
 
     gelu = compat.keras_hub_gelu_approximate()
     for dtype_name in dtypes:
@@ -195,10 +199,31 @@ def cases(tf, keras, shapes, dtypes):
                                autograph=False),
                    (hidden, mask))
 
+            train_layer = keras_hub.layers.TransformerEncoder(
+                INTERMEDIATE, HEADS, activation=gelu, layer_norm_epsilon=1e-12, dropout=0.1,
+                dtype=mixed)
+            train_layer.build([None, None, WIDTH])
+
+            def layer_step(unpadded):
+                @tf.function(autograph=False)
+                def step(x, m, dy):
+                    with tf.GradientTape() as tape:
+                        tape.watch(x)
+                        if unpadded:
+                            y = unpadded_transformer.unpadded_call(train_layer, x, m, True)
+                        else:
+                            y = train_layer(x, padding_mask=m, training=True)
+                    return tape.gradient(y, [x, *train_layer.trainable_variables],
+                                         output_gradients=dy)
+                return step
+
+            yield ("unpadded", "forward+backward", dtype_name, batch, length,
+                   layer_step(True), layer_step(False), (hidden, mask, d_hidden))
+
 
 # Which dtype's measurements decide each kernel (see the module docstring).
 DECIDING_DTYPE = {"gelu": "float32", "gelu_encode": "float32", "layer_norm": "float32",
-                  "dropout": "float32", "transformer": "bfloat16"}
+                  "dropout": "float32", "transformer": "bfloat16", "unpadded": "float32"}
 
 
 def suggest(results):

@@ -217,12 +217,15 @@ def keras_weight_decay(cls, optimizer, variables):
 # ------------------------------------------------- keras-hub's Transformer layer
 # keras-hub's `TransformerEncoder` (keras_hub/src/layers/modeling/transformer_encoder.py)
 # keeps its sublayers in private attributes, set in `build`; the fused kernels
-# (`fused_transformer`, `fused_gelu`) and the Hugging Face export read them here.
+# (`fused_transformer`, `unpadded_transformer`, `fused_gelu`) and the Hugging Face
+# export read them here.
 TRANSFORMER_PARTS = {
     "attention": "_self_attention_layer",
     "attention_norm": "_self_attention_layer_norm",
+    "attention_dropout": "_self_attention_dropout",
     "intermediate": "_feedforward_intermediate_dense",
     "output": "_feedforward_output_dense",
+    "output_dropout": "_feedforward_dropout",
     "output_norm": "_feedforward_layer_norm",
 }
 
@@ -232,9 +235,10 @@ TransformerParts = collections.namedtuple("TransformerParts", list(TRANSFORMER_P
 def transformer_parts(layer):
     """The sublayers of a built keras-hub `TransformerEncoder`, by role.
 
-    `attention` (Keras `MultiHeadAttention`), `attention_norm`, `intermediate`
-    (the feed-forward Dense with the activation), `output` (the feed-forward
-    output Dense) and `output_norm`: the private attributes `TRANSFORMER_PARTS`
+    `attention` (Keras `MultiHeadAttention`), `attention_norm`,
+    `attention_dropout` (after the attention output), `intermediate` (the
+    feed-forward Dense with the activation), `output` (the feed-forward output
+    Dense), `output_dropout` and `output_norm`: the private attributes `TRANSFORMER_PARTS`
     names. A layer without one (not built, or keras-hub renamed it) raises an
     AttributeError naming it.
     """
@@ -265,6 +269,34 @@ def attention_options(attention):
     """`{"use_gate", "sliding_window", "output_shape"}` of a Keras `MultiHeadAttention`."""
     return {role: getattr(attention, name, default)
             for role, (name, default) in ATTENTION_OPTIONS.items()}
+
+
+def in_xla_compiled_graph():
+    """Whether the graph being traced is compiled by XLA as a whole.
+
+    A `tf.function(jit_compile=True)` (Keras' `compile(jit_compile=True)`), a TPU
+    computation, or a function nested in one: TensorFlow marks them with its XLA
+    control-flow context (`control_flow_util.GraphOrParentsInXlaContext`). Every shape
+    in such a graph must be known when it is compiled. False under eager execution.
+    """
+    import tensorflow as tf
+    from tensorflow.python.ops import control_flow_util
+
+    if tf.executing_eagerly():
+        return False
+    return control_flow_util.GraphOrParentsInXlaContext(tf.compat.v1.get_default_graph())
+
+
+def attention_probability_dropout(attention):
+    """The Dropout a Keras `MultiHeadAttention` applies to its attention probabilities, or None.
+
+    `_dropout_layer` (set when the layer is built), used by `_compute_attention` when
+    the layer's rate (`dropout`) is above zero; None when the rate is zero (the layer
+    then applies none).
+    """
+    if not attention.dropout:
+        return None
+    return attention._dropout_layer
 
 
 def all_layers(model):

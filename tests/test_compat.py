@@ -211,6 +211,9 @@ def test_keras_hub_transformer_layer_parts_are_where_the_kernels_read_them():
     assert isinstance(parts.intermediate, keras.layers.Dense) and parts.intermediate.units == 8
     assert isinstance(parts.output, keras.layers.Dense) and parts.output.units == 4
     assert parts.intermediate.activation is keras.activations.gelu
+    assert isinstance(parts.attention_dropout, keras.layers.Dropout)
+    assert isinstance(parts.output_dropout, keras.layers.Dropout)
+    assert parts.attention_dropout is not parts.output_dropout
     assert compat.feedforward_intermediate(layer) is parts.intermediate
     # The public MultiHeadAttention properties the fused layer reads beside them.
     attention = parts.attention
@@ -234,6 +237,41 @@ def test_multi_head_attention_private_options():
     options = compat.attention_options(
         keras.layers.MultiHeadAttention(2, 4, use_gate=True, output_shape=8))
     assert options["use_gate"] is True and options["output_shape"] is not None
+
+
+def test_attention_probability_dropout_is_the_layers_own_and_none_at_rate_zero():
+    attention = keras.layers.MultiHeadAttention(2, 4, dropout=0.25)
+    attention.build((None, 3, 8), (None, 3, 8))
+    dropout = compat.attention_probability_dropout(attention)
+    assert isinstance(dropout, keras.layers.Dropout) and dropout.rate == 0.25
+    assert compat.attention_probability_dropout(keras.layers.MultiHeadAttention(2, 4)) is None
+
+
+def test_in_xla_compiled_graph_sees_jit_compiled_functions_and_their_inner_functions():
+    seen = {}
+
+    def probe(name):
+        seen[name] = compat.in_xla_compiled_graph()
+
+    @tf.function(autograph=False)
+    def inner(x):
+        probe("inner")
+        return x
+
+    @tf.function(jit_compile=True, autograph=False)
+    def compiled(x):
+        probe("compiled")
+        return inner(x) + 1
+
+    @tf.function(autograph=False)
+    def traced(x):
+        probe("traced")
+        return x + 1
+
+    compiled(tf.constant(1.0))
+    traced(tf.constant(1.0))
+    probe("eager")
+    assert seen == {"compiled": True, "inner": True, "traced": False, "eager": False}
 
 
 def test_all_layers_reaches_nested_layers():

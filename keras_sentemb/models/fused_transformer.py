@@ -40,7 +40,6 @@ never reach a sentence vector. `KERAS_SENTEMB_PLAIN_TRANSFORMER=1` keeps
 keras-hub's layer everywhere.
 """
 
-import math
 import types
 
 import keras
@@ -49,6 +48,7 @@ import tensorflow as tf
 
 from keras_sentemb import compat
 from keras_sentemb.models import kernels
+from keras_sentemb.models import unpadded_transformer
 
 # Set to "1" to run keras-hub's Transformer layer everywhere (`kernels.ENVIRONMENT`).
 DISABLE_ENV = "KERAS_SENTEMB_PLAIN_TRANSFORMER"
@@ -95,39 +95,16 @@ def _use_fused(layer, inputs, padding_mask, training, return_attention_scores):
             and kernels.decide("transformer", kernels.policy_of(layer)))
 
 
-def _mask_bias(padding_mask, attention_mask, dtype):
-    """[batch, 1, 1 or length, length]: 0 where a key may be attended to, a large negative else."""
-    keep = tf.cast(padding_mask, tf.bool)[:, tf.newaxis, tf.newaxis, :]
-    if attention_mask is not None:
-        keep = tf.logical_and(keep, tf.cast(attention_mask, tf.bool)[:, tf.newaxis])
-    large_negative = -3e4 if dtype == tf.float16 else -1e9
-    return tf.where(keep, tf.zeros([], dtype), tf.constant(large_negative, dtype))
-
-
-def _attention(attention, rows, batch, length, mask_bias, residual):
+def _attention(attention, rows, batch, length, bias, residual):
     """Self-attention of `rows` ([batch * length, width]) plus `residual`, as rows."""
-    dtype, width = rows.dtype, rows.shape[-1]
-    query_kernel = tf.cast(attention.query_dense.kernel, dtype)  # [width, heads, head_dim]
-    heads, head_dim = query_kernel.shape[1], query_kernel.shape[2]
-    scale = tf.cast(1.0 / math.sqrt(float(attention.key_dim)), dtype)  # as Keras scales the query
-
-    def flat(tensor, shape):
-        return tf.reshape(tf.cast(tensor, dtype), shape)
-
-    kernel = tf.concat([flat(query_kernel * scale, [width, -1]),
-                        flat(attention.key_dense.kernel, [width, -1]),
-                        flat(attention.value_dense.kernel, [width, -1])], axis=1)
-    bias = tf.concat([flat(attention.query_dense.bias, [-1]) * scale,
-                      flat(attention.key_dense.bias, [-1]),
-                      flat(attention.value_dense.bias, [-1])], axis=0)
-    qkv = tf.nn.bias_add(tf.matmul(rows, kernel), bias)
+    kernel, qkv_bias = unpadded_transformer.qkv_projection(attention, rows.dtype)
+    heads, head_dim = attention.num_heads, attention.key_dim
+    qkv = tf.nn.bias_add(tf.matmul(rows, kernel), qkv_bias)
     qkv = tf.transpose(tf.reshape(qkv, [batch, length, 3, heads, head_dim]), [2, 0, 3, 1, 4])
-    scores = tf.matmul(qkv[0], qkv[1], transpose_b=True) + mask_bias  # [batch, heads, length, length]
+    scores = tf.matmul(qkv[0], qkv[1], transpose_b=True) + bias  # [batch, heads, length, length]
     context = tf.matmul(tf.nn.softmax(scores), qkv[2])
     context = tf.reshape(tf.transpose(context, [0, 2, 1, 3]), [-1, heads * head_dim])
-    output_kernel = flat(attention.output_dense.kernel, [heads * head_dim, -1])
-    return tf.nn.bias_add(tf.matmul(context, output_kernel),
-                          tf.cast(attention.output_dense.bias, dtype)) + residual
+    return unpadded_transformer.dense_rows(attention.output_dense, context) + residual
 
 
 def _dense_plus(dense, rows, residual):
@@ -139,13 +116,13 @@ def fused_call(layer, inputs, padding_mask, attention_mask=None):
     """`layer`'s forward pass (inference) on `inputs` [batch, length, width], fused as above."""
     shape = tf.shape(inputs)
     batch, length, width = shape[0], shape[1], inputs.shape[-1]
-    mask_bias = _mask_bias(padding_mask, attention_mask, inputs.dtype)
+    bias = unpadded_transformer.mask_bias(padding_mask, attention_mask, inputs.dtype)
     parts = compat.transformer_parts(layer)
     x = tf.reshape(inputs, [-1, width])
     residual = x
     if layer.normalize_first:
         x = parts.attention_norm(x)
-    x = _attention(parts.attention, x, batch, length, mask_bias, residual)
+    x = _attention(parts.attention, x, batch, length, bias, residual)
     if not layer.normalize_first:
         x = parts.attention_norm(x)
     residual = x
@@ -159,10 +136,13 @@ def fused_call(layer, inputs, padding_mask, attention_mask=None):
 
 def _layer_call(self, inputs, padding_mask=None, attention_mask=None, training=None,
                 return_attention_scores=False):
-    """keras-hub's `TransformerEncoder.call`, or `fused_call` where it applies."""
+    """keras-hub's `TransformerEncoder.call`, or `fused_call` / `unpadded_call` where it applies."""
     # `supports` again: LoRA or quantization may have been enabled since install.
     if _use_fused(self, inputs, padding_mask, training, return_attention_scores) and supports(self):
         return fused_call(self, inputs, padding_mask, attention_mask)
+    if (unpadded_transformer.use_unpadded(self, inputs, padding_mask, attention_mask,
+                                          return_attention_scores) and supports(self)):
+        return unpadded_transformer.unpadded_call(self, inputs, padding_mask, training)
     return type(self).call(self, inputs, padding_mask=padding_mask, attention_mask=attention_mask,
                            training=training, return_attention_scores=return_attention_scores)
 

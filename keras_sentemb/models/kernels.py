@@ -1,6 +1,6 @@
 """Which kernel each op of a `SentenceEncoder` runs: `KernelPolicy`, decided in one place.
 
-The encoder can run five ops either as a fused kernel of this package or as
+The encoder can run six ops either as a fused kernel of this package or as
 the plain TensorFlow / Keras / keras-hub ops (oneDNN's kernels on a CPU):
 
 | op | fused form | where it applies |
@@ -10,6 +10,7 @@ the plain TensorFlow / Keras / keras-hub ops (oneDNN's kernels on a CPU):
 | `gelu_encode` | float32: GELU as one XLA kernel; half precision: oneDNN's fused matmul + bias + GELU (`fused_gelu`) | encoding (forward-only graphs) |
 | `layer_norm` | layer normalisation as one XLA kernel each way (`fused_layer_norm`) | graphs that compute gradients |
 | `dropout` | masks from 16-bit random integers, the masking as one XLA kernel (`fast_dropout`) | training |
+| `unpadded` | a Transformer layer on the real tokens' rows only, padding rows skipped (`unpadded_transformer`) | graphs that compute gradients |
 
 A `KernelPolicy` says, per op, `"fused"`, `"plain"` or `"auto"`. An encoder
 holds one (`SentenceEncoder(..., kernels=...)`, `from_preset(..., kernels=...)`,
@@ -53,6 +54,7 @@ OPS = {
     "gelu_encode": "GELU in encoding: XLA kernel (float32) / oneDNN matmul+bias+GELU (half)",
     "layer_norm": "layer normalisation as one XLA kernel each way (training graphs)",
     "dropout": "dropout masks from 16-bit random integers (training)",
+    "unpadded": "Transformer layers on the real tokens only, padding skipped (training graphs)",
 }
 
 # The documented environment overrides: variable -> the ops it makes plain. The GELU
@@ -61,7 +63,7 @@ ENVIRONMENT = {
     "KERAS_SENTEMB_PLAIN_GELU": ("gelu", "gelu_encode", "layer_norm"),
     "KERAS_SENTEMB_PLAIN_LAYER_NORM": ("layer_norm",),
     "KERAS_SENTEMB_PLAIN_DROPOUT": ("dropout",),
-    "KERAS_SENTEMB_PLAIN_TRANSFORMER": ("transformer",),
+    "KERAS_SENTEMB_PLAIN_TRANSFORMER": ("transformer", "unpadded"),
 }
 NO_XLA_ENV = "KERAS_SENTEMB_PLAIN_GELU"
 
@@ -153,6 +155,8 @@ class KernelPolicy:
         gelu_encode: str. The fused GELU in encoding graphs. Defaults to `"auto"`.
         layer_norm: str. The fused layer norm kernels in training graphs. Defaults to `"auto"`.
         dropout: str. The 16-bit-mask dropout. Defaults to `"auto"`.
+        unpadded: str. Transformer layers in training graphs on the real tokens
+            only. Defaults to `"auto"`.
 
     Examples:
 
@@ -167,6 +171,7 @@ class KernelPolicy:
     gelu_encode: str = "auto"
     layer_norm: str = "auto"
     dropout: str = "auto"
+    unpadded: str = "auto"
 
     def __post_init__(self):
         for op in OPS:
@@ -325,7 +330,8 @@ def xla_allowed():
 
 
 # Ops that exist only in forward-only graphs (True) or only in gradient graphs (False).
-_FORWARD_ONLY = {"transformer": True, "gelu_encode": True, "gelu": False, "layer_norm": False}
+_FORWARD_ONLY = {"transformer": True, "gelu_encode": True, "gelu": False, "layer_norm": False,
+                 "unpadded": False}
 _NEEDS_XLA = ("gelu", "gelu_encode", "layer_norm")
 
 
