@@ -62,6 +62,11 @@ def check_rank(x, rank, arg_name, layer_name, layout):
         )
 
 
+def check_embeddings(embeddings, layer_name):
+    """Raise if `embeddings` is not of rank 3 (`[batch, seq_len, hidden]`)."""
+    check_rank(embeddings, 3, "embeddings", layer_name, "[batch, seq_len, hidden]")
+
+
 def real_token_mask(padding_mask, reference, layer_name):
     """Boolean `[B, T]` mask of real tokens.
 

@@ -163,13 +163,7 @@ class AdversarialPerturbation(keras.layers.Layer):
         self.epsilon = _validate_positive(epsilon, "epsilon", type(self).__name__)
 
     def call(self, embeddings, gradients, padding_mask=None, training=None):
-        _utils.check_rank(
-            embeddings,
-            3,
-            "embeddings",
-            "AdversarialPerturbation",
-            "[batch, seq_len, hidden]",
-        )
+        _utils.check_embeddings(embeddings, "AdversarialPerturbation")
         if not training:
             return embeddings
         return adversarial_perturbation(

@@ -1,13 +1,12 @@
 import keras
 from keras import ops
 
+from keras_sentemb.augment import _base
 from keras_sentemb.augment import _utils
-
-_MODES = ("bernoulli", "exact")
 
 
 @keras.saving.register_keras_serializable(package="keras_sentemb")
-class EmbeddingDropout(keras.layers.Layer):
+class EmbeddingDropout(_base.RandomEmbeddingView):
     """Dropout view: drops single elements of the embedding output.
 
     Unlike the cutoffs, every element of the embedding output (`[batch,
@@ -67,33 +66,12 @@ class EmbeddingDropout(keras.layers.Layer):
           https://arxiv.org/abs/2105.11741) (Section 3.2, "Dropout").
     """
 
-    stage = "embeddings"
-    updates_mask = False
-    requires_gradients = False
+    MODES = ("bernoulli", "exact")
 
     def __init__(self, rate=0.2, mode="bernoulli", seed=None, **kwargs):
-        kwargs.setdefault("autocast", False)
-        super().__init__(**kwargs)
-        self.rate = _utils.validate_rate(rate, type(self).__name__)
-        if mode not in _MODES:
-            raise ValueError(
-                f"`mode` of EmbeddingDropout must be one of {list(_MODES)}. "
-                f"Received: mode={mode!r}."
-            )
-        self.mode = mode
-        self.seed = _utils.validate_seed(seed, type(self).__name__)
-        self.seed_generator = keras.random.SeedGenerator(seed)
+        super().__init__(rate=rate, mode=mode, seed=seed, **kwargs)
 
-    def call(self, embeddings, padding_mask=None, training=None):
-        _utils.check_rank(
-            embeddings,
-            3,
-            "embeddings",
-            "EmbeddingDropout",
-            "[batch, seq_len, hidden]",
-        )
-        if not training or self.rate == 0.0:
-            return embeddings
+    def _augment(self, embeddings, padding_mask):
         if self.mode == "bernoulli":
             return keras.random.dropout(
                 embeddings, self.rate, seed=self.seed_generator
@@ -111,11 +89,3 @@ class EmbeddingDropout(keras.layers.Layer):
         cut = ops.less(_utils.ranks(keys), ops.expand_dims(num_cut, 1))
         cut = ops.reshape(cut, (batch_size, seq_len, hidden))
         return ops.where(cut, ops.zeros_like(embeddings), embeddings)
-
-    def compute_output_shape(self, embeddings_shape, padding_mask_shape=None):
-        return embeddings_shape
-
-    def get_config(self):
-        config = super().get_config()
-        config.update({"rate": self.rate, "mode": self.mode, "seed": self.seed})
-        return config

@@ -1,11 +1,12 @@
 import keras
 from keras import ops
 
+from keras_sentemb.augment import _base
 from keras_sentemb.augment import _utils
 
 
 @keras.saving.register_keras_serializable(package="keras_sentemb")
-class FeatureCutoff(keras.layers.Layer):
+class FeatureCutoff(_base.RandomEmbeddingView):
     """Feature-cutoff view: zeroes whole hidden dimensions of the embeddings.
 
     For every example, exactly `int(rate * hidden)` distinct hidden dimensions
@@ -57,23 +58,10 @@ class FeatureCutoff(keras.layers.Layer):
           https://arxiv.org/abs/2009.13818).
     """
 
-    stage = "embeddings"
-    updates_mask = False
-    requires_gradients = False
-
     def __init__(self, rate=0.2, seed=None, **kwargs):
-        kwargs.setdefault("autocast", False)
-        super().__init__(**kwargs)
-        self.rate = _utils.validate_rate(rate, type(self).__name__)
-        self.seed = _utils.validate_seed(seed, type(self).__name__)
-        self.seed_generator = keras.random.SeedGenerator(seed)
+        super().__init__(rate=rate, seed=seed, **kwargs)
 
-    def call(self, embeddings, padding_mask=None, training=None):
-        _utils.check_rank(
-            embeddings, 3, "embeddings", "FeatureCutoff", "[batch, seq_len, hidden]"
-        )
-        if not training or self.rate == 0.0:
-            return embeddings
+    def _augment(self, embeddings, padding_mask):
         shape = ops.shape(embeddings)
         batch_size, hidden = shape[0], shape[2]
         if isinstance(hidden, int):
@@ -89,11 +77,3 @@ class FeatureCutoff(keras.layers.Layer):
         return ops.where(
             ops.expand_dims(cut, 1), ops.zeros_like(embeddings), embeddings
         )
-
-    def compute_output_shape(self, embeddings_shape, padding_mask_shape=None):
-        return embeddings_shape
-
-    def get_config(self):
-        config = super().get_config()
-        config.update({"rate": self.rate, "seed": self.seed})
-        return config

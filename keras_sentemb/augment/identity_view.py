@@ -47,9 +47,7 @@ class IdentityView(keras.layers.Layer):
         super().__init__(**kwargs)
 
     def call(self, embeddings, padding_mask=None, training=None):
-        _utils.check_rank(
-            embeddings, 3, "embeddings", "IdentityView", "[batch, seq_len, hidden]"
-        )
+        _utils.check_embeddings(embeddings, "IdentityView")
         return embeddings
 
     def compute_output_shape(self, embeddings_shape, padding_mask_shape=None):

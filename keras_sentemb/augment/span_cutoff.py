@@ -2,13 +2,12 @@ import keras
 from keras import backend
 from keras import ops
 
+from keras_sentemb.augment import _base
 from keras_sentemb.augment import _utils
-
-_MODES = ("keep", "cut")
 
 
 @keras.saving.register_keras_serializable(package="keras_sentemb")
-class SpanCutoff(keras.layers.Layer):
+class SpanCutoff(_base.RandomEmbeddingView):
     """Span-cutoff view: keeps (or cuts) one random contiguous span of tokens.
 
     The span is contiguous over the real tokens of a row (`padding_mask == 1`,
@@ -81,27 +80,14 @@ class SpanCutoff(keras.layers.Layer):
           https://arxiv.org/abs/2009.13818) (span cutoff).
     """
 
-    stage = "embeddings"
     updates_mask = True
-    requires_gradients = False
+    MODES = ("keep", "cut")
 
     def __init__(self, rate=0.1, mode="keep", seed=None, **kwargs):
-        kwargs.setdefault("autocast", False)
-        super().__init__(**kwargs)
-        self.rate = _utils.validate_rate(rate, type(self).__name__)
-        if mode not in _MODES:
-            raise ValueError(
-                f"`mode` of SpanCutoff must be one of {list(_MODES)}. "
-                f"Received: mode={mode!r}."
-            )
-        self.mode = mode
-        self.seed = _utils.validate_seed(seed, type(self).__name__)
-        self.seed_generator = keras.random.SeedGenerator(seed)
+        super().__init__(rate=rate, mode=mode, seed=seed, **kwargs)
 
     def call(self, embeddings, padding_mask=None, training=None):
-        _utils.check_rank(
-            embeddings, 3, "embeddings", "SpanCutoff", "[batch, seq_len, hidden]"
-        )
+        _utils.check_embeddings(embeddings, "SpanCutoff")
         if not training:
             return embeddings, self._mask_or_ones(padding_mask, embeddings)
         if self.mode == "cut" and self.rate == 0.0:
@@ -169,8 +155,3 @@ class SpanCutoff(keras.layers.Layer):
             keras.KerasTensor(embeddings.shape, dtype=embeddings.dtype),
             keras.KerasTensor(embeddings.shape[:2], dtype=mask_dtype),
         )
-
-    def get_config(self):
-        config = super().get_config()
-        config.update({"rate": self.rate, "mode": self.mode, "seed": self.seed})
-        return config

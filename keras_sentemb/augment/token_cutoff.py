@@ -1,11 +1,12 @@
 import keras
 from keras import ops
 
+from keras_sentemb.augment import _base
 from keras_sentemb.augment import _utils
 
 
 @keras.saving.register_keras_serializable(package="keras_sentemb")
-class TokenCutoff(keras.layers.Layer):
+class TokenCutoff(_base.RandomEmbeddingView):
     """Token-cutoff view: zeroes whole token rows of the embedding output.
 
     For every example with `n` real tokens, exactly `int(rate * n)` distinct
@@ -67,23 +68,10 @@ class TokenCutoff(keras.layers.Layer):
           https://arxiv.org/abs/2009.13818).
     """
 
-    stage = "embeddings"
-    updates_mask = False
-    requires_gradients = False
-
     def __init__(self, rate=0.15, seed=None, **kwargs):
-        kwargs.setdefault("autocast", False)
-        super().__init__(**kwargs)
-        self.rate = _utils.validate_rate(rate, type(self).__name__)
-        self.seed = _utils.validate_seed(seed, type(self).__name__)
-        self.seed_generator = keras.random.SeedGenerator(seed)
+        super().__init__(rate=rate, seed=seed, **kwargs)
 
-    def call(self, embeddings, padding_mask=None, training=None):
-        _utils.check_rank(
-            embeddings, 3, "embeddings", "TokenCutoff", "[batch, seq_len, hidden]"
-        )
-        if not training or self.rate == 0.0:
-            return embeddings
+    def _augment(self, embeddings, padding_mask):
         real = _utils.real_token_mask(padding_mask, embeddings, "TokenCutoff")
         shape = ops.shape(embeddings)
         num_real = ops.sum(ops.cast(real, "int32"), axis=1)
@@ -98,11 +86,3 @@ class TokenCutoff(keras.layers.Layer):
         return ops.where(
             ops.expand_dims(cut, -1), ops.zeros_like(embeddings), embeddings
         )
-
-    def compute_output_shape(self, embeddings_shape, padding_mask_shape=None):
-        return embeddings_shape
-
-    def get_config(self):
-        config = super().get_config()
-        config.update({"rate": self.rate, "seed": self.seed})
-        return config

@@ -99,6 +99,30 @@ def _parse_score(text, path, line_no):
         ) from None
 
 
+def _find_split_file(path, split, splits, file_name, folders, dataset):
+    """`path` if it is a file, else the split's file in `path` or its folders.
+
+    Looks for `file_name(split=split)` in `path`, then in each of `folders`
+    below `path` and below `path / "STS"`; raises `FileNotFoundError` naming
+    every path looked at.
+    """
+    path = Path(path)
+    if path.is_file():
+        return path
+    split = _normalize_split(split, splits)
+    name = file_name(split=split)
+    candidates = [path / name]
+    for root in (path, path / "STS"):
+        candidates.extend(root / folder / name for folder in folders)
+    for candidate in candidates:
+        if candidate.is_file():
+            return candidate
+    raise FileNotFoundError(
+        f"{dataset} {split} file not found. Looked for: "
+        + ", ".join(str(c) for c in candidates)
+    )
+
+
 def find_stsb_file(path_or_dir, split="test"):
     """Locates the STS Benchmark csv file of one split.
 
@@ -114,20 +138,9 @@ def find_stsb_file(path_or_dir, split="test"):
     Raises:
         FileNotFoundError: naming every path that was looked at.
     """
-    path = Path(path_or_dir)
-    if path.is_file():
-        return path
-    split = _normalize_split(split, STSB_SPLITS)
-    name = f"sts-{split}.csv"
-    candidates = [path / name]
-    for root in (path, path / "STS"):
-        candidates.extend(root / folder / name for folder in STSB_FOLDERS)
-    for candidate in candidates:
-        if candidate.is_file():
-            return candidate
-    raise FileNotFoundError(
-        f"STS Benchmark {split} file not found. Looked for: "
-        + ", ".join(str(c) for c in candidates)
+    return _find_split_file(
+        path_or_dir, split, STSB_SPLITS, "sts-{split}.csv".format, STSB_FOLDERS,
+        "STS Benchmark",
     )
 
 
@@ -318,20 +331,8 @@ def find_sick_file(path, split="test"):
     Raises:
         FileNotFoundError: naming every path that was looked at.
     """
-    path = Path(path)
-    if path.is_file():
-        return path
-    split = _normalize_split(split, SICK_SPLITS)
-    name = SICK_FILES[split]
-    candidates = [path / name]
-    for root in (path, path / "STS"):
-        candidates.extend(root / folder / name for folder in SICK_FOLDERS)
-    for candidate in candidates:
-        if candidate.is_file():
-            return candidate
-    raise FileNotFoundError(
-        f"SICK {split} file not found. Looked for: "
-        + ", ".join(str(c) for c in candidates)
+    return _find_split_file(
+        path, split, SICK_SPLITS, lambda split: SICK_FILES[split], SICK_FOLDERS, "SICK"
     )
 
 

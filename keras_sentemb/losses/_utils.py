@@ -89,6 +89,20 @@ def check_same_shape(reference, other, reference_name, other_name):
         )
 
 
+def paired_embeddings(a, b, name_a, name_b, temperature, reduction):
+    """The checks of a loss over paired rows: `(1 / temperature, a, b)`.
+
+    Validates `reduction` and `temperature`, converts `a` and `b` with
+    `as_embeddings` and checks that they have the same shape.
+    """
+    validate_reduction(reduction)
+    scale = inverse_temperature(temperature)
+    a = as_embeddings(a, name_a)
+    b = as_embeddings(b, name_b)
+    check_same_shape(a, b, name_a, name_b)
+    return scale, a, b
+
+
 def cross_entropy(labels, logits):
     """Per-row softmax cross-entropy, float32."""
     return tf.nn.sparse_softmax_cross_entropy_with_logits(

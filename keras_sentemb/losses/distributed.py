@@ -175,6 +175,20 @@ def gather_with_offset(x, local_batch_size):
     return ctx.all_gather(x, axis=0), offset
 
 
+def gather_rows(x, local_batch_size, gather=True):
+    """`(x gathered, the global rows of this replica's batch)`.
+
+    With `gather`, `gather_with_offset(x, local_batch_size)` and the rows
+    `offset + range(local_batch_size)`; without it, `x` as it is and the rows
+    `range(local_batch_size)`.
+    """
+    if gather:
+        x, offset = gather_with_offset(x, local_batch_size)
+    else:
+        offset = tf.constant(0, tf.int32)
+    return x, offset + tf.range(local_batch_size, dtype=tf.int32)
+
+
 def all_replicas_agree(flag):
     """`True` iff the boolean scalar `flag` is `True` on every replica.
 

@@ -36,8 +36,16 @@ def _columns(y_pred, n, name):
 
 
 class _SentenceLoss(keras.losses.Loss):
+    # The constructor arguments kept as attributes and written to the config.
+    _config_keys = ()
+
     def __init__(self, name, reduction="sum_over_batch_size", **kwargs):
         super().__init__(name=name, reduction=reduction, **kwargs)
+
+    def get_config(self):
+        config = super().get_config()
+        config.update({key: getattr(self, key) for key in self._config_keys})
+        return config
 
 
 @keras.saving.register_keras_serializable(package="keras_sentemb")
@@ -53,6 +61,8 @@ class InfoNCELoss(_SentenceLoss):
         similarity: str. `"cosine"` or `"dot"`. Defaults to `"cosine"`.
         symmetric: bool. Defaults to `False`.
     """
+    _config_keys = ("temperature", "hard_negative_weight", "similarity", "symmetric")
+
     def __init__(self, temperature=0.05, hard_negative_weight=0.0, similarity="cosine",
                  symmetric=False, name="info_nce", **kwargs):
         super().__init__(name=name, **kwargs)
@@ -69,12 +79,6 @@ class InfoNCELoss(_SentenceLoss):
             similarity=self.similarity, symmetric=self.symmetric, reduction="none",
         )
 
-    def get_config(self):
-        config = super().get_config()
-        config.update(temperature=self.temperature, hard_negative_weight=self.hard_negative_weight,
-                      similarity=self.similarity, symmetric=self.symmetric)
-        return config
-
 
 @keras.saving.register_keras_serializable(package="keras_sentemb")
 class NTXentLoss(_SentenceLoss):
@@ -85,6 +89,8 @@ class NTXentLoss(_SentenceLoss):
     Args:
         temperature: float. Defaults to `0.1`.
     """
+    _config_keys = ("temperature",)
+
     def __init__(self, temperature=0.1, name="nt_xent", **kwargs):
         super().__init__(name=name, **kwargs)
         self.temperature = float(temperature)
@@ -94,11 +100,6 @@ class NTXentLoss(_SentenceLoss):
         per_view = nt_xent_loss(a, b, temperature=self.temperature, reduction="none")
         half = tf.shape(a)[0]
         return 0.5 * (per_view[:half] + per_view[half:])
-
-    def get_config(self):
-        config = super().get_config()
-        config.update(temperature=self.temperature)
-        return config
 
 
 @keras.saving.register_keras_serializable(package="keras_sentemb")
@@ -123,6 +124,8 @@ class ContrastiveTensionInBatchLoss(_SentenceLoss):
     Args:
         scale: float. Multiplier of the cosine similarities. Defaults to `20.0`.
     """
+    _config_keys = ("scale",)
+
     def __init__(self, scale=20.0, name="contrastive_tension_in_batch", **kwargs):
         super().__init__(name=name, **kwargs)
         self.scale = float(scale)
@@ -130,11 +133,6 @@ class ContrastiveTensionInBatchLoss(_SentenceLoss):
     def call(self, y_true, y_pred):
         a, b = _columns(y_pred, (2,), "ContrastiveTensionInBatchLoss")
         return contrastive_tension_in_batch_loss(a, b, math.log(self.scale), reduction="none")
-
-    def get_config(self):
-        config = super().get_config()
-        config.update(scale=self.scale)
-        return config
 
 
 @keras.saving.register_keras_serializable(package="keras_sentemb")

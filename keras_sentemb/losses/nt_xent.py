@@ -3,7 +3,7 @@
 import tensorflow as tf
 
 from keras_sentemb.losses import _utils
-from keras_sentemb.losses.distributed import gather_with_offset
+from keras_sentemb.losses.distributed import gather_rows
 from keras_sentemb.losses.similarity import cosine_similarity_matrix
 
 # Subtracted from the self-similarity logits (as in SimCLR's reference code):
@@ -56,20 +56,12 @@ def nt_xent_loss(view_a, view_b, temperature=0.1, gather=True, reduction="mean")
           Self-Supervised Sentence Representation
           Transfer](https://arxiv.org/abs/2105.11741)
     """
-    _utils.validate_reduction(reduction)
-    scale = _utils.inverse_temperature(temperature)
-    view_a = _utils.as_embeddings(view_a, "view_a")
-    view_b = _utils.as_embeddings(view_b, "view_b")
-    _utils.check_same_shape(view_a, view_b, "view_a", "view_b")
-
+    scale, view_a, view_b = _utils.paired_embeddings(
+        view_a, view_b, "view_a", "view_b", temperature, reduction
+    )
     local_batch_size = tf.shape(view_a)[0]
-    if gather:
-        (all_a, all_b), offset = gather_with_offset([view_a, view_b], local_batch_size)
-    else:
-        all_a, all_b = view_a, view_b
-        offset = tf.constant(0, tf.int32)
+    (all_a, all_b), rows = gather_rows([view_a, view_b], local_batch_size, gather)
     global_batch_size = tf.shape(all_a)[0]
-    rows = offset + tf.range(local_batch_size, dtype=tf.int32)
 
     # Local queries [2b, d] against global candidates [2N, d], ordered
     # (all view_a rows, all view_b rows).

@@ -28,7 +28,7 @@ References:
 import tensorflow as tf
 
 from keras_sentemb.losses import _utils
-from keras_sentemb.losses.distributed import gather_with_offset
+from keras_sentemb.losses.distributed import gather_rows
 from keras_sentemb.losses.info_nce import info_nce_loss
 from keras_sentemb.losses.nt_xent import nt_xent_loss
 from keras_sentemb.losses.similarity import cosine_similarity_matrix
@@ -91,17 +91,10 @@ def sg_opt1_loss(cls, views, temperature=0.01, gather=True, reduction="mean"):
     Returns:
         A float32 scalar (or `[b]` vector).
     """
-    _utils.validate_reduction(reduction)
-    scale = _utils.inverse_temperature(temperature)
-    cls = _utils.as_embeddings(cls, "cls")
-    views = _utils.as_embeddings(views, "views")
-    _utils.check_same_shape(cls, views, "cls", "views")
-    local = tf.shape(cls)[0]
-    if gather:
-        (all_cls, all_views), offset = gather_with_offset([cls, views], local)
-    else:
-        all_cls, all_views, offset = cls, views, tf.constant(0, tf.int32)
-    rows = offset + tf.range(local, dtype=tf.int32)
+    scale, cls, views = _utils.paired_embeddings(
+        cls, views, "cls", "views", temperature, reduction
+    )
+    (all_cls, all_views), rows = gather_rows([cls, views], tf.shape(cls)[0], gather)
     total = tf.shape(all_cls)[0]
     cc = cosine_similarity_matrix(cls, all_cls) * scale
     cc = cc - _LARGE_NUM * tf.one_hot(rows, total, dtype=tf.float32)
@@ -187,11 +180,7 @@ def sg_opt3_loss(cls, views, temperature=0.01, gather=True, reduction="mean"):
             f"Received: cls.shape={cls.shape}, views.shape={views.shape}"
         )
     local = tf.shape(cls)[0]
-    if gather:
-        all_views, offset = gather_with_offset(views, local)
-    else:
-        all_views, offset = views, tf.constant(0, tf.int32)
-    rows = offset + tf.range(local, dtype=tf.int32)
+    all_views, rows = gather_rows(views, local, gather)
     total = tf.shape(all_views)[0]
     num_views = tf.shape(all_views)[1]
     dim = tf.shape(all_views)[2]

@@ -18,14 +18,18 @@ SIMILARITIES = ("cosine", "dot")
 _NORM_EPSILON = 1e-12
 
 
-def _check_same_dim(a, b, name_a, name_b):
+def _as_pair(a, b):
+    """`a` `[n, d]` and `b` `[m, d]` as float32 embeddings of the same `d`."""
+    a = as_embeddings(a, "a")
+    b = as_embeddings(b, "b")
     dim_a, dim_b = a.shape[-1], b.shape[-1]
     if dim_a is not None and dim_b is not None and dim_a != dim_b:
         raise ValueError(
-            f"`{name_a}` and `{name_b}` must have the same embedding "
-            f"dimension. Received: {name_a}.shape={a.shape}, "
-            f"{name_b}.shape={b.shape}"
+            "`a` and `b` must have the same embedding "
+            f"dimension. Received: a.shape={a.shape}, "
+            f"b.shape={b.shape}"
         )
+    return a, b
 
 
 def l2_normalize(x, epsilon=_NORM_EPSILON):
@@ -69,9 +73,7 @@ def dot_similarity_matrix(a, b):
     >>> dot_similarity_matrix([[1.0, 2.0]], [[3.0, 4.0], [1.0, 0.0]]).numpy()
     array([[11.,  1.]], dtype=float32)
     """
-    a = as_embeddings(a, "a")
-    b = as_embeddings(b, "b")
-    _check_same_dim(a, b, "a", "b")
+    a, b = _as_pair(a, b)
     return tf.matmul(a, b, transpose_b=True)
 
 
@@ -95,9 +97,7 @@ def cosine_similarity_matrix(a, b, epsilon=_NORM_EPSILON):
     >>> cosine_similarity_matrix([[1.0, 0.0]], [[2.0, 0.0], [0.0, 5.0]]).numpy()
     array([[1., 0.]], dtype=float32)
     """
-    a = as_embeddings(a, "a")
-    b = as_embeddings(b, "b")
-    _check_same_dim(a, b, "a", "b")
+    a, b = _as_pair(a, b)
     return tf.matmul(
         l2_normalize(a, epsilon), l2_normalize(b, epsilon), transpose_b=True
     )

@@ -20,7 +20,7 @@ from keras_sentemb.models.kernels import declare_graph
 from keras_sentemb.models.native_bfloat16 import effective_precision
 from keras_sentemb.models.precision import INFERENCE_POLICIES
 from keras_sentemb.models.precision import check_precision
-from keras_sentemb.models.sharded_encoding import encode_to_files
+from keras_sentemb.models import sharded_encoding
 from keras_sentemb.models.text_normalization import normalize_text
 from keras_sentemb.models.truncation import check_truncate_dim
 from keras_sentemb.models.truncation import truncate_embeddings
@@ -320,65 +320,8 @@ class EncodingEngine:
             twin.set_weights(self.get_weights())
         return twin
 
-    def encode_to_files(
-        self,
-        input_glob,
-        output_dir,
-        shard_size=100_000,
-        batch_size=128,
-        max_length=None,
-        pooling=None,
-        normalize=False,
-        precision=None,
-        shard_format="npy",
-        show_progress=None,
-        model_name=None,
-        max_batch_tokens=None,
-    ):
-        """Encode text files of any size to embedding shards on disk, resumably.
-
-        Streams the lines of every file matching `input_glob` (sorted; one
-        sentence per line, empty lines included, as `encode`'s CLI reads
-        them) and writes one shard per `shard_size` lines of a file: the
-        float32 embeddings and the `(file_index, line)` of each row. Only one
-        shard is in memory at a time, so memory does not grow with the
-        corpus. Shards are written atomically and a `manifest.json` records
-        the settings; running the same call again skips the shards already
-        written (a run with other settings is refused). Paths may be local
-        or any filesystem TensorFlow reads (`gs://...`). Read the result with
-        `keras_sentemb.models.sharded_encoding.read_embedding_shards`.
-
-        Args:
-            input_glob: str. A file, or a glob of files.
-            output_dir: str. Folder of the shards (created).
-            shard_size: int. Lines per shard. Defaults to `100_000`.
-            batch_size, max_length, pooling, normalize, precision,
-                max_batch_tokens: as in `encode`.
-            shard_format: str. `"npy"` (`embeddings-F-S.npy` float32 and
-                `ids-F-S.npy` int64 `[rows, 2]`) or `"tfrecord"`
-                (`embeddings-F-S.tfrecord` of `tf.train.Example`s with
-                `file`, `line` and `embedding`). Defaults to `"npy"`.
-            show_progress: bool or None. One line per shard on stderr.
-                Defaults to `None` (on for more than one shard).
-            model_name: str or None. The model recorded in the manifest
-                (compared when resuming). Defaults to the encoder's name.
-
-        Returns:
-            dict: the manifest (inputs, rows, dimension, shards).
-
-        Examples:
-
-        ```python
-        encoder = SentenceEncoder.from_preset("default")
-        encoder.encode_to_files("corpus/*.txt", "corpus_embeddings", shard_size=50_000)
-        ```
-        """
-        return encode_to_files(
-            self, input_glob, output_dir, shard_size=shard_size, batch_size=batch_size,
-            max_length=max_length, pooling=pooling, normalize=normalize,
-            precision=precision, shard_format=shard_format, show_progress=show_progress,
-            model_name=model_name, max_batch_tokens=max_batch_tokens,
-        )
+    # `encoder.encode_to_files(...)` runs `sharded_encoding.encode_to_files(encoder, ...)`.
+    encode_to_files = sharded_encoding.encode_to_files
 
     def packed_batches(self, sentences, batch_size, max_length, max_batch_tokens=None):
         """Yield `(indices, token_ids, padding_mask)` batches, longest first.

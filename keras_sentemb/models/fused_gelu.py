@@ -93,23 +93,13 @@ def _gelu_derivative(x, approximate):
 
 
 @tf.function(jit_compile=True, reduce_retracing=True, autograph=False)
-def _approximate_forward(x):
-    return narrow(_gelu(_wide(x), True), x.dtype)
+def _gelu_forward(x, approximate):
+    return narrow(_gelu(_wide(x), approximate), x.dtype)
 
 
 @tf.function(jit_compile=True, reduce_retracing=True, autograph=False)
-def _approximate_backward(x, dy):
-    return narrow(_wide(dy) * _gelu_derivative(_wide(x), True), dy.dtype)
-
-
-@tf.function(jit_compile=True, reduce_retracing=True, autograph=False)
-def _exact_forward(x):
-    return narrow(_gelu(_wide(x), False), x.dtype)
-
-
-@tf.function(jit_compile=True, reduce_retracing=True, autograph=False)
-def _exact_backward(x, dy):
-    return narrow(_wide(dy) * _gelu_derivative(_wide(x), False), dy.dtype)
+def _gelu_backward(x, dy, approximate):
+    return narrow(_wide(dy) * _gelu_derivative(_wide(x), approximate), dy.dtype)
 
 
 @tf.function(jit_compile=True, reduce_retracing=True, autograph=False)
@@ -151,20 +141,20 @@ def bias_gelu(z, bias, approximate):
     return fused(z, tf.cast(bias, wide))
 
 
-def _fused(forward, backward):
+def _fused(approximate):
     @tf.custom_gradient
     def gelu(x):
         def grad(dy):
-            return backward(x, dy)
+            return _gelu_backward(x, dy, approximate)
 
-        return forward(x), grad
+        return _gelu_forward(x, approximate), grad
 
     return gelu
 
 
-fused_gelu_approximate = _fused(_approximate_forward, _approximate_backward)
+fused_gelu_approximate = _fused(True)
 fused_gelu_approximate.__doc__ = "GELU, tanh approximation, fused (see the module docstring)."
-fused_gelu_exact = _fused(_exact_forward, _exact_backward)
+fused_gelu_exact = _fused(False)
 fused_gelu_exact.__doc__ = "GELU, exact (erf) form, fused (see the module docstring)."
 
 

@@ -54,31 +54,21 @@ class MemoryQueue(keras.layers.Layer):
                 )
         self.size = int(size)
         self.dim = int(dim)
-        self.queue = self.add_weight(
-            shape=(self.size, self.dim),
+        self.queue = self._state((self.size, self.dim), dtype, "queue")
+        self.pointer = self._state((), "int32", "pointer")
+        self.count = self._state((), "int32", "count")
+        self.built = True
+
+    def _state(self, shape, dtype, name):
+        """A zero-initialised, non-trainable weight kept by the first replica."""
+        return self.add_weight(
+            shape=shape,
             initializer="zeros",
             dtype=dtype,
             trainable=False,
             aggregation="only_first_replica",
-            name="queue",
+            name=name,
         )
-        self.pointer = self.add_weight(
-            shape=(),
-            initializer="zeros",
-            dtype="int32",
-            trainable=False,
-            aggregation="only_first_replica",
-            name="pointer",
-        )
-        self.count = self.add_weight(
-            shape=(),
-            initializer="zeros",
-            dtype="int32",
-            trainable=False,
-            aggregation="only_first_replica",
-            name="count",
-        )
-        self.built = True
 
     def contents(self):
         """The filled rows `[min(count, size), dim]`, in slot order."""

@@ -221,12 +221,47 @@ def encode_to_files(
     model_name=None,
     max_batch_tokens=None,
 ):
-    """See `SentenceEncoder.encode_to_files` (this is its implementation).
+    """Encode text files of any size to embedding shards on disk, resumably.
+
+    Streams the lines of every file matching `input_glob` (sorted; one
+    sentence per line, empty lines included, as `encode`'s CLI reads
+    them) and writes one shard per `shard_size` lines of a file: the
+    float32 embeddings and the `(file_index, line)` of each row. Only one
+    shard is in memory at a time, so memory does not grow with the
+    corpus. Shards are written atomically and a `manifest.json` records
+    the settings; running the same call again skips the shards already
+    written (a run with other settings is refused). Paths may be local
+    or any filesystem TensorFlow reads (`gs://...`). Read the result with
+    `keras_sentemb.models.sharded_encoding.read_embedding_shards`.
+
+    The method `SentenceEncoder.encode_to_files` is this function, with the
+    encoder as `self`.
 
     Args:
-        encoder: `SentenceEncoder`.
-        model_name: str or None. Recorded in the manifest (and compared on
-            resume). Defaults to the encoder's name.
+        encoder: `SentenceEncoder`. The encoder (`self` in the method).
+        input_glob: str. A file, or a glob of files.
+        output_dir: str. Folder of the shards (created).
+        shard_size: int. Lines per shard. Defaults to `100_000`.
+        batch_size, max_length, pooling, normalize, precision,
+            max_batch_tokens: as in `SentenceEncoder.encode`.
+        shard_format: str. `"npy"` (`embeddings-F-S.npy` float32 and
+            `ids-F-S.npy` int64 `[rows, 2]`) or `"tfrecord"`
+            (`embeddings-F-S.tfrecord` of `tf.train.Example`s with
+            `file`, `line` and `embedding`). Defaults to `"npy"`.
+        show_progress: bool or None. One line per shard on stderr.
+            Defaults to `None` (on for more than one shard).
+        model_name: str or None. The model recorded in the manifest
+            (compared when resuming). Defaults to the encoder's name.
+
+    Returns:
+        dict: the manifest (inputs, rows, dimension, shards).
+
+    Examples:
+
+    ```python
+    encoder = SentenceEncoder.from_preset("default")
+    encoder.encode_to_files("corpus/*.txt", "corpus_embeddings", shard_size=50_000)
+    ```
     """
     shard_size = validation.positive_int(shard_size, "shard_size")
     validation.choice(shard_format, "shard_format", FORMATS)

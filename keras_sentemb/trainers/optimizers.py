@@ -125,6 +125,20 @@ class _FusedUpdate:
     def _fuses(self):
         return fused_enabled(self.fused)
 
+    def update_step(self, gradient, variable, learning_rate):
+        gradient = self._dense(gradient, variable)
+        if not self._fuses() or not self._kernel_covers():
+            return super().update_step(gradient, variable, learning_rate)
+        self._fused_update(gradient, variable, learning_rate)
+
+    def _kernel_covers(self):
+        """Whether the fused kernel implements this optimizer's settings."""
+        raise NotImplementedError
+
+    def _fused_update(self, gradient, variable, learning_rate):
+        """The fused update of `variable` by the dense `gradient`."""
+        raise NotImplementedError
+
     def _decay_before_update(self, variables):
         # Keras decays every variable in one pass before the updates; with
         # the kernels each variable's decay happens inside its update. Which
@@ -188,9 +202,10 @@ class RMSprop(_FusedUpdate, keras.optimizers.RMSprop):
     ```
     """
 
-    def update_step(self, gradient, variable, learning_rate):
-        if not self._fuses() or self.centered:
-            return super().update_step(self._dense(gradient, variable), variable, learning_rate)
+    def _kernel_covers(self):
+        return not self.centered
+
+    def _fused_update(self, gradient, variable, learning_rate):
         lr = self._step_values.get(("lr", variable.dtype, id(learning_rate)),
                                    lambda: tf.cast(learning_rate, variable.dtype))
         decays, decay_rate = self._decay_rate(variable, lr)
@@ -199,7 +214,7 @@ class RMSprop(_FusedUpdate, keras.optimizers.RMSprop):
         slots = compat.optimizer_slots(self, variable, *names)
         kernel(
             self._tf_variable(variable), *(self._tf_variable(s) for s in slots),
-            self._dense(gradient, variable), lr, decay_rate,
+            gradient, lr, decay_rate,
         )
 
 
@@ -221,9 +236,10 @@ class Adam(_FusedUpdate, keras.optimizers.Adam):
     ```
     """
 
-    def update_step(self, gradient, variable, learning_rate):
-        if not self._fuses() or self.amsgrad:
-            return super().update_step(self._dense(gradient, variable), variable, learning_rate)
+    def _kernel_covers(self):
+        return not self.amsgrad
+
+    def _fused_update(self, gradient, variable, learning_rate):
         momentum, velocity = compat.optimizer_slots(self, variable, "momentums", "velocities")
         dtype = variable.dtype
 
@@ -239,8 +255,7 @@ class Adam(_FusedUpdate, keras.optimizers.Adam):
         kernel = _adam_kernel(self.beta_1, self.beta_2, self.epsilon, decays)
         kernel(
             self._tf_variable(variable), self._tf_variable(momentum),
-            self._tf_variable(velocity), self._dense(gradient, variable),
-            alpha, decay_rate,
+            self._tf_variable(velocity), gradient, alpha, decay_rate,
         )
 
 
