@@ -76,12 +76,15 @@ _FUSED_EVERYWHERE = {op: "fused" for op in OPS}
 MEASURED = {
     # Not measured by benchmarks/kernel_choice.py: the behaviour these kernels were
     # introduced with (measured end to end on AVX-512 hosts, docs/performance.md).
+    # `unpadded` removes arithmetic (fewer rows through the same matmuls) rather than
+    # reordering it: fused on every CPU by construction.
     "avx512": dict(_FUSED_EVERYWHERE),
     # A real AVX2-only AMD EPYC (Zen 3 class, 2 cores shared with other work): every fused
     # kernel measured faster than the plain ops. plain / fused, geometric mean over the two
     # shapes, float32 (bfloat16 for `transformer`), two runs: gelu 1.16x / 1.32x, gelu_encode
     # 1.19x / 1.09x, layer_norm 1.65x / 1.73x, dropout 1.72x / 1.76x, transformer 1.83x /
-    # 1.68x (benchmarks/results/kernel_choice_avx2.json, kernel_choice_avx2_run1.json).
+    # 1.68x (benchmarks/results/kernel_choice_avx2.json, kernel_choice_avx2_run1.json);
+    # unpadded 2.02x (kernel_choice_avx2_unpadded.json).
     "avx2": dict(_FUSED_EVERYWHERE),
     # Not measured (Arm, older x86, unknown): the behaviour before this table.
     "other": dict(_FUSED_EVERYWHERE),
