@@ -39,7 +39,7 @@ setup(
         # ai-edge-litert and mediapipe run exported LiteRT files (in a process
         # of their own; the package never imports them).
         "test": [
-            "pytest>=7.3", "pytest-xdist>=3.5", "apache-beam>=2.77,<2.78",
+            "pytest>=7", "pytest-xdist>=3.5", "apache-beam>=2.77,<2.78",
             "mkdocs>=1.6,<2", "mkdocs-material>=9.5,<10", "mkdocstrings[python]>=0.26",
             "nbclient>=0.10", "nbformat>=5.10", "ipykernel>=6.29",
             "torch", "transformers", "sentence-transformers", "tokenizers",

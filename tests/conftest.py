@@ -23,30 +23,6 @@ def _cores():
 # OpenBLAS's waiting threads spin, and a scipy L-BFGS fit ran six times slower
 # oversubscribed. (Each library reads its variable when it starts: this runs
 # before any imports it.)
-# The suite's temporary files (models saved, exported and reloaded, about 1.6 GB over
-# a full run) go to memory (/dev/shm) where it is a tmpfs with room, unless TMPDIR is
-# set: on a host whose disk is throttled, the other process's writes and syncs kept
-# reads waiting, and tests that only read a few files stalled for tens of seconds.
-# Processes the tests start inherit it. pytest.ini keeps only failed tests' folders.
-_SHM, _SHM_ROOM = "/dev/shm", 8 << 30
-
-
-def _memory_backed_tmp():
-    import tempfile
-
-    if "TMPDIR" in os.environ or not os.path.isdir(_SHM) or not os.access(_SHM, os.W_OK):
-        return
-    try:
-        stats = os.statvfs(_SHM)
-    except OSError:
-        return
-    if stats.f_bavail * stats.f_frsize >= _SHM_ROOM:
-        os.environ["TMPDIR"] = _SHM
-        tempfile.tempdir = _SHM
-
-
-_memory_backed_tmp()
-
 _WORKERS = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))
 _WORKER = os.environ.get("PYTEST_XDIST_WORKER", "")
 _PINNED = False
