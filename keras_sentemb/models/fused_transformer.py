@@ -107,11 +107,6 @@ def _attention(attention, rows, batch, length, bias, residual):
     return unpadded_transformer.dense_rows(attention.output_dense, context) + residual
 
 
-def _dense_plus(dense, rows, residual):
-    kernel = tf.cast(dense.kernel, rows.dtype)
-    return tf.nn.bias_add(tf.matmul(rows, kernel), tf.cast(dense.bias, rows.dtype)) + residual
-
-
 def fused_call(layer, inputs, padding_mask, attention_mask=None):
     """`layer`'s forward pass (inference) on `inputs` [batch, length, width], fused as above."""
     shape = tf.shape(inputs)
@@ -128,7 +123,7 @@ def fused_call(layer, inputs, padding_mask, attention_mask=None):
     residual = x
     if layer.normalize_first:
         x = parts.output_norm(x)
-    x = _dense_plus(parts.output, parts.intermediate(x), residual)
+    x = unpadded_transformer.dense_rows(parts.output, parts.intermediate(x)) + residual
     if not layer.normalize_first:
         x = parts.output_norm(x)
     return tf.reshape(x, shape)
