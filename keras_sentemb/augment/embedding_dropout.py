@@ -41,12 +41,10 @@ class EmbeddingDropout(_base.RandomEmbeddingView):
         **kwargs: other keyword arguments passed to `keras.layers.Layer`.
 
     Call arguments:
-        embeddings: float tensor `[batch, seq_len, hidden]`, the embedding
-            output.
-        padding_mask: tensor `[batch, seq_len]` (bool or 0/1), 1 for real
-            tokens. Used by `mode="exact"` only; `None` means no padding.
-            Defaults to `None`.
-        training: bool. Drop only when `True`. Defaults to `None` (identity).
+        `(embeddings, padding_mask=None, training=None)`, the `"embeddings"`
+        stage of `keras_sentemb.augment.views`; `padding_mask` (`None`: no
+        padding) counts the real tokens for `mode="exact"` only, and nothing
+        is dropped unless `training=True`.
 
     Returns:
         The embeddings after dropout, same shape and dtype.

@@ -31,11 +31,10 @@ class FeatureCutoff(_base.RandomEmbeddingView):
         **kwargs: other keyword arguments passed to `keras.layers.Layer`.
 
     Call arguments:
-        embeddings: float tensor `[batch, seq_len, hidden]`, the embedding
-            output.
-        padding_mask: accepted for a uniform call signature with the other
-            embedding views and ignored. Defaults to `None`.
-        training: bool. Cut only when `True`. Defaults to `None` (identity).
+        `(embeddings, padding_mask=None, training=None)`, the `"embeddings"`
+        stage of `keras_sentemb.augment.views`; `padding_mask` is accepted
+        for that uniform signature and ignored, and nothing is cut unless
+        `training=True`.
 
     Returns:
         The embeddings with the cut columns zeroed, same shape and dtype.

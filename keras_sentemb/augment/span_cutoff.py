@@ -49,12 +49,10 @@ class SpanCutoff(_base.RandomEmbeddingView):
         **kwargs: other keyword arguments passed to `keras.layers.Layer`.
 
     Call arguments:
-        embeddings: float tensor `[batch, seq_len, hidden]`, the embedding
-            output.
-        padding_mask: tensor `[batch, seq_len]` (bool or 0/1), 1 for real
-            tokens including special tokens. `None` means no padding.
-            Defaults to `None`.
-        training: bool. Cut only when `True`. Defaults to `None` (identity).
+        `(embeddings, padding_mask=None, training=None)`, the `"embeddings"`
+        stage of `keras_sentemb.augment.views` with `updates_mask=True`: the
+        span is drawn among the real tokens of `padding_mask` (`None`: no
+        padding), only when `training=True`.
 
     Returns:
         A tuple `(embeddings, padding_mask)`: the embeddings (same shape and

@@ -39,12 +39,10 @@ class TokenCutoff(_base.RandomEmbeddingView):
         **kwargs: other keyword arguments passed to `keras.layers.Layer`.
 
     Call arguments:
-        embeddings: float tensor `[batch, seq_len, hidden]`, the embedding
-            output.
-        padding_mask: tensor `[batch, seq_len]` (bool or 0/1), 1 for real
-            tokens including special tokens. `None` means no padding.
-            Defaults to `None`.
-        training: bool. Cut only when `True`. Defaults to `None` (identity).
+        `(embeddings, padding_mask=None, training=None)`, the `"embeddings"`
+        stage of `keras_sentemb.augment.views`: `padding_mask` (1 for real
+        tokens, special tokens included; `None`: no padding) says which rows
+        can be cut, and nothing is cut unless `training=True`.
 
     Returns:
         The embeddings with the cut rows zeroed, same shape and dtype.
