@@ -132,6 +132,11 @@ def xla_vector_registers(env=None):
 
 
 def read_lines(path, n):
+    """The first `n` non-empty lines of `path` (all of them when `n` is infinite).
+
+    A file with fewer than a finite `n` lines is an error, not a smaller run:
+    a figure labelled "26,000 sentences" must have encoded 26,000.
+    """
     out = []
     with open(path, encoding="utf-8") as f:
         for line in f:
@@ -140,6 +145,11 @@ def read_lines(path, n):
                 out.append(line)
                 if len(out) >= n:
                     break
+    if len(out) < n and n != float("inf"):
+        raise SystemExit(
+            f"{path} holds {len(out)} sentences, fewer than the {n} asked for; "
+            "pass a larger file with --sentences (e.g. data/wiki.txt, see docs/data.md)."
+        )
     return out
 
 
