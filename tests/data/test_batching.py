@@ -59,3 +59,37 @@ def test_unbucketed_batches_keep_their_own_length():
     for batch in ds.take(10):
         packed = batch["sentence"]
         assert packed["token_ids"].shape[1] == int(packed["padding_mask"].numpy().sum(1).max())
+
+
+def test_training_pipelines_run_without_the_autotuner(monkeypatch):
+    # tf.data's autotuner thread makes a freed iterator wait out its sleep
+    # (up to a minute); every pipeline handed to Keras' fit turns it off.
+    import keras
+
+    import keras_sentemb
+
+    enc = make_tiny_encoder()
+    ds = tokenize_columns(enc, shuffled_batches({"sentence": CORPUS}, 4, seed=0), ["sentence"])
+    assert ds.options().autotune.enabled is False
+    from keras_sentemb.data.multitask import tokenize_multitask
+
+    pairs = {"similarity": {"sentence1": tf.constant(["a man"]), "sentence2": tf.constant(["x"]),
+                            "label": tf.constant([1.0]), "mask": tf.constant([1.0])}}
+    multitask = tokenize_multitask(enc, tf.data.Dataset.from_tensors(pairs), 16)
+    assert multitask.options().autotune.enabled is False
+    assert next(iter(multitask))["similarity"]["sentence1"]["token_ids"].shape[0] == 1
+    user = tf.data.Dataset.from_tensor_slices(CORPUS).with_options(tf.data.Options())
+    assert user.options().autotune.enabled is None  # TensorFlow's default: on
+
+    seen = []
+    fit = keras.Model.fit
+
+    def recording_fit(self, x=None, *args, **kwargs):
+        seen.append(x.options().autotune.enabled)
+        return fit(self, x, *args, **kwargs)
+
+    monkeypatch.setattr(keras.Model, "fit", recording_fit)
+    keras_sentemb.fit_simcse(user, model=enc, steps=2, batch_size=4, dev=None, verbose=0)
+    keras_sentemb.fit_ct(CORPUS, model=make_tiny_encoder(), steps=2, batch_size=8, dev=None,
+                         verbose=0)
+    assert seen == [False, False]
