@@ -144,11 +144,13 @@ def tokenize_columns(encoder, dataset, columns, max_length=None, encoders=None, 
             out[key] = {k: tf.ensure_shape(v, [rows, None]) for k, v in packed.items()}
         return out
 
-    return finish_pipeline(dataset.map(pack, num_parallel_calls=tf.data.AUTOTUNE))
+    return without_autotuner(
+        dataset.map(pack, num_parallel_calls=tf.data.AUTOTUNE).prefetch(tf.data.AUTOTUNE)
+    )
 
 
-def finish_pipeline(dataset):
-    """The last stage of a training input pipeline: prefetch, no autotuning.
+def without_autotuner(dataset):
+    """`dataset` with tf.data's autotuner off, for the whole pipeline.
 
     tf.data's autotuner runs one thread per iterator, which sleeps for a
     period that doubles after each round, up to a minute. When the iterator
@@ -164,11 +166,11 @@ def finish_pipeline(dataset):
     never wait for input.
 
     Args:
-        dataset: `tf.data.Dataset`. The packed batches.
+        dataset: `tf.data.Dataset`. A training input pipeline.
 
     Returns:
-        The dataset, prefetched, with `options().autotune.enabled` False.
+        The dataset with `options().autotune.enabled` False.
     """
     options = tf.data.Options()
     options.autotune.enabled = False
-    return dataset.prefetch(tf.data.AUTOTUNE).with_options(options)
+    return dataset.with_options(options)

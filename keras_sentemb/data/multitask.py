@@ -39,7 +39,7 @@ import numpy as np
 import tensorflow as tf
 
 from keras_sentemb import validation
-from keras_sentemb.data.batching import finish_pipeline
+from keras_sentemb.data.batching import without_autotuner
 
 logger = logging.getLogger(__name__)
 
@@ -437,7 +437,9 @@ def tokenize_multitask(encoder, dataset, max_length=None):
                 out[task][name] = encoder.preprocess(batch[name], max_length)
         return out
 
-    return finish_pipeline(dataset.map(pack, num_parallel_calls=tf.data.AUTOTUNE))
+    return without_autotuner(
+        dataset.map(pack, num_parallel_calls=tf.data.AUTOTUNE).prefetch(tf.data.AUTOTUNE)
+    )
 
 
 # ---------------------------------------------------------------- pre-training

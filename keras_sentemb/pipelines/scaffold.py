@@ -41,6 +41,7 @@ from keras_sentemb import compat
 from keras_sentemb import validation
 from keras_sentemb.data.batching import shuffled_batches
 from keras_sentemb.data.batching import tokenize_columns
+from keras_sentemb.data.batching import without_autotuner
 from keras_sentemb.data.corpus import load_corpus
 from keras_sentemb.data.stream_batches import as_stream
 from keras_sentemb.data.stream_batches import stream_batches
@@ -471,7 +472,7 @@ class FitScaffold:
         cbs.extend(callbacks)
         cbs.extend(run_callbacks)
         trainer.fit(
-            make_dataset(start_step), epochs=epochs, steps_per_epoch=steps_per_epoch,
+            without_autotuner(make_dataset(start_step)), epochs=epochs, steps_per_epoch=steps_per_epoch,
             callbacks=cbs, verbose=self.config.verbose, shuffle=False,  # shuffled in tf.data
         )
         done = int(trainer.optimizer.iterations.numpy())

@@ -92,4 +92,6 @@ def test_training_pipelines_run_without_the_autotuner(monkeypatch):
     keras_sentemb.fit_simcse(user, model=enc, steps=2, batch_size=4, dev=None, verbose=0)
     keras_sentemb.fit_ct(CORPUS, model=make_tiny_encoder(), steps=2, batch_size=8, dev=None,
                          verbose=0)
-    assert seen == [False, False]
+    keras_sentemb.fit_flow(CORPUS, model=make_tiny_encoder(), steps=2, batch_size=8, dev=None,
+                           verbose=0)
+    assert seen == [False, False, False]
