@@ -354,23 +354,7 @@ def quantized_search(
                                         depth, query_chunk_size, corpus_chunk_size)
     if not rescore:
         return scores, indices
-    if rescore_embeddings is not None:
-        # A memory-mapped array stays one: only the candidates' rows are read.
-        documents = rescore_embeddings
-        if not hasattr(documents, "shape"):
-            documents = np.asarray(documents)
-        if documents.shape != (n_docs, dim):
-            raise ValueError(
-                f"`rescore_embeddings` must have shape [{n_docs}, {dim}]; received {documents.shape}."
-            )
-
-        def candidate_rows(rows):
-            return np.asarray(documents[rows], np.float32)
-    else:
-
-        def candidate_rows(rows):
-            return dequantize_embeddings(corpus[rows], precision, calibration, dim=dim)
-
+    candidate_rows = _candidate_reader(rescore_embeddings, corpus, precision, calibration, dim)
     return _rescore_top_k(queries, indices, k, candidate_rows, similarity, query_chunk_size)
 
 
@@ -426,6 +410,26 @@ def _first_pass_top_k(queries, corpus, precision, calibration, similarity, depth
     shift = 0 if precision == "int8" else -128  # codes centred on 0
     return _code_product_top_k(q, corpus, shift, depth, query_chunk_size, corpus_chunk_size,
                                cosine=similarity == "cosine")
+
+
+def _candidate_reader(rescore_embeddings, corpus, precision, calibration, dim):
+    """A function from sorted document ids to their float32 vectors, for rescoring.
+
+    The rows of `rescore_embeddings` (checked to be `[documents, dim]`)
+    when given, else the corpus' rows dequantized.
+    """
+    if rescore_embeddings is None:
+        return lambda rows: dequantize_embeddings(corpus[rows], precision, calibration, dim=dim)
+    n_docs = corpus.shape[0]
+    # A memory-mapped array stays one: only the candidates' rows are read.
+    documents = rescore_embeddings
+    if not hasattr(documents, "shape"):
+        documents = np.asarray(documents)
+    if documents.shape != (n_docs, dim):
+        raise ValueError(
+            f"`rescore_embeddings` must have shape [{n_docs}, {dim}]; received {documents.shape}."
+        )
+    return lambda rows: np.asarray(documents[rows], np.float32)
 
 
 def _rescore_top_k(queries, indices, k, candidate_rows, similarity, query_chunk_size):
