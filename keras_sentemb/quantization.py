@@ -359,7 +359,7 @@ def quantized_search(
 
 
 def _search_inputs(query_embeddings, corpus, precision, top_k, oversampling, calibration):
-    """`quantized_search`'s checked queries (float32) and corpus (an array).
+    """`quantized_search`'s checked queries (a float 2-D array) and corpus (an array).
 
     Raises ValueError for a corpus that is not 2-D or does not fit the
     queries' dimension, a `top_k` / `oversampling` that is not a positive
