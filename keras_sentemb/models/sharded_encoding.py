@@ -210,7 +210,8 @@ def _settings_manifest(encoder, files, model_name, pooling, normalize, max_lengt
                        shard_size, shard_format):
     """`encode_to_files`' manifest before encoding: the inputs and the settings.
 
-    A resumed run must find the same manifest (`_check_resume`).
+    A run resumed with other values of its `RESUME_KEYS` is refused
+    (`_check_resume`).
     """
     return {
         "inputs": [os.path.abspath(f) if not _is_url(f) else f for f in files],
