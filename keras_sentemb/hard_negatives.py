@@ -145,16 +145,7 @@ def mine_hard_negatives(
         - [Gao et al., 2021](https://arxiv.org/abs/2104.08821) (SimCSE with hard negatives)
     """
     rows = _check_pairs(pairs)
-    num_negatives = _check_int(num_negatives, "num_negatives", 1)
-    range_min = _check_int(range_min, "range_min", 0)
-    if range_max is None:
-        range_max = range_min + max(num_negatives, 10)
-    range_max = _check_int(range_max, "range_max", range_min + 1)
-    if range_max - range_min < num_negatives:
-        raise ValueError(
-            f"`range_max - range_min` ({range_max - range_min}) is smaller than "
-            f"`num_negatives` ({num_negatives})."
-        )
+    num_negatives, range_min, range_max = _check_ranks(num_negatives, range_min, range_max)
     extra = _check_options(sampling, output_format, similarity, margin, max_score, corpus)
 
     candidates = list(dict.fromkeys([p for _, p in rows] + [t for t in extra if t.strip()]))
@@ -167,26 +158,12 @@ def mine_hard_negatives(
         show_progress = len(candidates) >= 5000
     anchor_vectors = _encode(encoder, anchors, batch_size, None, show_progress)
     candidate_vectors = _encode(encoder, candidates, batch_size, None, show_progress)
-    # Enough ranks that dropping each anchor's own texts still leaves range_max.
-    depth = range_max + max(len(x) for x in excluded.values())
-    scores, indices = exact_search(anchor_vectors, candidate_vectors, top_k=depth,
-                                   similarity=similarity, show_progress=show_progress)
-    ranked = {}
-    for row, anchor in enumerate(anchors):
-        keep = [(int(i), float(s)) for i, s in zip(indices[row], scores[row])
-                if int(i) not in excluded[anchor]]
-        ranked[anchor] = keep[range_min:range_max]
+    ranked = _ranked_candidates(anchor_vectors, candidate_vectors, anchors, excluded,
+                                range_min, range_max, similarity, show_progress)
     # The positive's score, as the search computes it.
     anchor_index = {a: i for i, a in enumerate(anchors)}
-
-    def unit(x):
-        return x / np.maximum(np.linalg.norm(x, axis=-1, keepdims=True), 1e-12)
-
-    a_vec = anchor_vectors[[anchor_index[a] for a, _ in rows]]
-    p_vec = candidate_vectors[[position[p] for _, p in rows]]
-    if similarity == "cosine":
-        a_vec, p_vec = unit(a_vec), unit(p_vec)
-    positive_scores = np.sum(a_vec * p_vec, axis=1)
+    positive_scores = _row_scores(anchor_vectors[[anchor_index[a] for a, _ in rows]],
+                                  candidate_vectors[[position[p] for _, p in rows]], similarity)
 
     rng = random.Random(seed)
     out = []
@@ -194,15 +171,7 @@ def mine_hard_negatives(
              "pairs_without_enough": 0, "filtered_by_margin": 0, "filtered_by_max_score": 0}
     negative_scores = []
     for (anchor, positive), positive_score in zip(rows, positive_scores):
-        pool = []
-        for i, s in ranked[anchor]:
-            if max_score is not None and s > max_score:
-                stats["filtered_by_max_score"] += 1
-                continue
-            if margin is not None and s > positive_score - margin:
-                stats["filtered_by_margin"] += 1
-                continue
-            pool.append((i, s))
+        pool = _negative_pool(ranked[anchor], positive_score, margin, max_score, stats)
         chosen = pool[:num_negatives] if sampling == "top" else rng.sample(
             pool, min(num_negatives, len(pool)))
         if len(chosen) < num_negatives:
@@ -220,6 +189,73 @@ def mine_hard_negatives(
     stats["rows"] = len(out)
     logger.info("mine_hard_negatives: %s", stats)
     return (out, stats) if return_stats else out
+
+
+def _check_ranks(num_negatives, range_min, range_max):
+    """`mine_hard_negatives`' checked `(num_negatives, range_min, range_max)`.
+
+    `range_max=None` becomes `range_min + max(num_negatives, 10)`; a range
+    with fewer ranks than `num_negatives` is a ValueError.
+    """
+    num_negatives = _check_int(num_negatives, "num_negatives", 1)
+    range_min = _check_int(range_min, "range_min", 0)
+    if range_max is None:
+        range_max = range_min + max(num_negatives, 10)
+    range_max = _check_int(range_max, "range_max", range_min + 1)
+    if range_max - range_min < num_negatives:
+        raise ValueError(
+            f"`range_max - range_min` ({range_max - range_min}) is smaller than "
+            f"`num_negatives` ({num_negatives})."
+        )
+    return num_negatives, range_min, range_max
+
+
+def _ranked_candidates(anchor_vectors, candidate_vectors, anchors, excluded, range_min,
+                       range_max, similarity, show_progress):
+    """Each anchor's candidates of rank `range_min` to `range_max`, best first.
+
+    Returns a dict anchor -> list of `(candidate index, score)`; the
+    candidates in `excluded[anchor]` (the anchor's own texts) take no rank.
+    """
+    # Enough ranks that dropping each anchor's own texts still leaves range_max.
+    depth = range_max + max(len(x) for x in excluded.values())
+    scores, indices = exact_search(anchor_vectors, candidate_vectors, top_k=depth,
+                                   similarity=similarity, show_progress=show_progress)
+    ranked = {}
+    for row, anchor in enumerate(anchors):
+        keep = [(int(i), float(s)) for i, s in zip(indices[row], scores[row])
+                if int(i) not in excluded[anchor]]
+        ranked[anchor] = keep[range_min:range_max]
+    return ranked
+
+
+def _row_scores(a_vec, p_vec, similarity):
+    """`similarity` of each row of `a_vec` with the same row of `p_vec`."""
+
+    def unit(x):
+        return x / np.maximum(np.linalg.norm(x, axis=-1, keepdims=True), 1e-12)
+
+    if similarity == "cosine":
+        a_vec, p_vec = unit(a_vec), unit(p_vec)
+    return np.sum(a_vec * p_vec, axis=1)
+
+
+def _negative_pool(ranked, positive_score, margin, max_score, stats):
+    """The `(index, score)` candidates of `ranked` that pass `max_score` and `margin`.
+
+    Counts the ones dropped in `stats["filtered_by_max_score"]` and
+    `stats["filtered_by_margin"]`.
+    """
+    pool = []
+    for i, s in ranked:
+        if max_score is not None and s > max_score:
+            stats["filtered_by_max_score"] += 1
+            continue
+        if margin is not None and s > positive_score - margin:
+            stats["filtered_by_margin"] += 1
+            continue
+        pool.append((i, s))
+    return pool
 
 
 def write_triplets_csv(triplets, path):

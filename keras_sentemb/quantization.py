@@ -342,6 +342,29 @@ def quantized_search(
     """
     check_precision(precision)
     check_similarity(similarity)
+    queries, corpus = _search_inputs(query_embeddings, corpus, precision, top_k, oversampling,
+                                     calibration)
+    dim = queries.shape[1]
+    n_docs = corpus.shape[0]
+    k = min(int(top_k), n_docs)
+    depth = min(k * int(oversampling), n_docs) if rescore else k
+    if corpus_chunk_size is None:
+        corpus_chunk_size = 4096 if precision in ("binary", "ubinary") else 50_000
+    scores, indices = _first_pass_top_k(queries, corpus, precision, calibration, similarity,
+                                        depth, query_chunk_size, corpus_chunk_size)
+    if not rescore:
+        return scores, indices
+    candidate_rows = _candidate_reader(rescore_embeddings, corpus, precision, calibration, dim)
+    return _rescore_top_k(queries, indices, k, candidate_rows, similarity, query_chunk_size)
+
+
+def _search_inputs(query_embeddings, corpus, precision, top_k, oversampling, calibration):
+    """`quantized_search`'s checked queries (a float 2-D array) and corpus (an array).
+
+    Raises ValueError for a corpus that is not 2-D or does not fit the
+    queries' dimension, a `top_k` / `oversampling` that is not a positive
+    int, or an int8 / uint8 corpus without a matching calibration.
+    """
     queries = _float_matrix(query_embeddings, "query_embeddings")
     corpus = np.asarray(corpus)
     if corpus.ndim != 2:
@@ -363,37 +386,59 @@ def quantized_search(
                 f"Searching a {precision} corpus needs its QuantizationCalibration (`calibration`)."
             )
         calibration.check_dim(dim)
-    n_docs = corpus.shape[0]
-    k = min(int(top_k), n_docs)
-    depth = min(k * int(oversampling), n_docs) if rescore else k
-    if corpus_chunk_size is None:
-        corpus_chunk_size = 4096 if binary else 50_000
+    return queries, corpus
+
+
+def _first_pass_top_k(queries, corpus, precision, calibration, similarity, depth,
+                      query_chunk_size, corpus_chunk_size):
+    """`quantized_search`'s first pass: the best `depth` documents per query.
+
+    float32 by `similarity`, binary precisions by minus the Hamming distance,
+    int8 / uint8 by the product (or cosine) of the codes; see
+    `quantized_search`.
+    """
     if precision == "float32":
-        scores, indices = exact_search(queries, corpus, depth, similarity, query_chunk_size,
-                                       corpus_chunk_size)
-    elif binary:
+        return exact_search(queries, corpus, depth, similarity, query_chunk_size,
+                            corpus_chunk_size)
+    if precision in ("binary", "ubinary"):
         q = quantize_embeddings(queries, precision)
         to_bytes = (lambda a: a) if precision == "ubinary" else (
             lambda a: (a.astype(np.int16) + 128).astype(np.uint8))
-        scores, indices = _hamming_top_k(_as_uint64_words(to_bytes(q)),
-                                         _as_uint64_words(to_bytes(corpus)),
-                                         depth, query_chunk_size, corpus_chunk_size)
-    else:
-        q = quantize_embeddings(queries, precision, calibration=calibration)
-        shift = 0 if precision == "int8" else -128  # codes centred on 0
-        scores, indices = _code_product_top_k(q, corpus, shift, depth, query_chunk_size,
-                                              corpus_chunk_size, cosine=similarity == "cosine")
-    if not rescore:
-        return scores, indices
-    if rescore_embeddings is not None:
-        # A memory-mapped array stays one: only the candidates' rows are read.
-        documents = rescore_embeddings
-        if not hasattr(documents, "shape"):
-            documents = np.asarray(documents)
-        if documents.shape != (n_docs, dim):
-            raise ValueError(
-                f"`rescore_embeddings` must have shape [{n_docs}, {dim}]; received {documents.shape}."
-            )
+        return _hamming_top_k(_as_uint64_words(to_bytes(q)), _as_uint64_words(to_bytes(corpus)),
+                              depth, query_chunk_size, corpus_chunk_size)
+    q = quantize_embeddings(queries, precision, calibration=calibration)
+    shift = 0 if precision == "int8" else -128  # codes centred on 0
+    return _code_product_top_k(q, corpus, shift, depth, query_chunk_size, corpus_chunk_size,
+                               cosine=similarity == "cosine")
+
+
+def _candidate_reader(rescore_embeddings, corpus, precision, calibration, dim):
+    """A function from sorted document ids to their float32 vectors, for rescoring.
+
+    The rows of `rescore_embeddings` (checked to be `[documents, dim]`)
+    when given, else the corpus' rows dequantized.
+    """
+    if rescore_embeddings is None:
+        return lambda rows: dequantize_embeddings(corpus[rows], precision, calibration, dim=dim)
+    n_docs = corpus.shape[0]
+    # A memory-mapped array stays one: only the candidates' rows are read.
+    documents = rescore_embeddings
+    if not hasattr(documents, "shape"):
+        documents = np.asarray(documents)
+    if documents.shape != (n_docs, dim):
+        raise ValueError(
+            f"`rescore_embeddings` must have shape [{n_docs}, {dim}]; received {documents.shape}."
+        )
+    return lambda rows: np.asarray(documents[rows], np.float32)
+
+
+def _rescore_top_k(queries, indices, k, candidate_rows, similarity, query_chunk_size):
+    """The best `k` of each query's candidates `indices`, by float32 `similarity`.
+
+    `candidate_rows(rows)` returns the float32 vectors of the sorted,
+    unique document ids `rows`. Ties go to the lower document id. Returns
+    `(scores, indices)`, `[queries, k]` each, best first.
+    """
     q_all = np.asarray(queries, np.float32)
     if similarity == "cosine":
         q_all = q_all / np.maximum(np.linalg.norm(q_all, axis=1, keepdims=True), 1e-12)
@@ -404,10 +449,7 @@ def quantized_search(
     for begin in range(0, queries.shape[0], query_chunk_size):
         block = indices[begin : begin + query_chunk_size]
         flat = np.unique(block)
-        if rescore_embeddings is not None:
-            candidates = np.asarray(documents[flat], np.float32)
-        else:
-            candidates = dequantize_embeddings(corpus[flat], precision, calibration, dim=dim)
+        candidates = candidate_rows(flat)
         if similarity == "cosine":
             candidates = candidates / np.maximum(
                 np.linalg.norm(candidates, axis=1, keepdims=True), 1e-12)

@@ -150,6 +150,25 @@ def paper_row(
         "aggregation": "all (STS12-16 subsets concatenated, one correlation)",
         "avg_over": [_short(t) for t in avg_tasks],
     }
+    tasks = _sts_scores(encoder, sts_data, sts_tasks, pooling, stsb_limit, batch_size, evaluation)
+    present = [tasks.get(_short(t)) for t in avg_tasks]
+    avg = None if any(v is None for v in present) else _round(sum(present) / len(present))
+    if avg is None:
+        evaluation["avg"] = "not computed: the paper's average needs every task in avg_over"
+    row = {"paper": paper, "protocol": {**dict(protocol or {}), "evaluation": evaluation},
+           "tasks": tasks, "avg": avg}
+    if transfer_tasks:
+        _add_transfer(row, encoder, transfer_data, transfer_tasks, transfer_config, pooling,
+                      batch_size)
+    return row
+
+
+def _sts_scores(encoder, sts_data, sts_tasks, pooling, stsb_limit, batch_size, evaluation):
+    """`paper_row`'s STS scores, `{short name: Spearman x100}`, in `sts_tasks` order.
+
+    Records in `evaluation` what was scored (`"sts"`) and, with `sts_data`,
+    the tasks it lacks (`"sts_missing"`).
+    """
     tasks = {}
     if sts_data is None:
         pairs = load_stsb_pairs("stsb", "test")
@@ -160,55 +179,59 @@ def paper_row(
             cosines = pair_cosines(encoder, pairs, batch_size=batch_size, pooling=pooling)
             rho = spearmanr(cosines, [p[2] for p in pairs]).correlation
             tasks["STS-B"] = _round(100 * rho)
-    else:
-        found = set(_discover(sts_data))
-        run = [t for t in sts_tasks if t in found]
-        if not run:
-            raise FileNotFoundError(
-                f"None of the STS tasks {[_short(t) for t in sts_tasks]} found in {sts_data} "
-                "(SentEval layout: STS12-en-test/ ... STS16-en-test/, STSBenchmark/, SICK/)."
-            )
-        result = evaluate_sts(
-            encoder, sts_data, tasks=run, batch_size=batch_size, pooling=pooling,
-            split="test", aggregation="all", show_progress=False,
+        return tasks
+    found = set(_discover(sts_data))
+    run = [t for t in sts_tasks if t in found]
+    if not run:
+        raise FileNotFoundError(
+            f"None of the STS tasks {[_short(t) for t in sts_tasks]} found in {sts_data} "
+            "(SentEval layout: STS12-en-test/ ... STS16-en-test/, STSBenchmark/, SICK/)."
+        )
+    result = evaluate_sts(
+        encoder, sts_data, tasks=run, batch_size=batch_size, pooling=pooling,
+        split="test", aggregation="all", show_progress=False,
+    )
+    for task in run:
+        score = result[task]["all"] if task in STS_YEAR_TASKS else result[task]["test"]
+        tasks[_short(task)] = _round(score["spearman"])
+    missing = [_short(t) for t in sts_tasks if t not in found]
+    evaluation["sts"] = f"SentEval STS folders in {os.fspath(sts_data)}, test splits"
+    if missing:
+        evaluation["sts_missing"] = missing
+    return tasks
+
+
+def _add_transfer(row, encoder, transfer_data, transfer_tasks, transfer_config, pooling,
+                  batch_size):
+    """Add the transfer tasks found in `transfer_data` to `row` (accuracy x100).
+
+    Their scores go into `row["tasks"]`, their mean into
+    `row["transfer_avg"]` (None when a task is missing); the evaluation
+    protocol records what was run or why not.
+    """
+    evaluation, tasks = row["protocol"]["evaluation"], row["tasks"]
+    if transfer_data is None:
+        evaluation["transfer"] = (
+            f"not run: the paper also reports {list(transfer_tasks)}; pass SentEval's "
+            "data/downstream folder (--transfer-data DIR)"
+        )
+        return
+    have = set(available_transfer_tasks(transfer_data))
+    run = [t for t in transfer_tasks if t in have]
+    missing = [t for t in transfer_tasks if t not in have]
+    evaluation["transfer"] = f"SentEval ({transfer_config}) on {os.fspath(transfer_data)}"
+    if missing:
+        evaluation["transfer_missing"] = missing
+    if run:
+        result = evaluate_transfer(
+            encoder, transfer_data, tasks=run, pooling=pooling, config=transfer_config,
+            batch_size=batch_size, show_progress=False,
         )
         for task in run:
-            score = result[task]["all"] if task in STS_YEAR_TASKS else result[task]["test"]
-            tasks[_short(task)] = _round(score["spearman"])
-        missing = [_short(t) for t in sts_tasks if t not in found]
-        evaluation["sts"] = f"SentEval STS folders in {os.fspath(sts_data)}, test splits"
-        if missing:
-            evaluation["sts_missing"] = missing
-    present = [tasks.get(_short(t)) for t in avg_tasks]
-    avg = None if any(v is None for v in present) else _round(sum(present) / len(present))
-    if avg is None:
-        evaluation["avg"] = "not computed: the paper's average needs every task in avg_over"
-    row = {"paper": paper, "protocol": {**dict(protocol or {}), "evaluation": evaluation},
-           "tasks": tasks, "avg": avg}
-    if transfer_tasks:
-        if transfer_data is None:
-            evaluation["transfer"] = (
-                f"not run: the paper also reports {list(transfer_tasks)}; pass SentEval's "
-                "data/downstream folder (--transfer-data DIR)"
-            )
-        else:
-            have = set(available_transfer_tasks(transfer_data))
-            run = [t for t in transfer_tasks if t in have]
-            missing = [t for t in transfer_tasks if t not in have]
-            evaluation["transfer"] = f"SentEval ({transfer_config}) on {os.fspath(transfer_data)}"
-            if missing:
-                evaluation["transfer_missing"] = missing
-            if run:
-                result = evaluate_transfer(
-                    encoder, transfer_data, tasks=run, pooling=pooling, config=transfer_config,
-                    batch_size=batch_size, show_progress=False,
-                )
-                for task in run:
-                    tasks[task] = _round(result[task]["acc"])
-                row["transfer_avg"] = (
-                    None if missing else _round(sum(tasks[t] for t in run) / len(run))
-                )
-    return row
+            tasks[task] = _round(result[task]["acc"])
+        row["transfer_avg"] = (
+            None if missing else _round(sum(tasks[t] for t in run) / len(run))
+        )
 
 
 def write_row(row, out=None):

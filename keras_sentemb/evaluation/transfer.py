@@ -111,6 +111,54 @@ def _embed(encoder, texts, batch_size, pooling, encode_kwargs):
     return np.asarray(vectors, dtype=np.float32), np.array([index[t] for t in texts], np.int64)
 
 
+def _task_texts(task, splits):
+    """Every text of a task to encode, in the order `_classify` takes their vectors."""
+    if task == "MRPC":
+        return [s for split in ("train", "test") for part in splits[split][:2] for s in part]
+    return [s for split in splits.values() for s in split[0]]
+
+
+def _classify(task, splits, vectors, rows, cfg, seed, mrpc_features):
+    """Train and score one task's classifier under its `TASK_PROTOCOLS` protocol.
+
+    `vectors[rows]` are the embeddings of `_task_texts(task, splits)`, in
+    that order (`_embed`'s output). Returns the protocol's result dict
+    (MRPC's also with `f1`).
+    """
+    protocol = TASK_PROTOCOLS[task]
+    position = 0
+
+    def take(count):  # the next `count` texts' vectors, in `_task_texts` order
+        nonlocal position
+        position += count
+        return vectors[rows[position - count : position]]
+
+    if protocol == "inner_kfold":
+        sentences, labels = splits["all"]
+        return protocols.inner_kfold(take(len(sentences)), labels, cfg, seed)
+    if protocol == "split_selection":
+        feats = {s: take(len(splits[s][0])) for s in ("train", "dev", "test")}
+        return protocols.split_selection(
+            feats["train"], splits["train"][1], feats["dev"], splits["dev"][1],
+            feats["test"], splits["test"][1], cfg, seed,
+        )
+    if task == "MRPC":
+        feats = {}
+        for split in ("train", "test"):
+            a_text, b_text, _ = splits[split]
+            a, b = take(len(a_text)), take(len(b_text))
+            feats[split] = pair_features(a, b, mrpc_features)
+        out = protocols.kfold_then_test(
+            feats["train"], splits["train"][2], feats["test"], splits["test"][2], cfg, seed
+        )
+        out["f1"] = f1_binary(splits["test"][2], out["predictions"])
+        return out
+    feats = {s: take(len(splits[s][0])) for s in ("train", "test")}
+    return protocols.kfold_then_test(
+        feats["train"], splits["train"][1], feats["test"], splits["test"][1], cfg, seed
+    )
+
+
 def evaluate_transfer(
     encoder,
     data_dir,
@@ -195,44 +243,10 @@ def evaluate_transfer(
         start = time.time()
         splits = data[task]
         protocol = TASK_PROTOCOLS[task]
-        if task == "MRPC":
-            texts = [s for split in ("train", "test") for part in splits[split][:2] for s in part]
-        else:
-            texts = [s for split in splits.values() for s in split[0]]
-        vectors, rows = _embed(encoder, texts, batch_size, pooling, encode_kwargs)
+        vectors, rows = _embed(encoder, _task_texts(task, splits), batch_size, pooling,
+                               encode_kwargs)
         encoded = time.time() - start
-
-        position = 0
-
-        def take(count):  # the next `count` texts' vectors, in `texts` order
-            nonlocal position
-            position += count
-            return vectors[rows[position - count : position]]
-
-        if protocol == "inner_kfold":
-            sentences, labels = splits["all"]
-            out = protocols.inner_kfold(take(len(sentences)), labels, cfg, seed)
-        elif protocol == "split_selection":
-            feats = {s: take(len(splits[s][0])) for s in ("train", "dev", "test")}
-            out = protocols.split_selection(
-                feats["train"], splits["train"][1], feats["dev"], splits["dev"][1],
-                feats["test"], splits["test"][1], cfg, seed,
-            )
-        elif task == "MRPC":
-            feats = {}
-            for split in ("train", "test"):
-                a_text, b_text, _ = splits[split]
-                a, b = take(len(a_text)), take(len(b_text))
-                feats[split] = pair_features(a, b, mrpc_features)
-            out = protocols.kfold_then_test(
-                feats["train"], splits["train"][2], feats["test"], splits["test"][2], cfg, seed
-            )
-            out["f1"] = f1_binary(splits["test"][2], out["predictions"])
-        else:
-            feats = {s: take(len(splits[s][0])) for s in ("train", "test")}
-            out = protocols.kfold_then_test(
-                feats["train"], splits["train"][1], feats["test"], splits["test"][1], cfg, seed
-            )
+        out = _classify(task, splits, vectors, rows, cfg, seed, mrpc_features)
         out.pop("predictions", None)
         out["protocol"] = protocol
         out["seconds"] = {"encode": round(encoded, 1), "classifier": round(time.time() - start - encoded, 1)}

@@ -206,6 +206,42 @@ def _check_resume(existing, manifest, output_dir):
         )
 
 
+def _settings_manifest(encoder, files, model_name, pooling, normalize, max_length, precision,
+                       shard_size, shard_format):
+    """`encode_to_files`' manifest before encoding: the inputs and the settings.
+
+    A run resumed with other values of its `RESUME_KEYS` is refused
+    (`_check_resume`).
+    """
+    return {
+        "inputs": [os.path.abspath(f) if not _is_url(f) else f for f in files],
+        "model": model_name or encoder.name,
+        "pooling": pooling,
+        "normalize": bool(normalize),
+        "max_length": int(max_length),
+        "precision": precision,
+        "shard_size": shard_size,
+        "format": shard_format,
+        "dim": encoder.output_dim,
+    }
+
+
+def _file_shards(path, shard_size):
+    """The shards of one input file: `(shard_index, first_line, lines)`, in order.
+
+    Each holds `shard_size` lines but the last, which holds the rest (no
+    shard for an empty file). The lines are read as they are needed.
+    """
+    lines, shard_index, first_line = [], 0, 0
+    for line in iter_lines(path):
+        lines.append(line)
+        if len(lines) == shard_size:
+            yield shard_index, first_line, lines
+            lines, shard_index, first_line = [], shard_index + 1, first_line + shard_size
+    if lines:
+        yield shard_index, first_line, lines
+
+
 def encode_to_files(
     encoder,
     input_glob,
@@ -273,17 +309,8 @@ def encode_to_files(
     if tf.io.gfile.exists(output_dir) and not tf.io.gfile.isdir(output_dir):
         raise ValueError(f"`output_dir` {output_dir!r} exists and is not a folder.")
     tf.io.gfile.makedirs(output_dir)
-    manifest = {
-        "inputs": [os.path.abspath(f) if not _is_url(f) else f for f in files],
-        "model": model_name or encoder.name,
-        "pooling": pooling,
-        "normalize": bool(normalize),
-        "max_length": int(max_length),
-        "precision": precision,
-        "shard_size": shard_size,
-        "format": shard_format,
-        "dim": encoder.output_dim,
-    }
+    manifest = _settings_manifest(encoder, files, model_name, pooling, normalize, max_length,
+                                  precision, shard_size, shard_format)
     existing = read_manifest(output_dir)
     _check_resume(existing, manifest, output_dir)
     write_manifest(output_dir, manifest)
@@ -315,14 +342,8 @@ def encode_to_files(
                   file=sys.stderr)
 
     for file_index, path in enumerate(files):
-        lines, shard_index, first_line = [], 0, 0
-        for line in iter_lines(path):
+        for shard_index, first_line, lines in _file_shards(path, shard_size):
             # A shard already on disk is only counted: its lines are not kept.
-            lines.append(line)
-            if len(lines) == shard_size:
-                flush(file_index, shard_index, first_line, lines)
-                lines, shard_index, first_line = [], shard_index + 1, first_line + shard_size
-        if lines:
             flush(file_index, shard_index, first_line, lines)
     manifest.update({
         "complete": True,

@@ -43,6 +43,57 @@ def resolve_temperature(temperature):
     return validation.positive_float(temperature, "temperature")
 
 
+def _check_teacher(mode, teacher, student):
+    """The teacher `ParallelContrastive` keeps for `mode`: None for `"shared"`.
+
+    The other modes need a teacher that is not the student itself.
+    """
+    if mode == "shared":
+        if teacher is not None and teacher is not student:
+            raise ValueError(
+                "mode='shared' uses one encoder for both languages; pass "
+                "teacher=None (received a separate teacher)."
+            )
+        return None
+    if teacher is None:
+        raise ValueError(f"mode={mode!r} needs a `teacher` encoder, received None.")
+    if teacher is student:
+        raise ValueError(
+            f"mode={mode!r} needs a teacher separate from the student "
+            "(use `student.clone()`), or mode='shared'."
+        )
+    return teacher
+
+
+def _embedding_dim(mode, mlp, teacher, student):
+    """The size of the compared embeddings: the frozen teacher's, else the student's.
+
+    Trained sides must agree in size, and without a head (`mlp="none"`) the
+    student must already have that size.
+    """
+    source = teacher if teacher is not None else student
+    embedding_dim = source.output_dim if mode == "frozen_teacher" else student.output_dim
+    if mode != "frozen_teacher" and source.output_dim != student.output_dim:
+        raise ValueError(
+            f"mode={mode!r} needs encoders of the same output size; received "
+            f"{source.output_dim} and {student.output_dim}."
+        )
+    if mlp == "none" and student.output_dim != embedding_dim:
+        raise ValueError(
+            f"The student's output size ({student.output_dim}) differs from the "
+            f"teacher's ({embedding_dim}); use mlp='train', whose head maps "
+            "between them."
+        )
+    return embedding_dim
+
+
+def _identity_head(name, in_dim, out_dim):
+    """A built training-only `ProjectionMLP` `in_dim -> out_dim`, initialised to the identity."""
+    layer = ProjectionMLP(out_dim, initializer="identity", name=name)
+    layer.build((None, in_dim))
+    return layer
+
+
 @keras.saving.register_keras_serializable(package="keras_sentemb")
 class ParallelContrastive(BaseTrainer):
     """Frozen source encoder teaching a target encoder on translation pairs.
@@ -140,62 +191,22 @@ class ParallelContrastive(BaseTrainer):
         if self.init_temperature > 1:
             raise ValueError(f"`init_temperature` must be in (0, 1], received {init_temperature!r}.")
         self.max_logit_scale = validation.positive_float(max_logit_scale, "max_logit_scale")
-        if mode == "shared":
-            if teacher is not None and teacher is not student:
-                raise ValueError(
-                    "mode='shared' uses one encoder for both languages; pass "
-                    "teacher=None (received a separate teacher)."
-                )
-            teacher = None
-        elif teacher is None:
-            raise ValueError(f"mode={mode!r} needs a `teacher` encoder, received None.")
-        elif teacher is student:
-            raise ValueError(
-                f"mode={mode!r} needs a teacher separate from the student "
-                "(use `student.clone()`), or mode='shared'."
-            )
+        teacher = _check_teacher(mode, teacher, student)
         self.pooling = parse_pooling(pooling, student.num_layers)
         self._teacher = teacher
         if mode == "frozen_teacher":
             # Excludes the teacher's weights from `trainable_variables`.
             set_trainable(teacher, False)
-        source = teacher if teacher is not None else student
-        self.embedding_dim = source.output_dim if mode == "frozen_teacher" else student.output_dim
-        if mode != "frozen_teacher" and source.output_dim != student.output_dim:
-            raise ValueError(
-                f"mode={mode!r} needs encoders of the same output size; received "
-                f"{source.output_dim} and {student.output_dim}."
-            )
-        if mlp == "none" and student.output_dim != self.embedding_dim:
-            raise ValueError(
-                f"The student's output size ({student.output_dim}) differs from the "
-                f"teacher's ({self.embedding_dim}); use mlp='train', whose head maps "
-                "between them."
-            )
-
-        def head(name, in_dim):
-            layer = ProjectionMLP(self.embedding_dim, initializer="identity", name=name)
-            layer.build((None, in_dim))
-            return layer
-
-        self.target_mlp = head("target_mlp", student.output_dim) if mlp == "train" else None
-        self.source_mlp = (
-            head("source_mlp", teacher.output_dim) if mlp == "train" and mode == "dual" else None
+        self.embedding_dim = _embedding_dim(mode, mlp, teacher, student)
+        self.target_mlp = (
+            _identity_head("target_mlp", student.output_dim, self.embedding_dim)
+            if mlp == "train" else None
         )
-        if fixed is None:
-            if not self.max_logit_scale >= 1.0 / self.init_temperature:
-                raise ValueError(
-                    "`max_logit_scale` must be >= 1 / init_temperature, received "
-                    f"{max_logit_scale!r}."
-                )
-            self.logit_scale = LogitScale(
-                1.0 / self.init_temperature, self.max_logit_scale, name="logit_scale"
-            )
-        else:
-            scale = 1.0 / fixed
-            self.logit_scale = LogitScale(
-                scale, max(scale, self.max_logit_scale), learnable=False, name="logit_scale"
-            )
+        self.source_mlp = (
+            _identity_head("source_mlp", teacher.output_dim, self.embedding_dim)
+            if mlp == "train" and mode == "dual" else None
+        )
+        self.logit_scale = self._make_logit_scale(fixed, max_logit_scale)
         self.queue = (
             MemoryQueue(self.queue_size, self.embedding_dim, name="memory_queue")
             if self.queue_size > 0
@@ -204,6 +215,22 @@ class ParallelContrastive(BaseTrainer):
         self.temperature_tracker = keras.metrics.Mean(name="temperature")
         self.positive_tracker = keras.metrics.Mean(name="positive_cosine")
         self.queue_tracker = keras.metrics.Mean(name="queue_fill")
+
+    def _make_logit_scale(self, fixed, max_logit_scale):
+        """The `LogitScale`: learnable when `fixed` (a temperature) is None."""
+        if fixed is None:
+            if not self.max_logit_scale >= 1.0 / self.init_temperature:
+                raise ValueError(
+                    "`max_logit_scale` must be >= 1 / init_temperature, received "
+                    f"{max_logit_scale!r}."
+                )
+            return LogitScale(
+                1.0 / self.init_temperature, self.max_logit_scale, name="logit_scale"
+            )
+        scale = 1.0 / fixed
+        return LogitScale(
+            scale, max(scale, self.max_logit_scale), learnable=False, name="logit_scale"
+        )
 
     # ----------------------------------------------------------- accessors
     @property
