@@ -7,6 +7,7 @@ import tensorflow as tf
 
 from keras_sentemb.models import SentenceEncoder
 from keras_sentemb.models.presets import ModelNotFoundError, resolve_model
+from keras_sentemb.models.encoding_engine import BUCKETS
 from keras_sentemb.models.encoding_engine import bucket_length
 from tests.conftest import make_tiny_encoder
 from tests.numeric import assert_close_vectors
@@ -83,8 +84,11 @@ def test_pooling_and_normalize_options(tiny_encoder):
 
 
 def test_bucket_length():
-    assert bucket_length(3) == 8 and bucket_length(8) == 8 and bucket_length(9) == 16
-    assert bucket_length(129) == 160 and bucket_length(600) == 640
+    # encode's widths: every even length up to 128, then coarser steps.
+    assert bucket_length(3) == 4 and bucket_length(8) == 8 and bucket_length(9) == 10
+    assert bucket_length(128) == 128 and bucket_length(129) == 160 and bucket_length(600) == 640
+    # Training's coarser widths.
+    assert bucket_length(3, BUCKETS) == 8 and bucket_length(9, BUCKETS) == 16
 
 
 def test_save_and_load_round_trip(tmp_path):
