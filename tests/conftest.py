@@ -44,7 +44,6 @@ if _WORKERS > 1:
 import pytest  # noqa: E402
 
 from tests import process_guard  # noqa: E402
-from tests import resident_pages  # noqa: E402
 
 # TensorFlow and PyTorch never share a test process: importing the second
 # raises instead of crashing the worker (the PyTorch side runs in
@@ -165,12 +164,6 @@ def torch_worker():
     worker = TorchWorker()
     yield worker
     worker.close()
-
-
-def pytest_runtest_setup(item):
-    """In xdist processes, keeps the library code loaded so far resident (tests/resident_pages.py)."""
-    if _WORKER.startswith("gw"):
-        resident_pages.lock_file_mappings()
 
 
 @pytest.hookimpl(hookwrapper=True)
