@@ -17,9 +17,8 @@ batch 16 x length 75 and batch 64 x length 32), in float32 and bfloat16, each as
   forward + backward.
 - `dropout` (training): 16-bit masks (the masking as one XLA kernel) against Keras'
   `Dropout`, on a hidden state and on attention probabilities; forward + backward.
-- `transformer` (half-precision encoding): `fused_transformer.fused_call` against keras-hub's
-  `TransformerEncoder`; forward (float32 for information only: the fused layer runs on
-  half precision).
+- `transformer` (encoding): `fused_transformer.fused_call` against keras-hub's
+  `TransformerEncoder`; forward.
 - `unpadded` (training): `unpadded_transformer.unpadded_call` (the real tokens' rows only)
   against keras-hub's `TransformerEncoder`, dropout 0.1 on, each sentence's length drawn
   from half to all of the batch's length (a quarter of the rows padding on average);
@@ -30,9 +29,8 @@ median of `--repeats` samples, so a machine shared with other work still compare
 forms under the same load. The first call of each form (tracing plus XLA compilation) is
 recorded too. The JSON names the CPU model, its flags and the instruction-set class the
 policy keys on, and suggests a choice per kernel: fused where the geometric mean of the
-plain / fused time ratios over the shapes is above 1 in the dtype the choice applies to
-(float32, the precision a CPU without native bfloat16 computes in; bfloat16 for
-`transformer`, which runs only there).
+plain / fused time ratios over the shapes is above 1 in float32, the precision a CPU
+without native bfloat16 computes in.
 """
 
 import argparse
@@ -223,7 +221,7 @@ def cases(tf, keras, shapes, dtypes):
 
 # Which dtype's measurements decide each kernel (see the module docstring).
 DECIDING_DTYPE = {"gelu": "float32", "gelu_encode": "float32", "layer_norm": "float32",
-                  "dropout": "float32", "transformer": "bfloat16", "unpadded": "float32"}
+                  "dropout": "float32", "transformer": "float32", "unpadded": "float32"}
 
 
 def suggest(results):

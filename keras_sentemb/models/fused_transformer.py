@@ -1,13 +1,14 @@
-"""A Transformer layer's forward pass in fewer, larger ops, for half-precision encoding.
+"""A Transformer layer's forward pass in fewer, larger ops, for encoding.
 
 keras-hub's `TransformerEncoder` runs self-attention through Keras'
 `MultiHeadAttention`: three einsum projections, each followed by its own bias
 add, a separate multiply that scales the query, scores and context by einsum,
 the padding mask as a select before and after the softmax, then the output
 projection, its bias and the residual add as separate passes; the feed-forward
-block ends the same way. Forward-only, on half-precision inputs, the per-op
-cost of these small passes is a large share of the time: bfloat16 matmuls are
-fast, the rest is not.
+block ends the same way. Forward-only, the per-op cost of these small passes
+is a large share of the time: in bfloat16 the matmuls are fast and the rest is
+not; in float32 on an AVX2-only CPU the transposes around the einsums alone
+took 7 % of a forward pass.
 
 `fused_call` computes the same function on the rows of the 2-D
 `[batch * length, width]` matrix:
@@ -25,12 +26,16 @@ fast, the rest is not.
 
 Measured on a 2-core AVX512-BF16 CPU, `keras-sentemb encode --precision
 bfloat16` of 3,000 wiki sentences as the command runs it (two batches side by
-side, 2,048 tokens each): 800 -> 848 sentences/s (docs/performance.md). Float32
-gained 1 % and keeps keras-hub's layer.
+side, 2,048 tokens each): 800 -> 848 sentences/s (docs/performance.md);
+float32 there gained 1 %. On a 2-core AVX2-only CPU, float32, one batch of
+32 x 64 tokens on one core: 607 -> 583 ms (transposes 50 -> 19 ms, the
+projections 509 -> 499 ms); `encode` of 8,000 wiki sentences as the command
+runs it: 41.7 -> 38.6 s (`benchmarks/kernel_choice.py` has the per-layer
+figures).
 
 It runs only in forward-only graphs (`encode`'s, `kernels.GraphKind`;
 training keeps keras-hub's layer, whose dropout and gradients it would
-otherwise have to reproduce), on bfloat16 or float16 inputs, with a padding mask, and when the layer is the plain keras-hub
+otherwise have to reproduce), on float32, bfloat16 or float16 inputs, with a padding mask, and when the layer is the plain keras-hub
 layer it expects (no gate, no sliding window, no quantization or LoRA, biases
 on); otherwise it calls keras-hub's own. Values equal keras-hub's to rounding
 (cosine > 0.9999 in bfloat16, relative error ~1e-6 in float32). One defined
@@ -53,7 +58,8 @@ from keras_sentemb.models import unpadded_transformer
 # Set to "1" to run keras-hub's Transformer layer everywhere (`kernels.ENVIRONMENT`).
 DISABLE_ENV = "KERAS_SENTEMB_PLAIN_TRANSFORMER"
 
-_HALF = (tf.bfloat16, tf.float16)
+# Input dtypes it runs on (float64 keeps keras-hub's layer).
+_DTYPES = (tf.float32, tf.bfloat16, tf.float16)
 
 
 def _plain(layer, kind):
@@ -90,7 +96,7 @@ def supports(layer):
 
 def _use_fused(layer, inputs, padding_mask, training, return_attention_scores):
     return (not training and not return_attention_scores and padding_mask is not None
-            and isinstance(inputs, tf.Tensor) and inputs.dtype in _HALF
+            and isinstance(inputs, tf.Tensor) and inputs.dtype in _DTYPES
             and inputs.shape.rank == 3 and inputs.shape[-1] is not None
             and kernels.decide("transformer", kernels.policy_of(layer)))
 
@@ -143,7 +149,7 @@ def _layer_call(self, inputs, padding_mask=None, attention_mask=None, training=N
 
 
 def install_fused_transformer(transformer_layers, policy=None):
-    """Lets each supported layer take `fused_call` in forward-only half-precision graphs.
+    """Lets each supported layer take `fused_call` in forward-only graphs.
 
     Whether it does is decided while a graph is traced, by `policy` (a
     `kernels.KernelPolicy`; default "auto") through `kernels.decide`.

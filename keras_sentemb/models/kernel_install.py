@@ -31,7 +31,7 @@ def install_kernels(backbone, transformer_layers, policy=None):
     return {
         # One fused XLA kernel per GELU forward / backward (fused_gelu).
         "gelu": fuse_gelu(transformer_layers, policy),
-        # Fewer, larger ops per Transformer layer in half-precision encoding (fused_transformer).
+        # Fewer, larger ops per Transformer layer in encoding (fused_transformer).
         "transformer": install_fused_transformer(transformer_layers, policy),
         # Dropout masks from 16-bit random integers (fast_dropout).
         "dropout": install_fast_dropout(backbone, policy),

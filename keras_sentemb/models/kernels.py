@@ -5,7 +5,7 @@ the plain TensorFlow / Keras / keras-hub ops (oneDNN's kernels on a CPU):
 
 | op | fused form | where it applies |
 |---|---|---|
-| `transformer` | a Transformer layer's forward pass in fewer, larger ops (`fused_transformer`) | encoding (forward-only graphs) in bfloat16 / float16 |
+| `transformer` | a Transformer layer's forward pass in fewer, larger ops (`fused_transformer`) | encoding (forward-only graphs) |
 | `gelu` | bias add + GELU as one XLA kernel forward and one backward (`fused_gelu`) | graphs that compute gradients |
 | `gelu_encode` | float32: GELU as one XLA kernel; half precision: oneDNN's fused matmul + bias + GELU (`fused_gelu`) | encoding (forward-only graphs) |
 | `layer_norm` | layer normalisation as one XLA kernel each way (`fused_layer_norm`) | graphs that compute gradients |
@@ -49,7 +49,7 @@ CHOICES = ("auto", "fused", "plain")
 
 # The ops a policy chooses for, and what their fused form is (see the module docstring).
 OPS = {
-    "transformer": "fused Transformer layer in half-precision encoding",
+    "transformer": "fused Transformer layer in encoding (forward-only graphs)",
     "gelu": "bias + GELU as one XLA kernel each way (training graphs)",
     "gelu_encode": "GELU in encoding: XLA kernel (float32) / oneDNN matmul+bias+GELU (half)",
     "layer_norm": "layer normalisation as one XLA kernel each way (training graphs)",
@@ -81,9 +81,9 @@ MEASURED = {
     "avx512": dict(_FUSED_EVERYWHERE),
     # A real AVX2-only AMD EPYC (Zen 3 class, 2 cores shared with other work): every fused
     # kernel measured faster than the plain ops. plain / fused, geometric mean over the two
-    # shapes, float32 (bfloat16 for `transformer`), two runs: gelu 1.16x / 1.32x, gelu_encode
-    # 1.19x / 1.09x, layer_norm 1.65x / 1.73x, dropout 1.72x / 1.76x, transformer 1.83x /
-    # 1.68x (benchmarks/results/kernel_choice_avx2.json, kernel_choice_avx2_run1.json);
+    # shapes, float32, two runs: gelu 1.16x / 1.32x, gelu_encode 1.19x / 1.09x, layer_norm
+    # 1.65x / 1.73x, dropout 1.72x / 1.76x, transformer 1.30x / 1.11x (1.83x / 1.68x in
+    # bfloat16) (benchmarks/results/kernel_choice_avx2.json, kernel_choice_avx2_run1.json);
     # unpadded 2.02x (kernel_choice_avx2_unpadded.json).
     "avx2": dict(_FUSED_EVERYWHERE),
     # Not measured (Arm, older x86, unknown): the behaviour before this table.
@@ -152,7 +152,7 @@ class KernelPolicy:
     """Which kernel each op runs: `"fused"`, `"plain"` or `"auto"` (per CPU, `MEASURED`).
 
     Args:
-        transformer: str. The fused Transformer layer in half-precision encoding.
+        transformer: str. The fused Transformer layer in encoding.
             Defaults to `"auto"`.
         gelu: str. The fused bias + GELU kernels in training graphs. Defaults to `"auto"`.
         gelu_encode: str. The fused GELU in encoding graphs. Defaults to `"auto"`.
@@ -392,7 +392,7 @@ def kernel_report(policy=None, isa=None):
     (`KERAS_SENTEMB_PLAIN_*=1`), the policy's explicit choice, or the measured
     table row of this CPU's instruction set (`MEASURED`, from
     `benchmarks/kernel_choice.py`). Where an op applies at all (e.g. the fused
-    Transformer layer only in half-precision encoding) is in `applies`.
+    Transformer layer only in encoding) is in `applies`.
 
     Args:
         policy: a `KernelPolicy`, `"auto"`, `"fused"`, `"plain"`, a dict op ->

@@ -1,4 +1,4 @@
-"""The fused Transformer layer: keras-hub's values, only in forward-only half-precision graphs."""
+"""The fused Transformer layer: keras-hub's values, only in forward-only graphs."""
 
 import keras
 import keras_hub
@@ -83,21 +83,46 @@ def test_bfloat16_encode_runs_it_with_keras_hubs_vectors(make):
     assert "Einsum" not in ops and ops.count("BatchMatMulV2") >= 2 * encoder.num_layers
 
 
-def test_float32_encode_keeps_keras_hubs_layer():
-    encoder = make_tiny_encoder()
+def _encode_graph_ops(encoder):
     fn = encoder._encode_fn(encoder._resolve_pooling("mean"), False, True)
-    ops = _graph_ops(fn.get_concrete_function(tf.TensorSpec([None, None], tf.int32),
-                                              tf.TensorSpec([None, None], tf.int32)))
-    assert "Einsum" in ops
+    return _graph_ops(fn.get_concrete_function(tf.TensorSpec([None, None], tf.int32),
+                                               tf.TensorSpec([None, None], tf.int32)))
 
 
-def test_only_forward_only_half_precision_graphs_take_it(monkeypatch):
-    encoder = make_tiny_encoder().clone(dtype="bfloat16")
+@pytest.mark.parametrize("make", [make_tiny_encoder, make_tiny_roberta], ids=["bert", "roberta"])
+def test_float32_encode_runs_it_with_keras_hubs_vectors(make, monkeypatch):
+    encoder = make()
+    ops = _encode_graph_ops(encoder)
+    assert "Einsum" not in ops and ops.count("BatchMatMulV2") >= 2 * encoder.num_layers
+    fused = encoder.encode(SENTENCES, pooling="mean")
+    monkeypatch.setenv(DISABLE_ENV, "1")
+    encoder._encode_fns.clear()
+    assert "Einsum" in _encode_graph_ops(encoder)  # keras-hub's layer
+    assert_close_vectors(fused, encoder.encode(SENTENCES, pooling="mean"), rtol=1e-5)
+
+
+def test_float64_keeps_keras_hubs_layer(monkeypatch):
+    calls = []
+    real = fused_transformer.fused_call
+    monkeypatch.setattr(fused_transformer, "fused_call", lambda *a, **k: calls.append(1) or real(*a, **k))
+    x, padding = _inputs()
+    for dtype in ("float64", "float32"):
+        layer = keras_hub.layers.TransformerEncoder(intermediate_dim=32, num_heads=2, dtype=dtype)
+        layer.build([None, None, 16])
+        assert install_fused_transformer([layer]) == 1
+        run_in_graph(lambda: layer(tf.cast(x, dtype), padding_mask=padding, training=False),
+                     forward_only=True)
+    assert calls == [1]  # the float32 layer only
+
+
+@pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
+def test_only_forward_only_graphs_take_it(monkeypatch, dtype):
+    encoder = make_tiny_encoder().clone(dtype=dtype)
     layer = encoder.backbone.transformer_layers[0]
     calls = []
     real = fused_transformer.fused_call
     monkeypatch.setattr(fused_transformer, "fused_call", lambda *a, **k: calls.append(1) or real(*a, **k))
-    x, padding = _inputs(width=32, dtype="bfloat16")
+    x, padding = _inputs(width=32, dtype=dtype)
     layer(x, padding_mask=padding, training=False)
     assert calls == []  # not forward-only
     run_in_graph(lambda: layer(x, padding_mask=padding, training=False))  # undeclared graph
