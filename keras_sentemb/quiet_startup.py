@@ -16,8 +16,10 @@ pipe, lines that match the known start-up notices are dropped and everything
 else (argparse's usage errors, Python warnings, any other C++ error) is
 passed on unchanged, line by line. After that window stderr is the process'
 own again, and `TF_CPP_MIN_LOG_LEVEL=2` keeps TensorFlow's later INFO and
-WARNING lines away. `TF_ENABLE_ONEDNN_OPTS` is left alone: it changes the
-numerics, not only the logs.
+WARNING lines away. Apart from the logs, `start_tensorflow` turns
+TensorFlow's oneDNN kernels on where they measured faster and TensorFlow
+leaves them off (AVX2-only CPUs, `models.onednn_opts`); a
+`TF_ENABLE_ONEDNN_OPTS` the user set is kept.
 
 Nothing is filtered when the user asked for the logs (`--verbose`) or chose a
 level themselves (`TF_CPP_MIN_LOG_LEVEL` set in the environment).
@@ -165,7 +167,14 @@ def quiet_tensorflow_startup(verbose=False):
 
 
 def start_tensorflow():
-    """Imports TensorFlow and lists its devices, where its start-up notices come from."""
+    """Imports TensorFlow and lists its devices, where its start-up notices come from.
+
+    First turns TensorFlow's oneDNN kernels on where they measured faster and
+    TensorFlow leaves them off (`models.onednn_opts.enable_onednn_opts`).
+    """
+    from keras_sentemb.models.onednn_opts import enable_onednn_opts
+
+    enable_onednn_opts()
     import tensorflow as tf
 
     tf.config.list_physical_devices()

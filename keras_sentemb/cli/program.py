@@ -15,6 +15,7 @@ from keras_sentemb.cli import export
 from keras_sentemb.cli import train
 from keras_sentemb.cli.common import report_error
 from keras_sentemb.cli.errors import one_line_error
+from keras_sentemb.models.onednn_opts import enable_onednn_opts
 from keras_sentemb.quiet_startup import quiet_tensorflow_startup
 from keras_sentemb.quiet_startup import start_tensorflow
 from keras_sentemb.quiet_startup import take_verbose_flag
@@ -110,6 +111,8 @@ def import_keras_without_extras(local_model=False):
 
 def main(argv=None):
     os.environ.setdefault("KERAS_BACKEND", "tensorflow")
+    # Before anything imports TensorFlow (encode and export import Keras first).
+    enable_onednn_opts()
     argv = attach_negative_numbers(sys.argv[1:] if argv is None else list(argv))
     argv, verbose = take_verbose_flag(argv)
     # This is a program of its own: TensorFlow's C++ start-up notices are

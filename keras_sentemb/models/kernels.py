@@ -380,6 +380,9 @@ class KernelReport(dict):
         lines = [f"kernels on this CPU ({self['isa']}):"]
         for op, entry in self["ops"].items():
             lines.append(f"  {op:12s} {entry['kernel']:6s} {entry['why']}")
+        onednn = self["onednn"]
+        state = {True: "on", False: "off", None: "-"}[onednn["enabled"]]
+        lines.append(f"  {'oneDNN':12s} {state:6s} {onednn['why']}")
         return "\n".join(lines)
 
 
@@ -402,8 +405,10 @@ def kernel_report(policy=None, isa=None):
 
     Returns:
         a dict (`KernelReport`; `print` shows it as a table): `isa`,
-        `cpu_flags_read` (whether the CPU flags could be read) and `ops`, op ->
-        `{"kernel": "fused" | "plain", "why": str, "applies": str}`.
+        `cpu_flags_read` (whether the CPU flags could be read), `ops`, op ->
+        `{"kernel": "fused" | "plain", "why": str, "applies": str}`, and
+        `onednn`, `{"enabled": bool or None, "why": str}`: whether TensorFlow's
+        oneDNN kernels run in this process (`onednn_opts.onednn_status`).
 
     Examples:
 
@@ -425,4 +430,8 @@ def kernel_report(policy=None, isa=None):
         if kernel == "fused" and op in _NEEDS_XLA and os.environ.get(NO_XLA_ENV, "") == "1":
             kernel, why = "plain", f"environment {NO_XLA_ENV}=1 (no XLA-compiled kernels)"
         ops[op] = {"kernel": kernel, "why": why, "applies": what}
-    return KernelReport(isa=isa, cpu_flags_read=cpu_flag_set() is not None, ops=ops)
+    from keras_sentemb.models.onednn_opts import onednn_status  # it imports this module
+
+    enabled, why = onednn_status()
+    return KernelReport(isa=isa, cpu_flags_read=cpu_flag_set() is not None, ops=ops,
+                        onednn={"enabled": enabled, "why": why})
