@@ -372,6 +372,39 @@ def policy_of(obj):
     return obj.__dict__.get(POLICY_ATTRIBUTE, DEFAULT) if hasattr(obj, "__dict__") else DEFAULT
 
 
+# ------------------------------------------------------------------------ oneDNN
+# TensorFlow's switch for its oneDNN CPU kernels, read once when TensorFlow is imported
+# (`onednn_opts` sets it where it measured faster).
+ONEDNN_ENV = "TF_ENABLE_ONEDNN_OPTS"
+# Instruction-set classes (`cpu_isa()`) where oneDNN measured faster and TensorFlow leaves it off.
+ONEDNN_FOR = ("avx2",)
+# Non-empty once `onednn_opts.enable_onednn_opts` set the variable in this process.
+ONEDNN_SET_HERE = []
+
+
+def onednn_status():
+    """`(enabled, why)`: whether TensorFlow's oneDNN kernels run in this process, and why.
+
+    `enabled` is `None` while TensorFlow is not imported (nothing is decided yet).
+    """
+    import sys
+
+    value = os.environ.get(ONEDNN_ENV)
+    if "tensorflow" not in sys.modules:
+        enabled, why = None, "TensorFlow not imported yet"
+    else:
+        from tensorflow.python.util import _pywrap_util_port
+
+        enabled = bool(_pywrap_util_port.IsMklEnabled())
+        why = (f"{ONEDNN_ENV}={value}" if value is not None
+               else "TensorFlow's default for this CPU")
+        if ONEDNN_SET_HERE and value == "1":
+            why += " (set for this CPU, where it measured faster)"
+    if enabled is False and cpu_isa() in ONEDNN_FOR:
+        why += f"; {ONEDNN_ENV}=1 before importing TensorFlow is faster on this CPU"
+    return enabled, why
+
+
 # ------------------------------------------------------------------------ report
 class KernelReport(dict):
     """`kernel_report()`'s answer: a dict that prints as a small table."""
@@ -408,7 +441,7 @@ def kernel_report(policy=None, isa=None):
         `cpu_flags_read` (whether the CPU flags could be read), `ops`, op ->
         `{"kernel": "fused" | "plain", "why": str, "applies": str}`, and
         `onednn`, `{"enabled": bool or None, "why": str}`: whether TensorFlow's
-        oneDNN kernels run in this process (`onednn_opts.onednn_status`).
+        oneDNN kernels run in this process (`onednn_status`).
 
     Examples:
 
@@ -430,8 +463,6 @@ def kernel_report(policy=None, isa=None):
         if kernel == "fused" and op in _NEEDS_XLA and os.environ.get(NO_XLA_ENV, "") == "1":
             kernel, why = "plain", f"environment {NO_XLA_ENV}=1 (no XLA-compiled kernels)"
         ops[op] = {"kernel": kernel, "why": why, "applies": what}
-    from keras_sentemb.models.onednn_opts import onednn_status  # it imports this module
-
     enabled, why = onednn_status()
     return KernelReport(isa=isa, cpu_flags_read=cpu_flag_set() is not None, ops=ops,
                         onednn={"enabled": enabled, "why": why})

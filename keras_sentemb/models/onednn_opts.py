@@ -32,15 +32,9 @@ import os
 import sys
 
 from keras_sentemb.models import kernels
-
-ENV = "TF_ENABLE_ONEDNN_OPTS"
-
-# Instruction-set classes (`kernels.cpu_isa()`) where oneDNN measured faster and
-# TensorFlow leaves it off.
-TURN_ON_FOR = ("avx2",)
-
-# Non-empty once `enable_onednn_opts` set the variable in this process.
-_SET_HERE = []
+from keras_sentemb.models.kernels import ONEDNN_ENV as ENV
+from keras_sentemb.models.kernels import ONEDNN_FOR as TURN_ON_FOR
+from keras_sentemb.models.kernels import onednn_status  # noqa: F401  (part of this module's API)
 
 
 def enable_onednn_opts(isa=None):
@@ -62,26 +56,5 @@ def enable_onednn_opts(isa=None):
     if (kernels.cpu_isa() if isa is None else isa) not in TURN_ON_FOR:
         return False
     os.environ[ENV] = "1"
-    _SET_HERE.append(True)
+    kernels.ONEDNN_SET_HERE.append(True)
     return True
-
-
-def onednn_status():
-    """`(enabled, why)`: whether TensorFlow's oneDNN kernels run in this process, and why.
-
-    `enabled` is `None` while TensorFlow is not imported (nothing is decided yet).
-    """
-    value = os.environ.get(ENV)
-    if "tensorflow" not in sys.modules:
-        enabled, why = None, "TensorFlow not imported yet"
-    else:
-        from tensorflow.python.util import _pywrap_util_port
-
-        enabled = bool(_pywrap_util_port.IsMklEnabled())
-        why = (f"{ENV}={value}" if value is not None
-               else "TensorFlow's default for this CPU")
-        if _SET_HERE and value == "1":
-            why += " (set for this CPU, where it measured faster)"
-    if enabled is False and kernels.cpu_isa() in TURN_ON_FOR:
-        why += f"; {ENV}=1 before importing TensorFlow is faster on this CPU"
-    return enabled, why

@@ -7,7 +7,6 @@ import sys
 
 import keras_sentemb
 from keras_sentemb.models import kernels
-from keras_sentemb.models import onednn_opts
 from keras_sentemb.models.onednn_opts import ENV
 from keras_sentemb.models.onednn_opts import enable_onednn_opts
 
@@ -15,6 +14,7 @@ from keras_sentemb.models.onednn_opts import enable_onednn_opts
 def _without_tensorflow(monkeypatch):
     monkeypatch.delitem(sys.modules, "tensorflow", raising=False)
     monkeypatch.delenv(ENV, raising=False)
+    monkeypatch.setattr(kernels, "ONEDNN_SET_HERE", [])
 
 
 def test_set_on_avx2_only_before_tensorflow(monkeypatch):
@@ -22,6 +22,7 @@ def test_set_on_avx2_only_before_tensorflow(monkeypatch):
     assert enable_onednn_opts(isa="avx512") is False and ENV not in os.environ
     assert enable_onednn_opts(isa="other") is False and ENV not in os.environ
     assert enable_onednn_opts(isa="avx2") is True and os.environ[ENV] == "1"
+    assert kernels.ONEDNN_SET_HERE  # the report then says it was set for this CPU
 
 
 def test_a_users_value_and_an_imported_tensorflow_are_kept(monkeypatch):
@@ -48,7 +49,7 @@ def test_the_report_says_whether_it_runs(monkeypatch):
     onednn = keras_sentemb.kernel_report()["onednn"]
     assert isinstance(onednn["enabled"], bool) and onednn["why"]
     assert "oneDNN" in str(keras_sentemb.kernel_report())
-    monkeypatch.setattr(onednn_opts, "onednn_status", lambda: (False, "why not"))
+    monkeypatch.setattr(kernels, "onednn_status", lambda: (False, "why not"))
     monkeypatch.setattr(kernels, "cpu_isa", lambda: "avx2")
     assert "why not" in str(keras_sentemb.kernel_report())
 
