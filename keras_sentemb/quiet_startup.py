@@ -16,10 +16,9 @@ pipe, lines that match the known start-up notices are dropped and everything
 else (argparse's usage errors, Python warnings, any other C++ error) is
 passed on unchanged, line by line. After that window stderr is the process'
 own again, and `TF_CPP_MIN_LOG_LEVEL=2` keeps TensorFlow's later INFO and
-WARNING lines away. Apart from the logs, `start_tensorflow` turns
-TensorFlow's oneDNN kernels on where they measured faster and TensorFlow
-leaves them off (AVX2-only CPUs, `models.onednn_opts`); a
-`TF_ENABLE_ONEDNN_OPTS` the user set is kept.
+WARNING lines away. `TF_ENABLE_ONEDNN_OPTS` is not a logging matter: the
+command line and the recipes set it before this runs, where it measured
+faster (`models.onednn_opts`).
 
 Nothing is filtered when the user asked for the logs (`--verbose`) or chose a
 level themselves (`TF_CPP_MIN_LOG_LEVEL` set in the environment).
@@ -167,14 +166,7 @@ def quiet_tensorflow_startup(verbose=False):
 
 
 def start_tensorflow():
-    """Imports TensorFlow and lists its devices, where its start-up notices come from.
-
-    First turns TensorFlow's oneDNN kernels on where they measured faster and
-    TensorFlow leaves them off (`models.onednn_opts.enable_onednn_opts`).
-    """
-    from keras_sentemb.models.onednn_opts import enable_onednn_opts
-
-    enable_onednn_opts()
+    """Imports TensorFlow and lists its devices, where its start-up notices come from."""
     import tensorflow as tf
 
     tf.config.list_physical_devices()

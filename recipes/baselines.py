@@ -32,6 +32,7 @@ import sys
 import time
 from pathlib import Path
 
+from keras_sentemb.models.onednn_opts import enable_onednn_opts
 from keras_sentemb.quiet_startup import add_verbose_flag, run_quietly
 
 os.environ.setdefault("KERAS_BACKEND", "tensorflow")
@@ -164,4 +165,5 @@ def main(argv=None):
 
 
 if __name__ == "__main__":
+    enable_onednn_opts()  # before TensorFlow starts: its oneDNN kernels on AVX2-only CPUs
     sys.exit(run_quietly(main))  # TensorFlow's start-up notices hidden unless --verbose

@@ -28,6 +28,7 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 import keras_sentemb  # noqa: E402
 from keras_sentemb.data.resources import bundled_corpus, bundled_sts_dir  # noqa: E402
+from keras_sentemb.models.onednn_opts import enable_onednn_opts  # noqa: E402
 from keras_sentemb.quiet_startup import add_verbose_flag, run_quietly  # noqa: E402
 
 
@@ -90,4 +91,5 @@ def main(argv=None):
 
 
 if __name__ == "__main__":
+    enable_onednn_opts()  # before TensorFlow starts: its oneDNN kernels on AVX2-only CPUs
     sys.exit(run_quietly(main))  # TensorFlow's start-up notices hidden unless --verbose

@@ -47,6 +47,7 @@ os.environ.setdefault("KERAS_BACKEND", "tensorflow")
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _paper import Setting, paper_parser, paper_value  # noqa: E402
+from keras_sentemb.models.onednn_opts import enable_onednn_opts  # noqa: E402
 from keras_sentemb.quiet_startup import run_quietly  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]
@@ -258,4 +259,5 @@ def main(argv=None):
 
 
 if __name__ == "__main__":
+    enable_onednn_opts()  # before TensorFlow starts: its oneDNN kernels on AVX2-only CPUs
     sys.exit(run_quietly(main))  # TensorFlow's start-up notices hidden unless --verbose

@@ -19,7 +19,7 @@ The vectors agree to float rounding (oneDNN sums in another order).
 
 `enable_onednn_opts()` sets `TF_ENABLE_ONEDNN_OPTS=1` on such a CPU before
 TensorFlow is imported. The command line and the recipes call it
-(`quiet_startup.start_tensorflow`); importing the package does not (it changes
+before TensorFlow starts; importing the package does not (it changes
 nothing in the host program), so a library user on such a CPU sets the
 variable before importing TensorFlow, or calls this first. A value the user
 set is kept, and so is everything once TensorFlow is imported. Other CPUs keep

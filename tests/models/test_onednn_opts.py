@@ -54,13 +54,15 @@ def test_the_report_says_whether_it_runs(monkeypatch):
     assert "why not" in str(keras_sentemb.kernel_report())
 
 
+# A recipe's entry point: the switch, then TensorFlow started quietly, then its main.
 PROBE = """
 import json, os, sys
-from keras_sentemb.quiet_startup import start_tensorflow
+from keras_sentemb.quiet_startup import run_quietly
 from keras_sentemb.models import kernels, onednn_opts
 kernels.cpu_isa = lambda: sys.argv[1]
-start_tensorflow()
-print(json.dumps([os.environ.get(onednn_opts.ENV), onednn_opts.onednn_status()[0]]))
+onednn_opts.enable_onednn_opts()
+run_quietly(lambda argv: print(json.dumps([os.environ.get(onednn_opts.ENV),
+                                           onednn_opts.onednn_status()[0]])), [])
 """
 
 
@@ -78,3 +80,20 @@ def test_programs_start_tensorflow_with_it_on_avx2_only():
     assert _probe("avx2") == ["1", True]
     assert _probe("avx2", env_value="0") == ["0", False]  # the user's choice
     assert _probe("avx512")[0] is None  # TensorFlow's own default
+
+
+def test_the_command_line_and_every_recipe_set_it_before_tensorflow_starts():
+    import inspect
+    from pathlib import Path
+
+    from keras_sentemb.cli import program
+
+    source = inspect.getsource(program.main)
+    assert source.index("enable_onednn_opts()") < source.index("start_tensorflow()")
+    recipes = sorted((Path(__file__).resolve().parents[2] / "recipes").glob("*.py"))
+    entry_points = [p for p in recipes if "sys.exit(run_quietly(main))" in p.read_text()]
+    assert len(entry_points) >= 9
+    for path in entry_points:
+        lines = path.read_text().splitlines()
+        at = next(i for i, line in enumerate(lines) if "sys.exit(run_quietly(main))" in line)
+        assert lines[at - 1].strip().startswith("enable_onednn_opts()"), path.name
