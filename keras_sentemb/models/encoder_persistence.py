@@ -62,6 +62,7 @@ class EncoderPersistence:
             "projection_dim": self.projection_dim,
             "projection_activation": self.projection_activation,
             "text_normalization": self.text_normalization,
+            "feedforward_gelu": self.feedforward_gelu,
         }
 
     @classmethod
@@ -75,6 +76,8 @@ class EncoderPersistence:
     def sentemb_config(self):
         """The settings written to `sentemb_config.json` by `save`."""
         config = {"format_version": FORMAT_VERSION, **self._encoding_settings()}
+        if config["feedforward_gelu"] is None:  # older readers never see the key for the default
+            del config["feedforward_gelu"]
         if not self.kernels.is_auto:  # older readers never see the key for the default
             config["kernels"] = self.kernels.to_config()
         if self.postprocess is not None:
@@ -220,6 +223,7 @@ class EncoderPersistence:
             projection_activation=self.projection_activation,
             text_normalization=self.text_normalization,
             kernels=self.kernels,
+            feedforward_gelu=self.feedforward_gelu,
             name=name or f"{self.name}_copy",
         )
         if self.projection is not None:

@@ -7,7 +7,7 @@ the plain TensorFlow / Keras / keras-hub ops (oneDNN's kernels on a CPU):
 |---|---|---|
 | `transformer` | a Transformer layer's forward pass in fewer, larger ops (`fused_transformer`) | encoding (forward-only graphs) |
 | `gelu` | bias add + GELU as one XLA kernel forward and one backward (`fused_gelu`) | graphs that compute gradients |
-| `gelu_encode` | float32: GELU as one XLA kernel; half precision: oneDNN's fused matmul + bias + GELU (`fused_gelu`) | encoding (forward-only graphs) |
+| `gelu_encode` | oneDNN's fused matmul + bias + GELU (exact GELU; the tanh approximation in half precision); the float32 tanh approximation as one XLA kernel (`fused_gelu`) | encoding (forward-only graphs) |
 | `layer_norm` | layer normalisation as one XLA kernel each way (`fused_layer_norm`) | graphs that compute gradients |
 | `dropout` | masks from 16-bit random integers, the masking as one XLA kernel (`fast_dropout`) | training |
 | `unpadded` | a Transformer layer on the real tokens' rows only, padding rows skipped (`unpadded_transformer`) | graphs that compute gradients |
@@ -51,7 +51,7 @@ CHOICES = ("auto", "fused", "plain")
 OPS = {
     "transformer": "fused Transformer layer in encoding (forward-only graphs)",
     "gelu": "bias + GELU as one XLA kernel each way (training graphs)",
-    "gelu_encode": "GELU in encoding: XLA kernel (float32) / oneDNN matmul+bias+GELU (half)",
+    "gelu_encode": "GELU in encoding: oneDNN matmul+bias+GELU (exact, or half) / XLA (float32 tanh)",
     "layer_norm": "layer normalisation as one XLA kernel each way (training graphs)",
     "dropout": "dropout masks from 16-bit random integers (training)",
     "unpadded": "Transformer layers on the real tokens only, padding skipped (training graphs)",
@@ -333,6 +333,19 @@ def xla_allowed():
 
 
 # Ops that exist only in forward-only graphs (True) or only in gradient graphs (False).
+def compiles_per_shape(concrete_function):
+    """Whether a traced graph calls an XLA-compiled function.
+
+    XLA compiles such a function once for every input shape it meets, so a
+    graph run on many batch shapes pays one compilation per shape; a graph
+    without one runs any shape at no extra cost.
+    """
+    graph_def = concrete_function.graph.as_graph_def()
+    nodes = [graph_def.node] + [function.node_def for function in graph_def.library.function]
+    return (any(function.attr["_XlaMustCompile"].b for function in graph_def.library.function)
+            or any(node.attr["_XlaMustCompile"].b for group in nodes for node in group))
+
+
 _FORWARD_ONLY = {"transformer": True, "gelu_encode": True, "gelu": False, "layer_norm": False,
                  "unpadded": False}
 _NEEDS_XLA = ("gelu", "gelu_encode", "layer_norm")

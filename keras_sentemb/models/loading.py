@@ -20,6 +20,7 @@ import numpy as np
 
 from keras_sentemb.models import presets
 from keras_sentemb.models.deferred_init import initializers_deferred
+from keras_sentemb.models.fused_gelu import HF_HIDDEN_ACT
 from keras_sentemb.models.presets import is_cached_preset
 from keras_sentemb.models.roberta_keys import prefixed_view
 from keras_sentemb.models.st_modules import read_dense_modules
@@ -244,12 +245,27 @@ def _bert_with_pooler(folder, config):
         yield str(view)
 
 
+def _declared_gelu(folder, config):
+    """The GELU form `config.json`'s `hidden_act` declares, or None (keras-hub's own).
+
+    keras-hub's converter builds BERT with the tanh approximation whatever the
+    checkpoint says; Hugging Face computes `"gelu"` exactly.
+    """
+    act = config.get("hidden_act", "gelu")
+    form = HF_HIDDEN_ACT.get(act) if isinstance(act, str) else None
+    if form is None:
+        logger.warning("%s declares hidden_act=%r, which is not a GELU form this package "
+                       "computes; the backbone keeps keras-hub's activation.", folder, act)
+    return form
+
+
 def _load_hf(folder, dtype):
     config = presets.read_json(Path(folder) / "config.json")
     with _bert_with_pooler(folder, config) as source, prefixed_view(source, config) as source:
         with initializers_deferred():  # every weight is loaded: no random draws first
             backbone = keras_hub.models.Backbone.from_preset(source, dtype=dtype)
     settings = _sentence_transformers_settings(folder)
+    settings["feedforward_gelu"] = _declared_gelu(folder, config)
     # Dense modules: the projection head and a whitening (see st_modules).
     dense = read_dense_modules(folder, settings.get("pooling"))
     projection_weights = None

@@ -8,6 +8,8 @@ from keras_sentemb.models.backbone_adapter import BackboneAdapter
 from keras_sentemb.models.encoder_forward import EncoderForward
 from keras_sentemb.models.encoder_persistence import EncoderPersistence
 from keras_sentemb.models.encoding_engine import EncodingEngine
+from keras_sentemb.models.fused_gelu import check_gelu_form
+from keras_sentemb.models.fused_gelu import set_gelu_form
 from keras_sentemb.models.kernel_install import install_kernels
 from keras_sentemb.models.kernels import KernelPolicy
 from keras_sentemb.models.loading import register_serializable_classes
@@ -68,6 +70,14 @@ class SentenceEncoder(EncoderPersistence, EncodingEngine, EncoderForward, keras.
             picks per op from the kernels measured faster on this CPU's
             instruction set (`keras_sentemb.kernel_report()` shows the
             choice). Saved in the config. Defaults to `"auto"`.
+        feedforward_gelu: str or None. The GELU form of the Transformer layers'
+            feed-forward: `"exact"` (the erf form) or `"tanh"` (the tanh
+            approximation). keras-hub builds BERT with the tanh approximation
+            and RoBERTa with the exact form, whatever a checkpoint was trained
+            with; encoders loaded from Hugging Face folders set it from their
+            `config.json`'s `hidden_act` (`"gelu"` is exact, as Hugging Face
+            computes it). Saved in the config. Defaults to `None` (the
+            backbone's own).
 
     Examples:
 
@@ -93,10 +103,14 @@ class SentenceEncoder(EncoderPersistence, EncodingEngine, EncoderForward, keras.
         text_normalization=None,
         postprocess=None,
         kernels=None,
+        feedforward_gelu=None,
         **kwargs,
     ):
         super().__init__(**kwargs)
         self.adapter = BackboneAdapter(backbone)
+        self.feedforward_gelu = check_gelu_form(feedforward_gelu)
+        if feedforward_gelu is not None:
+            set_gelu_form(self.adapter.transformer_layers, feedforward_gelu)
         # Which fused kernels the backbone may run, bound to its layers (see models/kernels).
         self._kernels = KernelPolicy.of(kernels)
         install_kernels(backbone, self.adapter.transformer_layers, self._kernels)
@@ -137,6 +151,7 @@ class SentenceEncoder(EncoderPersistence, EncodingEngine, EncoderForward, keras.
         if self.adapter.pooler is not None:
             self.adapter.pooler.trainable = False
         self._encode_fns = {}
+        self._warm_encode_fns = {}  # id(fn) -> (fn, the widths its batches are padded to)
         self._tokenize_graph = None
         # Not tracked: the twins are other encoders sharing these weights; tracked,
         # their layers would count as this encoder's (twice in its weights).
@@ -206,6 +221,7 @@ class SentenceEncoder(EncoderPersistence, EncodingEngine, EncoderForward, keras.
                 layer.build((None, layer.input_dim))
         self._postprocess_layers.clear()
         self._encode_fns.clear()
+        self._warm_encode_fns.clear()
         self.__dict__.get("_precision_twins", {}).clear()  # copies made with the old layer
         if layer is not None:
             self._postprocess_layers.append(layer)

@@ -6,12 +6,16 @@ import pytest
 import tensorflow as tf
 from keras_hub.src.utils.keras_utils import gelu_approximate
 
+from keras_sentemb import compat
+from keras_sentemb.models import kernels
 from keras_sentemb.models.fused_gelu import DISABLE_ENV
 from keras_sentemb.models.fused_gelu import FusedGelu
 from keras_sentemb.models.fused_gelu import bias_gelu
 from keras_sentemb.models.fused_gelu import fuse_gelu
 from keras_sentemb.models.fused_gelu import fused_gelu_approximate
 from keras_sentemb.models.fused_gelu import fused_gelu_exact
+from keras_sentemb.models.fused_gelu import gelu_form
+from keras_sentemb.models.fused_gelu import set_gelu_form
 from keras_sentemb.models.fused_gelu import unfuse_gelu
 from tests.conftest import make_tiny_encoder, run_in_graph, spy_calls
 from tests.models.test_forward import make_tiny_roberta
@@ -187,12 +191,12 @@ def test_encode_runs_the_fused_matmul_gelu_pattern_with_the_same_vectors(make, d
     marked = [function.name for function in concrete.graph._functions.values()
               if function.definition.attr["_XlaMustCompile"].b
               or any(node.attr["_XlaMustCompile"].b for node in function.definition.node_def)]
-    if dtype == "float32":  # float32 keeps the XLA kernels
-        assert marked
-    else:
+    if dtype == "float32" and make is make_tiny_encoder:  # the tanh form keeps the XLA kernel
+        assert marked and kernels.compiles_per_shape(concrete)
+    else:  # half precision, and the exact form (RoBERTa's) in every precision
         assert "BiasAdd" in ops and ("Tanh" in ops if make is make_tiny_encoder
                                      else "Erfc" in ops)
-        assert marked == []
+        assert marked == [] and not kernels.compiles_per_shape(concrete)
 
 
 def test_inference_pattern_is_only_for_forward_graphs(monkeypatch):
@@ -277,3 +281,83 @@ def test_training_runs_the_bias_and_gelu_as_one_kernel(monkeypatch):
     run_in_graph(lambda: encoder(inputs), forward_only=True)
     run_in_graph(lambda: encoder(inputs, training=True), plain=True)
     assert len(calls) == len(encoder.backbone.transformer_layers)
+
+
+def _erf_gelu(x):
+    from scipy.special import erf
+
+    return 0.5 * x * (1.0 + erf(x / np.sqrt(2.0)))
+
+
+def _tanh_gelu(x):
+    return 0.5 * x * (1.0 + np.tanh(np.sqrt(2.0 / np.pi) * (x + 0.044715 * x ** 3)))
+
+
+@pytest.mark.parametrize("form", ["exact", "tanh"])
+def test_feedforward_gelu_computes_the_declared_form_in_every_graph(form):
+    encoder = make_tiny_encoder(feedforward_gelu=form)
+    layers = encoder.backbone.transformer_layers
+    assert encoder.feedforward_gelu == form and gelu_form(layers) == form
+    dense = compat.feedforward_intermediate(layers[0])
+    assert isinstance(dense.activation, FusedGelu)  # still the fused kernels
+    x = tf.random.stateless_normal([3, 5, dense.kernel.shape[0]], [1, 2]) * 3.0
+    z = x.numpy() @ dense.kernel.numpy() + dense.bias.numpy()
+    want = (_erf_gelu if form == "exact" else _tanh_gelu)(z.astype("float64"))
+    got = {
+        "training": dense(x),  # matmul, then bias + GELU as one XLA kernel
+        "encode": run_in_graph(lambda: dense(x), forward_only=True),
+        "export": run_in_graph(lambda: dense(x), forward_only=True, plain=True),
+    }
+    for where, value in got.items():
+        np.testing.assert_allclose(value.numpy(), want, rtol=1e-5, atol=1e-5, err_msg=where)
+    # The two forms differ by more than float rounding on these inputs.
+    other = _tanh_gelu(z) if form == "exact" else _erf_gelu(z)
+    assert np.abs(other - want).max() > 1e-4
+
+
+def test_encode_with_the_exact_form_compiles_nothing_per_shape_in_float32():
+    sentences = ["the man plays the guitar .", "a dog sits on the mat", "hello"]
+    exact = make_tiny_encoder(feedforward_gelu="exact")
+    plain = make_tiny_encoder(feedforward_gelu="exact", kernels="plain")
+    spec = tf.TensorSpec([None, None], tf.int32)
+    fn = exact._encode_fn(exact._resolve_pooling(None), False, True)
+    assert not kernels.compiles_per_shape(fn.get_concrete_function(spec, spec))
+    assert_close_vectors(exact.encode(sentences), plain.encode(sentences), rtol=1e-5)
+    tanh = make_tiny_encoder()
+    fn = tanh._encode_fn(tanh._resolve_pooling(None), False, True)
+    assert kernels.compiles_per_shape(fn.get_concrete_function(spec, spec))
+
+
+def test_gelu_forms_are_checked_and_kept_through_config_save_and_clone(tmp_path):
+    from keras_sentemb.models import SentenceEncoder
+
+    with pytest.raises(ValueError, match="feedforward_gelu.*'exact', 'tanh'"):
+        make_tiny_encoder(feedforward_gelu="erf")
+    encoder = make_tiny_encoder(feedforward_gelu="exact")
+    sentences = ["the man plays the guitar .", "hello"]
+    vectors = encoder.encode(sentences)
+    assert encoder.sentemb_config()["feedforward_gelu"] == "exact"
+    assert encoder.get_config()["feedforward_gelu"] == "exact"
+    assert "feedforward_gelu" not in make_tiny_encoder().sentemb_config()  # the default
+    copies = {
+        "clone": encoder.clone(),
+        "folder": SentenceEncoder.from_preset(encoder.save(tmp_path / "m")),
+    }
+    encoder.save(tmp_path / "m.keras")
+    copies["keras"] = keras.saving.load_model(tmp_path / "m.keras")
+    for name, copy in copies.items():
+        assert copy.feedforward_gelu == "exact", name
+        assert gelu_form(copy.backbone.transformer_layers) == "exact", name
+        assert_close_vectors(copy.encode(sentences), vectors, rtol=1e-5, err_msg=name)
+
+
+def test_only_gelu_feedforward_layers_take_a_gelu_form():
+    encoder = make_tiny_encoder()
+    layers = encoder.backbone.transformer_layers
+    unfuse_gelu(layers)
+    compat.feedforward_intermediate(layers[1]).activation = keras.activations.relu
+    with pytest.raises(ValueError, match="applies to GELU feed-forward layers"):
+        set_gelu_form(layers, "exact")
+    # Nothing was changed.
+    assert compat.feedforward_intermediate(layers[0]).activation is gelu_approximate
+    assert gelu_form(layers) is None

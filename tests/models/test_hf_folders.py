@@ -13,7 +13,9 @@ import numpy as np
 import pytest
 from safetensors.numpy import save_file
 
+from keras_sentemb.export.hf_weights import hidden_act
 from keras_sentemb.models import SentenceEncoder
+from keras_sentemb.models.fused_gelu import gelu_form
 from tests.conftest import TINY_VOCAB, make_tiny_encoder
 from tests.numeric import assert_close_vectors
 
@@ -77,7 +79,7 @@ def write_hf_bert(encoder, folder, prefix="", pooler=True, mlm_head=False, dtype
         "num_hidden_layers": backbone.num_layers, "num_attention_heads": backbone.num_heads,
         "intermediate_size": backbone.intermediate_dim,
         "max_position_embeddings": backbone.max_sequence_length, "type_vocab_size": 2,
-        "hidden_act": "gelu", "layer_norm_eps": 1e-12,
+        "hidden_act": hidden_act(backbone), "layer_norm_eps": 1e-12,
     }
     (folder / "config.json").write_text(json.dumps(config))
     (folder / "vocab.txt").write_text("\n".join(TINY_VOCAB) + "\n")
@@ -115,3 +117,38 @@ def test_hf_bert_folders_load_and_equal_the_source(variant, tmp_path, caplog):
     assert ("has no pooler weights" in caplog.text) is (not has_pooler)
     assert sorted(p.name for p in folder.iterdir()) == [
         "config.json", "model.safetensors", "tokenizer_config.json", "vocab.txt"]
+
+
+@pytest.mark.parametrize("act,form", [("gelu", "exact"), ("gelu_new", "tanh"),
+                                      ("gelu_pytorch_tanh", "tanh")])
+def test_the_checkpoints_declared_gelu_is_the_one_computed(act, form, tmp_path):
+    """Hugging Face computes `hidden_act="gelu"` exactly; keras-hub's converter builds BERT
+    with the tanh approximation whatever the checkpoint says. The encoder follows the
+    checkpoint, and keeps its form when saved and reloaded."""
+    source = make_tiny_encoder(max_length=32, feedforward_gelu=form)
+    folder = write_hf_bert(source, tmp_path / "hf")
+    config = json.loads((folder / "config.json").read_text())
+    (folder / "config.json").write_text(json.dumps({**config, "hidden_act": act}))
+    loaded = SentenceEncoder.from_preset(str(folder))
+    assert loaded.feedforward_gelu == form
+    assert_close_vectors(loaded.encode(SENTS), source.encode(SENTS), rtol=1e-5)
+    again = SentenceEncoder.from_preset(loaded.save(tmp_path / "saved"))
+    assert again.feedforward_gelu == form
+    assert_close_vectors(again.encode(SENTS), source.encode(SENTS), rtol=1e-5)
+    # (The tiny model's activations are too small for the two forms' vectors to differ
+    # visibly: the layers themselves say which one runs.)
+    assert gelu_form(again.backbone.transformer_layers) == form
+
+
+def test_a_non_gelu_hidden_act_keeps_keras_hubs_activation_and_says_so(tmp_path, caplog):
+    import logging
+
+    source = make_tiny_encoder(max_length=32)
+    folder = write_hf_bert(source, tmp_path / "hf")
+    config = json.loads((folder / "config.json").read_text())
+    (folder / "config.json").write_text(json.dumps({**config, "hidden_act": "quick_gelu"}))
+    with caplog.at_level(logging.WARNING):
+        loaded = SentenceEncoder.from_preset(str(folder))
+    assert "hidden_act='quick_gelu'" in caplog.text
+    assert loaded.feedforward_gelu is None
+    assert_close_vectors(loaded.encode(SENTS), source.encode(SENTS), rtol=1e-5)

@@ -8,6 +8,9 @@ import tensorflow as tf
 from keras_sentemb.models import SentenceEncoder
 from keras_sentemb.models.presets import ModelNotFoundError, resolve_model
 from keras_sentemb.models.encoding_engine import BUCKETS
+from keras_sentemb.models import encoding_engine
+from keras_sentemb.models.encoding_engine import EXACT_BUCKETS
+from keras_sentemb.models.encoding_engine import EncodingEngine
 from keras_sentemb.models.encoding_engine import bucket_length
 from tests.conftest import make_tiny_encoder
 from tests.numeric import assert_close_vectors
@@ -87,6 +90,9 @@ def test_bucket_length():
     # encode's widths: every even length up to 128, then coarser steps.
     assert bucket_length(3) == 4 and bucket_length(8) == 8 and bucket_length(9) == 10
     assert bucket_length(128) == 128 and bucket_length(129) == 160 and bucket_length(600) == 640
+    # ... every length where the forward pass compiles nothing per shape.
+    assert [bucket_length(n, EXACT_BUCKETS) for n in (2, 3, 9, 127, 128, 129)] == [
+        2, 3, 9, 127, 128, 160]
     # Training's coarser widths.
     assert bucket_length(3, BUCKETS) == 8 and bucket_length(9, BUCKETS) == 16
 
@@ -176,3 +182,56 @@ def test_encode_traces_its_graphs_without_autograph(monkeypatch):
     for pooling in ("mean", "first_last"):
         encoder.encode(["a man plays the guitar", "hello"], pooling=pooling, normalize=True)
     assert converted == []
+
+
+def _widths_encoded(encoder, sentences, monkeypatch, **kwargs):
+    """The padded widths of the batches `encoder.encode(sentences)` computes, and its vectors."""
+    widths = []
+    run = encoding_engine.run_batches
+
+    def spy(fn, batches, parallel_batches=None):
+        def seen():
+            for batch in batches:
+                widths.append(batch[1].shape[1])
+                yield batch
+        return run(fn, seen(), parallel_batches)
+
+    monkeypatch.setattr(encoding_engine, "run_batches", spy)
+    return widths, encoder.encode(sentences, **kwargs)
+
+
+@pytest.mark.parametrize("make,want", [
+    (lambda: make_tiny_encoder(), [4]),  # the tanh GELU: an XLA kernel, compiled per shape
+    (lambda: make_tiny_encoder(feedforward_gelu="exact"), [3]),
+    (lambda: make_tiny_encoder(kernels="plain"), [3]),
+], ids=["xla-kernel", "exact-gelu", "plain"])
+def test_encode_pads_to_every_length_unless_the_graph_compiles_per_shape(make, want,
+                                                                         monkeypatch):
+    encoder = make()
+    widths, vectors = _widths_encoded(encoder, ["hello"], monkeypatch)  # 1 token + 2 specials
+    assert widths == want
+    plain = make_tiny_encoder(kernels="plain", feedforward_gelu=encoder.feedforward_gelu)
+    assert_close_vectors(vectors, plain.encode(["hello"]), rtol=1e-5)
+
+
+def test_the_forward_pass_is_warmed_up_once_per_graph_while_tokenizing(monkeypatch):
+    encoder = make_tiny_encoder(feedforward_gelu="exact")
+    calls = []
+    warm_up = EncodingEngine._warm_up
+    monkeypatch.setattr(EncodingEngine, "_warm_up",
+                        lambda self, fn: calls.append(fn) or warm_up(self, fn))
+    first = encoder.encode(SENTS)
+    assert len(calls) == 1
+    assert_close_vectors(encoder.encode(SENTS), first, rtol=1e-6)
+    encoder.encode(SENTS, pooling="cls")  # another graph
+    assert len(calls) == 2
+    # A tokenizing error reaches the caller once the warm-up is done, and nothing stays cached.
+    fresh = make_tiny_encoder(feedforward_gelu="exact")
+
+    def broken(*args, **kwargs):
+        raise RuntimeError("tokenizer broke")
+
+    monkeypatch.setattr(fresh, "_tokenize_to_numpy", broken)
+    with pytest.raises(RuntimeError, match="tokenizer broke"):
+        fresh.encode(SENTS)
+    assert fresh._warm_encode_fns == {}
