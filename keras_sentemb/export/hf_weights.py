@@ -52,9 +52,11 @@ def _linear(kernel, bias):
 def hidden_act(backbone):
     """The Hugging Face `hidden_act` of the backbone's feed-forward GELU.
 
-    keras-hub's BERT uses GELU's tanh approximation (Hugging Face's
-    `gelu_new`), its RoBERTa the exact GELU (`gelu`). The folder states what
-    the encoder computes, so that it reproduces `encode()`.
+    keras-hub builds BERT with GELU's tanh approximation (Hugging Face's
+    `gelu_new`) and RoBERTa with the exact GELU (`gelu`); an encoder loaded
+    from a Hugging Face folder computes the form its `hidden_act` declares
+    (`SentenceEncoder(feedforward_gelu=...)`). The folder states what the
+    encoder computes, so that it reproduces `encode()`.
     """
     activation = compat.feedforward_intermediate(backbone.transformer_layers[0]).activation
     kind = activation.approximate if isinstance(activation, FusedGelu) else _gelu_kind(activation)
