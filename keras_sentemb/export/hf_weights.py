@@ -16,8 +16,7 @@ from safetensors.numpy import save_file
 
 from keras_sentemb import compat
 from keras_sentemb.models.backbone_adapter import BackboneAdapter
-from keras_sentemb.models.fused_gelu import FusedGelu
-from keras_sentemb.models.fused_gelu import _gelu_kind
+from keras_sentemb.models.fused_gelu import gelu_form
 
 # RoBERTa's reserved position rows (`padding_idx + 1`).
 ROBERTA_POSITION_OFFSET = 2
@@ -58,14 +57,15 @@ def hidden_act(backbone):
     (`SentenceEncoder(feedforward_gelu=...)`). The folder states what the
     encoder computes, so that it reproduces `encode()`.
     """
-    activation = compat.feedforward_intermediate(backbone.transformer_layers[0]).activation
-    kind = activation.approximate if isinstance(activation, FusedGelu) else _gelu_kind(activation)
-    if kind is None:
+    form = gelu_form(backbone.transformer_layers)
+    if form is None:
+        activation = compat.feedforward_intermediate(backbone.transformer_layers[0]).activation
         raise ValueError(
             f"The backbone's feed-forward activation ({activation!r}) has no Hugging Face "
-            "equivalent here; only GELU (exact or tanh approximation) is exported."
+            "equivalent here; only GELU (exact or tanh approximation, the same in every "
+            "layer) is exported."
         )
-    return "gelu_new" if kind else "gelu"
+    return {"tanh": "gelu_new", "exact": "gelu"}[form]
 
 
 def hf_config(backbone, dtype="float32"):
