@@ -324,3 +324,23 @@ def test_a_folder_without_any_vocabulary_is_one_clear_error(tmp_path):
         os.remove(tmp_path / "m" / name)
     with pytest.raises(ModelLoadError, match="neither vocab.txt nor a WordPiece tokenizer.json"):
         SentenceEncoder.from_preset(str(tmp_path / "m"))
+
+
+def test_hidden_act_names_the_form_every_layer_computes_and_refuses_others():
+    import keras
+
+    from keras_sentemb.export.hf_weights import hidden_act
+    from keras_sentemb.models.fused_gelu import unfuse_gelu
+    from tests.conftest import make_tiny_encoder
+
+    assert hidden_act(make_tiny_encoder().backbone) == "gelu_new"
+    assert hidden_act(make_tiny_encoder(feedforward_gelu="exact").backbone) == "gelu"
+    mixed = make_tiny_encoder()
+    layers = mixed.backbone.transformer_layers
+    unfuse_gelu(layers)
+    layers[1]._feedforward_intermediate_dense.activation = keras.activations.gelu
+    with pytest.raises(ValueError, match="the same in every layer"):
+        hidden_act(mixed.backbone)
+    layers[1]._feedforward_intermediate_dense.activation = keras.activations.relu
+    with pytest.raises(ValueError, match="has no Hugging Face equivalent"):
+        hidden_act(mixed.backbone)
