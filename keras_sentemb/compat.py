@@ -354,3 +354,97 @@ def optimizer_strategy(optimizer):
     None for an optimizer without one (another backend, another version).
     """
     return getattr(optimizer, "_distribution_strategy", None)
+
+
+def onednn_enabled():
+    """Whether TensorFlow runs its oneDNN CPU kernels in this process.
+
+    `tensorflow.python.util._pywrap_util_port.IsMklEnabled`: true when
+    TensorFlow was built with oneDNN and `TF_ENABLE_ONEDNN_OPTS` (or the
+    CPU's default) turned it on at import.
+    """
+    from tensorflow.python.util import _pywrap_util_port
+
+    return bool(_pywrap_util_port.IsMklEnabled())
+
+
+# oneDNN's quantized matrix multiply with fused post-ops, the op Intel's Neural
+# Compressor writes into quantized TensorFlow graphs (tensorflow/core/ops/mkl_nn_ops.cc,
+# kernel in tensorflow/core/kernels/mkl/mkl_matmul_op_fused.cc). Registered in every
+# oneDNN build of TensorFlow (the Linux x86 wheels, TF Serving's model server); its
+# kernel runs only while oneDNN is on. Not exported under `tf.raw_ops` (its name starts
+# with an underscore), so the node is added to the graph being traced directly.
+QUANTIZED_MATMUL_OP = "_QuantizedMatMul"
+# The fusions the kernel implements, in its own words (`fused_ops` attribute).
+QUANTIZED_MATMUL_FUSIONS = (
+    ("BiasAdd", "Dequantize"),
+    ("BiasAdd", "Add", "Dequantize"),
+    ("BiasAdd", "Relu", "Dequantize"), ("BiasAdd", "Relu", "Requantize"),
+    ("BiasAdd", "GeluExact", "Dequantize"), ("BiasAdd", "GeluExact", "Requantize"),
+    ("BiasAdd", "GeluApproximate", "Dequantize"), ("BiasAdd", "GeluApproximate", "Requantize"),
+)
+
+
+def _attr(value):
+    from tensorflow.core.framework import attr_value_pb2
+
+    if isinstance(value, tf.DType):
+        return attr_value_pb2.AttrValue(type=value.as_datatype_enum)
+    if isinstance(value, bool):
+        return attr_value_pb2.AttrValue(b=value)
+    if isinstance(value, str):
+        return attr_value_pb2.AttrValue(s=value.encode())
+    values = list(value)
+    if values and isinstance(values[0], str):
+        return attr_value_pb2.AttrValue(
+            list=attr_value_pb2.AttrValue.ListValue(s=[v.encode() for v in values]))
+    return attr_value_pb2.AttrValue(
+        list=attr_value_pb2.AttrValue.ListValue(type=[v.as_datatype_enum for v in values]))
+
+
+def quantized_matmul(a, b, bias, a_range, b_range, fused_ops, addend=None, out_range=None,
+                     name="QuantizedMatMul"):
+    """oneDNN's int8 matrix multiply `a @ b + bias` with fused post-ops (`_QuantizedMatMul`).
+
+    Only inside a graph being traced (a `tf.function`); `QUANTIZED_MATMUL_FUSIONS`
+    lists the `fused_ops` it takes.
+
+    Args:
+        a: quint8 tensor `[n, k]`, quantized in `MIN_FIRST` mode over `a_range`.
+        b: qint8 tensor `[k, m]`, quantized symmetrically per output column.
+        bias: float32 tensor `[m]`.
+        a_range: `(min, max)` float32 scalars of `a`'s quantization.
+        b_range: `(min, max)` float32 tensors `[m]`: each column's range (`-c, c`).
+        fused_ops: tuple of str, one of `QUANTIZED_MATMUL_FUSIONS`.
+        addend: float32 tensor `[n, m]` for an `"Add"` fusion (added after the bias).
+        out_range: `(min, max)` float32 scalars for a `"Requantize"` fusion: the
+            quint8 output's `MIN_FIRST` range.
+        name: str. The node's name.
+
+    Returns:
+        float32 `[n, m]` for a `"Dequantize"` fusion; `(quint8 [n, m], min, max)`
+        for `"Requantize"`.
+    """
+    fused_ops = tuple(fused_ops)
+    if fused_ops not in QUANTIZED_MATMUL_FUSIONS:
+        raise ValueError(f"Unsupported fusion {fused_ops}; the kernel implements "
+                         f"{QUANTIZED_MATMUL_FUSIONS}.")
+    inputs = [a, b, bias] + ([addend] if addend is not None else [])
+    inputs += [a_range[0], a_range[1], b_range[0], b_range[1]]
+    requantize = fused_ops[-1] == "Requantize"
+    if requantize:
+        inputs += [out_range[0], out_range[1]]
+    inputs = [tf.convert_to_tensor(x) for x in inputs]
+    outputs = [tf.quint8, tf.float32, tf.float32] if requantize else [tf.float32]
+    attrs = {
+        "T1": a.dtype, "T2": b.dtype, "Tbias": tf.float32, "U": tf.float32,
+        "Tout": outputs[0], "Tdevice_inputs": [x.dtype for x in inputs], "Thost_inputs": [],
+        "Tdevice_outputs": outputs, "Thost_outputs": [], "fused_ops": fused_ops,
+        "input_quant_mode": "MIN_FIRST", "output_quant_mode": "MIN_FIRST",
+        "is_weight_const": True, "is_bias_const": True, "transpose_a": False,
+        "transpose_b": False,
+    }
+    graph = tf.compat.v1.get_default_graph()
+    op = graph._create_op_internal(QUANTIZED_MATMUL_OP, inputs, dtypes=outputs,
+                                   attrs={k: _attr(v) for k, v in attrs.items()}, name=name)
+    return tuple(op.outputs) if requantize else op.outputs[0]

@@ -9,6 +9,7 @@ import numpy as np
 from keras_sentemb.evaluation import _plotting
 from keras_sentemb.evaluation.readers import load_stsb_pairs
 from keras_sentemb.evaluation.sts_spread import encode_pairs
+from keras_sentemb.models.precision import reproducible
 
 logger = logging.getLogger(__name__)
 
@@ -151,11 +152,12 @@ class AlignmentUniformityTracker(keras.callbacks.Callback):
         if self.history and self.history[-1]["step"] == step:
             return self.history[-1]
         src = trainer.teacher.encode(
-            [a for a, _ in self.pairs], max_length=self.max_length, show_progress=False
+            [a for a, _ in self.pairs], max_length=self.max_length, show_progress=False,
+            precision="float32",
         )
         tgt = trainer.student.encode(
             [b for _, b in self.pairs], max_length=self.max_length,
-            pooling=self.target_pooling, show_progress=False,
+            pooling=self.target_pooling, show_progress=False, precision="float32",
         )
         point = {"step": step, "alignment": alignment(src, tgt), "uniformity": uniformity(tgt)}
         self.history.append(point)

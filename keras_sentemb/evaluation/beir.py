@@ -32,6 +32,7 @@ from keras_sentemb.evaluation.search import check_similarity
 from keras_sentemb.evaluation.search import exact_search
 from keras_sentemb.evaluation.search import recall_at_k
 from keras_sentemb.missing_dependency import import_optional
+from keras_sentemb.models.precision import reproducible
 
 SPLITS = ("test", "dev", "train")
 # Reported metric name -> (trec_eval measure, key in its output, run cut-off).
@@ -229,7 +230,7 @@ def _encode(encoder, texts, batch_size, truncate_dim, show_progress):
         kwargs = {"batch_size": batch_size, "show_progress": show_progress}
         if truncate_dim is not None:
             kwargs["truncate_dim"] = truncate_dim
-        vectors = encoder.encode(texts, **kwargs)
+        vectors = encoder.encode(texts, **reproducible(encoder.encode, kwargs))
     elif callable(encoder):
         if truncate_dim is not None:
             raise ValueError("`truncate_dim` needs an encoder with an `encode` method.")

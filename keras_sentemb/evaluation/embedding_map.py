@@ -23,6 +23,7 @@ from keras_sentemb.evaluation import transfer_readers as readers
 from keras_sentemb.evaluation.readers import load_stsb_pairs
 from keras_sentemb.evaluation.sts_spread import bucket_edges
 from keras_sentemb.evaluation.sts_spread import score_buckets
+from keras_sentemb.models.precision import reproducible
 
 METHODS = ("tsne", "pca")
 
@@ -219,7 +220,7 @@ def embedding_map(
     kwargs = {"show_progress": False}
     if pooling is not None:
         kwargs["pooling"] = pooling
-    vectors = np.asarray(encoder.encode(texts, **kwargs))
+    vectors = np.asarray(encoder.encode(texts, **reproducible(encoder.encode, kwargs)))
     coords = tsne(vectors, seed=seed) if method == "tsne" else pca(vectors)
     result = {
         "method": method,

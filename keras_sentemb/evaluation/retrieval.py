@@ -3,6 +3,7 @@
 import numpy as np
 
 from keras_sentemb import validation
+from keras_sentemb.models.precision import reproducible
 
 
 def _normalize(x):
@@ -127,12 +128,10 @@ def evaluate_bitext_retrieval(
     pairs = list(pairs)
     if not pairs:
         raise ValueError("Bitext retrieval needs at least one pair, received 0.")
-    src = source_encoder.encode(
-        [a for a, _ in pairs], batch_size=batch_size, max_length=max_length,
-        pooling=source_pooling, show_progress=False,
-    )
-    tgt = target_encoder.encode(
-        [b for _, b in pairs], batch_size=batch_size, max_length=max_length,
-        pooling=target_pooling, show_progress=False,
-    )
+    src = source_encoder.encode([a for a, _ in pairs], **reproducible(source_encoder.encode, dict(
+        batch_size=batch_size, max_length=max_length, pooling=source_pooling,
+        show_progress=False)))
+    tgt = target_encoder.encode([b for _, b in pairs], **reproducible(target_encoder.encode, dict(
+        batch_size=batch_size, max_length=max_length, pooling=target_pooling,
+        show_progress=False)))
     return bitext_retrieval_accuracy(src, tgt, k=k)

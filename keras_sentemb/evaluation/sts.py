@@ -34,6 +34,7 @@ import numpy as np
 from scipy import stats
 
 from keras_sentemb.evaluation import readers
+from keras_sentemb.models.precision import reproducible
 
 STS_YEAR_TASKS = ("STS12", "STS13", "STS14", "STS15", "STS16")
 # SimCSE's reporting order: the seven tasks of the papers' STS tables.
@@ -352,7 +353,7 @@ def _encode(encoder, sentences, batch_size, pooling, encode_kwargs):
         kwargs["batch_size"] = batch_size
         if pooling is not None:
             kwargs["pooling"] = pooling
-        embeddings = encode(list(sentences), **kwargs)
+        embeddings = encode(list(sentences), **reproducible(encode, kwargs))
     elif callable(encoder):
         if pooling is not None:
             raise ValueError(

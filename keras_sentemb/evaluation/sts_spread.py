@@ -32,6 +32,7 @@ import numpy as np
 from keras_sentemb.evaluation import _plotting
 from keras_sentemb.evaluation.readers import load_stsb_pairs
 from keras_sentemb.evaluation.sts import cosine_scores
+from keras_sentemb.models.precision import reproducible
 
 def _check_range(num_buckets, score_range):
     if isinstance(num_buckets, bool) or not isinstance(num_buckets, (int, np.integer)) or num_buckets < 1:
@@ -191,7 +192,7 @@ def encode_pairs(encoder, pairs, batch_size=128, max_length=None, pooling=None):
         kwargs["max_length"] = max_length
     if pooling is not None:
         kwargs["pooling"] = pooling
-    vectors = np.asarray(encoder.encode(sentences, **kwargs))
+    vectors = np.asarray(encoder.encode(sentences, **reproducible(encoder.encode, kwargs)))
     return vectors, [index[p[0]] for p in pairs], [index[p[1]] for p in pairs]
 
 

@@ -37,9 +37,11 @@ from keras_sentemb.export.parity import DEFAULT_TOLERANCE
 from keras_sentemb.export.parity import ExportVerificationError
 from keras_sentemb.export.parity import check_tolerance
 from keras_sentemb.export.parity import compare
+from keras_sentemb.export.parity import relative_errors
 from keras_sentemb.export.standalone import run_standalone
 from keras_sentemb.model_card import build_model_card
 from keras_sentemb.model_card import write_model_card
+from keras_sentemb.models.int8_encoder import prepare_int8
 from keras_sentemb.models.kernels import declare_graph
 from keras_sentemb.models.sentence_encoder import SentenceEncoder
 from keras_sentemb.models.truncation import check_truncate_dim
@@ -59,6 +61,15 @@ EXPORT_FORMAT_VERSION = 1
 # than in chunks of 64 (benchmarks/savedmodel_latency.py --chunk-size).
 DEFAULT_CHUNK_SIZE = 16
 _TMP_PREFIX = ".tmp-export-"
+# Ops of core TensorFlow that `tf.raw_ops` does not list (their names start with
+# an underscore): the int8 graph's quantized matrix multiply.
+CORE_PRIVATE_OPS = (compat.QUANTIZED_MATMUL_OP,)
+# What a serving graph computes in, and the largest relative error of a row
+# against `encode(precision=...)` in that precision that verification allows:
+# the same graph, padded to other widths (bfloat16 rounds matrix multiplies of
+# other shapes differently; int8's matrix multiplies are exact in integers).
+EXPORT_PRECISIONS = ("float32", "bfloat16", "int8")
+DEFAULT_TOLERANCES = {"float32": DEFAULT_TOLERANCE, "bfloat16": 5e-2, "int8": 1e-3}
 
 # Inputs the export is checked on: empty and whitespace-only strings, several
 # scripts, emoji (with skin tones, ZWJ sequences and flags), text that looks
@@ -161,13 +172,15 @@ def required_custom_ops(path):
         for function in graph.library.function:
             functions.add(function.signature.name)
             ops.update(node.op for node in function.node_def)
+    core = set(CORE_PRIVATE_OPS)
     return sorted(
-        op for op in ops if op not in functions and not hasattr(tf.raw_ops, op)
+        op for op in ops
+        if op not in functions and op not in core and not hasattr(tf.raw_ops, op)
     )
 
 
 # ------------------------------------------------------------------- graph
-def _serving_functions(encoder, chunk_size, truncate_dim=None):
+def _serving_functions(encoder, chunk_size, truncate_dim=None, int8=False):
     """The endpoint functions: strings -> embeddings, strings -> tokens."""
     max_length = encoder.max_length
     output_dim = encoder.output_dim
@@ -202,7 +215,7 @@ def _serving_functions(encoder, chunk_size, truncate_dim=None):
         return tf.gather(outputs.concat(), tf.math.invert_permutation(order))
 
     def embed(sentences):
-        declare_graph(plain=True)  # no XLA-compiled call (see `build_export_archive`)
+        declare_graph(plain=True, int8=int8)  # no XLA-compiled call (`build_export_archive`)
         sentences = _as_batch(sentences)
         tokens = encoder.tokenize(sentences)[:, : max_length - 2]
         if chunk_size is None:
@@ -220,7 +233,7 @@ def _serving_functions(encoder, chunk_size, truncate_dim=None):
         return {OUTPUT_KEY: tf.ensure_shape(out, [None, served_dim])}
 
     def token_outputs(sentences):
-        declare_graph(plain=True)
+        declare_graph(plain=True, int8=int8)
         inputs = encoder.preprocess(_as_batch(sentences), max_length)
         last = encoder.hidden_states(inputs, training=False)[-1]
         return {
@@ -259,6 +272,28 @@ def _as_batch(sentences):
         return tf.identity(sentences)
 
 
+def check_export_precision(precision):
+    """One of `EXPORT_PRECISIONS`, or a one-line error."""
+    if precision not in EXPORT_PRECISIONS:
+        raise ValueError(f"`precision` must be one of {list(EXPORT_PRECISIONS)}. "
+                         f"Received: precision={precision!r}.")
+    return precision
+
+
+def serving_encoder(encoder, precision):
+    """The encoder whose graph the SavedModel holds for `precision`.
+
+    `"float32"`: `encoder`. `"bfloat16"`: its bfloat16 copy (weights and
+    matrix multiplies in bfloat16, layer norms, pooling and outputs float32),
+    whatever this CPU computes natively: the SavedModel is for the serving
+    machine. `"int8"`: the encoder holding its int8 weights, calibrated on
+    its `int8_calibration` (`keras_sentemb.models.int8_encoder`).
+    """
+    if precision == "int8":
+        return prepare_int8(encoder)
+    return encoder.precision_twin(precision)
+
+
 def _check_chunk_size(chunk_size):
     if chunk_size is not None and (
         isinstance(chunk_size, bool)
@@ -272,7 +307,8 @@ def _check_chunk_size(chunk_size):
 
 
 def build_export_archive(
-    encoder, token_signature=True, chunk_size=DEFAULT_CHUNK_SIZE, truncate_dim=None
+    encoder, token_signature=True, chunk_size=DEFAULT_CHUNK_SIZE, truncate_dim=None,
+    precision="float32",
 ):
     """A `keras.export.ExportArchive` holding the string-in endpoints.
 
@@ -296,11 +332,15 @@ def build_export_archive(
         truncate_dim: int or None. `embeddings` holds the first
             `truncate_dim` dimensions, renormalised when the encoder
             normalises. Defaults to `None` (all).
+        precision: str. What the serving graph computes in: `"float32"`,
+            `"bfloat16"` or `"int8"` (`serving_encoder`). Defaults to
+            `"float32"`.
 
     Returns:
         A `keras.export.ExportArchive`.
     """
-    encoder = _as_encoder(encoder)
+    precision = check_export_precision(precision)
+    encoder = serving_encoder(_as_encoder(encoder), precision)
     chunk_size = _check_chunk_size(chunk_size)
     # Building the tokenizer (and its tensorflow-text model) before tracking.
     encoder.tokenize(tf.constant([""]))
@@ -312,7 +352,8 @@ def build_export_archive(
     # SavedModel), and `track(encoder)` fails on the encoder's cache of
     # compiled functions (a dict with tuple keys).
     archive.track(encoder.tokenizer)
-    embed, token_outputs = _serving_functions(encoder, chunk_size, truncate_dim)
+    embed, token_outputs = _serving_functions(encoder, chunk_size, truncate_dim,
+                                              int8=precision == "int8")
     spec = tf.TensorSpec([None], tf.string, name=INPUT_KEY)
     archive.add_endpoint(SERVING_SIGNATURE, embed, input_signature=[spec])
     if token_signature:
@@ -357,8 +398,28 @@ def _run_signature(signature, sentences, key, batch_size=256):
     return np.concatenate(parts)
 
 
-def verify_saved_model(path, encoder, sentences=None, tolerance=DEFAULT_TOLERANCE,
-                       truncate_dim=None):
+def _reference(encoder, precision, sentences, truncate_dim=None):
+    """`encode` of `sentences` in `precision` (on the serving encoder, whatever this CPU has)."""
+    compute = serving_encoder(encoder, precision)
+    return compute.encode(sentences, truncate_dim=truncate_dim,
+                          precision="int8" if precision == "int8" else "float32")
+
+
+def _reference_token_states(encoder, precision, batch):
+    """The last layer's token vectors of `batch` (strings), as the serving graph computes them."""
+    compute = serving_encoder(encoder, precision)
+
+    @tf.function(autograph=False)
+    def states(sentences):
+        declare_graph(forward_only=True, int8=precision == "int8")
+        inputs = compute.preprocess(sentences)
+        return compute.hidden_states(inputs, training=False)[-1], inputs
+
+    return states(batch)
+
+
+def verify_saved_model(path, encoder, sentences=None, tolerance=None,
+                       truncate_dim=None, precision="float32"):
     """Reload a SavedModel and compare it with eager `encoder.encode`.
 
     Checks the signature contract (`serving_default`: `sentences` tf.string
@@ -375,21 +436,26 @@ def verify_saved_model(path, encoder, sentences=None, tolerance=DEFAULT_TOLERANC
         path: str or path. The SavedModel folder (one version).
         encoder: the `SentenceEncoder` that was exported.
         sentences: list of str/bytes or None. Extra probe sentences.
-        tolerance: float. Largest allowed relative error of a row.
-            Defaults to `1e-4`.
+        tolerance: float or None. Largest allowed relative error of a row.
+            Defaults to `None`: the precision's (`DEFAULT_TOLERANCES`, 1e-4
+            for float32).
         truncate_dim: int or None. The export's truncation (compared with
             `encode(truncate_dim=...)`). Defaults to `None`.
+        precision: str. What the serving graph computes in; it is compared
+            with `encode` in that precision. Defaults to `"float32"`.
 
     Returns:
         dict with `max_rel_diff`, `min_cosine`, `max_abs_diff` (for
-        information), `token_max_rel_diff` (or None), `num_probes` and
-        `tolerance`.
+        information), `token_max_rel_diff` (or None), `num_probes`,
+        `tolerance`, `precision` and, for bfloat16 and int8,
+        `float32_min_cosine`: the lowest cosine of a row to float32's.
 
     Raises:
         ExportVerificationError: if the contract does not hold, an output is
             not finite, or a relative error exceeds `tolerance`.
     """
-    tolerance = check_tolerance(tolerance)
+    precision = check_export_precision(precision)
+    tolerance = check_tolerance(DEFAULT_TOLERANCES[precision] if tolerance is None else tolerance)
     encoder = _as_encoder(encoder)
     probes = list(PROBE_SENTENCES) + list(sentences or [])
     as_bytes = [_to_bytes(s, i) for i, s in enumerate(probes)]
@@ -408,8 +474,12 @@ def verify_saved_model(path, encoder, sentences=None, tolerance=DEFAULT_TOLERANC
         {OUTPUT_KEY: (tf.float32, [None, dim])},
     )
     got = _run_signature(signatures[SERVING_SIGNATURE], as_bytes, OUTPUT_KEY)
-    ref = encoder.encode(probes, truncate_dim=truncate_dim)
+    ref = _reference(encoder, precision, probes, truncate_dim)
     report = compare(got, ref, tolerance, "The SavedModel", probes)
+    report["precision"] = precision
+    if precision != "float32":
+        float32 = encoder.encode(probes, truncate_dim=truncate_dim, precision="float32")
+        report["float32_min_cosine"] = float(relative_errors(got, float32)[1].min())
     token_diff = None
     if TOKEN_SIGNATURE in signatures:
         hidden = encoder.hidden_dim
@@ -425,8 +495,7 @@ def verify_saved_model(path, encoder, sentences=None, tolerance=DEFAULT_TOLERANC
         )
         batch = tf.constant(as_bytes[: len(PROBE_SENTENCES)], tf.string)
         out = signatures[TOKEN_SIGNATURE](**{INPUT_KEY: batch})
-        inputs = encoder.preprocess(batch)
-        ref_states = encoder.hidden_states(inputs)[-1]
+        ref_states, inputs = _reference_token_states(encoder, precision, batch)
         mask = inputs["padding_mask"].numpy()
         if not (
             np.array_equal(out["padding_mask"].numpy(), mask)
@@ -494,13 +563,15 @@ def export_saved_model(
     *,
     overwrite=False,
     verify=True,
-    tolerance=DEFAULT_TOLERANCE,
+    tolerance=None,
     probe_sentences=None,
     token_signature=True,
     chunk_size=DEFAULT_CHUNK_SIZE,
     check_standalone=False,
     verbose=False,
     truncate_dim=None,
+    precision="float32",
+    calibration=None,
 ):
     """Export a string-in, embedding-out SavedModel in the TF Serving layout.
 
@@ -531,9 +602,12 @@ def export_saved_model(
         overwrite: bool. Replace an existing version folder (after the new
             one has been verified). Defaults to `False`.
         verify: bool. Reload and compare with `encode`. Defaults to `True`.
-        tolerance: float. Largest allowed relative error of an output row
+        tolerance: float or None. Largest allowed relative error of an
+            output row against `encode` in the export's precision
             (`||got - ref|| / ||ref||`, scale-free: whitened vectors are not
-            unit-length). Defaults to `1e-4`.
+            unit-length). Defaults to `None`: the precision's
+            (`DEFAULT_TOLERANCES`: 1e-4 for float32, 5e-2 for bfloat16,
+            1e-3 for int8).
         probe_sentences: list of str/bytes or None. Extra sentences for the
             verification. Defaults to `None`.
         token_signature: bool. Add the `token_embeddings` signature.
@@ -549,6 +623,17 @@ def export_saved_model(
             `truncate_dim` dimensions (renormalised when the encoder
             normalises), as `encode(truncate_dim=...)` does; the signature
             keeps its names. Defaults to `None` (all).
+        precision: str. What the serving graph computes in: `"float32"`,
+            `"bfloat16"` (weights and matrix multiplies in bfloat16: fast on
+            serving CPUs with AVX512-BF16 or AMX) or `"int8"` (int8 matrix
+            multiplies with calibrated ranges, `keras_sentemb.models.
+            int8_transformer`; TF Serving runs them with TensorFlow's oneDNN
+            kernels on, the default on CPUs with AVX512-VNNI, AVX512-BF16 or
+            AMX, else `TF_ENABLE_ONEDNN_OPTS=1`). The signature is the same
+            (float32 vectors). Defaults to `"float32"`.
+        calibration: list of str or None. For `"int8"`: the sentences its
+            ranges are calibrated on (sets the encoder's `int8_calibration`).
+            Defaults to `None`: the encoder's own, else the bundled sample.
 
     Returns:
         str. The version folder, e.g. `saved_models/NAME/1`.
@@ -570,6 +655,11 @@ def export_saved_model(
     ```
     """
     encoder = _as_encoder(encoder)
+    precision = check_export_precision(precision)
+    if calibration is not None:
+        if precision != "int8":
+            raise ValueError("`calibration` applies to precision='int8'.")
+        encoder.int8_calibration = calibration
     chunk_size = _check_chunk_size(chunk_size)
     if truncate_dim is not None:
         truncate_dim = check_truncate_dim(truncate_dim, encoder.output_dim)
@@ -579,7 +669,7 @@ def export_saved_model(
         or version < 1
     ):
         raise ValueError(f"`version` must be a positive int or None, received {version!r}.")
-    tolerance = check_tolerance(tolerance)
+    tolerance = check_tolerance(DEFAULT_TOLERANCES[precision] if tolerance is None else tolerance)
     base = Path(os.fspath(path))
     version, final = _version_folder(base, version, overwrite)
 
@@ -587,24 +677,25 @@ def export_saved_model(
     base.mkdir(parents=True, exist_ok=True)
     tmp = base / f"{_TMP_PREFIX}{version}-{os.getpid()}-{uuid.uuid4().hex[:8]}"
     try:
-        archive = build_export_archive(encoder, token_signature, chunk_size, truncate_dim)
+        archive = build_export_archive(encoder, token_signature, chunk_size, truncate_dim,
+                                       precision=precision)
         archive.write_out(str(tmp), verbose=False)
         del archive
         report = None
         if verify:
             report = verify_saved_model(tmp, encoder, probe_sentences, tolerance=tolerance,
-                                        truncate_dim=truncate_dim)
+                                        truncate_dim=truncate_dim, precision=precision)
         if check_standalone:
             probes = [_to_bytes(s, i) for i, s in enumerate(PROBE_SENTENCES)]
             outside = run_standalone(tmp, probes, strict=True)
             diff = compare(
-                outside, encoder.encode(probes, truncate_dim=truncate_dim), tolerance,
+                outside, _reference(encoder, precision, probes, truncate_dim), tolerance,
                 "In a process without Keras the SavedModel", probes,
             )["max_rel_diff"]
             if report is not None:
                 report["standalone_max_rel_diff"] = diff
         _write_metadata_and_card(tmp, encoder, version, chunk_size, token_signature, report,
-                                 truncate_dim)
+                                 truncate_dim, precision)
         _swap_in(base, final, tmp, version)
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
@@ -648,12 +739,19 @@ def _version_folder(base, version, overwrite):
 
 
 def _write_metadata_and_card(folder, encoder, version, chunk_size, token_signature, report,
-                             truncate_dim):
+                             truncate_dim, precision="float32"):
     """The export's metadata file and model card, in the SavedModel `folder`."""
     meta = _metadata(
         encoder, version, chunk_size, token_signature, report,
         required_custom_ops(folder),
     )
+    meta["precision"] = precision
+    if precision == "int8":
+        meta["int8"] = {
+            "runtime": "TensorFlow's oneDNN kernels (on by default on x86 CPUs with "
+                       "AVX512-VNNI, AVX512-BF16 or AMX; elsewhere TF_ENABLE_ONEDNN_OPTS=1)",
+            "calibration_sentences": len(encoder.int8_calibration or ()) or "bundled",
+        }
     if truncate_dim is not None:
         meta["truncate_dim"] = truncate_dim
         meta["output_dim"] = truncate_dim

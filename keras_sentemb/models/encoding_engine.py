@@ -21,9 +21,10 @@ from keras_sentemb.models.cpu_threads import check_max_batch_tokens
 from keras_sentemb.models.cpu_threads import run_batches
 from keras_sentemb.models.kernels import compiles_per_shape
 from keras_sentemb.models.kernels import declare_graph
-from keras_sentemb.models.native_bfloat16 import effective_precision
+from keras_sentemb.models.int8_encoder import prepare_int8
 from keras_sentemb.models.precision import INFERENCE_POLICIES
 from keras_sentemb.models.precision import check_precision
+from keras_sentemb.models.precision import resolve_encode_precision
 from keras_sentemb.models import sharded_encoding
 from keras_sentemb.models.text_normalization import normalize_text
 from keras_sentemb.models.truncation import check_truncate_dim
@@ -155,11 +156,12 @@ class EncodingEngine:
         return self.pack(self.tokenize(sentences), max_length)
 
     # ---------------------------------------------------------------- encode
-    def _encode_fn(self, pooling, normalize, postprocess=True):
+    def _encode_fn(self, pooling, normalize, postprocess=True, int8=False):
         # Everything the trace bakes in is part of the key (a string: TF's
         # object tracking refuses dicts with tuple keys). Assigning a
-        # post-processing layer clears the cache.
-        key = f"{pooling}|{int(bool(normalize))}|{int(self.normalize)}|{int(bool(postprocess))}"
+        # post-processing layer, or new int8 weights, clears the cache.
+        key = (f"{pooling}|{int(bool(normalize))}|{int(self.normalize)}|"
+               f"{int(bool(postprocess))}|{int(bool(int8))}")
         fn = self._encode_fns.get(key)
         if fn is None:
             spec = tf.TensorSpec([None, None], tf.int32)
@@ -168,7 +170,7 @@ class EncodingEngine:
             def fn(token_ids, padding_mask):
                 # A graph that never runs backward: fused matmul + GELU, fused
                 # Transformer layers (`kernels.GraphKind`).
-                declare_graph(forward_only=True)
+                declare_graph(forward_only=True, int8=int8)
                 inputs = {"token_ids": token_ids, "padding_mask": padding_mask}
                 states = self.hidden_states(inputs, training=False)
                 pooled = tf.cast(self.pool(states, padding_mask, pooling), "float32")
@@ -227,15 +229,19 @@ class EncodingEngine:
                 normalisation the encoder itself applies). Defaults to `False`.
             show_progress: bool or None. Keras progress bar; `None` shows it
                 for 5,000 sentences or more.
-            precision: str or None. `"float32"` (default) or `"bfloat16"`:
-                the forward pass runs in bfloat16 (a copy of this encoder
-                with its current weights in bfloat16, Keras' `bfloat16`
-                policy; layer normalisation, pooling and outputs stay
-                float32). Fast only on
-                CPUs with native bfloat16 (AVX512-BF16 / AMX) and on GPUs;
-                a CPU-only host without it computes float32 instead, with a
-                one-line notice (`keras_sentemb.models.native_bfloat16`).
-                Defaults to `None` (float32).
+            precision: str or None. What the forward pass computes in:
+                `"auto"` (the default, also `None`): bfloat16 on a CPU that
+                computes it natively (AVX512-BF16, AMX), float32 elsewhere
+                and on GPUs (`keras_sentemb.models.precision.auto_precision`;
+                `KERAS_SENTEMB_PRECISION=float32` pins it for the process);
+                `"float32"`; `"bfloat16"` (a copy of this encoder with its
+                current weights in bfloat16, Keras' `bfloat16` policy; layer
+                normalisation, pooling and outputs stay float32; a CPU
+                without native bfloat16 computes float32 instead, with a
+                one-line notice); `"int8"`: int8 matrix multiplies with
+                ranges calibrated on `int8_calibration` sentences
+                (`keras_sentemb.models.int8_transformer`; TensorFlow's oneDNN
+                kernels must be on). Every precision returns float32 vectors.
             postprocess: bool. Apply the post-processing layer (if any);
                 `False` returns the vectors it takes (what it was fitted
                 on). Defaults to `True`.
@@ -264,15 +270,27 @@ class EncodingEngine:
                 max_batch_tokens=max_batch_tokens,
             )
             return truncate_embeddings(full, truncate_dim, self.normalize or bool(normalize))
-        precision = effective_precision(check_precision(precision))
-        if precision != "float32":
+        precision = resolve_encode_precision(precision)
+        if precision == "int8":
+            target = prepare_int8(self)
+            if target is not self:
+                return target.encode(
+                    sentences, batch_size=batch_size, max_length=max_length,
+                    pooling=self.pooling if pooling is None else pooling,
+                    normalize=normalize, show_progress=show_progress, precision="int8",
+                    postprocess=postprocess, parallel_batches=parallel_batches,
+                    max_batch_tokens=max_batch_tokens,
+                )
+        elif precision != "float32":
             twin = self.precision_twin(precision)
-            return twin.encode(
-                sentences, batch_size=batch_size, max_length=max_length,
-                pooling=self.pooling if pooling is None else pooling,
-                normalize=normalize, show_progress=show_progress, postprocess=postprocess,
-                parallel_batches=parallel_batches, max_batch_tokens=max_batch_tokens,
-            )
+            if twin is not self:
+                return twin.encode(
+                    sentences, batch_size=batch_size, max_length=max_length,
+                    pooling=self.pooling if pooling is None else pooling,
+                    normalize=normalize, show_progress=show_progress, precision="float32",
+                    postprocess=postprocess, parallel_batches=parallel_batches,
+                    max_batch_tokens=max_batch_tokens,
+                )
         single = isinstance(sentences, (str, bytes))
         if single:
             sentences = [sentences]
@@ -307,7 +325,7 @@ class EncodingEngine:
         out = np.zeros((n, dim), dtype=np.float32)
         if n == 0:
             return out[0] if single else out
-        fn = self._encode_fn(pooling, bool(normalize), postprocess)
+        fn = self._encode_fn(pooling, bool(normalize), postprocess, int8=precision == "int8")
         if show_progress is None:
             show_progress = n >= 5000
         progbar = keras.utils.Progbar(n, unit_name="sentence") if show_progress else None
@@ -325,8 +343,13 @@ class EncodingEngine:
         A copy built once per precision (`clone(dtype=...)`, with the
         inference policy of `precision`: weights stored in that precision);
         every call copies this encoder's weights into it, so it follows
-        training. The encoder itself when it already computes so.
+        training. The encoder itself when it already computes so. For
+        `"int8"`, the encoder that holds the int8 weights
+        (`int8_encoder.prepare_int8`: this one when it computes in float32);
+        its graphs declared int8 compute in int8.
         """
+        if precision == "int8":
+            return prepare_int8(self)
         precision = check_precision(precision)
         policy = INFERENCE_POLICIES[precision]
         if policy == self.backbone.dtype_policy.name:

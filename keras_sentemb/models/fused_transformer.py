@@ -52,46 +52,16 @@ import keras_hub
 import tensorflow as tf
 
 from keras_sentemb import compat
+from keras_sentemb.models import int8_transformer
 from keras_sentemb.models import kernels
 from keras_sentemb.models import unpadded_transformer
+from keras_sentemb.models.unpadded_transformer import supports
 
 # Set to "1" to run keras-hub's Transformer layer everywhere (`kernels.ENVIRONMENT`).
 DISABLE_ENV = "KERAS_SENTEMB_PLAIN_TRANSFORMER"
 
 # Input dtypes it runs on (float64 keeps keras-hub's layer).
 _DTYPES = (tf.float32, tf.bfloat16, tf.float16)
-
-
-def _plain(layer, kind):
-    """A `kind` layer with a bias and float weights (no quantization, no LoRA)."""
-    return (isinstance(layer, kind) and getattr(layer, "bias", None) is not None
-            and getattr(layer, "quantization_mode", None) is None
-            and not getattr(layer, "lora_enabled", False))
-
-
-def supports(layer):
-    """Whether `fused_call` computes what `layer` (a keras-hub TransformerEncoder) does."""
-    if not isinstance(layer, keras_hub.layers.TransformerEncoder):
-        return False
-    try:
-        parts = compat.transformer_parts(layer)
-    except AttributeError:
-        return False
-    attention = parts.attention
-    if type(attention) is not keras.layers.MultiHeadAttention:
-        return False
-    options = compat.attention_options(attention)
-    return (not options["use_gate"]
-            and options["sliding_window"] is None
-            and tuple(attention.attention_axes or (1,)) == (1,)
-            and options["output_shape"] is None
-            and attention.key_dim is not None
-            and attention.key_dim == attention.value_dim
-            and all(_plain(dense, keras.layers.EinsumDense) for dense in
-                    (attention.query_dense, attention.key_dense, attention.value_dense,
-                     attention.output_dense))
-            and _plain(parts.output, keras.layers.Dense)
-            and keras.activations.get(parts.output.activation) is keras.activations.linear)
 
 
 def _use_fused(layer, inputs, padding_mask, training, return_attention_scores):
@@ -104,12 +74,9 @@ def _use_fused(layer, inputs, padding_mask, training, return_attention_scores):
 def _attention(attention, rows, batch, length, bias, residual):
     """Self-attention of `rows` ([batch * length, width]) plus `residual`, as rows."""
     kernel, qkv_bias = unpadded_transformer.qkv_projection(attention, rows.dtype)
-    heads, head_dim = attention.num_heads, attention.key_dim
     qkv = tf.nn.bias_add(tf.matmul(rows, kernel), qkv_bias)
-    qkv = tf.transpose(tf.reshape(qkv, [batch, length, 3, heads, head_dim]), [2, 0, 3, 1, 4])
-    scores = tf.matmul(qkv[0], qkv[1], transpose_b=True) + bias  # [batch, heads, length, length]
-    context = tf.matmul(tf.nn.softmax(scores), qkv[2])
-    context = tf.reshape(tf.transpose(context, [0, 2, 1, 3]), [-1, heads * head_dim])
+    context = unpadded_transformer.attend(qkv, batch, length, bias, attention.num_heads,
+                                          attention.key_dim)
     return unpadded_transformer.dense_rows(attention.output_dense, context) + residual
 
 
@@ -137,7 +104,9 @@ def fused_call(layer, inputs, padding_mask, attention_mask=None):
 
 def _layer_call(self, inputs, padding_mask=None, attention_mask=None, training=None,
                 return_attention_scores=False):
-    """keras-hub's `TransformerEncoder.call`, or `fused_call` / `unpadded_call` where it applies."""
+    """keras-hub's `TransformerEncoder.call`, or `int8_call` / `fused_call` / `unpadded_call`."""
+    if int8_transformer.use_int8(self, inputs, padding_mask, training, return_attention_scores):
+        return int8_transformer.int8_call(self, inputs, padding_mask, attention_mask)
     # `supports` again: LoRA or quantization may have been enabled since install.
     if _use_fused(self, inputs, padding_mask, training, return_attention_scores) and supports(self):
         return fused_call(self, inputs, padding_mask, attention_mask)

@@ -250,10 +250,14 @@ class GraphKind:
             builds need not have XLA; converters want plain ops); every op is
             plain except dropout's 16-bit masks, applied by separate ops.
             Defaults to `False`.
+        int8: bool. The graph computes in int8: Transformer layers that hold
+            int8 weights (`int8_transformer`) run their int8 form. Defaults to
+            `False`.
     """
 
     forward_only: bool = False
     plain: bool = False
+    int8: bool = False
 
 
 # The kind of an undeclared graph and of eager execution: a graph that may compute gradients.
@@ -269,7 +273,7 @@ def _graph_being_built():
     return None if tf.executing_eagerly() else tf.compat.v1.get_default_graph()
 
 
-def declare_graph(forward_only=False, plain=False):
+def declare_graph(forward_only=False, plain=False, int8=False):
     """Declare the kind of the graph being traced now; the first line of a traced function.
 
     The kind is recorded on the graph itself (the `FuncGraph` that `tf.function`
@@ -286,6 +290,7 @@ def declare_graph(forward_only=False, plain=False):
     Args:
         forward_only: bool. See `GraphKind`. Defaults to `False`.
         plain: bool. See `GraphKind`. Defaults to `False`.
+        int8: bool. See `GraphKind`. Defaults to `False`.
 
     Returns:
         the `GraphKind` declared.
@@ -302,7 +307,7 @@ def declare_graph(forward_only=False, plain=False):
         return encoder(inputs, training=False)
     ```
     """
-    kind = GraphKind(forward_only=bool(forward_only), plain=bool(plain))
+    kind = GraphKind(forward_only=bool(forward_only), plain=bool(plain), int8=bool(int8))
     graph = _graph_being_built()
     if graph is None:
         return kind

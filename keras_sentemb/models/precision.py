@@ -1,4 +1,13 @@
-"""The precisions an encoder computes in, and the Keras dtype policy of each."""
+"""The precisions an encoder computes in, the Keras dtype policy of each, and `"auto"`.
+
+Training computes in `"float32"` or `"bfloat16"` (mixed precision).
+Encoding also takes `"int8"` (`int8_transformer`: int8 matrix multiplies,
+float32 elsewhere) and `"auto"`, the default: the fastest precision that
+keeps float32's results, on this host (`auto_precision`).
+"""
+
+import inspect
+import os
 
 # `precision` -> the Keras dtype policy of a backbone that trains: bfloat16
 # training keeps float32 weights for the optimizer (mixed precision).
@@ -8,8 +17,22 @@ PRECISIONS = {"float32": "float32", "bfloat16": "mixed_bfloat16"}
 # updates its weights, so bfloat16 stores them in bfloat16 too: no float32
 # master copy cast to bfloat16 in every forward pass (about 10 % of a
 # bfloat16 encode). Layer normalisation still computes in float32 (Keras),
-# and pooling and outputs are float32 (`SentenceEncoder.encode`).
-INFERENCE_POLICIES = {"float32": "float32", "bfloat16": "bfloat16"}
+# and pooling and outputs are float32 (`SentenceEncoder.encode`). An int8
+# encoder keeps float32 layers around its int8 matrix multiplies.
+INFERENCE_POLICIES = {"float32": "float32", "bfloat16": "bfloat16", "int8": "float32"}
+
+# What `encode` and the command line take.
+ENCODE_PRECISIONS = ("auto", "float32", "bfloat16", "int8")
+
+# Pins what `"auto"` means in this process, e.g. `KERAS_SENTEMB_PRECISION=float32`
+# for vectors that compare exactly across machines.
+PIN_ENV = "KERAS_SENTEMB_PRECISION"
+
+# The largest difference between a bfloat16 encode and a float32 one that `"auto"`
+# accepts, stated as a cosine: every sentence's bfloat16 vector has at least this
+# cosine to its float32 vector (measured by benchmarks/encode_backends.py and
+# checked by the tests on the bundled STS-B sentences).
+BFLOAT16_MIN_COSINE = 0.999
 
 
 def check_precision(precision):
@@ -21,3 +44,104 @@ def check_precision(precision):
             f"`precision` must be one of {sorted(PRECISIONS)}. Received: precision={precision!r}."
         )
     return precision
+
+
+def check_encode_precision(precision):
+    """`None` -> `"auto"`; else one of `ENCODE_PRECISIONS`, or a clear error."""
+    if precision is None:
+        return "auto"
+    if precision not in ENCODE_PRECISIONS:
+        raise ValueError(
+            f"`precision` must be one of {list(ENCODE_PRECISIONS)}. "
+            f"Received: precision={precision!r}."
+        )
+    return precision
+
+
+def pinned_precision():
+    """The precision `KERAS_SENTEMB_PRECISION` pins `"auto"` to, or None when unset.
+
+    Raises:
+        ValueError: the variable holds something else than a precision.
+    """
+    value = os.environ.get(PIN_ENV, "").strip()
+    if not value:
+        return None
+    if value not in ENCODE_PRECISIONS[1:]:
+        raise ValueError(f"{PIN_ENV}={value!r}: expected one of {list(ENCODE_PRECISIONS[1:])}.")
+    return value
+
+
+def auto_precision(flags=None):
+    """`(precision, why)`: what `"auto"` computes in on this host.
+
+    bfloat16 on a CPU-only host whose CPU computes it natively (AVX512-BF16,
+    AMX, Arm BF16): as fast as the CPU allows while every vector stays within
+    cosine `BFLOAT16_MIN_COSINE` of float32's. float32 elsewhere: on CPUs
+    without native bfloat16 (emulated, it is slower than float32), and on
+    GPUs and TPUs (the behaviour there is unchanged). `KERAS_SENTEMB_PRECISION`
+    pins it.
+
+    Args:
+        flags: iterable of str or None. CPU flags to decide on (a test fakes a
+            CPU with them); `None` reads this CPU's.
+    """
+    # Here, not at the top: they load TensorFlow, which `reproducible`'s callers
+    # (evaluation of any encoder) need not.
+    from keras_sentemb.models.cpu_threads import has_accelerator
+    from keras_sentemb.models.native_bfloat16 import NATIVE_BFLOAT16_FLAGS
+    from keras_sentemb.models.native_bfloat16 import cpu_flags
+
+    pinned = pinned_precision()
+    if pinned is not None:
+        return pinned, f"{PIN_ENV}={pinned}"
+    if has_accelerator():
+        return "float32", "a GPU or TPU computes float32 by default"
+    flags = cpu_flags() if flags is None else frozenset(f.lower() for f in flags)
+    native = sorted(NATIVE_BFLOAT16_FLAGS & (flags or frozenset()))
+    if native:
+        return "bfloat16", f"the CPU computes bfloat16 natively ({', '.join(native)})"
+    if flags is None:
+        return "float32", "the CPU's flags could not be read"
+    return "float32", "the CPU has no native bfloat16 (avx512_bf16 / amx_bf16)"
+
+
+def resolve_encode_precision(precision):
+    """The precision an encode computes in: `"auto"` resolved, then `effective_precision`.
+
+    `"bfloat16"` asked for on a CPU without native bfloat16 computes float32
+    (with a one-line notice; `native_bfloat16`).
+    """
+    from keras_sentemb.models.native_bfloat16 import effective_precision
+
+    precision = check_encode_precision(precision)
+    if precision == "auto":
+        precision = auto_precision()[0]
+    return effective_precision(precision)
+
+
+def reproducible(encode, kwargs):
+    """`kwargs` for `encode`, with `precision="float32"` where it takes one and none is given.
+
+    What evaluation and training compute from vectors (scores, dev selection,
+    a fitted whitening, a teacher's targets, mined negatives) is encoded in
+    float32, so that it does not depend on the CPU; `encode` itself defaults
+    to `"auto"`.
+
+    Args:
+        encode: the `encode` callable that will be called.
+        kwargs: dict of the keyword arguments for it.
+
+    Returns:
+        a new dict.
+    """
+    kwargs = dict(kwargs)
+    if "precision" in kwargs:
+        return kwargs
+    try:
+        parameters = inspect.signature(encode).parameters
+    except (TypeError, ValueError):
+        return kwargs
+    if "precision" in parameters:
+        kwargs["precision"] = "float32"
+    return kwargs

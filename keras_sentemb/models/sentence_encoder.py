@@ -9,6 +9,7 @@ from keras_sentemb.models.encoder_forward import EncoderForward
 from keras_sentemb.models.encoder_persistence import EncoderPersistence
 from keras_sentemb.models.encoding_engine import EncodingEngine
 from keras_sentemb.models.fused_gelu import check_gelu_form
+from keras_sentemb.models.int8_encoder import check_calibration
 from keras_sentemb.models.fused_gelu import set_gelu_form
 from keras_sentemb.models.kernel_install import install_kernels
 from keras_sentemb.models.kernels import KernelPolicy
@@ -156,6 +157,7 @@ class SentenceEncoder(EncoderPersistence, EncodingEngine, EncoderForward, keras.
         # Not tracked: the twins are other encoders sharing these weights; tracked,
         # their layers would count as this encoder's (twice in its weights).
         object.__setattr__(self, "_precision_twins", {})
+        object.__setattr__(self, "_int8_calibration", None)
         # At most one layer; a tracked list so that replacing it untracks the old one.
         self._postprocess_layers = []
         if postprocess is not None:
@@ -267,6 +269,23 @@ class SentenceEncoder(EncoderPersistence, EncodingEngine, EncoderForward, keras.
     @training_report.setter
     def training_report(self, report):
         self._training_report = report
+
+    @property
+    def int8_calibration(self):
+        """The sentences `encode(precision="int8")` calibrates its ranges on, or None.
+
+        None (the default) calibrates on the first 128 sentences of the
+        bundled Wikipedia sample; assign a few hundred sentences like those
+        you encode (a list of str) to calibrate on them instead
+        (`keras_sentemb.models.int8_encoder`). Not saved with the encoder.
+        """
+        return self._int8_calibration
+
+    @int8_calibration.setter
+    def int8_calibration(self, sentences):
+        if sentences is not None:
+            sentences = check_calibration(sentences)
+        object.__setattr__(self, "_int8_calibration", sentences)
 
     @property
     def model_card(self):

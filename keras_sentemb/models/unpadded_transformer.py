@@ -40,6 +40,8 @@ keras-hub's own call runs. `kernels.KernelPolicy`'s
 
 import math
 
+import keras
+import keras_hub
 import tensorflow as tf
 
 from keras_sentemb import compat
@@ -48,6 +50,38 @@ from keras_sentemb.models import kernels
 # The row count is rounded up to a multiple of batch * length / ROW_STEPS (at least MIN_ROW_STEP).
 ROW_STEPS = 16
 MIN_ROW_STEP = 64
+
+
+def _plain(layer, kind):
+    """A `kind` layer with a bias and float weights (no quantization, no LoRA)."""
+    return (isinstance(layer, kind) and getattr(layer, "bias", None) is not None
+            and getattr(layer, "quantization_mode", None) is None
+            and not getattr(layer, "lora_enabled", False))
+
+
+def supports(layer):
+    """Whether `fused_call` computes what `layer` (a keras-hub TransformerEncoder) does."""
+    if not isinstance(layer, keras_hub.layers.TransformerEncoder):
+        return False
+    try:
+        parts = compat.transformer_parts(layer)
+    except AttributeError:
+        return False
+    attention = parts.attention
+    if type(attention) is not keras.layers.MultiHeadAttention:
+        return False
+    options = compat.attention_options(attention)
+    return (not options["use_gate"]
+            and options["sliding_window"] is None
+            and tuple(attention.attention_axes or (1,)) == (1,)
+            and options["output_shape"] is None
+            and attention.key_dim is not None
+            and attention.key_dim == attention.value_dim
+            and all(_plain(dense, keras.layers.EinsumDense) for dense in
+                    (attention.query_dense, attention.key_dense, attention.value_dense,
+                     attention.output_dense))
+            and _plain(parts.output, keras.layers.Dense)
+            and keras.activations.get(parts.output.activation) is keras.activations.linear)
 
 
 def use_unpadded(layer, inputs, padding_mask, attention_mask, return_attention_scores):
@@ -85,6 +119,18 @@ def qkv_projection(attention, dtype):
                       flat(attention.key_dense.bias, [-1]),
                       flat(attention.value_dense.bias, [-1])], axis=0)
     return kernel, bias
+
+
+def attend(qkv, batch, length, bias, heads, head_dim):
+    """The attention context of projected rows `qkv` ([batch * length, 3 * width]), as rows.
+
+    `qkv` holds each token's query (already scaled by 1 / sqrt(head_dim)), key and
+    value side by side; `bias` is `mask_bias`'s. Returns `[batch * length, width]`.
+    """
+    qkv = tf.transpose(tf.reshape(qkv, [batch, length, 3, heads, head_dim]), [2, 0, 3, 1, 4])
+    scores = tf.matmul(qkv[0], qkv[1], transpose_b=True) + bias  # [batch, heads, length, length]
+    context = tf.matmul(tf.nn.softmax(scores), qkv[2])
+    return tf.reshape(tf.transpose(context, [0, 2, 1, 3]), [-1, heads * head_dim])
 
 
 def dense_rows(dense, rows):

@@ -10,6 +10,7 @@ from keras_sentemb.data.stream_batches import Mixture
 from keras_sentemb.data.stream_batches import as_stream
 from keras_sentemb.pipelines.callbacks import pair_sentences
 from keras_sentemb.pipelines.callbacks import vectors_spearman
+from keras_sentemb.models.precision import reproducible
 
 logger = logging.getLogger(__name__)
 
@@ -35,10 +36,9 @@ def frozen_vectors(plan, encoder, sentences, batch_size, verbose="auto", max_len
     the fit).
     """
     show = None if verbose == "auto" else bool(verbose)
-    return encoder.encode(
-        sentences, batch_size=batch_size, max_length=max_length, pooling=plan.pooling,
-        show_progress=show, postprocess=False,
-    )
+    return encoder.encode(sentences, **reproducible(encoder.encode, dict(
+        batch_size=batch_size, max_length=max_length, pooling=plan.pooling,
+        show_progress=show, postprocess=False)))
 
 
 class FittingData:

@@ -11,6 +11,7 @@ import numpy as np
 
 from keras_sentemb import validation
 from keras_sentemb.evaluation.sts import cosine_scores
+from keras_sentemb.models.precision import reproducible
 
 logger = logging.getLogger(__name__)
 
@@ -29,9 +30,8 @@ def pair_sentences(pairs):
 def sts_spearman(encoder, pairs, batch_size=128, pooling=None):
     """Spearman x100 of cosine similarity on (s1, s2, score) pairs."""
     sentences = pair_sentences(pairs)
-    vectors = encoder.encode(
-        sentences, batch_size=batch_size, pooling=pooling, show_progress=False
-    )
+    vectors = encoder.encode(sentences, **reproducible(encoder.encode, dict(
+        batch_size=batch_size, pooling=pooling, show_progress=False)))
     return vectors_spearman(vectors, sentences, pairs)
 
 
