@@ -309,3 +309,14 @@ def test_an_optimizer_remembers_the_strategy_it_was_made_under():
     with strategy.scope():
         inside = keras.optimizers.SGD(0.1)
     assert compat.optimizer_strategy(inside) is strategy
+
+
+def test_the_quantized_matmul_op_is_core_tensorflow():
+    from tensorflow.python.framework import op_def_registry
+
+    op_def = op_def_registry.get(compat.QUANTIZED_MATMUL_OP)
+    assert op_def is not None, compat.QUANTIZED_MATMUL_OP
+    attrs = {attr.name for attr in op_def.attr}
+    assert {"fused_ops", "input_quant_mode", "output_quant_mode", "Tdevice_inputs",
+            "Tdevice_outputs", "is_weight_const", "is_bias_const"} <= attrs
+    assert isinstance(compat.onednn_enabled(), bool)

@@ -4,7 +4,7 @@
 keras-sentemb encode   --model MODEL --input FILE.txt --output FILE.npy
                        [--pooling cls|mean|max|mean_last2|first_last|layer:K|sbert_wk[:S[:W]]]
                        [--batch-size N] [--max-length N] [--normalize]
-                       [--precision float32|bfloat16]
+                       [--precision auto|float32|bfloat16|int8] [--calibration FILE]
 keras-sentemb encode   --model MODEL --input FILE_OR_GLOB --output DIR/ --shard-size N
                        [--shard-format npy|tfrecord] [...]      # streaming, resumable
 keras-sentemb evaluate sts --model MODEL --data DIR [--pooling ...] [--format markdown]
@@ -25,7 +25,8 @@ keras-sentemb analyze  alignment-uniformity|token-removal|map|layers|training --
 keras-sentemb export   --model MODEL --output saved_models/NAME [--version N]
                        [--format saved-model|sentence-transformers|transformers]
                        [--overwrite] [--dtype float32|float16|bfloat16] [--tolerance T]
-                       [--truncate-dim K]
+                       [--truncate-dim K] [--precision float32|bfloat16|int8]
+                       [--calibration FILE]      # what the SavedModel computes in
 ```
 
 `encode`, `evaluate` and `export` take `--truncate-dim K`: the first K

@@ -97,10 +97,14 @@ def pooling_name(text):
 
 
 def load_encoder(model, pooling=None, max_length=None, num_layers=None, precision=None):
+    """MODEL loaded for encoding in `precision` (`"auto"` resolved; None: as saved).
+
+    Built in the precision's dtype once, not built in float32 and then copied;
+    an int8 encoder is a float32 one that holds int8 weights too.
+    """
     dtype = None
     if precision is not None:
-        # Built in its precision once, not built in float32 and then copied.
-        precision = models.native_bfloat16.effective_precision(precision)
+        precision = models.precision.resolve_encode_precision(precision)
         dtype = models.precision.INFERENCE_POLICIES[precision]
     encoder = models.SentenceEncoder.from_preset(model, max_length=max_length,
                                                  num_layers=num_layers, dtype=dtype)
@@ -108,6 +112,14 @@ def load_encoder(model, pooling=None, max_length=None, num_layers=None, precisio
         # Validate layer:K against this model's depth.
         encoder.pooling = models.pooling.parse_pooling(pooling, encoder.num_layers)
     return encoder
+
+
+def read_calibration(path):
+    """The sentences of an int8 calibration file (one per line; empty lines skipped)."""
+    sentences = [line for line in read_lines(path) if line.strip()]
+    if not sentences:
+        raise UsageError(f"--calibration {path} holds no sentence")
+    return sentences
 
 
 def model_args(p, pooling=True):

@@ -11,8 +11,10 @@ from keras_sentemb.cli.common import UsageError
 from keras_sentemb.cli.common import load_encoder
 from keras_sentemb.cli.common import model_args
 from keras_sentemb.cli.common import positive_int
+from keras_sentemb.cli.common import read_calibration
 from keras_sentemb.cli.common import read_lines
 from keras_sentemb.io_utils import save_npy
+from keras_sentemb.models.precision import ENCODE_PRECISIONS
 from keras_sentemb.io_utils import write_file_atomic
 
 
@@ -24,8 +26,14 @@ def add_parser(sub):
     p.add_argument("--output", required=True)
     p.add_argument("--batch-size", type=positive_int, default=128)
     p.add_argument("--normalize", action="store_true")
-    p.add_argument("--precision", choices=["float32", "bfloat16"], default="float32",
-                   help="bfloat16: faster on CPUs with AVX512-BF16/AMX and on GPUs")
+    p.add_argument("--precision", choices=list(ENCODE_PRECISIONS),
+                   default="auto",
+                   help="auto (default): bfloat16 where the CPU computes it natively "
+                        "(AVX512-BF16, AMX), else float32; int8: int8 matrix multiplies, "
+                        "calibrated on --calibration (KERAS_SENTEMB_PRECISION pins auto)")
+    p.add_argument("--calibration", default=None, metavar="FILE",
+                   help="with --precision int8: sentences to calibrate on, one per line "
+                        "(default: 128 bundled Wikipedia sentences)")
     p.add_argument("--shard-size", type=positive_int, default=None,
                    help="stream --input (a file or a glob) into shards of N lines in the "
                         "folder --output; resumable")
@@ -45,9 +53,7 @@ def cmd_encode_shards(args):
         models.sharded_encoding.match_inputs(args.input)
     except FileNotFoundError as e:
         raise UsageError(str(e)) from None
-    encoder = load_encoder(args.model, args.pooling, args.max_length, args.num_layers,
-                            args.precision)
-    show_kernels(args, encoder)
+    encoder = load_precision_encoder(args)
     with contextlib.redirect_stdout(sys.stderr):
         manifest = encoder.encode_to_files(
             args.input, args.output, shard_size=args.shard_size, batch_size=args.batch_size,
@@ -79,9 +85,7 @@ def cmd_encode(args):
     if not os.access(out_dir, os.W_OK):
         raise UsageError(f"output folder is not writable: {out_dir}")
     sentences = read_lines(args.input)
-    encoder = load_encoder(args.model, args.pooling, args.max_length, args.num_layers,
-                            args.precision)
-    show_kernels(args, encoder)
+    encoder = load_precision_encoder(args)
     with contextlib.redirect_stdout(sys.stderr):  # the progress bar is not a result
         vectors = encoder.encode(
             sentences,
@@ -100,12 +104,33 @@ def cmd_encode(args):
     return 0
 
 
-def show_kernels(args, encoder):
+def load_precision_encoder(args):
+    """MODEL loaded for `--precision` (with `--calibration` for int8), after the checks."""
+    calibration = None
+    if args.calibration is not None:
+        if args.precision != "int8":
+            raise UsageError("--calibration applies to --precision int8")
+        calibration = read_calibration(args.calibration)
+    if args.precision == "int8":
+        from keras_sentemb.models.int8_transformer import int8_available
+
+        available, why = int8_available()
+        if not available:
+            raise UsageError(f"--precision int8: {why}")
+    encoder = load_encoder(args.model, args.pooling, args.max_length, args.num_layers,
+                           args.precision)
+    if calibration is not None:
+        encoder.int8_calibration = calibration
+    show_kernels(args, encoder, args.precision)
+    return encoder
+
+
+def show_kernels(args, encoder, precision=None):
     """With `--verbose`: which kernel each op uses on this CPU and why (stderr)."""
     if getattr(args, "show_kernels", False):
         from keras_sentemb.models.kernels import kernel_report
 
-        print(kernel_report(encoder), file=sys.stderr)
+        print(kernel_report(encoder, precision=precision), file=sys.stderr)
 
 
 def run(args):

@@ -41,6 +41,7 @@ from keras_sentemb.export.parity import relative_errors
 from keras_sentemb.export.standalone import run_standalone
 from keras_sentemb.model_card import build_model_card
 from keras_sentemb.model_card import write_model_card
+from keras_sentemb.models.int8_encoder import DEFAULT_CALIBRATION_SIZE
 from keras_sentemb.models.int8_encoder import prepare_int8
 from keras_sentemb.models.kernels import declare_graph
 from keras_sentemb.models.sentence_encoder import SentenceEncoder
@@ -750,7 +751,9 @@ def _write_metadata_and_card(folder, encoder, version, chunk_size, token_signatu
         meta["int8"] = {
             "runtime": "TensorFlow's oneDNN kernels (on by default on x86 CPUs with "
                        "AVX512-VNNI, AVX512-BF16 or AMX; elsewhere TF_ENABLE_ONEDNN_OPTS=1)",
-            "calibration_sentences": len(encoder.int8_calibration or ()) or "bundled",
+            "calibration": "given" if encoder.int8_calibration else "the bundled Wikipedia sample",
+            "calibration_sentences": len(encoder.int8_calibration or ())
+                                     or DEFAULT_CALIBRATION_SIZE,
         }
     if truncate_dim is not None:
         meta["truncate_dim"] = truncate_dim

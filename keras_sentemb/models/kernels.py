@@ -411,9 +411,9 @@ def onednn_status():
     if "tensorflow" not in sys.modules:
         enabled, why = None, "TensorFlow not imported yet"
     else:
-        from tensorflow.python.util import _pywrap_util_port
+        from keras_sentemb import compat
 
-        enabled = bool(_pywrap_util_port.IsMklEnabled())
+        enabled = compat.onednn_enabled()
         why = (f"{ONEDNN_ENV}={value}" if value is not None
                else "TensorFlow's default for this CPU")
         if ONEDNN_SET_HERE and value == "1":
@@ -434,10 +434,45 @@ class KernelReport(dict):
         onednn = self["onednn"]
         state = {True: "on", False: "off", None: "-"}[onednn["enabled"]]
         lines.append(f"  {'oneDNN':12s} {state:6s} {onednn['why']}")
+        precision = self["precision"]
+        lines.append(f"  {'precision':12s} {precision['computes']:8s} {precision['why']}")
+        int8 = self["int8"]
+        lines.append(f"  {'int8':12s} {'yes' if int8['available'] else 'no':8s} {int8['why']}")
         return "\n".join(lines)
 
 
-def kernel_report(policy=None, isa=None):
+def precision_status(precision=None):
+    """`{"asked", "computes", "why"}`: what an encode in `precision` computes in here, and why.
+
+    `precision` defaults to `"auto"` (`keras_sentemb.models.precision.auto_precision`).
+    """
+    from keras_sentemb.models import precision as precisions
+    from keras_sentemb.models.native_bfloat16 import falls_back
+
+    asked = precisions.check_encode_precision(precision)
+    if asked == "auto":
+        computes, why = precisions.auto_precision()
+        why = f"auto: {why}"
+    elif asked == "bfloat16" and falls_back():
+        computes, why = "float32", "asked for bfloat16, which this CPU only emulates"
+    else:
+        computes, why = asked, "asked for"
+    return {"asked": asked, "computes": computes, "why": why}
+
+
+def int8_status():
+    """`{"available", "why"}`: whether int8 encoding runs here (TensorFlow's oneDNN kernels)."""
+    import sys
+
+    if "tensorflow" not in sys.modules:
+        return {"available": None, "why": "TensorFlow not imported yet"}
+    from keras_sentemb.models.int8_transformer import int8_available
+
+    available, why = int8_available()
+    return {"available": available, "why": why}
+
+
+def kernel_report(policy=None, isa=None, precision=None):
     """Which kernel each op uses on this CPU, and why.
 
     For each op of `KernelPolicy` (the fused Transformer layer, the GELU in
@@ -453,13 +488,18 @@ def kernel_report(policy=None, isa=None):
             choice, or a `SentenceEncoder` (its policy). Defaults to `"auto"`.
         isa: str or None. `"avx512"`, `"avx2"` or `"other"`, to see another CPU
             class's choices. Defaults to this CPU's (`cpu_isa()`).
+        precision: str or None. The precision an encode asks for (`"auto"`,
+            `"float32"`, `"bfloat16"`, `"int8"`), for the `precision` entry.
+            Defaults to `"auto"`.
 
     Returns:
         a dict (`KernelReport`; `print` shows it as a table): `isa`,
         `cpu_flags_read` (whether the CPU flags could be read), `ops`, op ->
         `{"kernel": "fused" | "plain", "why": str, "applies": str}`, and
         `onednn`, `{"enabled": bool or None, "why": str}`: whether TensorFlow's
-        oneDNN kernels run in this process (`onednn_status`).
+        oneDNN kernels run in this process (`onednn_status`); `precision`,
+        `{"asked", "computes", "why"}`: what an encode computes in here
+        (`precision_status`); `int8`, `{"available", "why"}` (`int8_status`).
 
     Examples:
 
@@ -483,4 +523,5 @@ def kernel_report(policy=None, isa=None):
         ops[op] = {"kernel": kernel, "why": why, "applies": what}
     enabled, why = onednn_status()
     return KernelReport(isa=isa, cpu_flags_read=cpu_flag_set() is not None, ops=ops,
-                        onednn={"enabled": enabled, "why": why})
+                        onednn={"enabled": enabled, "why": why},
+                        precision=precision_status(precision), int8=int8_status())

@@ -56,6 +56,11 @@ def has_native_bfloat16(flags=None):
     return bool(NATIVE_BFLOAT16_FLAGS & flags)
 
 
+def falls_back():
+    """Whether `"bfloat16"` computes float32 here (emulated and not forced)."""
+    return os.environ.get("KERAS_SENTEMB_BFLOAT16") != "force" and not has_native_bfloat16()
+
+
 def effective_precision(precision):
     """`precision`, or `"float32"` for `"bfloat16"` on a CPU without native bfloat16.
 
@@ -75,9 +80,7 @@ def effective_precision(precision):
     ```
     """
     global _notified
-    if precision != "bfloat16" or os.environ.get("KERAS_SENTEMB_BFLOAT16") == "force":
-        return precision
-    if has_native_bfloat16():
+    if precision != "bfloat16" or not falls_back():
         return precision
     if not _notified:
         _notified = True

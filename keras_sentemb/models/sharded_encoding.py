@@ -28,9 +28,8 @@ import numpy as np
 import tensorflow as tf
 
 from keras_sentemb import validation
-from keras_sentemb.models.native_bfloat16 import effective_precision
 from keras_sentemb.models.pooling import parse_pooling
-from keras_sentemb.models.precision import check_precision
+from keras_sentemb.models.precision import resolve_encode_precision
 
 MANIFEST = "manifest.json"
 FORMATS = ("npy", "tfrecord")
@@ -301,7 +300,7 @@ def encode_to_files(
     """
     shard_size = validation.positive_int(shard_size, "shard_size")
     validation.choice(shard_format, "shard_format", FORMATS)
-    precision = effective_precision(check_precision(precision))
+    precision = resolve_encode_precision(precision)
     pooling = encoder.pooling if pooling is None else parse_pooling(pooling, encoder.num_layers)
     max_length = encoder.max_length if max_length is None else max_length
     files = match_inputs(input_glob)
