@@ -4,6 +4,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
@@ -64,6 +65,31 @@ def apply_max_isa(isa):
     os.execve(sys.executable, [sys.executable, *sys.argv], env)
 
 
+WRAPPER = (
+    "import os, resource, subprocess, sys, json\n"
+    "p = subprocess.Popen(sys.argv[1:], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)\n"
+    "_, err = p.communicate()\n"
+    "ru = resource.getrusage(resource.RUSAGE_CHILDREN)\n"
+    "sys.stderr.write(err.decode('utf-8', 'replace')[-2000:])\n"
+    "print(json.dumps({'rc': p.returncode, 'maxrss_kib': ru.ru_maxrss}))\n"
+)
+
+
+def measure(cmd, env):
+    """`(wall seconds, peak RSS MiB)` of `cmd` as a whole process; exits with its stderr if it fails."""
+    start = time.perf_counter()
+    out = subprocess.run([sys.executable, "-c", WRAPPER, *cmd], env=env, capture_output=True,
+                         text=True)
+    wall = time.perf_counter() - start
+    try:
+        info = json.loads(out.stdout.strip().splitlines()[-1])
+    except (IndexError, json.JSONDecodeError):
+        info = {"rc": out.returncode, "maxrss_kib": 0}
+    if info["rc"] != 0:
+        raise SystemExit(f"{' '.join(cmd[:4])} ... failed:\n{out.stderr[-2000:]}")
+    return wall, info["maxrss_kib"] / 1024
+
+
 def cpu_info():
     """What the CPU is and which vector instructions it has (speed ratios depend on them).
 
@@ -83,7 +109,8 @@ def cpu_info():
                     break
     return {"cpus": os.cpu_count(), "cpu_model": model,
             "cpu_flags": {f: f in flags for f in
-                          ("avx2", "avx512f", "avx512_bf16", "amx_bf16", "amx_tile")},
+                          ("avx2", "avx512f", "avx512_vnni", "avx_vnni", "avx512_bf16",
+                           "amx_bf16", "amx_int8", "amx_tile")},
             "max_isa": os.environ.get(MAX_ISA_MARK)}
 
 

@@ -25,43 +25,17 @@ import argparse
 import json
 import os
 import statistics
-import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from _common import (  # noqa: E402
-    add_max_isa_argument, apply_max_isa, cpu_info, read_lines, sentences_file,
+    add_max_isa_argument, apply_max_isa, cpu_info, measure, read_lines, sentences_file,
 )
 
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parent
-
-
-WRAPPER = (
-    "import os, resource, subprocess, sys, json\n"
-    "p = subprocess.Popen(sys.argv[1:], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)\n"
-    "_, err = p.communicate()\n"
-    "ru = resource.getrusage(resource.RUSAGE_CHILDREN)\n"
-    "sys.stderr.write(err.decode('utf-8', 'replace')[-2000:])\n"
-    "print(json.dumps({'rc': p.returncode, 'maxrss_kib': ru.ru_maxrss}))\n"
-)
-
-
-def measure(cmd, env):
-    start = time.perf_counter()
-    out = subprocess.run([sys.executable, "-c", WRAPPER, *cmd], env=env, capture_output=True,
-                         text=True)
-    wall = time.perf_counter() - start
-    try:
-        info = json.loads(out.stdout.strip().splitlines()[-1])
-    except (IndexError, json.JSONDecodeError):
-        info = {"rc": out.returncode, "maxrss_kib": 0}
-    if info["rc"] != 0:
-        raise SystemExit(f"{' '.join(cmd[:4])} ... failed:\n{out.stderr[-2000:]}")
-    return wall, info["maxrss_kib"] / 1024
 
 
 # `ours-float32-allextras`: the same command with Keras importing every

@@ -36,6 +36,9 @@ def add_parser(sub):
     p.add_argument("--approximate", action="store_true",
                    help="retrieval: also search a faiss HNSW index and report its recall")
     p.add_argument("--batch-size", type=positive_int, default=128)
+    p.add_argument("--precision", choices=["float32", "bfloat16", "int8"], default=None,
+                   help="sts and retrieval: what the model encodes in (default float32, the "
+                        "same scores on every CPU)")
     p.add_argument("--seed", type=int, default=None,
                    help="transfer: seed of the folds and classifiers (default 1111, SentEval's)")
     p.add_argument("--config", choices=["paper", "fast"], default=None,
@@ -129,6 +132,8 @@ def cmd_evaluate(args):
         raise UsageError("--seed and --config belong to 'evaluate transfer' and 'evaluate all'")
     if args.benchmark not in ("sts", "retrieval") and args.split is not None:
         raise UsageError("--split belongs to 'evaluate sts' and 'evaluate retrieval'")
+    if args.precision is not None and args.benchmark not in ("sts", "retrieval"):
+        raise UsageError("--precision applies to 'evaluate sts' and 'evaluate retrieval'")
     if args.benchmark == "retrieval":
         return cmd_evaluate_retrieval(args)
     if args.benchmark == "all" and args.truncate_dim is not None:
@@ -154,7 +159,8 @@ def cmd_evaluate(args):
             split = args.split.split(",") if args.split and "," in args.split else args.split
             result = evaluation.sts.evaluate_sts(
                 encoder, args.data, tasks=tasks, batch_size=args.batch_size, split=split,
-                show_progress=False, **options_truncate)
+                show_progress=False, precision=args.precision or "float32", **options_truncate)
+            result["protocol"]["precision"] = args.precision or "float32"
             markdown = reports.sts_markdown(result)
         elif args.benchmark == "transfer":
             result = evaluation.transfer.evaluate_transfer(encoder, args.data, tasks=tasks, batch_size=args.batch_size,
@@ -201,7 +207,7 @@ def cmd_evaluate_retrieval(args):
         result = evaluation.beir.evaluate_retrieval(
             encoder, data, truncate_dim=args.truncate_dim, query_prompt=args.query_prompt,
             corpus_prompt=args.corpus_prompt, batch_size=args.batch_size,
-            approximate=args.approximate,
+            approximate=args.approximate, precision=args.precision,
             show_progress=None if sys.stderr.isatty() else False,
         )
     result["model"] = args.model

@@ -225,11 +225,13 @@ def _prompted(texts, prompt):
     return [prompt + t for t in texts] if prompt else list(texts)
 
 
-def _encode(encoder, texts, batch_size, truncate_dim, show_progress):
+def _encode(encoder, texts, batch_size, truncate_dim, show_progress, precision=None):
     if hasattr(encoder, "encode"):
         kwargs = {"batch_size": batch_size, "show_progress": show_progress}
         if truncate_dim is not None:
             kwargs["truncate_dim"] = truncate_dim
+        if precision is not None:
+            kwargs["precision"] = precision
         vectors = encoder.encode(texts, **reproducible(encoder.encode, kwargs))
     elif callable(encoder):
         if truncate_dim is not None:
@@ -285,6 +287,7 @@ def evaluate_retrieval(
     ef_search=None,
     show_progress=None,
     corpus_embeddings=None,
+    precision=None,
 ):
     """Evaluate an encoder on a BEIR retrieval set: nDCG@10, MRR@10, MAP@100, Recall@k.
 
@@ -334,6 +337,9 @@ def evaluate_retrieval(
         corpus_embeddings: array or None. Precomputed document vectors
             (rows in `data.corpus` order), to evaluate many query settings
             against one encoded corpus. Defaults to `None` (encode).
+        precision: str or None. What a `SentenceEncoder` encodes in
+            (`"float32"`, `"bfloat16"`, `"int8"`). Defaults to `None`:
+            float32, the same scores on every CPU.
 
     Returns:
         dict with `ndcg@10`, `mrr@10`, `map@100`, `recall@1`, `recall@10`,
@@ -370,10 +376,11 @@ def evaluate_retrieval(
     if show_progress is None:
         show_progress = len(doc_ids) >= 5000
     queries = _prompted([data.queries[q] for q in query_ids], query_prompt)
-    query_vectors = _encode(encoder, queries, batch_size, truncate_dim, show_progress)
+    query_vectors = _encode(encoder, queries, batch_size, truncate_dim, show_progress, precision)
     if corpus_embeddings is None:
         documents = _prompted([document_text(data.corpus[d]) for d in doc_ids], corpus_prompt)
-        corpus_vectors = _encode(encoder, documents, batch_size, truncate_dim, show_progress)
+        corpus_vectors = _encode(encoder, documents, batch_size, truncate_dim, show_progress,
+                                 precision)
     else:
         corpus_vectors = np.asarray(corpus_embeddings)
         if corpus_vectors.shape != (len(doc_ids), query_vectors.shape[1]):
@@ -401,6 +408,7 @@ def evaluate_retrieval(
         "corpus_prompt": corpus_prompt,
         "dim": int(query_vectors.shape[1]),
         "truncate_dim": truncate_dim,
+        "precision": precision or "float32",
         "top_k": int(top_k),
         "ignore_identical_ids": bool(ignore_identical_ids),
         "search": "exact",
