@@ -448,3 +448,27 @@ def quantized_matmul(a, b, bias, a_range, b_range, fused_ops, addend=None, out_r
     op = graph._create_op_internal(QUANTIZED_MATMUL_OP, inputs, dtypes=outputs,
                                    attrs={k: _attr(v) for k, v in attrs.items()}, name=name)
     return tuple(op.outputs) if requantize else op.outputs[0]
+
+
+# oneDNN's layer normalisation (tensorflow/core/kernels/mkl/mkl_layer_norm_op.cc), which
+# TensorFlow's graph optimizer substitutes for a few layer-norm patterns that Keras 3's
+# layer does not produce. Registered in every oneDNN build; its kernel runs while
+# oneDNN is on. Not under `tf.raw_ops`.
+LAYER_NORM_OP = "_MklLayerNorm"
+
+
+def onednn_layer_norm(x, gamma, beta, epsilon, name="LayerNorm"):
+    """oneDNN's layer normalisation of `x` (2-D or 3-D) over its last axis, in `x`'s dtype.
+
+    Statistics in float32 (also for bfloat16 `x`). Only inside a graph being
+    traced; `gamma` and `beta` are cast to `x`'s dtype.
+    """
+    from tensorflow.core.framework import attr_value_pb2
+
+    inputs = [x, tf.cast(gamma, x.dtype), tf.cast(beta, x.dtype)]
+    attrs = {"T": attr_value_pb2.AttrValue(type=x.dtype.as_datatype_enum),
+             "epsilon": attr_value_pb2.AttrValue(f=float(epsilon))}
+    graph = tf.compat.v1.get_default_graph()
+    op = graph._create_op_internal(LAYER_NORM_OP, inputs, dtypes=[x.dtype], attrs=attrs,
+                                   name=name)
+    return op.outputs[0]

@@ -320,3 +320,6 @@ def test_the_quantized_matmul_op_is_core_tensorflow():
     assert {"fused_ops", "input_quant_mode", "output_quant_mode", "Tdevice_inputs",
             "Tdevice_outputs", "is_weight_const", "is_bias_const"} <= attrs
     assert isinstance(compat.onednn_enabled(), bool)
+    layer_norm = op_def_registry.get(compat.LAYER_NORM_OP)
+    assert [arg.name for arg in layer_norm.input_arg] == ["x", "scale", "offset"]
+    assert {attr.name for attr in layer_norm.attr} == {"T", "epsilon"}

@@ -17,9 +17,14 @@ inside an autocast scope, rounds them to bfloat16 first; their gradients come
 back as float32 without a cast.
 
 Used where a layer is being trained or evaluated in a graph that computes
-gradients; forward-only graphs (`encode`'s, `kernels.GraphKind`) keep Keras'
-ops (one XLA compile per batch shape costs more than the kernel saves there),
-and so do exported graphs (declared plain: no XLA in served graphs) and `KERAS_SENTEMB_PLAIN_LAYER_NORM=1`. Installed by
+gradients. Forward-only graphs (`encode`'s, `kernels.GraphKind`) take
+oneDNN's layer normalisation kernel instead where TensorFlow's oneDNN kernels
+are on (`compat.onednn_layer_norm`, op `layer_norm_encode`): one pass where
+Keras' layer runs seven ops, and no XLA compile per batch shape; on a
+`[2048, 384]` float32 activation, 2 cores, 1.1-1.6 ms -> 0.67 ms. Exported
+float32 and bfloat16 graphs keep Keras' ops (declared plain: they must also
+run where oneDNN is off); int8 serving graphs, which need oneDNN anyway, take
+oneDNN's kernel. `KERAS_SENTEMB_PLAIN_LAYER_NORM=1` keeps Keras' ops everywhere. Installed by
 `SentenceEncoder` on every plain `LayerNormalization` of the backbone (last
 axis, scale and offset, no RMS scaling).
 """
@@ -119,6 +124,13 @@ def _last_axis(layer, inputs):
 
 
 def _fused_call(self, inputs):
+    if (isinstance(inputs, tf.Tensor) and inputs.dtype in _DTYPES and _last_axis(self, inputs)
+            and inputs.shape[-1] is not None and inputs.shape.rank in (2, 3)
+            and kernels.decide("layer_norm_encode", kernels.policy_of(self))):
+        with compat.no_autocast():
+            gamma, beta = tf.convert_to_tensor(self.gamma), tf.convert_to_tensor(self.beta)
+        x = tf.cast(inputs, self.compute_dtype)
+        return compat.onednn_layer_norm(x, gamma, beta, self.epsilon)
     if (isinstance(inputs, tf.Tensor) and inputs.dtype in _DTYPES and _last_axis(self, inputs)
             and inputs.shape[-1] is not None
             and kernels.decide("layer_norm", kernels.policy_of(self))):

@@ -1,6 +1,6 @@
 """Which kernel each op of a `SentenceEncoder` runs: `KernelPolicy`, decided in one place.
 
-The encoder can run six ops either as a fused kernel of this package or as
+The encoder can run seven ops either as a fused kernel of this package or as
 the plain TensorFlow / Keras / keras-hub ops (oneDNN's kernels on a CPU):
 
 | op | fused form | where it applies |
@@ -9,6 +9,7 @@ the plain TensorFlow / Keras / keras-hub ops (oneDNN's kernels on a CPU):
 | `gelu` | bias add + GELU as one XLA kernel forward and one backward (`fused_gelu`) | graphs that compute gradients |
 | `gelu_encode` | oneDNN's fused matmul + bias + GELU (exact GELU; the tanh approximation in half precision); the float32 tanh approximation as one XLA kernel (`fused_gelu`) | encoding (forward-only graphs) |
 | `layer_norm` | layer normalisation as one XLA kernel each way (`fused_layer_norm`) | graphs that compute gradients |
+| `layer_norm_encode` | oneDNN's layer normalisation kernel (`fused_layer_norm`) | encoding, where TensorFlow's oneDNN kernels are on; int8 serving graphs |
 | `dropout` | masks from 16-bit random integers, the masking as one XLA kernel (`fast_dropout`) | training |
 | `unpadded` | a Transformer layer on the real tokens' rows only, padding rows skipped (`unpadded_transformer`) | graphs that compute gradients |
 
@@ -53,6 +54,7 @@ OPS = {
     "gelu": "bias + GELU as one XLA kernel each way (training graphs)",
     "gelu_encode": "GELU in encoding: oneDNN matmul+bias+GELU (exact, or half) / XLA (float32 tanh)",
     "layer_norm": "layer normalisation as one XLA kernel each way (training graphs)",
+    "layer_norm_encode": "layer normalisation in encoding as oneDNN's kernel (oneDNN on)",
     "dropout": "dropout masks from 16-bit random integers (training)",
     "unpadded": "Transformer layers on the real tokens only, padding skipped (training graphs)",
 }
@@ -61,7 +63,7 @@ OPS = {
 # switch also turns every XLA-compiled kernel off (`xla_allowed`).
 ENVIRONMENT = {
     "KERAS_SENTEMB_PLAIN_GELU": ("gelu", "gelu_encode", "layer_norm"),
-    "KERAS_SENTEMB_PLAIN_LAYER_NORM": ("layer_norm",),
+    "KERAS_SENTEMB_PLAIN_LAYER_NORM": ("layer_norm", "layer_norm_encode"),
     "KERAS_SENTEMB_PLAIN_DROPOUT": ("dropout",),
     "KERAS_SENTEMB_PLAIN_TRANSFORMER": ("transformer", "unpadded"),
 }
@@ -160,6 +162,8 @@ class KernelPolicy:
         dropout: str. The 16-bit-mask dropout. Defaults to `"auto"`.
         unpadded: str. Transformer layers in training graphs on the real tokens
             only. Defaults to `"auto"`.
+        layer_norm_encode: str. oneDNN's layer norm kernel in encoding graphs
+            (where TensorFlow's oneDNN kernels are on). Defaults to `"auto"`.
 
     Examples:
 
@@ -175,6 +179,7 @@ class KernelPolicy:
     layer_norm: str = "auto"
     dropout: str = "auto"
     unpadded: str = "auto"
+    layer_norm_encode: str = "auto"
 
     def __post_init__(self):
         for op in OPS:
@@ -352,7 +357,7 @@ def compiles_per_shape(concrete_function):
 
 
 _FORWARD_ONLY = {"transformer": True, "gelu_encode": True, "gelu": False, "layer_norm": False,
-                 "unpadded": False}
+                 "unpadded": False, "layer_norm_encode": True}
 _NEEDS_XLA = ("gelu", "gelu_encode", "layer_norm")
 
 
@@ -366,13 +371,24 @@ def decide(op, policy=None):
         raise ValueError(f"Unknown kernel op {op!r}; the ops are {list(OPS)}.")
     policy = DEFAULT if policy is None else policy
     kind = graph_kind()
+    if op == "layer_norm_encode" and kind.plain and kind.int8:
+        # An int8 serving graph needs oneDNN anyway: its layer norms may use it too.
+        return policy.choice(op)[0] == "fused" and _onednn_on()
     if op in _FORWARD_ONLY and _FORWARD_ONLY[op] != kind.forward_only:
         return False
     if kind.plain and op != "dropout":
         return False
+    if op == "layer_norm_encode" and not _onednn_on():
+        return False
     if op in _NEEDS_XLA and not xla_allowed():
         return False
     return policy.choice(op)[0] == "fused"
+
+
+def _onednn_on():
+    from keras_sentemb import compat
+
+    return compat.onednn_enabled()
 
 
 # ------------------------------------------------------------- binding to layers

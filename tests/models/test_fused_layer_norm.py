@@ -157,3 +157,31 @@ def test_mixed_precision_training_step_reads_float32_scales():
     dgamma = tape.gradient(loss, norm.gamma)
     assert norm(tf.ones((2, 3, norm.gamma.shape[0]), tf.bfloat16)).dtype == tf.bfloat16
     assert dgamma.dtype == tf.float32 and bool(tf.reduce_all(tf.math.is_finite(dgamma)))
+
+
+@pytest.mark.parametrize("dtype,rank", [("float32", 2), ("float32", 3), ("bfloat16", 2)])
+def test_encoding_graphs_take_onednns_layer_norm_with_keras_values(dtype, rank, monkeypatch):
+    from keras_sentemb import compat
+
+    layer = keras.layers.LayerNormalization(epsilon=1e-12, dtype=dtype)
+    layer.build([None, 16])
+    layer.gamma.assign(np.linspace(0.5, 2.0, 16))
+    layer.beta.assign(np.linspace(-1.0, 1.0, 16))
+    install_fused_layer_norm(layer)
+    shape = (4, 16) if rank == 2 else (2, 3, 16)
+    x = tf.constant(np.random.default_rng(rank).standard_normal(shape) * 3 + 1, dtype)
+    keras_own = type(layer).call(layer, x)
+    calls = spy_calls(monkeypatch, compat, "onednn_layer_norm")
+    got = run_in_graph(lambda: layer(x), forward_only=True)
+    assert calls == [1] and got.dtype == keras_own.dtype
+    tolerance = 1e-5 if dtype == "float32" else 2e-2
+    assert rel(got, keras_own, 1.0) < tolerance
+    # Not in exported float graphs (they also run where oneDNN is off) ...
+    run_in_graph(lambda: layer(x), plain=True)
+    assert calls == [1]
+    # ... but in int8 serving graphs, which need oneDNN anyway; and never without oneDNN.
+    run_in_graph(lambda: layer(x), plain=True, int8=True)
+    assert calls == [1, 1]
+    monkeypatch.setattr(compat, "onednn_enabled", lambda: False)
+    run_in_graph(lambda: layer(x), forward_only=True)
+    assert calls == [1, 1]
