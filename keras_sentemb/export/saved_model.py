@@ -216,7 +216,8 @@ def _serving_functions(encoder, chunk_size, truncate_dim=None, int8=False):
         return tf.gather(outputs.concat(), tf.math.invert_permutation(order))
 
     def embed(sentences):
-        declare_graph(plain=True, int8=int8)  # no XLA-compiled call (`build_export_archive`)
+        # No XLA-compiled call; the encoding kernels made of TensorFlow ops (`build_export_archive`).
+        declare_graph(forward_only=True, serving=True, int8=int8)
         sentences = _as_batch(sentences)
         tokens = encoder.tokenize(sentences)[:, : max_length - 2]
         if chunk_size is None:
@@ -234,7 +235,7 @@ def _serving_functions(encoder, chunk_size, truncate_dim=None, int8=False):
         return {OUTPUT_KEY: tf.ensure_shape(out, [None, served_dim])}
 
     def token_outputs(sentences):
-        declare_graph(plain=True, int8=int8)
+        declare_graph(forward_only=True, serving=True, int8=int8)
         inputs = encoder.preprocess(_as_batch(sentences), max_length)
         last = encoder.hidden_states(inputs, training=False)[-1]
         return {
@@ -319,8 +320,10 @@ def build_export_archive(
     `token_embeddings` (strings -> token-level outputs). Call
     `archive.write_out(path)` to write a SavedModel; `export_saved_model`
     does that and verifies the result. The endpoints declare their graphs
-    plain (`kernels.declare_graph(plain=True)`): plain TensorFlow ops, no
-    XLA-compiled call, which a TF Serving build without XLA could not run.
+    as serving graphs (`kernels.declare_graph(forward_only=True, serving=True)`):
+    TensorFlow ops only, no XLA-compiled call, which a TF Serving build
+    without XLA could not run; the fused Transformer layer and the matmul +
+    bias + GELU pattern oneDNN fuses apply, as in `encode`.
 
     Args:
         encoder: `SentenceEncoder` (or a trainer exposing `.encoder`).

@@ -221,11 +221,13 @@ def _dense_call(self, inputs, training=None):
     if (isinstance(self.activation, FusedGelu) and self.bias is not None
             and getattr(self, "quantization_mode", None) is None
             and not getattr(self, "lora_enabled", False)
-            and isinstance(inputs, tf.Tensor) and inputs.dtype.is_floating
-            and kernels.decide(_gelu_op(), self.activation.policy)):
-        if not kernels.graph_kind().forward_only:
-            return _matmul_then_bias_gelu(self, inputs)
-        if inputs.dtype in (tf.bfloat16, tf.float16) or not self.activation.approximate:
+            and isinstance(inputs, tf.Tensor) and inputs.dtype.is_floating):
+        op, policy = _gelu_op(), self.activation.policy
+        if op == "gelu":
+            if kernels.decide(op, policy):
+                return _matmul_then_bias_gelu(self, inputs)
+        elif ((inputs.dtype in (tf.bfloat16, tf.float16) or not self.activation.approximate)
+              and kernels.decide(op, policy, xla=False)):
             return _matmul_bias_gelu(self, inputs)
     return type(self).call(self, inputs, training=training)
 

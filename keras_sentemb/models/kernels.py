@@ -25,11 +25,15 @@ this order:
    `KERAS_SENTEMB_PLAIN_DROPOUT=1` and `KERAS_SENTEMB_PLAIN_TRANSFORMER=1` one op each;
 2. the kind of the graph being traced (`GraphKind`), which the function that builds
    the graph declares as its first line (`declare_graph`) and which is recorded on
-   that graph: a `plain` graph (exported graphs: the SavedModel and LiteRT exports'
-   serving functions) uses no XLA-compiled call, every op plain except dropout's
-   16-bit masks; `transformer` and `gelu_encode` apply only in a `forward_only` graph
-   (`encode`'s), `gelu` and `layer_norm` only outside one. An undeclared graph, and
-   eager execution, is a graph that may compute gradients (training);
+   that graph: a `plain` graph (the LiteRT export's serving function) uses no
+   XLA-compiled call, every op plain except dropout's 16-bit masks; a `serving`
+   graph (the SavedModel's, forward-only) uses no XLA-compiled call either, but the
+   encoding kernels made of TensorFlow ops (the fused Transformer layer, oneDNN's
+   matmul + bias + GELU pattern) apply, and oneDNN's own ops only where the graph
+   needs oneDNN anyway (int8); `transformer`, `gelu_encode` and `layer_norm_encode`
+   apply only in a `forward_only` graph (`encode`'s), `gelu` and `layer_norm` only
+   outside one. An undeclared graph, and eager execution, is a graph that may
+   compute gradients (training);
 3. the policy's explicit `"fused"` / `"plain"`;
 4. `"auto"`: the row of `MEASURED` for this CPU's instruction set (`cpu_isa()`: AVX-512,
    AVX2 or other, from the CPU flags read once).
@@ -258,11 +262,18 @@ class GraphKind:
         int8: bool. The graph computes in int8: Transformer layers that hold
             int8 weights (`int8_transformer`) run their int8 form. Defaults to
             `False`.
+        serving: bool. The graph is a SavedModel's serving function: no
+            XLA-compiled kernel (TF Serving builds need not have XLA); the
+            encoding kernels that are TensorFlow ops apply when it is also
+            `forward_only`; oneDNN's own ops (`layer_norm_encode`) only when it
+            is `int8`, since float graphs must also run where oneDNN is off.
+            Defaults to `False`.
     """
 
     forward_only: bool = False
     plain: bool = False
     int8: bool = False
+    serving: bool = False
 
 
 # The kind of an undeclared graph and of eager execution: a graph that may compute gradients.
@@ -278,7 +289,7 @@ def _graph_being_built():
     return None if tf.executing_eagerly() else tf.compat.v1.get_default_graph()
 
 
-def declare_graph(forward_only=False, plain=False, int8=False):
+def declare_graph(forward_only=False, plain=False, int8=False, serving=False):
     """Declare the kind of the graph being traced now; the first line of a traced function.
 
     The kind is recorded on the graph itself (the `FuncGraph` that `tf.function`
@@ -296,6 +307,7 @@ def declare_graph(forward_only=False, plain=False, int8=False):
         forward_only: bool. See `GraphKind`. Defaults to `False`.
         plain: bool. See `GraphKind`. Defaults to `False`.
         int8: bool. See `GraphKind`. Defaults to `False`.
+        serving: bool. See `GraphKind`. Defaults to `False`.
 
     Returns:
         the `GraphKind` declared.
@@ -312,7 +324,8 @@ def declare_graph(forward_only=False, plain=False, int8=False):
         return encoder(inputs, training=False)
     ```
     """
-    kind = GraphKind(forward_only=bool(forward_only), plain=bool(plain), int8=bool(int8))
+    kind = GraphKind(forward_only=bool(forward_only), plain=bool(plain), int8=bool(int8),
+                     serving=bool(serving))
     graph = _graph_being_built()
     if graph is None:
         return kind
@@ -338,8 +351,9 @@ def graph_kind():
 
 
 def xla_allowed():
-    """Whether XLA-compiled kernels may be used here (not in a plain graph, no GELU override)."""
-    return not graph_kind().plain and os.environ.get(NO_XLA_ENV, "") != "1"
+    """Whether XLA-compiled kernels may be used here (not in an exported graph, no GELU override)."""
+    kind = graph_kind()
+    return not (kind.plain or kind.serving) and os.environ.get(NO_XLA_ENV, "") != "1"
 
 
 # Ops that exist only in forward-only graphs (True) or only in gradient graphs (False).
@@ -361,26 +375,26 @@ _FORWARD_ONLY = {"transformer": True, "gelu_encode": True, "gelu": False, "layer
 _NEEDS_XLA = ("gelu", "gelu_encode", "layer_norm")
 
 
-def decide(op, policy=None):
+def decide(op, policy=None, xla=True):
     """Whether `op` runs its fused kernel in the graph being traced now, under `policy`.
 
     In the order of the module docstring: the environment, the graph's kind
-    (`graph_kind()`), the policy, the measured table.
+    (`graph_kind()`), the policy, the measured table. `xla=False` asks for the
+    form of `op` made of TensorFlow ops (`gelu_encode`'s oneDNN matmul + bias +
+    GELU pattern), which needs no XLA.
     """
     if op not in OPS:
         raise ValueError(f"Unknown kernel op {op!r}; the ops are {list(OPS)}.")
     policy = DEFAULT if policy is None else policy
     kind = graph_kind()
-    if op == "layer_norm_encode" and kind.plain and kind.int8:
-        # An int8 serving graph needs oneDNN anyway: its layer norms may use it too.
-        return policy.choice(op)[0] == "fused" and _onednn_on()
     if op in _FORWARD_ONLY and _FORWARD_ONLY[op] != kind.forward_only:
         return False
     if kind.plain and op != "dropout":
         return False
-    if op == "layer_norm_encode" and not _onednn_on():
+    # oneDNN's own ops: where oneDNN runs, and in serving graphs only those that need it anyway.
+    if op == "layer_norm_encode" and (not _onednn_on() or (kind.serving and not kind.int8)):
         return False
-    if op in _NEEDS_XLA and not xla_allowed():
+    if op in _NEEDS_XLA and xla and not xla_allowed():
         return False
     return policy.choice(op)[0] == "fused"
 

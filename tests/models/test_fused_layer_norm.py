@@ -178,9 +178,10 @@ def test_encoding_graphs_take_onednns_layer_norm_with_keras_values(dtype, rank, 
     assert rel(got, keras_own, 1.0) < tolerance
     # Not in exported float graphs (they also run where oneDNN is off) ...
     run_in_graph(lambda: layer(x), plain=True)
+    run_in_graph(lambda: layer(x), forward_only=True, serving=True)
     assert calls == [1]
     # ... but in int8 serving graphs, which need oneDNN anyway; and never without oneDNN.
-    run_in_graph(lambda: layer(x), plain=True, int8=True)
+    run_in_graph(lambda: layer(x), forward_only=True, serving=True, int8=True)
     assert calls == [1, 1]
     monkeypatch.setattr(compat, "onednn_enabled", lambda: False)
     run_in_graph(lambda: layer(x), forward_only=True)

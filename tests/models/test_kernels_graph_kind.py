@@ -134,3 +134,22 @@ def test_an_archive_written_out_directly_has_no_xla_compiled_call(tmp_path, monk
     archive = saved_model.build_export_archive(encoder, token_signature=False, chunk_size=None)
     archive.write_out(str(tmp_path / "undeclared"), verbose=False)
     assert xla_compiled_functions(tmp_path / "undeclared") != []
+
+
+def test_a_serving_graph_takes_the_kernels_made_of_tensorflow_ops_and_no_xla(monkeypatch):
+    from keras_sentemb import compat
+
+    monkeypatch.setattr(compat, "onednn_enabled", lambda: True)
+
+    def decisions():
+        return (kernels.decide("transformer", FUSED), kernels.decide("gelu_encode", FUSED),
+                kernels.decide("gelu_encode", FUSED, xla=False),
+                kernels.decide("layer_norm_encode", FUSED), kernels.xla_allowed())
+
+    assert while_tracing(decisions, forward_only=True, serving=True) == (
+        True, False, True, False, False)
+    # An int8 serving graph needs oneDNN anyway: its layer norms take oneDNN's kernel.
+    assert while_tracing(decisions, forward_only=True, serving=True, int8=True) == (
+        True, False, True, True, False)
+    assert while_tracing(decisions, forward_only=True) == (True, True, True, True, True)
+    assert while_tracing(decisions, plain=True) == (False, False, False, False, False)
