@@ -472,3 +472,14 @@ def onednn_layer_norm(x, gamma, beta, epsilon, name="LayerNorm"):
     op = graph._create_op_internal(LAYER_NORM_OP, inputs, dtypes=[x.dtype], attrs=attrs,
                                    name=name)
     return op.outputs[0]
+
+
+def frozen_function(concrete_function):
+    """`concrete_function` with its variables turned into constants (for the LiteRT converter).
+
+    `tensorflow.python.framework.convert_to_constants.convert_variables_to_constants_v2`.
+    """
+    from tensorflow.python.framework.convert_to_constants import (
+        convert_variables_to_constants_v2)
+
+    return convert_variables_to_constants_v2(concrete_function)
