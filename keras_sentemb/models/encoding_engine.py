@@ -71,6 +71,26 @@ def to_text(sentence, index=None):
     )
 
 
+def as_sentence_list(sentences):
+    """`(list of str, single)`: what `encode` takes, checked; `single` for one str or bytes."""
+    single = isinstance(sentences, (str, bytes))
+    if single:
+        sentences = [sentences]
+    if isinstance(sentences, np.ndarray):
+        if sentences.ndim != 1:
+            raise ValueError(
+                f"`sentences` must be one-dimensional; received an array of shape "
+                f"{sentences.shape}."
+            )
+        sentences = sentences.tolist()
+    if isinstance(sentences, (dict, set, frozenset)) or not hasattr(sentences, "__len__"):
+        raise TypeError(
+            "`sentences` must be a str or a sequence (list, tuple, 1-D array) of str; "
+            f"received a {type(sentences).__name__}."
+        )
+    return [to_text(s, i) for i, s in enumerate(sentences)], single
+
+
 class EncodingEngine:
     """Tokenizing, batching and encoding for `SentenceEncoder` (a mixin).
 
@@ -271,50 +291,18 @@ class EncodingEngine:
             )
             return truncate_embeddings(full, truncate_dim, self.normalize or bool(normalize))
         precision = resolve_encode_precision(precision)
-        if precision == "int8":
-            target = prepare_int8(self)
-            if target is not self:
-                return target.encode(
-                    sentences, batch_size=batch_size, max_length=max_length,
-                    pooling=self.pooling if pooling is None else pooling,
-                    normalize=normalize, show_progress=show_progress, precision="int8",
-                    postprocess=postprocess, parallel_batches=parallel_batches,
-                    max_batch_tokens=max_batch_tokens,
-                )
-        elif precision != "float32":
-            twin = self.precision_twin(precision)
-            if twin is not self:
-                return twin.encode(
-                    sentences, batch_size=batch_size, max_length=max_length,
-                    pooling=self.pooling if pooling is None else pooling,
-                    normalize=normalize, show_progress=show_progress, precision="float32",
-                    postprocess=postprocess, parallel_batches=parallel_batches,
-                    max_batch_tokens=max_batch_tokens,
-                )
-        single = isinstance(sentences, (str, bytes))
-        if single:
-            sentences = [sentences]
-        if isinstance(sentences, np.ndarray):
-            if sentences.ndim != 1:
-                raise ValueError(
-                    f"`sentences` must be one-dimensional; received an array of shape "
-                    f"{sentences.shape}."
-                )
-            sentences = sentences.tolist()
-        if isinstance(sentences, (dict, set, frozenset)) or not hasattr(sentences, "__len__"):
-            raise TypeError(
-                "`sentences` must be a str or a sequence (list, tuple, 1-D array) of str; "
-                f"received a {type(sentences).__name__}."
+        target = prepare_int8(self) if precision == "int8" else (
+            self if precision == "float32" else self.precision_twin(precision))
+        if target is not self:  # the copy that computes in `precision`
+            return target.encode(
+                sentences, batch_size=batch_size, max_length=max_length,
+                pooling=self.pooling if pooling is None else pooling, normalize=normalize,
+                show_progress=show_progress, precision="int8" if precision == "int8" else "float32",
+                postprocess=postprocess, parallel_batches=parallel_batches,
+                max_batch_tokens=max_batch_tokens,
             )
-        sentences = [to_text(s, i) for i, s in enumerate(sentences)]
-        if not isinstance(batch_size, (int, np.integer)) or batch_size < 1:
-            raise ValueError(f"`batch_size` must be a positive int, received {batch_size!r}.")
-        max_length = self.max_length if max_length is None else max_length
-        limit = int(self.backbone.max_sequence_length)
-        if not isinstance(max_length, (int, np.integer)) or not 3 <= max_length <= limit:
-            raise ValueError(
-                f"`max_length` must be an int in [3, {limit}], received {max_length!r}."
-            )
+        sentences, single = as_sentence_list(sentences)
+        max_length = self._check_lengths(batch_size, max_length)
         max_batch_tokens = check_max_batch_tokens(max_batch_tokens)
         pooling = self._resolve_pooling(pooling)
         postprocess = bool(postprocess) and self.postprocess is not None
@@ -336,6 +324,18 @@ class EncodingEngine:
             if progbar is not None:
                 progbar.add(len(idx))
         return out[0] if single else out
+
+    def _check_lengths(self, batch_size, max_length):
+        """`max_length` (the encoder's when None), after checking it and `batch_size`."""
+        if not isinstance(batch_size, (int, np.integer)) or batch_size < 1:
+            raise ValueError(f"`batch_size` must be a positive int, received {batch_size!r}.")
+        max_length = self.max_length if max_length is None else max_length
+        limit = int(self.backbone.max_sequence_length)
+        if not isinstance(max_length, (int, np.integer)) or not 3 <= max_length <= limit:
+            raise ValueError(
+                f"`max_length` must be an int in [3, {limit}], received {max_length!r}."
+            )
+        return max_length
 
     def precision_twin(self, precision):
         """This encoder computing in `precision`, with its current weights.
