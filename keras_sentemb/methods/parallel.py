@@ -442,7 +442,7 @@ def fit_parallel(data, model="default", steps=1000, batch_size=64, learning_rate
                  track_every=0, plot=None, extend_vocabulary=10000, vocabulary_min_count=2,
                  vocabulary_init="aligned", precision="float32", mini_batch_size=None,
                  matryoshka_dims=None, max_grad_norm=None, matryoshka_weights=None,
-                 dev_retrieval=None, dev_select="auto"):
+                 dev_retrieval=None, dev_select="auto", max_skipped=0.01):
     return fit("parallel", **locals())
 
 
