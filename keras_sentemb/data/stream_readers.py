@@ -9,6 +9,7 @@ counts and drops in one place.
 
 - `.txt`: a line is a row.
 - `.tsv`: a line split on tabs; too few fields is `MISSING`.
+- Empty lines of every text format are no records (left out as blank).
 - `.csv`: a line holding one record (quoted fields allowed, a quoted field
   cannot hold a line break), after each file's header line; a line that is
   not CSV is `BROKEN`, one with too few fields `MISSING`.
@@ -115,6 +116,10 @@ def _row(cells, names, code):
     return row
 
 
+def _blank(line):
+    return tf.equal(tf.strings.strip(line), "")
+
+
 def txt_reader(names):
     return lambda path: text_lines(path).map(
         lambda line: _row([line], names, OK))
@@ -127,7 +132,7 @@ def tsv_reader(indices, names, header):
     def row(line):
         parts = tf.strings.split(line, "\t")
         padded = tf.concat([parts, tf.fill([need], "")], 0)
-        code = tf.where(tf.size(parts) >= need, OK, MISSING)
+        code = tf.where((tf.size(parts) >= need) | _blank(line), OK, MISSING)
         return _row([padded[i] for i in indices], names, code)
 
     def read(path):
@@ -154,6 +159,7 @@ def csv_reader(indices, names):
         cells = tf.io.decode_csv(safe, [""] * len(order), select_cols=order)
         code = tf.where(~text, NOT_UTF8, tf.where(~well_formed, BROKEN,
                                                   tf.where(enough, OK, MISSING)))
+        code = tf.where(_blank(line), OK, code)  # an empty line is no record (left out as blank)
         return _row([cells[order.index(i)] for i in indices], names, code)
 
     return lambda path: text_lines(path).skip(1).map(row)
@@ -165,6 +171,8 @@ def _json_cells(line, keys, width):
         text = line.decode("utf-8")
     except UnicodeDecodeError:
         return [b""] * width, NOT_UTF8
+    if not text.strip():
+        return [b""] * width, OK  # an empty line: no record (left out as blank)
     try:
         obj = json.loads(text)
     except ValueError:
