@@ -204,7 +204,7 @@ def streamed_cases(work, model):
         train("a glob whose only file is empty", data / "void-*.txt", ("void-0.txt", "no rows")),
         train("a glob with an empty file among others", data / "mixed-*.txt", (), code=0),
         train("a listed file gone when read (dangling link)", data / "gone-*.txt",
-              ("gone-1.txt", "No such file")),
+              ("gone-1.txt", "gone (No such file")),
         train("a header-only `.csv` (glob)", data / "header-*.csv", ("header-0.csv", "no rows")),
         train("`.jsonl`, 1 broken line in 301 (under 1 %)", data / "json_within.jsonl", (),
               code=0),
@@ -249,7 +249,7 @@ def streamed_rows(work, model):
         if done.returncode == 0 and case.names:  # the line that says it, not the last one
             said = next((line for line in done.stderr.splitlines() if case.names[0] in line),
                         said)
-        rows.append((case.where, case.label, done.returncode, said))
+        rows.append((case.where, case.label, done.returncode, said.replace(str(work), "$TMP")))
     return rows
 
 
@@ -267,14 +267,14 @@ def api(call):
 
 def cell(text, limit=150):
     text = str(text).replace("|", "\\|")
-    return text if len(text) <= limit else text[: limit - 3] + "..."
+    return text if limit is None or len(text) <= limit else text[: limit - 3] + "..."
 
 
-def print_table(rows):
+def print_table(rows, limit=150):
     print("| where | input | exit code / outcome | what the user gets (last line) |")
     print("|---|---|---|---|")
     for where, label, code, said in rows:
-        print(f"| {where} | {label} | {cell(code)} | {cell(said)} |")
+        print(f"| {where} | {label} | {cell(code)} | {cell(said, limit)} |")
 
 
 def main():
@@ -284,7 +284,7 @@ def main():
             from keras_sentemb import SentenceEncoder
 
             SentenceEncoder.from_preset("default").save(work / "model")
-            print_table(streamed_rows(work, work / "model"))
+            print_table(streamed_rows(work, work / "model"), limit=None)  # whole lines
         finally:
             shutil.rmtree(work, ignore_errors=True)
         return

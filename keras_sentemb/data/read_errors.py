@@ -163,7 +163,9 @@ def read_error(error, where):
     if isinstance(error, tf.errors.DataLossError):
         reason = f"corrupt data: {reason}"
     elif isinstance(error, tf.errors.NotFoundError):
-        reason = f"a file is gone: {reason}"
+        path, _, why = reason.partition("; ")
+        reason = (f"the file is gone ({why or reason})" if path == where
+                  else f"a file is gone: {reason}")
     elif isinstance(error, tf.errors.FailedPreconditionError) or "libcurl" in reason:
         reason = remote_reason(error, where)
     if reason.startswith("cannot read "):

@@ -9,8 +9,8 @@ or a label that does not parse (`BAD_LABEL`, counted where labels are
 parsed). A record whose text is empty (a blank line) is not a row
 (`BLANK`), and `END_OF_PASS` marks the end of each pass over the source.
 `drop_problems` is the one place rows with a problem leave the stream; a
-`RowCounter` counts them there, in the tf.data pipeline (one `tf.Variable`
-updated per row), while training runs.
+`RowCounter` counts them there, in the tf.data pipeline (one `tf.Variable`,
+updated once per chunk of 256 rows), while training runs.
 
 The rule: a run stops with one line naming the source, the rows read, the
 rows skipped and why, when it skipped more than `max_skipped` of the rows
@@ -138,7 +138,11 @@ def utf8_valid(text):
 
 
 def classify(row, names):
-    """A raw row's final problem code: `BLANK` for an empty text, `NOT_UTF8` for bad bytes."""
+    """The final problem code of raw rows (one row, or a chunk of them as vectors).
+
+    `BLANK` for an empty text, `NOT_UTF8` for bytes that are not UTF-8, else
+    the reader's code.
+    """
     code = tf.cast(row[PROBLEM], tf.int32)
     clean = tf.equal(code, OK)
     code = tf.where(clean & ~_non_empty(row, names), BLANK, code)

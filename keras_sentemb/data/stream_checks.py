@@ -195,6 +195,3 @@ def check_stream(stream, names, batch_size, labels=None, no_duplicates=False, ma
             else options.no_duplicates
         check_source(source, columns, batch_size, labels, dedupe, max_skipped)
 
-
-__all__ = ["DataError", "check_stream", "check_source", "check_usable", "head_counts",
-           "parse_labels"]
