@@ -94,6 +94,7 @@ class TripletPairs:
         self.options = source.options
         self.where = source.where
         self.rows_per_record = 2
+        self.rows_tell_files = getattr(source, "rows_tell_files", False)
 
     def __repr__(self):
         return f"TripletPairs({self.source!r})"

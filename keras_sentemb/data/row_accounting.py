@@ -35,6 +35,7 @@ from keras_sentemb.pipelines.shared_arguments import MAX_SKIPPED
 logger = logging.getLogger(__name__)
 
 PROBLEM = "_problem"
+FILE = "_file"
 OK, BLANK, MISSING, BROKEN, NOT_UTF8, BAD_LABEL, END_OF_PASS = range(7)
 # The counter's slots: one per code, then the rows a whole pass holds.
 _PASS_ROWS = 7
@@ -45,6 +46,8 @@ DEFAULT_MAX_SKIPPED = MAX_SKIPPED
 MIN_ROWS_TO_JUDGE = 1000
 # Rows classified and counted together.
 _CHUNK = 256
+# Files a message names as holding the most skipped rows.
+_WORST_FILES = 3
 
 
 @dataclasses.dataclass(frozen=True)
@@ -58,21 +61,25 @@ class RowCounts:
         blank: int. Records with an empty text (not rows; not counted as skipped).
         passes: int. Whole passes read over the source.
         pass_rows: int. Usable rows in one whole pass (0 before the first ends).
+        worst_files: tuple of `(file, rows skipped)`. The files of a source
+            of several that skipped the most rows as they were read (labels
+            that do not parse are not told by file).
     """
     read: int = 0
     skipped: dict = dataclasses.field(default_factory=dict)
     blank: int = 0
     passes: int = 0
     pass_rows: int = 0
+    worst_files: tuple = ()
 
     @classmethod
-    def from_slots(cls, slots):
+    def from_slots(cls, slots, worst_files=()):
         """The counts in a counter's slots (a sequence of `_SLOTS` ints)."""
         slots = [int(v) for v in slots]
         skipped = {code: slots[code] for code in SKIPPED if slots[code]}
         read = slots[OK] + slots[MISSING] + slots[BROKEN] + slots[NOT_UTF8]
         return cls(read=read, skipped=skipped, blank=slots[BLANK], passes=slots[END_OF_PASS],
-                   pass_rows=slots[_PASS_ROWS])
+                   pass_rows=slots[_PASS_ROWS], worst_files=tuple(worst_files))
 
     @property
     def total_skipped(self):
@@ -90,23 +97,36 @@ class RowCounts:
 class RowCounter:
     """Counts a stream's rows by problem code inside its tf.data pipeline.
 
+    Rows skipped by the readers are also counted by file when the source is
+    a list of files whose rows say which (`FILE`).
+
     Args:
-        source: the stream source counted (its `where` names it in messages).
+        source: the stream source counted (its `where` names it in messages,
+            its `files` the files of skipped rows).
         names: tuple of str. The columns read from it.
     """
 
     def __init__(self, source, names):
         self.source = source
         self.names = tuple(names)
+        self.files = list(getattr(source, "files", None) or ())
+        if not getattr(source, "rows_tell_files", False):
+            self.files = []
         with tf.init_scope():
             self.slots = tf.Variable(tf.zeros([_SLOTS], tf.int64), trainable=False,
                                      name="row_counts")
+            self.by_file = tf.Variable(tf.zeros([max(1, len(self.files))], tf.int64),
+                                       trainable=False, name="rows_skipped_by_file")
 
-    def count(self, codes):
+    def count(self, codes, files=None):
         """Add rows of problem `codes` (int32, a scalar or a vector; -1 counts nothing).
 
         The end of the first pass records the usable rows counted so far (a
         pass ends with its marker, the last row of its batch).
+
+        Args:
+            codes: int32 tensor.
+            files: int32 tensor like `codes` or None. The rows' files.
 
         Returns:
             The update op.
@@ -117,11 +137,20 @@ class RowCounter:
                                    tf.equal(self.slots[END_OF_PASS], 0))
         pass_rows = (self.slots[OK] + update[OK]) * tf.cast(first_end, tf.int64)
         update += tf.one_hot(_PASS_ROWS, _SLOTS, dtype=tf.int64) * pass_rows
-        return self.slots.assign_add(update)
+        updates = [self.slots.assign_add(update)]
+        if files is not None and self.files:
+            skipped = (codes == MISSING) | (codes == BROKEN) | (codes == NOT_UTF8)
+            which = tf.boolean_mask(tf.reshape(files, [-1]), skipped)
+            updates.append(self.by_file.scatter_nd_add(
+                which[:, None], tf.ones_like(which, tf.int64)))
+        return tf.group(updates)
 
     def counts(self):
         """The counts so far (`RowCounts`)."""
-        return RowCounts.from_slots(self.slots.numpy())
+        by_file = self.by_file.numpy()
+        worst = sorted(((int(n), i) for i, n in enumerate(by_file) if n), reverse=True)
+        worst = [(self.files[i], n) for n, i in worst[:_WORST_FILES]] if self.files else []
+        return RowCounts.from_slots(self.slots.numpy(), worst)
 
 
 def _non_empty(row, names):
@@ -171,10 +200,11 @@ def drop_problems(rows, names, counter=None):
     def usable(chunk):
         codes = classify(chunk, names)
         if counter is not None:
-            with tf.control_dependencies([counter.count(codes)]):
+            with tf.control_dependencies([counter.count(codes, chunk.get(FILE))]):
                 codes = tf.identity(codes)
         keep = tf.equal(codes, OK)
-        return {k: tf.boolean_mask(v, keep) for k, v in chunk.items() if k != PROBLEM}
+        return {k: tf.boolean_mask(v, keep) for k, v in chunk.items()
+                if k not in (PROBLEM, FILE)}
 
     return rows.batch(_CHUNK).map(usable).unbatch()
 
@@ -183,6 +213,7 @@ def end_of_pass(names):
     """A one-row dataset marking the end of a pass (dropped by `drop_problems`)."""
     row = {name: tf.constant("") for name in names}
     row[PROBLEM] = tf.constant(END_OF_PASS, tf.int32)
+    row[FILE] = tf.constant(0, tf.int32)
     return tf.data.Dataset.from_tensors(row)
 
 
@@ -211,6 +242,9 @@ def why_skipped(source, names, counts):
                     NOT_UTF8: f"{n} are not valid UTF-8",
                     BAD_LABEL: f"{n} have a label that does not parse"}[code]
         parts.append(text)
+    if counts.worst_files and len(getattr(source, "files", ())) > 1:
+        named = ", ".join(f"{path} ({n})" for path, n in counts.worst_files)
+        parts.append(f"the most in {named}")
     return "; ".join(parts)
 
 

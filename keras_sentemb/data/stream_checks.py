@@ -25,6 +25,7 @@ import tensorflow as tf
 from keras_sentemb.data.read_errors import DataError
 from keras_sentemb.data.read_errors import reading
 from keras_sentemb.data.row_accounting import BAD_LABEL
+from keras_sentemb.data.row_accounting import FILE
 from keras_sentemb.data.row_accounting import OK
 from keras_sentemb.data.row_accounting import PROBLEM
 from keras_sentemb.data.row_accounting import RowCounts
@@ -58,7 +59,7 @@ def parse_labels(row, labels):
 
 def _marked(raw, labels):
     """Raw rows with their final problem code (blank, not UTF-8, label that does not parse)."""
-    texts = [k for k in raw.element_spec if k != PROBLEM]
+    texts = [k for k in raw.element_spec if k not in (PROBLEM, FILE)]
     present = {k: v for k, v in (labels or {}).items() if k in texts}
 
     @tf.autograph.experimental.do_not_convert

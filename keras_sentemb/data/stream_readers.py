@@ -1,8 +1,10 @@
 """One reader per file format: a file's records as raw rows, each with its problem code.
 
-A reader is `read(path) -> tf.data.Dataset` of raw rows `{name: tf.string,
-PROBLEM: int32}` (see `keras_sentemb.data.row_accounting`): every record of
-the file gives a row, and a record the reader cannot use says why in its
+A reader is `read(path, index) -> tf.data.Dataset` of raw rows `{name:
+tf.string, PROBLEM: int32, FILE: int32}` (see
+`keras_sentemb.data.row_accounting`; `index` is the file's place in the
+source's list, so skipped rows are told by file): every record of the file
+gives a row, and a record the reader cannot use says why in its
 code (`MISSING`, `BROKEN`; `NOT_UTF8` and blank texts are told apart later,
 for every format at once). Nothing is filtered here: `TextFiles.rows`
 counts and drops in one place.
@@ -37,6 +39,7 @@ import tensorflow as tf
 
 from keras_sentemb.data.read_errors import DataError
 from keras_sentemb.data.row_accounting import BROKEN
+from keras_sentemb.data.row_accounting import FILE
 from keras_sentemb.data.row_accounting import MISSING
 from keras_sentemb.data.row_accounting import NOT_UTF8
 from keras_sentemb.data.row_accounting import OK
@@ -116,13 +119,18 @@ def _row(cells, names, code):
     return row
 
 
+def _of_file(row, index):
+    """`row` with the index of its file in the source's list (`FILE`)."""
+    return dict(row, **{FILE: tf.cast(index, tf.int32)})
+
+
 def _blank(line):
     return tf.equal(tf.strings.strip(line), "")
 
 
 def txt_reader(names):
-    return lambda path: text_lines(path).map(
-        lambda line: _row([line], names, OK))
+    return lambda path, index=0: text_lines(path).map(
+        lambda line: _of_file(_row([line], names, OK), index))
 
 
 def tsv_reader(indices, names, header):
@@ -135,9 +143,9 @@ def tsv_reader(indices, names, header):
         code = tf.where((tf.size(parts) >= need) | _blank(line), OK, MISSING)
         return _row([padded[i] for i in indices], names, code)
 
-    def read(path):
+    def read(path, index=0):
         lines = text_lines(path)
-        return (lines.skip(1) if header else lines).map(row)
+        return (lines.skip(1) if header else lines).map(lambda line: _of_file(row(line), index))
 
     return read
 
@@ -162,7 +170,8 @@ def csv_reader(indices, names):
         code = tf.where(_blank(line), OK, code)  # an empty line is no record (left out as blank)
         return _row([cells[order.index(i)] for i in indices], names, code)
 
-    return lambda path: text_lines(path).skip(1).map(row)
+    return lambda path, index=0: text_lines(path).skip(1).map(
+        lambda line: _of_file(row(line), index))
 
 
 def _json_cells(line, keys, width):
@@ -202,7 +211,7 @@ def jsonl_reader(columns, names):
         return _row([tf.ensure_shape(c, []) for c in out[:-1]], names,
                     tf.ensure_shape(out[-1], []))
 
-    return lambda path: text_lines(path).map(row)
+    return lambda path, index=0: text_lines(path).map(lambda line: _of_file(row(line), index))
 
 
 def tfrecord_reader(columns, names):
@@ -215,9 +224,9 @@ def tfrecord_reader(columns, names):
         cells = [tf.where(tf.equal(parsed[c], _ABSENT), "", parsed[c]) for c in columns]
         return _row(cells, names, tf.where(absent, MISSING, OK))
 
-    def read(path):
+    def read(path, index=0):
         records = tf.data.TFRecordDataset(path, compression_type=_compression_tensor(path))
-        return _gzip_checked(path, records.map(row))
+        return _gzip_checked(path, records.map(lambda record: _of_file(row(record), index)))
 
     return read
 
@@ -281,11 +290,11 @@ def parquet_reader(columns, names):
         yield from parquet_rows(path.decode("utf-8") if isinstance(path, bytes) else path,
                                 wanted)
 
-    def read(path):
+    def read(path, index=0):
         signature = tuple(tf.TensorSpec([], tf.string) for _ in wanted) + (
             tf.TensorSpec([], tf.int32),)
         ds = tf.data.Dataset.from_generator(rows, args=(path,), output_signature=signature)
-        return ds.map(lambda *cells: _row(cells[:-1], names, cells[-1]))
+        return ds.map(lambda *cells: _of_file(_row(cells[:-1], names, cells[-1]), index))
 
     return read
 

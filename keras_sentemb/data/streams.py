@@ -43,6 +43,7 @@ import tensorflow as tf
 
 from keras_sentemb.data import stream_readers as readers
 from keras_sentemb.data.read_errors import gfile_call
+from keras_sentemb.data.row_accounting import FILE
 from keras_sentemb.data.row_accounting import OK
 from keras_sentemb.data.row_accounting import PROBLEM
 from keras_sentemb.data.row_accounting import drop_problems
@@ -175,6 +176,7 @@ class TextFiles:
         self.columns = None if columns is None else tuple(columns)
         self.size = None  # not counted: that would be a full pass over the data
         self.where = _where([os.fspath(p) for p in patterns], self.files)
+        self.rows_tell_files = True  # a raw row's FILE is its place in `files`
 
     def __repr__(self):
         return f"TextFiles({len(self.files)} {self.format} file(s), columns={self.columns})"
@@ -200,7 +202,7 @@ class TextFiles:
                 problem, and the passes.
         """
         read = self._reader(names)
-        files = tf.data.Dataset.from_tensor_slices(self.files)
+        files = tf.data.Dataset.from_tensor_slices((self.files, tf.range(len(self.files))))
         if shard is not None:
             files = files.shard(*shard)
         if seed is not None and len(self.files) > 1:
@@ -219,7 +221,7 @@ class TextFiles:
     def parts(self, names):
         """`(file, raw rows)` per file, in the listed order (for checking the first records)."""
         read = self._reader(names)
-        return [(path, read(path)) for path in self.files]
+        return [(path, read(path, index)) for index, path in enumerate(self.files)]
 
     def wanted(self, names):
         """The columns read for `names`, as messages name them."""
@@ -315,7 +317,7 @@ class TextFiles:
 
 
 def _bounded(read, scan):
-    return lambda path: read(path).take(scan)
+    return lambda path, index: read(path, index).take(scan)
 
 
 class DatasetSource:
@@ -420,6 +422,7 @@ class DatasetSource:
             else:
                 row = {n: _text(element[c]) for n, c in zip(names, columns)}
             row[PROBLEM] = tf.constant(OK, tf.int32)
+            row[FILE] = tf.constant(0, tf.int32)
             return row
 
         dataset = self.dataset if scan is None else self.dataset.take(scan)

@@ -199,3 +199,18 @@ def test_errors_that_do_not_come_from_reading_data_pass_through():
         "keras_sentemb.data.read_errors.DataError: cannot read a.txt.gz: cut short\n"
         "\t [[{{node IteratorGetNext}}]] [Op:__inference_step_1]"))
     assert str(read_errors.read_error(wrapped, "x")) == "cannot read a.txt.gz: cut short"
+
+
+def test_skipped_rows_are_told_by_file(tmp_path):
+    for f in range(3):
+        broken = "{broken\n" * (5 * f)
+        (tmp_path / f"part-{f}.jsonl").write_text(
+            broken + "".join(json.dumps({"text": f"f{f} {i}"}) + "\n" for i in range(20)))
+    source = TextFiles(str(tmp_path / "part-*.jsonl"))
+    rows, counts = counted(source, ("sentence",))
+    assert len(rows) == 60 and counts.skipped == {ra.BROKEN: 15}
+    assert counts.worst_files == ((str(tmp_path / "part-2.jsonl"), 10),
+                                  (str(tmp_path / "part-1.jsonl"), 5))
+    assert ra.why_skipped(source, ("sentence",), counts) == (
+        f"15 are broken records; the most in {tmp_path / 'part-2.jsonl'} (10), "
+        f"{tmp_path / 'part-1.jsonl'} (5)")
