@@ -90,9 +90,8 @@ print(json.dumps(results))
 """
 
 
-@pytest.fixture(scope="module")
-def results(tmp_path_factory):
-    work = tmp_path_factory.mktemp("bad_streamed_inputs")
+def _run_every_case(work):
+    """`{label: result}` of every case, run in one child process (TensorFlow starts once)."""
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
     env["TF_CPP_MIN_LOG_LEVEL"] = "2"
     script = CHILD.format(work=str(work), repo=str(REPO),
@@ -107,21 +106,55 @@ def _error_lines(stderr):
     return [line for line in stderr.splitlines() if "keras-sentemb: error:" in line]
 
 
-@pytest.mark.parametrize("case", CASES, ids=[c.label for c in CASES])
-def test_each_bad_input_is_one_line_and_nothing_is_saved(case, results):
-    result = results[case.label]
-    stderr = result["stderr"]
-    assert result["raised"] is None, result["raised"]
-    assert "internal error" not in stderr and "Traceback" not in stderr, stderr
-    assert "ran out of data" not in stderr, stderr  # stated by the toolkit, never by Keras
-    assert result["code"] == case.code, stderr
-    assert not result["leftovers"] and not result["backup_exists"], result
+def problems_of(case, result):
+    """What is wrong with one case's result (an empty list when nothing is)."""
+    stderr, problems = result["stderr"], []
+    if result["raised"] is not None:
+        return [f"raised: {result['raised']}"]
+    if "internal error" in stderr or "Traceback" in stderr:
+        problems.append("an internal error or a traceback")
+    if "ran out of data" in stderr:
+        problems.append("Keras' 'ran out of data' warning (the toolkit must say it)")
+    if result["code"] != case.code:
+        problems.append(f"exit status {result['code']}, expected {case.code}")
+    if result["leftovers"] or result["backup_exists"]:
+        problems.append(f"left {result['leftovers']} (backup: {result['backup_exists']})")
     if case.code == 0:
-        assert result["output_exists"], stderr
-        assert all(any(name in line for line in stderr.splitlines()) for name in case.names)
-        return
+        if not result["output_exists"]:
+            problems.append("the trained model was not saved")
+        lines = stderr.splitlines()
+        problems += [f"no line says {name!r}" for name in case.names
+                     if not any(name in line for line in lines)]
+        return problems
     lines = _error_lines(stderr)
-    assert len(lines) == 1, stderr
-    for name in case.names:
-        assert name in lines[0], (name, lines[0])
-    assert not result["output_exists"], stderr
+    if len(lines) != 1:
+        return problems + [f"{len(lines)} error lines"]
+    problems += [f"the line does not say {name!r}" for name in case.names if name not in lines[0]]
+    if result["output_exists"]:
+        problems.append("something was saved")
+    return problems
+
+
+def test_every_bad_input_is_one_line_and_nothing_is_saved(tmp_path):
+    results = _run_every_case(tmp_path)
+    report = []
+    for case in CASES:
+        result = results[case.label]
+        problems = problems_of(case, result)
+        if problems:
+            report.append(f"{case.where} {case.label}: {'; '.join(problems)}\n"
+                          f"{result['stderr'][-2000:]}")
+    assert not report, "\n\n".join(report)
+    assert len(results) == len(CASES) >= 20
+
+
+def test_the_check_of_a_case_can_fail():
+    case = CASES[0]  # the .jsonl without a text field
+    good = {"raised": None, "code": 2, "output_exists": False, "backup_exists": False,
+            "leftovers": [], "stderr": "keras-sentemb: error: x/no_text.jsonl: 40 lack the field "
+                                       "'text' (its records have the fields ['body']).\n"}
+    assert problems_of(case, good) == []
+    bad = dict(good, code=70, output_exists=True,
+               stderr="keras-sentemb: internal error: DataLossError; please report it\n")
+    assert problems_of(case, bad) == ["an internal error or a traceback",
+                                      "exit status 70, expected 2", "0 error lines"]
