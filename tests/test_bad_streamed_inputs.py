@@ -136,6 +136,7 @@ def problems_of(case, result):
 
 
 def test_every_bad_input_is_one_line_and_nothing_is_saved(tmp_path):
+    pytest.importorskip("pyarrow")  # the Parquet case (the `parquet` extra)
     results = _run_every_case(tmp_path)
     report = []
     for case in CASES:
