@@ -6,10 +6,22 @@ prints a markdown table: the input, the exit code, and the last line on
 stderr (or the result). Nothing is hard-coded: every row is what this run
 printed.
 
-    python benchmarks/bad_inputs.py > /tmp/bad_inputs.md     # about 5 minutes on 2 cores
+    python benchmarks/bad_inputs.py > /tmp/bad_inputs.md     # about 10 minutes on 2 cores
+    python benchmarks/bad_inputs.py --streamed   # only streamed data, remote paths, LiteRT, plugins
+
+The cases of streamed training data, remote paths, LiteRT export and
+plugins (`streamed_cases`) are also what tests/test_bad_streamed_inputs.py
+runs on a tiny model, asserting each one's exit status, its one line and
+that nothing was saved.
 """
 
+import dataclasses
+import gzip
+import json
 import os
+import random
+import re
+import resource
 import shutil
 import subprocess
 import sys
@@ -18,6 +30,8 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 STS = REPO / "keras_sentemb" / "resources" / "STS"
+# A file-size limit (`ulimit -f`, bytes) below the size of a LiteRT file.
+LITERT_FSIZE = 40_000
 
 
 def last_line(text):
@@ -25,15 +39,218 @@ def last_line(text):
     return lines[-1].strip() if lines else ""
 
 
-def cli(*args, stdin=None):
-    """Runs `keras-sentemb ARGS`; returns (exit code, what it said last)."""
+def run_cli(*args, stdin=None, fsize=None, pythonpath=None):
+    """Runs `keras-sentemb ARGS` in a fresh process; returns its `CompletedProcess`.
+
+    `fsize` runs it under a file-size limit of that many bytes (as `ulimit -f`
+    does); `pythonpath` puts a folder first on its module path.
+    """
     env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3")
-    done = subprocess.run(
+    if pythonpath is not None:
+        env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(pythonpath),
+                                                          env.get("PYTHONPATH")]))
+
+    def limit():
+        resource.setrlimit(resource.RLIMIT_FSIZE, (fsize, resource.getrlimit(
+            resource.RLIMIT_FSIZE)[1]))
+
+    return subprocess.run(
         [sys.executable, "-m", "keras_sentemb", *map(str, args)],
         capture_output=True, text=True, env=env, input=stdin, timeout=900,
+        preexec_fn=limit if fsize is not None else None,
     )
+
+
+def cli(*args, **kwargs):
+    """Runs `keras-sentemb ARGS` (see `run_cli`); returns (exit code, what it said last)."""
+    done = run_cli(*args, **kwargs)
     said = last_line(done.stderr) if done.returncode else (last_line(done.stdout) or last_line(done.stderr))
     return done.returncode, said
+
+
+# ------------------------------------------------- streamed training data
+@dataclasses.dataclass
+class Case:
+    """One command-line case with bad input and what it must give.
+
+    Attributes:
+        where: str. The table's first column.
+        label: str. The input, in words.
+        argv: list of str. The command line after `keras-sentemb`.
+        code: int. The exit status it must end with.
+        names: tuple of str. What the error line (exit 2) or, with exit 0,
+            one line on stderr must hold.
+        output: str or None. What the command would write: absent after it
+            fails, present after it succeeds.
+        fsize: int or None. A file-size limit (bytes) to run it under.
+        plugin: bool. Run with the broken plugin installed.
+    """
+    where: str
+    label: str
+    argv: list
+    code: int = 2
+    names: tuple = ()
+    output: str = None
+    fsize: int = None
+    plugin: bool = False
+
+
+WORDS = ["the man", "a woman", "the dog", "a cat", "the park", "the mat", "a guitar", "the piano"]
+
+
+def sentences(n, tag=""):
+    """`n` distinct short sentences of the tiny test vocabulary's words."""
+    return [f"{WORDS[i % 8]} {tag}{i} plays in {WORDS[(i // 8) % 8]} ." for i in range(n)]
+
+
+def _examples(path, rows, key="text"):
+    import tensorflow as tf
+
+    with tf.io.TFRecordWriter(str(path)) as writer:
+        for text in rows:
+            feature = tf.train.Feature(bytes_list=tf.train.BytesList(value=[text.encode()]))
+            example = tf.train.Example(features=tf.train.Features(feature={key: feature}))
+            writer.write(example.SerializeToString())
+
+
+def _lines(path, lines, data=None):
+    Path(path).write_bytes(data if data is not None else "".join(f"{x}\n" for x in lines).encode())
+
+
+def write_streamed_inputs(folder):
+    """The streamed training files of `streamed_cases` (under `folder`)."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    folder = Path(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    rows = sentences(300)
+    _lines(folder / "no_text.jsonl", [json.dumps({"body": t}) for t in rows[:40]])
+    _examples(folder / "no_text.tfrecord", rows[:40], key="body")
+    pq.write_table(pa.table({"body": rows[:40]}), str(folder / "no_text.parquet"))
+    (folder / "random.tfrecord").write_bytes(random.Random(0).randbytes(20_000))
+    _examples(folder / "corrupt.tfrecord", rows)
+    data = bytearray((folder / "corrupt.tfrecord").read_bytes())
+    data[-2000:-1990] = b"\xff" * 10  # a record near the end fails its checksum
+    (folder / "corrupt.tfrecord").write_bytes(bytes(data))
+    packed = gzip.compress("".join(f"{t}\n" for t in sentences(4000)).encode())
+    (folder / "trunc-0.txt.gz").write_bytes(packed[: len(packed) // 2])
+    _lines(folder / "mixed-0.txt", [], b"")
+    _lines(folder / "mixed-1.txt", rows[:40])
+    _lines(folder / "void-0.txt", [], b"")
+    _lines(folder / "gone-0.txt", rows[:40])
+    os.symlink(folder / "deleted.txt", folder / "gone-1.txt")  # listed, then not there
+    _lines(folder / "header-0.csv", ["text,label"])
+    good = [json.dumps({"text": t}) for t in rows]
+    _lines(folder / "json_within.jsonl", good[:150] + ["{broken"] + good[150:])
+    _lines(folder / "json_above.jsonl", [g if i % 20 else "{broken" for i, g in enumerate(good)])
+    bad = [t.encode() if i % 10 else b"caf\xe9 " + t.encode() for i, t in enumerate(rows[:100])]
+    _lines(folder / "bytes-0.txt", [], b"".join(b + b"\n" for b in bad))
+    _lines(folder / "few-0.txt", rows[:3])
+    _lines(folder / "small-0.txt", rows[:12])
+    return folder
+
+
+def write_broken_plugin(folder):
+    """An installed distribution `broken-plugin` whose method `broken` fails to import."""
+    folder = Path(folder)
+    info = folder / "broken_plugin-0.1.dist-info"
+    info.mkdir(parents=True, exist_ok=True)
+    (folder / "broken_plugin.py").write_text(
+        'raise ImportError("plugin import failed on purpose")\n', encoding="utf-8")
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: broken-plugin\nVersion: 0.1\n",
+                                   encoding="utf-8")
+    (info / "entry_points.txt").write_text("[keras_sentemb.methods]\nbroken = broken_plugin\n",
+                                           encoding="utf-8")
+    return folder
+
+
+def streamed_cases(work, model):
+    """The cases of streamed training data, remote paths, LiteRT export and plugins.
+
+    Args:
+        work: path. A folder holding `write_streamed_inputs(work / "streamed")`.
+        model: path. The model folder to train and export.
+
+    Returns:
+        list of `Case`.
+    """
+    data, out = Path(work) / "streamed", Path(work) / "outputs"
+    quick = ["--steps", "2", "--batch-size", "4", "--max-length", "16", "--dev", "none",
+             "--verbose", "0"]
+
+    def train(label, file, names, code=2, method="simcse", extra=(), **kwargs):
+        output = str(out / re.sub(r"\W+", "_", label).strip("_")[:40])
+        argv = ["train", method, "--model", str(model), "--train-file", str(file),
+                "--output", output, *quick, *extra]
+        return Case(f"`train {method}`", label, argv, code, names, output, **kwargs)
+
+    cases = [
+        train("`.jsonl`, no `text` field in any line", data / "no_text.jsonl",
+              ("no_text.jsonl", "'text'", "['body']")),
+        train("`.jsonl`, no `text` field (Contrastive Tension)", data / "no_text.jsonl",
+              ("no_text.jsonl", "'text'", "['body']"), method="ct",
+              extra=("--negatives", "in_batch")),
+        train("TFRecord, no `text` feature", data / "no_text.tfrecord",
+              ("no_text.tfrecord", "'text'", "['body']")),
+        train("Parquet, no `text` column", data / "no_text.parquet",
+              ("no_text.parquet", "'text'", "['body']")),
+        train("20 kB of random bytes named `.tfrecord`", data / "random.tfrecord",
+              ("random.tfrecord", "corrupt")),
+        train("TFRecord with a corrupt record near its end", data / "corrupt.tfrecord",
+              ("corrupt.tfrecord", "corrupt")),
+        train("a truncated `.txt.gz` (glob)", data / "trunc-*.txt.gz",
+              ("trunc-0.txt.gz", "truncated")),
+        train("a glob whose only file is empty", data / "void-*.txt", ("void-0.txt", "no rows")),
+        train("a glob with an empty file among others", data / "mixed-*.txt", (), code=0),
+        train("a listed file gone when read (dangling link)", data / "gone-*.txt",
+              ("gone-1.txt", "gone (No such file")),
+        train("a header-only `.csv` (glob)", data / "header-*.csv", ("header-0.csv", "no rows")),
+        train("`.jsonl`, 1 broken line in 301 (under 1 %)", data / "json_within.jsonl", (),
+              code=0),
+        train("`.jsonl`, 15 broken lines in 300 (5 %)", data / "json_above.jsonl",
+              ("json_above.jsonl", "broken records", "1 %")),
+        train("`.txt` glob, 10 lines in 100 not UTF-8", data / "bytes-*.txt",
+              ("bytes-0.txt", "not valid UTF-8")),
+        train("3 rows, batch of 4 (glob)", data / "few-*.txt", ("few-0.txt", "fewer than one batch")),
+        train("12 rows, `--steps 6` of 4 rows (glob)", data / "small-*.txt", ("times over",),
+              code=0, extra=("--steps", "6")),
+        train("`gs://` glob, offline", "gs://no-such-bucket/corpus-*.txt",
+              ("gs://no-such-bucket/corpus-*.txt",)),
+        train("`s3://` glob", "s3://no-such-bucket/corpus-*.txt",
+              ("s3://no-such-bucket/corpus-*.txt", "s3://")),
+        train("`hdfs://` glob", "hdfs://namenode/corpus-*.txt",
+              ("hdfs://namenode/corpus-*.txt", "hdfs://")),
+        train("an installed plugin whose import fails", data / "mixed-*.txt",
+              ("'broken'", "broken = broken_plugin", "broken-plugin 0.1",
+               "ImportError: plugin import failed on purpose"), method="broken", plugin=True),
+    ]
+    litert = ["export", "--model", str(model), "--format", "litert", "--tolerance", "1"]
+    cases += [
+        Case("`export --format litert`", f"a file-size limit of {LITERT_FSIZE // 1000} kB "
+             "(a full disk)", [*litert, "--output", str(out / "limit.tflite")],
+             names=("limit.tflite: file too large",),
+             output=str(out / "limit.tflite"), fsize=LITERT_FSIZE),
+        Case("`export --format litert`", "`--output` in a read-only folder",
+             [*litert, "--output", "/sys/model.tflite"], names=("/sys/model.tflite",),
+             output="/sys/model.tflite"),
+    ]
+    return cases
+
+
+def streamed_rows(work, model):
+    """Table rows: each of `streamed_cases`, run in a fresh process."""
+    write_streamed_inputs(Path(work) / "streamed")
+    plugin = write_broken_plugin(Path(work) / "plugin")
+    rows = []
+    for case in streamed_cases(work, model):
+        done = run_cli(*case.argv, fsize=case.fsize, pythonpath=plugin if case.plugin else None)
+        said = last_line(done.stderr)
+        if done.returncode == 0 and case.names:  # the line that says it, not the last one
+            said = next((line for line in done.stderr.splitlines() if case.names[0] in line),
+                        said)
+        rows.append((case.where, case.label, done.returncode, said.replace(str(work), "$TMP")))
+    return rows
 
 
 def api(call):
@@ -50,10 +267,27 @@ def api(call):
 
 def cell(text, limit=150):
     text = str(text).replace("|", "\\|")
-    return text if len(text) <= limit else text[: limit - 3] + "..."
+    return text if limit is None or len(text) <= limit else text[: limit - 3] + "..."
+
+
+def print_table(rows, limit=150):
+    print("| where | input | exit code / outcome | what the user gets (last line) |")
+    print("|---|---|---|---|")
+    for where, label, code, said in rows:
+        print(f"| {where} | {label} | {cell(code)} | {cell(said, limit)} |")
 
 
 def main():
+    if sys.argv[1:] == ["--streamed"]:  # only the cases of `streamed_cases`
+        work = Path(tempfile.mkdtemp(prefix="bad_inputs_"))
+        try:
+            from keras_sentemb import SentenceEncoder
+
+            SentenceEncoder.from_preset("default").save(work / "model")
+            print_table(streamed_rows(work, work / "model"), limit=None)  # whole lines
+        finally:
+            shutil.rmtree(work, ignore_errors=True)
+        return
     rows = []
     work = Path(tempfile.mkdtemp(prefix="bad_inputs_"))
     try:
@@ -157,6 +391,7 @@ def main():
         rows.append(("`evaluate sts`", "`--data` folder missing", code, said))
         code, said = cli("export", "--model", model, "--output", work / "existing_file")
         rows.append(("`export`", "`--output` is an existing file", code, said))
+        rows.extend(streamed_rows(work, model))
 
         def shape(x):
             return f"array of shape {tuple(np.shape(x))}"
@@ -194,11 +429,7 @@ def main():
             rows.append(("SavedModel `serving_default`", label, kind, result))
     finally:
         shutil.rmtree(work, ignore_errors=True)
-
-    print("| where | input | exit code / outcome | what the user gets (last line) |")
-    print("|---|---|---|---|")
-    for where, label, code, said in rows:
-        print(f"| {where} | {label} | {cell(code)} | {cell(said)} |")
+    print_table(rows)
 
 
 if __name__ == "__main__":

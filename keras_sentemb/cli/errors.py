@@ -3,6 +3,7 @@
 from keras_sentemb import models
 from keras_sentemb.cli.common import UsageError
 from keras_sentemb.io_utils import disk_full_cause
+from keras_sentemb.methods.registry import PluginError
 from keras_sentemb.missing_dependency import MissingDependencyError
 
 
@@ -41,8 +42,9 @@ def one_line_error(error, args):
     A full disk (or a file-size limit or quota) is reported as "cannot write
     PATH: no space left on device" (or "file too large", "disk quota
     exceeded"), whichever library raised it; user mistakes (`UsageError`,
-    unknown or broken models, missing files, bad values) and missing optional
-    dependencies by their first line. Anything else is a bug: None; so is a
+    unknown or broken models, missing files, bad values, training data that
+    cannot be read or trained on), missing optional dependencies and a
+    plugin that fails to load by their first line. Anything else is a bug: None; so is a
     ValueError that TensorFlow, Keras or keras-hub raised from their own code
     (a value the toolkit passed on unchecked), which the command line sees
     with traceback filtering off (`start_tensorflow`).
@@ -61,7 +63,7 @@ def one_line_error(error, args):
             raised_in(error) in INTERNAL_ORIGINS):
         return None
     if isinstance(error, (UsageError, models.presets.ModelNotFoundError, FileNotFoundError,
-                          FileExistsError, ValueError, MissingDependencyError)):
+                          FileExistsError, ValueError, MissingDependencyError, PluginError)):
         text = str(error).strip()
         return text.splitlines()[0] if text else type(error).__name__
     return None

@@ -121,7 +121,10 @@ def main(argv=None):
         if len(argv) >= 2 and argv[0] == "train" and argv[1] in methods.list_methods() and (
             "-h" in argv or "--help" in argv
         ):
-            print(train.train_help(argv[1]))
+            try:
+                print(train.train_help(argv[1]))
+            except methods.registry.PluginError as error:
+                return report_error(str(error))
             return 0
         parser = build_parser()
         args, extra = parser.parse_known_args(argv)

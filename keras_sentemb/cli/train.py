@@ -182,11 +182,12 @@ def cmd_train(args, extra):
             f"unknown option(s) for 'train {args.method}': {' '.join(unknown)}; "
             f"valid method options: {' '.join(valid) or '(none)'}"
         )
-    from keras_sentemb.data.streams import expand_files  # imports TensorFlow
+    from keras_sentemb.data.read_errors import reading  # imports TensorFlow
+    from keras_sentemb.data.streams import expand_files
     from keras_sentemb.data.streams import is_glob
 
     if is_glob(args.train_file) or "://" in args.train_file:
-        try:  # a glob (streamed): at least one file must match
+        try:  # a glob or a remote path (streamed): listed before the model loads
             expand_files(args.train_file)
         except ValueError as e:
             raise UsageError(str(e)) from None
@@ -216,8 +217,9 @@ def cmd_train(args, extra):
     elif os.path.isdir(backup_dir):
         warn(f"--no-resume: ignoring the backup of an earlier run in {backup_dir}")
     try:
-        # Keras prints progress bars on stdout; stdout is for results.
-        with contextlib.redirect_stdout(sys.stderr):
+        # Keras prints progress bars on stdout; stdout is for results. An error of
+        # reading the training data that no method named is one line naming it.
+        with contextlib.redirect_stdout(sys.stderr), reading(args.train_file):
             encoder = methods.fit(method.name, args.train_file, **common, callbacks=callbacks,
                                   **vars(options))
     except KeyboardInterrupt:

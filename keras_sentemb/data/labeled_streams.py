@@ -27,6 +27,7 @@ from keras_sentemb.data.nli import NLI_LABELS
 from keras_sentemb.data.nli import _parse_label
 from keras_sentemb.data.stream_batches import Mixture
 from keras_sentemb.data.stream_batches import _labelled
+from keras_sentemb.data.stream_checks import check_stream
 
 TRIPLET_COLUMNS = ("sent0", "sent1", "hard_neg")
 PAIR_COLUMNS = ("sentence1", "sentence2", "label")
@@ -91,17 +92,23 @@ class TripletPairs:
         self.size = None if source.size is None else 2 * source.size
         self.infinite = getattr(source, "infinite", False)
         self.options = source.options
+        self.where = source.where
+        self.rows_per_record = 2
+        self.rows_tell_files = getattr(source, "rows_tell_files", False)
 
     def __repr__(self):
         return f"TripletPairs({self.source!r})"
 
-    def rows(self, names, seed=None, cycle_length=8, shard=None, scan=None):
-        """Rows `{premise, hypothesis, label}` (named by `names`), two per triplet."""
+    def rows(self, names, seed=None, cycle_length=8, shard=None, scan=None, counter=None):
+        """Rows `{premise, hypothesis, label}` (named by `names`), two per triplet.
+
+        `counter` counts the triplets read and skipped.
+        """
         if len(names) != 3:
             raise ValueError(f"Triplets read as labelled pairs give 3 columns; {list(names)} "
                              "were asked for.")
         triplets = self.source.rows(TRIPLET_COLUMNS, seed=seed, cycle_length=cycle_length,
-                                    shard=shard, scan=scan)
+                                    shard=shard, scan=scan, counter=counter)
         labels = tf.constant([str(NLI_LABELS["entailment"]), str(NLI_LABELS["contradiction"])])
 
         def split(row):
@@ -112,6 +119,16 @@ class TripletPairs:
             })
 
         return triplets.flat_map(split)
+
+    def parts(self, names):
+        """The triplets' files, raw (see `keras_sentemb.data.stream_checks`)."""
+        return self.source.parts(TRIPLET_COLUMNS)
+
+    def wanted(self, names):
+        return self.source.wanted(TRIPLET_COLUMNS)
+
+    def fields(self):
+        return self.source.fields()
 
 
 def _source_kind(source):
@@ -163,24 +180,16 @@ def check_rows(stream, names, labels=None):
 
     A record missing a column (a JSON key, a TFRecord feature) or whose
     label does not parse is skipped while training; a source where every
-    record is skipped would train on nothing. Each source's first
-    `KIND_SAMPLE` records per file are read (nothing more).
+    record is skipped would train on nothing. Each source's first records
+    are read (a bounded number: see `keras_sentemb.data.stream_checks`,
+    which names the missing column and the fields the records have).
 
     Args:
         stream: a stream source or `Mixture`.
         names: tuple of str. The text columns.
         labels: dict column -> label parser, or None.
     """
-    columns = tuple(names) + tuple(labels or ())
-    sources = stream.sources.items() if isinstance(stream, Mixture) else [(None, stream)]
-    for _, source in sources:
-        rows = _labelled(source.rows(columns, scan=KIND_SAMPLE), labels)
-        if next(iter(rows.take(1)), None) is None:
-            what = " and a label that parses" if labels else ""
-            raise ValueError(
-                f"{source!r}: none of its first {KIND_SAMPLE} records holds the columns "
-                f"{list(columns)}{what}; name its columns with "
-                "keras_sentemb.streamed(..., columns=...).")
+    check_stream(stream, names, 1, labels)
 
 
 def ordered_rows(stream, names, labels=None):

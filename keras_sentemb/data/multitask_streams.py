@@ -174,16 +174,29 @@ class TaskSentences:
         self.size = None
         self.infinite = False
         self.options = next(iter(streams.values())).options
+        self.where = ", ".join(s.where for s in streams.values())
 
     def __repr__(self):
         return f"TaskSentences({list(self.streams)})"
 
-    def rows(self, names, seed=None, cycle_length=8, shard=None, scan=None):
+    def rows(self, names, seed=None, cycle_length=8, shard=None, scan=None, counter=None):
+        """The tasks' sentences drawn at random into one stream; `counter` counts their rows."""
         parts = []
         for task, stream in self.streams.items():
             columns = TASK_COLUMNS[task]
-            rows = stream.rows(columns, seed=seed, shard=shard, scan=scan)
+            rows = stream.rows(columns, seed=seed, shard=shard, scan=scan, counter=counter)
             parts.append(rows.flat_map(lambda r, columns=columns: tf.data.Dataset.from_tensor_slices(
                 {names[0]: tf.stack([r[c] for c in columns])})))
         return tf.data.Dataset.sample_from_datasets(parts, seed=seed,
                                                     stop_on_empty_dataset=False)
+
+    def parts(self, names):
+        """Every task's files, raw, with the task's columns."""
+        return [part for task, stream in self.streams.items()
+                for part in stream.parts(TASK_COLUMNS[task])]
+
+    def wanted(self, names):
+        return tuple(c for task in self.streams for c in TASK_COLUMNS[task])
+
+    def fields(self):
+        return None

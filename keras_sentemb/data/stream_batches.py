@@ -29,6 +29,11 @@ import logging
 import tensorflow as tf
 
 from keras_sentemb import validation
+from keras_sentemb.data.row_accounting import BAD_LABEL
+from keras_sentemb.data.row_accounting import active_accounting
+from keras_sentemb.data.row_accounting import new_counter
+from keras_sentemb.data.stream_checks import check_stream
+from keras_sentemb.data.stream_checks import parse_labels
 from keras_sentemb.data.streams import DatasetSource
 from keras_sentemb.data.streams import TextFiles
 from keras_sentemb.data.streams import stream_source
@@ -156,13 +161,14 @@ def as_stream(data, columns=None, tfds=False):
     return source
 
 
-def _shuffled_rows(source, names, seed, shuffle_buffer, shard=None):
+def _shuffled_rows(source, names, seed, shuffle_buffer, shard=None, counter=None):
     """Endless shuffled rows: each pass over the source shuffled on its own, then the next.
 
     Shuffling before repeating keeps passes apart: every row is used once
-    per pass (epoch) before any is used again.
+    per pass (epoch) before any is used again. `counter` (a `RowCounter` or
+    None) counts the rows read and skipped.
     """
-    rows = source.rows(names, seed=seed, shard=shard)
+    rows = source.rows(names, seed=seed, shard=shard, counter=counter)
     rows = rows.shuffle(shuffle_buffer, seed=seed, reshuffle_each_iteration=True)
     return rows if getattr(source, "infinite", False) else rows.repeat()
 
@@ -242,17 +248,20 @@ def _without(rows, exclude):
     return rows.filter(keep)
 
 
-def _labelled(rows, labels):
-    """`rows` with each label column parsed (`labels[name]`: text -> (value, ok)); bad rows out."""
+def _labelled(rows, labels, counter=None):
+    """`rows` with each label column parsed (`labels[name]`: text -> (value, ok)); bad rows out.
+
+    `counter` (a `RowCounter` or None) counts the rows left out.
+    """
     if not labels:
         return rows
 
     @tf.autograph.experimental.do_not_convert  # plain TensorFlow ops
     def parse(row):
-        out, ok = dict(row), tf.constant(True)
-        for name, parser in labels.items():
-            out[name], parsed = parser(row[name])
-            ok = tf.logical_and(ok, parsed)
+        out, ok = parse_labels(row, labels)
+        if counter is not None:
+            with tf.control_dependencies([counter.count(tf.where(ok, -1, BAD_LABEL))]):
+                ok = tf.identity(ok)
         return out, ok
 
     @tf.autograph.experimental.do_not_convert
@@ -271,8 +280,9 @@ def _source_batches(source, names, batch_size, seed, no_duplicates, shard=None, 
     options = source.options
     dedupe = no_duplicates if options.no_duplicates is None else options.no_duplicates
     columns = tuple(names) + tuple(labels or ())
-    rows = _shuffled_rows(source, columns, seed, options.shuffle_buffer, shard)
-    rows = _without(_labelled(rows, labels), exclude)
+    counter = new_counter(source, columns)
+    rows = _shuffled_rows(source, columns, seed, options.shuffle_buffer, shard, counter)
+    rows = _without(_labelled(rows, labels, counter), exclude)
     if dedupe:
         return unique_batches(rows, batch_size, names)
     return rows.batch(batch_size, drop_remainder=True)
@@ -301,9 +311,14 @@ def stream_batches(stream, names, batch_size, seed=0, start_step=0, no_duplicate
             `keras_sentemb.data.labeled_streams`); a row whose label does
             not parse is skipped. They take no part in the no-duplicates
             rule.
+
+    Raises:
+        DataError: a source's first records show it cannot train (see
+            `keras_sentemb.data.stream_checks`); one line.
     """
     batch_size = validation.positive_int(batch_size, "batch_size")
     seed = int(seed or 0)
+    check_stream(stream, names, batch_size, labels, no_duplicates, _max_skipped())
     policy, shard = _sharding(stream, workers)
     if isinstance(stream, Mixture):
         parts = [
@@ -318,6 +333,12 @@ def stream_batches(stream, names, batch_size, seed=0, start_step=0, no_duplicate
     if start_step:
         ds = ds.skip(int(start_step))
     return _with_policy(ds, policy)
+
+
+def _max_skipped():
+    """The share of skipped rows the training run being built allows (None outside one)."""
+    state = active_accounting()
+    return None if state is None else state.max_skipped
 
 
 def _choose(parts, weights, mode, seed):
@@ -408,6 +429,8 @@ def ct_stream_batches(stream, batch_size, negatives_per_positive, seed=0, start_
         )
     groups = batch_size // group
     seed = int(seed or 0)
+    check_stream(stream, ("sentence",), groups if k == 0 else groups * (1 + 2 * k),
+                 no_duplicates=k == 0, max_skipped=_max_skipped())
     sources = stream.sources.values() if isinstance(stream, Mixture) else [stream]
     labels = tf.tile(tf.constant([1.0] + [0.0] * k), [groups])
 
@@ -427,7 +450,8 @@ def ct_stream_batches(stream, batch_size, negatives_per_positive, seed=0, start_
     parts = []
     for i, source in enumerate(sources):
         rows = _shuffled_rows(source, ("sentence",), seed + 1000 * i,
-                              source.options.shuffle_buffer, shard)
+                              source.options.shuffle_buffer, shard,
+                              new_counter(source, ("sentence",)))
         if k == 0 and source.options.no_duplicates is not False:
             # In-batch negatives: no sentence twice in a batch.
             sentences = unique_batches(rows, groups, ("sentence",))

@@ -16,7 +16,8 @@ File formats, chosen by the file name (or `format=`):
   `columns`;
 - `.tsv`: tab-separated, a header line naming the columns when `column` /
   `columns` are names (column numbers need no header);
-- `.csv`: comma-separated with a header line (quoted fields allowed);
+- `.csv`: comma-separated with a header line, one record a line (quoted
+  fields allowed);
 - `.tfrecord` / `.tfrec` (`.gz` compressed too): `tf.train.Example` records
   with a bytes feature per column;
 - `.parquet`: needs pyarrow (`pip install -e ".[parquet]"`).
@@ -27,17 +28,26 @@ with the same batches for the same seed.
 
 A source yields rows `{name: tf.string}` in file order; shuffling,
 batching, mixing and sharding are in `keras_sentemb.data.stream_batches`.
+Each format's reader is in `keras_sentemb.data.stream_readers`; records it
+cannot use (a missing column, a broken record, bytes that are not UTF-8)
+are left out in one place and counted (`keras_sentemb.data.row_accounting`),
+and a remote path that cannot be listed is one line naming it
+(`keras_sentemb.data.read_errors`).
 """
 
 import glob as _glob
-import json
 import logging
 import os
 
 import tensorflow as tf
 
-from keras_sentemb.missing_dependency import is_missing
-from keras_sentemb.missing_dependency import missing_dependency
+from keras_sentemb.data import stream_readers as readers
+from keras_sentemb.data.read_errors import gfile_call
+from keras_sentemb.data.row_accounting import FILE
+from keras_sentemb.data.row_accounting import OK
+from keras_sentemb.data.row_accounting import PROBLEM
+from keras_sentemb.data.row_accounting import drop_problems
+from keras_sentemb.data.row_accounting import end_of_pass
 
 logger = logging.getLogger(__name__)
 
@@ -51,6 +61,8 @@ _SUFFIXES = {
     ".parquet": "parquet", ".pq": "parquet",
 }
 _GLOB_CHARS = "*?["
+# Files a source's name lists before it says "and N more".
+_NAMED_FILES = 2
 
 
 def is_glob(path):
@@ -65,19 +77,30 @@ def _is_remote(path):
 def expand_files(pattern):
     """The files a glob (or one path) names, sorted; a one-line error when none.
 
+    A remote path that cannot be listed (no network, no credentials, no
+    such bucket, a file system this TensorFlow lacks) is a one-line
+    `DataError` naming it and why (`keras_sentemb.data.read_errors`).
+
     Args:
         pattern: str. A path or a glob, on any file system `tf.io.gfile` reads.
 
     Returns:
         list of str.
+
+    Raises:
+        ValueError: nothing matches, the file is missing, or the path
+            cannot be reached (`DataError`).
     """
     if is_glob(pattern):
-        files = sorted(tf.io.gfile.glob(pattern) if _is_remote(pattern) else _glob.glob(pattern))
-        files = [f for f in files if not tf.io.gfile.isdir(f)]
+        if _is_remote(pattern):
+            files = sorted(gfile_call(tf.io.gfile.glob, pattern, "list"))
+        else:
+            files = sorted(_glob.glob(pattern))
+        files = [f for f in files if not gfile_call(tf.io.gfile.isdir, f)]
         if not files:
             raise ValueError(f"No training file matches {pattern!r}.")
         return files
-    if not tf.io.gfile.exists(pattern) or tf.io.gfile.isdir(pattern):
+    if not gfile_call(tf.io.gfile.exists, pattern) or gfile_call(tf.io.gfile.isdir, pattern):
         raise ValueError(f"Training file not found: {pattern}")
     return [pattern]
 
@@ -96,6 +119,17 @@ def file_format(path, format=None):
             f".csv, .tfrecord or .parquet, or pass format=."
         )
     return _SUFFIXES[suffix]
+
+
+def _where(patterns, files):
+    """How messages name a set of files: the one file, the glob, or the first few."""
+    if len(files) == 1:
+        return files[0]
+    if len(patterns) == 1:
+        return f"{patterns[0]} ({len(files)} files)"
+    named = ", ".join(files[:_NAMED_FILES])
+    more = f" and {len(files) - _NAMED_FILES} more" if len(files) > _NAMED_FILES else ""
+    return f"{len(files)} files ({named}{more})"
 
 
 class TextFiles:
@@ -141,14 +175,18 @@ class TextFiles:
             columns = (columns,)
         self.columns = None if columns is None else tuple(columns)
         self.size = None  # not counted: that would be a full pass over the data
+        self.where = _where([os.fspath(p) for p in patterns], self.files)
+        self.rows_tell_files = True  # a raw row's FILE is its place in `files`
 
     def __repr__(self):
         return f"TextFiles({len(self.files)} {self.format} file(s), columns={self.columns})"
 
-    def rows(self, names, seed=None, cycle_length=8, shard=None, scan=None):
+    def rows(self, names, seed=None, cycle_length=8, shard=None, scan=None, counter=None):
         """One pass over the files: rows `{name: tf.string}`, files in a seeded order.
 
-        Repeated (`.repeat()`), each pass draws a new file order.
+        Repeated (`.repeat()`), each pass draws a new file order. Records
+        with a problem (a missing column, a broken record, bytes that are
+        not UTF-8) and blank ones are left out, and counted by `counter`.
 
         Args:
             names: tuple of str. The output names, one per column.
@@ -160,21 +198,41 @@ class TextFiles:
             scan: int or None. Read at most this many records of each file
                 (rows with an empty column included): a bounded look at the
                 data.
+            counter: `RowCounter` or None. Counts the records read, by
+                problem, and the passes.
         """
-        columns = self._columns_for(names)
-        files = tf.data.Dataset.from_tensor_slices(self.files)
+        read = self._reader(names)
+        files = tf.data.Dataset.from_tensor_slices((self.files, tf.range(len(self.files))))
         if shard is not None:
             files = files.shard(*shard)
         if seed is not None and len(self.files) > 1:
             files = files.shuffle(len(self.files), seed=seed, reshuffle_each_iteration=True)
-        read = self._reader(columns, names)
         if scan is not None:
             read = _bounded(read, scan)
-        return files.interleave(
+        rows = files.interleave(
             read, cycle_length=max(1, min(cycle_length, len(self.files) // (shard or (1,))[0])),
             block_length=16,
             num_parallel_calls=tf.data.AUTOTUNE, deterministic=True,
-        ).filter(lambda row: _all_non_empty(row, names))
+        )
+        if scan is None:
+            rows = rows.concatenate(end_of_pass(names))
+        return drop_problems(rows, names, counter)
+
+    def parts(self, names):
+        """`(file, raw rows)` per file, in the listed order (for checking the first records)."""
+        read = self._reader(names)
+        return [(path, read(path, index)) for index, path in enumerate(self.files)]
+
+    def wanted(self, names):
+        """The columns read for `names`, as messages name them."""
+        columns = self._columns_for(names)
+        if columns is None:
+            return ("text",) if self.format == "jsonl" else tuple(names)
+        return columns
+
+    def fields(self):
+        """The fields the first file's first records hold (a set), or None."""
+        return readers.fields_of(self.files[0], self.format)
 
     # ------------------------------------------------------------ formats
     def _columns_for(self, names):
@@ -207,31 +265,48 @@ class TextFiles:
                              "use .tsv, .csv, .jsonl, TFRecord or Parquet files for `columns`.")
         return self.columns
 
-    def _reader(self, columns, names):
+    def _reader(self, names):
+        """`read(path)`: a file's raw rows (see `keras_sentemb.data.stream_readers`)."""
+        columns = self._columns_for(names)
         fmt = self.format
         if fmt == "txt":
-            return lambda f: _text_lines(f).map(lambda line: {names[0]: tf.strings.strip(line)})
-        if fmt == "tsv":
-            return self._tsv_reader(columns, names)
-        if fmt == "csv":
-            return self._csv_reader(columns, names)
+            return readers.txt_reader(names)
+        if fmt in ("tsv", "csv"):
+            delimiter = "\t" if fmt == "tsv" else ","
+            indices, header = self._indices(columns, delimiter)
+            if fmt == "csv":
+                return readers.csv_reader(indices, names)
+            return readers.tsv_reader(indices, names, header)
         if fmt == "jsonl":
-            return _jsonl_reader(columns, names)
+            return readers.jsonl_reader(columns, names)
         if fmt == "tfrecord":
-            return _tfrecord_reader(columns, names)
-        return _parquet_reader(columns, names)
+            return readers.tfrecord_reader(columns, names)
+        return readers.parquet_reader(columns, names)
 
     def _header(self, delimiter):
         """The header of the first file (all files must share it)."""
-        with tf.io.gfile.GFile(self.files[0], "r") as f:
-            first = f.readline().rstrip("\r\n")
+        def first_line(path):
+            with tf.io.gfile.GFile(path, "rb") as f:
+                raw = f.read(1 << 16)
+            if path.endswith(".gz"):
+                import zlib
+
+                raw = zlib.decompressobj(16 + zlib.MAX_WBITS).decompress(raw, 1 << 16)
+            return raw.decode("utf-8", "replace").splitlines()[:1] or [""]
+
         import csv
 
-        return [h.strip() for h in next(csv.reader([first], delimiter=delimiter))]
+        first = gfile_call(first_line, self.files[0])
+        return [h.strip() for h in next(csv.reader(first, delimiter=delimiter))]
 
     def _indices(self, columns, delimiter):
+        """`(indices, header)`: the columns' positions, and whether a header line names them.
+
+        A CSV file always has a header line; a TSV file has one when the
+        columns are named.
+        """
         if all(isinstance(c, int) for c in columns):
-            return list(columns), False
+            return list(columns), delimiter == ","
         header = self._header(delimiter)
         missing = [c for c in columns if c not in header]
         if missing:
@@ -240,152 +315,9 @@ class TextFiles:
             )
         return [header.index(c) for c in columns], True
 
-    def _tsv_reader(self, columns, names):
-        indices, header = self._indices(columns, "\t")
-        need = max(indices) + 1
-
-        def read(path):
-            lines = _text_lines(path)
-            if header:
-                lines = lines.skip(1)
-            parts = lines.map(lambda line: tf.strings.split(line, "\t"))
-            parts = parts.filter(lambda p: tf.size(p) >= need)
-            return parts.map(
-                lambda p: {n: tf.strings.strip(p[i]) for n, i in zip(names, indices)}
-            )
-
-        return read
-
-    def _csv_reader(self, columns, names):
-        header = self._header(",")
-        if all(isinstance(c, int) for c in columns):
-            indices = list(columns)
-        else:
-            missing = [c for c in columns if c not in header]
-            if missing:
-                raise ValueError(
-                    f"{self.files[0]} has no column(s) {missing}; its header is {header}."
-                )
-            indices = [header.index(c) for c in columns]
-        order = sorted(set(indices))
-
-        def read(path):
-            ds = tf.data.experimental.CsvDataset(
-                path, [tf.constant("", tf.string)] * len(order), header=True,
-                select_cols=order, compression_type=_compression(path),
-            ).ignore_errors()
-            return ds.map(lambda *cells: {
-                n: tf.strings.strip(cells[order.index(i)]) for n, i in zip(names, indices)
-            })
-
-        return read
-
 
 def _bounded(read, scan):
-    return lambda path: read(path).take(scan)
-
-
-def _compression(path):
-    return "GZIP" if str(path).endswith(".gz") else ""
-
-
-def _text_lines(path):
-    return tf.data.TextLineDataset(path, compression_type=_compression_tensor(path))
-
-
-def _compression_tensor(path):
-    if isinstance(path, str):
-        return _compression(path)
-    return tf.where(tf.strings.regex_full_match(path, r".*\.gz"), "GZIP", "")
-
-
-def _all_non_empty(row, names):
-    ok = tf.constant(True)
-    for name in names:
-        ok = tf.logical_and(ok, tf.strings.length(row[name]) > 0)
-    return ok
-
-
-def _jsonl_reader(columns, names):
-    def parse(line):
-        line = line.numpy().decode("utf-8", "replace")
-        try:
-            obj = json.loads(line)
-        except ValueError:
-            return [b""] * len(names)
-        if not isinstance(obj, dict):
-            return [b""] * len(names)
-        keys = columns
-        if keys is None:
-            keys = ("sentence",) if "sentence" in obj else ("text",)
-        out = []
-        for key in keys:
-            value = obj.get(key, "")
-            out.append(value.strip().encode("utf-8") if isinstance(value, str) else b"")
-        return out
-
-    def read(path):
-        def row(line):
-            cells = tf.py_function(parse, [line], [tf.string] * len(names))
-            return {n: tf.ensure_shape(c, []) for n, c in zip(names, cells)}
-
-        return _text_lines(path).map(row)
-
-    return read
-
-
-def _tfrecord_reader(columns, names):
-    features = {c: tf.io.FixedLenFeature([], tf.string, default_value="") for c in columns}
-
-    def read(path):
-        records = tf.data.TFRecordDataset(path, compression_type=_compression_tensor(path))
-
-        def row(record):
-            parsed = tf.io.parse_single_example(record, features)
-            return {n: tf.strings.strip(parsed[c]) for n, c in zip(names, columns)}
-
-        return records.map(row)
-
-    return read
-
-
-def _parquet_reader(columns, names):
-    try:
-        import pyarrow.parquet as pq
-    except ImportError as e:
-        if is_missing(e, "pyarrow"):
-            raise missing_dependency("pyarrow", "Reading Parquet training files", "parquet") from None
-        raise
-    wanted = [str(c) for c in columns]
-
-    def rows(path):
-        path = path.decode("utf-8") if isinstance(path, bytes) else path
-        if _is_remote(path):  # one file at a time in memory (pyarrow reads local files lazily)
-            import pyarrow as pa
-
-            with tf.io.gfile.GFile(path, "rb") as f:
-                handle = pa.BufferReader(f.read())
-        else:
-            handle = path
-        with pq.ParquetFile(handle) as table:
-            missing = [c for c in wanted if c not in table.schema_arrow.names]
-            if missing:
-                raise ValueError(f"{path} has no column(s) {missing}; it has "
-                                 f"{table.schema_arrow.names}.")
-            for batch in table.iter_batches(batch_size=1024, columns=wanted):
-                cells = [batch.column(c).to_pylist() for c in wanted]
-                for values in zip(*cells):
-                    yield tuple((v or "").strip().encode("utf-8") if isinstance(v, str)
-                                else b"" for v in values)
-
-    def read(path):
-        ds = tf.data.Dataset.from_generator(
-            rows, args=(path,),
-            output_signature=tuple(tf.TensorSpec([], tf.string) for _ in wanted),
-        )
-        return ds.map(lambda *cells: dict(zip(names, cells)))
-
-    return read
+    return lambda path, index: read(path, index).take(scan)
 
 
 class DatasetSource:
@@ -413,12 +345,37 @@ class DatasetSource:
     def __repr__(self):
         return f"DatasetSource({self.name}, size={self.size})"
 
-    def rows(self, names, seed=None, cycle_length=None, shard=None, scan=None):
+    @property
+    def where(self):
+        return self.name
+
+    def rows(self, names, seed=None, cycle_length=None, shard=None, scan=None, counter=None):
         """The dataset's rows `{name: tf.string}` (one pass; endless if the dataset is).
 
         Numeric features (a TFDS class label) are read as their text; `scan`
-        reads at most that many elements.
+        reads at most that many elements. Rows with an empty text or bytes
+        that are not UTF-8 are left out, and counted by `counter`.
         """
+        raw = self._raw_rows(names, scan)
+        if scan is None and not self.infinite:
+            raw = raw.concatenate(end_of_pass(names))
+        return drop_problems(raw, names, counter)
+
+    def parts(self, names):
+        """`[(name, raw rows)]`: the dataset as one part (for checking its first records)."""
+        return [(self.name, self._raw_rows(names))]
+
+    def wanted(self, names):
+        """The features read for `names`, as messages name them."""
+        return self._columns(names) or tuple(names)
+
+    def fields(self):
+        """The features the dataset yields (a set), or None for strings and tuples."""
+        spec = self.dataset.element_spec
+        return set(spec) if isinstance(spec, dict) else None
+
+    def _columns(self, names):
+        """The dict keys or tuple positions read for `names` (None: the strings themselves)."""
         spec = self.dataset.element_spec
         columns = self.columns
         if isinstance(spec, dict):
@@ -434,9 +391,6 @@ class DatasetSource:
             missing = [c for c in columns if c not in spec]
             if missing:
                 raise ValueError(f"{self.name} has no feature(s) {missing}; it has {list(spec)}.")
-
-            def pick(x):
-                return {n: _text(x[c]) for n, c in zip(names, columns)}
         elif isinstance(spec, tuple):
             # The first positions in order (a label after the text is left out when unused).
             columns = columns or tuple(range(min(len(spec), len(names))))
@@ -445,26 +399,34 @@ class DatasetSource:
                     f"{self.name} yields {len(spec)}-tuples; {len(names)} columns are needed "
                     f"({list(names)}): pass `columns=`."
                 )
-
-            def pick(*x):
-                return {n: _text(x[c]) for n, c in zip(names, columns)}
-        else:
-            if getattr(spec, "dtype", None) != tf.string or len(names) != 1:
-                raise ValueError(
-                    f"{self.name} must yield strings (or dicts / tuples of {len(names)} string "
-                    f"columns); it yields {spec}."
-                )
-
-            def pick(x):
-                return {names[0]: tf.strings.strip(x)}
-
+        elif getattr(spec, "dtype", None) != tf.string or len(names) != 1:
+            raise ValueError(
+                f"{self.name} must yield strings (or dicts / tuples of {len(names)} string "
+                f"columns); it yields {spec}."
+            )
         for column in (columns or ()):
             dtype = getattr(spec[column], "dtype", None)
             if dtype is not None and dtype != tf.string and not (dtype.is_integer
                                                                  or dtype.is_floating):
                 raise ValueError(f"{self.name}'s feature {column!r} is {dtype.name}, not a string.")
+        return columns
+
+    def _raw_rows(self, names, scan=None):
+        columns = self._columns(names)
+        tuples = isinstance(self.dataset.element_spec, tuple)
+
+        def pick(*x):
+            element = x if tuples else x[0]
+            if columns is None:
+                row = {names[0]: tf.strings.strip(element)}
+            else:
+                row = {n: _text(element[c]) for n, c in zip(names, columns)}
+            row[PROBLEM] = tf.constant(OK, tf.int32)
+            row[FILE] = tf.constant(0, tf.int32)
+            return row
+
         dataset = self.dataset if scan is None else self.dataset.take(scan)
-        return dataset.map(pick).filter(lambda row: _all_non_empty(row, names))
+        return dataset.map(pick)
 
 
 def _text(value):
@@ -493,7 +455,8 @@ def stream_source(data, columns=None, tfds=False):
 
     Streamed: a `TextFiles` or `DatasetSource`; a glob; a text file larger
     than `IN_MEMORY_LIMIT` or on a remote file system; a file of a
-    streamed-only format (`.jsonl`, `.tfrecord`, `.parquet`); a
+    streamed-only format (`.jsonl`, `.tfrecord`, `.parquet`) or a gzip
+    file (`.gz`); a
     `tf.data.Dataset`; a TFDS name with `tfds=True`. In memory: lists and
     tuples, and small local files (`.txt`, `.tsv`, `.csv`), which keep
     their exact batches.
@@ -525,8 +488,8 @@ def stream_source(data, columns=None, tfds=False):
             fmt = file_format(data)
         except ValueError:
             return None
-        if fmt in ("jsonl", "tfrecord", "parquet"):
-            return TextFiles(data, columns)
+        if fmt in ("jsonl", "tfrecord", "parquet") or data.endswith(".gz"):
+            return TextFiles(data, columns)  # the in-memory readers read plain text only
         if fmt == "txt" and os.path.getsize(data) > IN_MEMORY_LIMIT:
             logger.info("%s is larger than %d MiB: streamed, not read into memory",
                         data, IN_MEMORY_LIMIT // 2**20)

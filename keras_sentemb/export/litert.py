@@ -27,6 +27,7 @@ within `tolerance` is it renamed to `path`.
 
 import os
 import sys
+import tempfile
 import uuid
 from pathlib import Path
 
@@ -34,9 +35,12 @@ import numpy as np
 
 from keras_sentemb.export.litert_check import INPUT_NAMES
 from keras_sentemb.export.litert_check import OUTPUT_NAME
+from keras_sentemb.export.litert_check import SIGNATURE_KEY
 from keras_sentemb.export.litert_check import subgraph_input_names
 from keras_sentemb.export.litert_check import verify_litert
 from keras_sentemb.export.parity import check_tolerance
+from keras_sentemb.io_utils import DISK_FULL_CAUSES
+from keras_sentemb.io_utils import disk_full_cause
 from keras_sentemb.models.kernels import declare_graph
 
 QUANTIZE_MODES = ("float32", "float16", "int8")
@@ -118,8 +122,12 @@ def _serving_function(encoder, length, truncate_dim):
 def convert(encoder, length, quantize="float32", truncate_dim=None):
     """The `.tflite` bytes (no metadata) of `encoder` for `[1, length]` inputs.
 
+    The graph goes through a SavedModel in a temporary folder (removed
+    after), as the converter itself would take it.
+
     Raises:
         NotExportableError: the graph needs ops that are not LiteRT builtins.
+        OSError: the temporary SavedModel could not be written (a full disk).
     """
     import tensorflow as tf
 
@@ -139,22 +147,29 @@ def convert(encoder, length, quantize="float32", truncate_dim=None):
                          input_type_ids=input_type_ids)
         return {OUTPUT_NAME: tf.nest.flatten(outputs)[0]}
 
-    converter = tf.lite.TFLiteConverter.from_concrete_functions(
-        [serve.get_concrete_function()], tf.Module())
-    converter.target_spec.supported_ops = [tf.lite.OpsSet.TFLITE_BUILTINS]
-    if quantize == "float16":
-        converter.optimizations = [tf.lite.Optimize.DEFAULT]
-        converter.target_spec.supported_types = [tf.float16]
-    elif quantize == "int8":  # dynamic range: int8 weights, float activations, input and output
-        converter.optimizations = [tf.lite.Optimize.DEFAULT]
-    try:
-        return converter.convert()
-    except Exception as e:  # ConverterError: ops outside the builtin set
-        missing = sorted(set(_op_names(str(e))))
-        detail = f" (needs {', '.join(missing)})" if missing else ""
-        raise NotExportableError(
-            f"This encoder does not convert to LiteRT builtin ops{detail}; {EXPORTABLE}."
-        ) from None
+    # Converted from a SavedModel written here: the converter would otherwise write one
+    # itself and, when that fails (a full disk), silently convert without the signature.
+    with tempfile.TemporaryDirectory(prefix="sentemb-litert-") as folder:
+        tf.saved_model.save(tf.Module(), folder,
+                            signatures={SIGNATURE_KEY: serve.get_concrete_function()})
+        converter = tf.lite.TFLiteConverter.from_saved_model(folder,
+                                                             signature_keys=[SIGNATURE_KEY])
+        converter.target_spec.supported_ops = [tf.lite.OpsSet.TFLITE_BUILTINS]
+        if quantize == "float16":
+            converter.optimizations = [tf.lite.Optimize.DEFAULT]
+            converter.target_spec.supported_types = [tf.float16]
+        elif quantize == "int8":  # dynamic range: int8 weights, float activations and i/o
+            converter.optimizations = [tf.lite.Optimize.DEFAULT]
+        try:
+            return converter.convert()
+        except Exception as e:  # ConverterError: ops outside the builtin set
+            if disk_full_cause(e) is not None:
+                raise
+            missing = sorted(set(_op_names(str(e))))
+            detail = f" (needs {', '.join(missing)})" if missing else ""
+            raise NotExportableError(
+                f"This encoder does not convert to LiteRT builtin ops{detail}; {EXPORTABLE}."
+            ) from None
 
 
 def _op_names(message):
@@ -164,6 +179,30 @@ def _op_names(message):
 
 
 # --------------------------------------------------------------- export
+def _check_writable(path):
+    """Raise a one-line `ValueError` unless a file can be created next to `path` (a real probe)."""
+    try:
+        handle, probe = tempfile.mkstemp(prefix=f".{path.name}.probe-", dir=path.parent)
+        os.close(handle)
+        os.unlink(probe)
+    except OSError as e:
+        raise ValueError(f"Cannot write {path}: creating a file in {path.parent} failed "
+                         f"({e.strerror or e}).") from None
+
+
+def _converted(encoder, length, quantize, truncate_dim, path):
+    """`convert(...)`; a full disk while converting is an `OSError` naming `path`."""
+    try:
+        return convert(encoder, length, quantize, truncate_dim)
+    except Exception as error:
+        cause = disk_full_cause(error)
+        if cause is None:
+            raise
+        number = next(n for n, text in DISK_FULL_CAUSES.items() if text == cause)
+        raise OSError(number, f"{os.strerror(number)} (converting through a temporary "
+                      f"folder in {tempfile.gettempdir()})", os.fspath(path)) from None
+
+
 def _check_length(encoder, max_length):
     if max_length is None:
         return min(encoder.max_length, MAX_DEFAULT_LENGTH)
@@ -191,7 +230,9 @@ def export_litert(encoder, path, quantize="float32", max_length=None, *, toleran
 
     The file is reloaded in the LiteRT interpreter and compared with
     `encoder.encode(max_length=L)` on probe sentences before it is renamed
-    to `path`; on failure nothing is left behind.
+    to `path`; on failure (a full disk, a file-size limit included) nothing
+    is left behind. A folder that cannot be written is refused before
+    converting.
 
     Args:
         encoder: `SentenceEncoder`, a trainer exposing `.encoder`, or a model
@@ -225,6 +266,9 @@ def export_litert(encoder, path, quantize="float32", max_length=None, *, toleran
         ExportVerificationError: the file does not reproduce `encode`
             within `tolerance` (a `ValueError`).
         FileExistsError: `path` exists and `overwrite` is False.
+        ValueError: no file can be created in `path`'s folder.
+        OSError: the disk is full (or a file-size limit or quota is
+            reached) while converting or writing; `filename` is `path`.
 
     Examples:
 
@@ -256,11 +300,12 @@ def export_litert(encoder, path, quantize="float32", max_length=None, *, toleran
     if path.exists() and not overwrite:
         raise FileExistsError(f"{path} already exists; pass overwrite=True (--overwrite) to "
                               "replace it.")
+    _check_writable(path)
     check_litert_exportable(encoder)
     if encoder.backbone.dtype_policy.compute_dtype != "float32":
         encoder = encoder.precision_twin("float32")  # the file computes in float32
 
-    model = convert(encoder, length, quantize, truncate_dim)
+    model = _converted(encoder, length, quantize, truncate_dim, path)
     problem = mediapipe_tokenizer_problem(encoder)
     dim = encoder.output_dim if truncate_dim is None else truncate_dim
     files = {}

@@ -6,6 +6,7 @@ import numpy as np
 
 from keras_sentemb.data.batching import shuffled_batches
 from keras_sentemb.methods.method import DEV_RETRIEVAL
+from keras_sentemb.methods.method import STREAMED
 from keras_sentemb.methods.method import Method
 from keras_sentemb.methods.options import MethodConfig
 from keras_sentemb.methods.options import option
@@ -81,7 +82,7 @@ class Flow(Method):
     config_class = FlowConfig
     paper_pooling = "mean_last2"
     run_defaults = {"learning_rate": 1e-3, "eval_every": 500, "seed": 42}
-    optional = DEV_RETRIEVAL
+    optional = DEV_RETRIEVAL + STREAMED
     run_docs = {
         "model": "str or `SentenceEncoder` (frozen). Defaults to `\"default\"`. A model that "
                  "already has a post-processing layer has it replaced.",
@@ -158,7 +159,7 @@ def fit_flow(data, model="default", steps=None, batch_size=32, learning_rate=1e-
              strategy=None, callbacks=None, seed=42, verbose="auto", epochs=1, levels=3, depth=3,
              coupling_width=32, coupling="affine", permutation="lu", warmup_ratio=0.1,
              weight_decay=0.01, encode_batch_size=128,
-             dev_retrieval=None, dev_select="auto"):
+             dev_retrieval=None, dev_select="auto", max_skipped=0.01):
     return fit("flow", **locals())
 
 

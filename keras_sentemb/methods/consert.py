@@ -332,7 +332,7 @@ def fit_consert(data, model="default", steps=None, batch_size=96, learning_rate=
                 warmup_ratio=0.1, patience=10, dev_pooling=None, precision="float32",
                 mini_batch_size=None, matryoshka_dims=None, max_grad_norm=1.0,
                 matryoshka_weights=None,
-                dev_retrieval=None, dev_select="auto"):
+                dev_retrieval=None, dev_select="auto", max_skipped=0.01):
     return fit("consert", **locals())
 
 

@@ -197,7 +197,7 @@ def fit_ct(data, model="default", steps=500, batch_size=16, learning_rate=None, 
            dropout=False, optimizer=None, negatives_layout="official", tower_score=None,
            precision="float32", mini_batch_size=None, matryoshka_dims=None, max_grad_norm=None,
            matryoshka_weights=None,
-           dev_retrieval=None, dev_select="auto"):
+           dev_retrieval=None, dev_select="auto", max_skipped=0.01):
     return fit("ct", **locals())
 
 

@@ -4,6 +4,7 @@ import dataclasses
 
 from keras_sentemb import validation
 from keras_sentemb.methods.method import DEV_RETRIEVAL
+from keras_sentemb.methods.method import STREAMED
 from keras_sentemb.methods.method import Method
 from keras_sentemb.methods.options import MethodConfig
 from keras_sentemb.methods.options import option
@@ -63,7 +64,7 @@ class MaskedLanguageModel(Method):
 
     config_class = MaskedLanguageModelConfig
     paper_pooling = "mean"
-    optional = ("max_grad_norm",) + DEV_RETRIEVAL
+    optional = ("max_grad_norm",) + DEV_RETRIEVAL + STREAMED
     run_defaults = {"steps": 500, "batch_size": 128, "learning_rate": 1e-4, "max_length": 64,
                     "dev": None}
     run_docs = {"output": "str or None. Folder to save the encoder (without the head)."}
@@ -92,7 +93,7 @@ def fit_mlm(data, model="default", steps=500, batch_size=128, learning_rate=1e-4
             pooling="auto", dev=None, eval_every=100, output=None, strategy=None, callbacks=None,
             seed=0, verbose="auto", mask_rate=0.15, warmup_ratio=0.1, weight_decay=0.01,
             max_grad_norm=None,
-            dev_retrieval=None, dev_select="auto"):
+            dev_retrieval=None, dev_select="auto", max_skipped=0.01):
     return fit("mlm", **locals())
 
 

@@ -53,6 +53,8 @@ _OPTIONAL = {a.name: a for a in OPTIONAL_ARGUMENTS}
 ALL_OPTIONAL = tuple(_OPTIONAL)
 # The retrieval dev set (`dev_retrieval`, `dev_select`): every built-in method takes it.
 DEV_RETRIEVAL = ("dev_retrieval", "dev_select")
+# The share of a streamed source's rows that may be skipped: every built-in method takes it.
+STREAMED = ("max_skipped",)
 DATA_DOC = "list of str, a text file (one sentence a line), a `tf.data.Dataset` or a TFDS name."
 
 
@@ -96,7 +98,9 @@ class Method:
     - `optional`: tuple of str. The optional run arguments the method
       supports: `precision`, `mini_batch_size`, `max_grad_norm`,
       `matryoshka_dims`, `matryoshka_weights`, `dev_retrieval`, `dev_select`
-      (`DEV_RETRIEVAL`: a retrieval dev set, scored during `run.fit`).
+      (`DEV_RETRIEVAL`: a retrieval dev set, scored during `run.fit`),
+      `max_skipped` (`STREAMED`: the share of a streamed source's rows that
+      may be skipped; a method without it keeps the default).
     - `in_batch`: bool. Its loss takes negatives from the batch (so a batch
       has at least 2 rows).
     - `custom_dev`: tuple of str. `dev` values the method handles itself.

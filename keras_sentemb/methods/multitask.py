@@ -34,6 +34,7 @@ from keras_sentemb.data.stream_batches import streamed
 from keras_sentemb.data.stream_batches import worker_shard
 from keras_sentemb.evaluation.multitask import evaluate_multitask
 from keras_sentemb.methods.method import DEV_RETRIEVAL
+from keras_sentemb.methods.method import STREAMED
 from keras_sentemb.methods.method import Method
 from keras_sentemb.methods.options import MethodConfig
 from keras_sentemb.methods.options import option
@@ -245,7 +246,8 @@ class Multitask(Method):
     paper_pooling = "cls"
     in_batch = True
     custom_dev = (MULTITASK_DEV,)
-    optional = ("max_grad_norm", "matryoshka_dims", "matryoshka_weights") + DEV_RETRIEVAL
+    optional = (("max_grad_norm", "matryoshka_dims", "matryoshka_weights") + DEV_RETRIEVAL
+                + STREAMED)
     run_defaults = {"steps": 300, "batch_size": 16, "learning_rate": 2e-5, "max_length": 128,
                     "dev": MULTITASK_DEV}
     run_docs = {
@@ -419,7 +421,7 @@ def fit_multitask(data, model="default", steps=300, batch_size=16, learning_rate
                   hidden_dim=None, dropout=0.1, quora_dev_fraction=0.1, dev_limit=None,
                   evaluate_stsb_test=False, head_style="residual", matryoshka_dims=None,
                   max_grad_norm=None, matryoshka_weights=None,
-                  dev_retrieval=None, dev_select="auto"):
+                  dev_retrieval=None, dev_select="auto", max_skipped=0.01):
     return fit("multitask", **locals())
 
 

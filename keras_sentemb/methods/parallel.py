@@ -7,6 +7,7 @@ import typing
 
 from keras_sentemb.data.parallel import load_parallel_pairs
 from keras_sentemb.data.parallel import split_pairs
+from keras_sentemb.data.labeled_streams import check_rows
 from keras_sentemb.data.stream_batches import Mixture
 from keras_sentemb.data.stream_batches import as_stream
 from keras_sentemb.data.stream_batches import head_rows
@@ -273,6 +274,7 @@ class Parallel(Method):
         stream = as_stream(data) if isinstance(data, (str, os.PathLike, TextFiles, Mixture, dict)) \
             else None
         if stream is not None:
+            check_rows(stream, PAIR_COLUMNS)  # names a missing column, an unreadable file
             all_pairs = head_rows(stream, PAIR_COLUMNS, STREAM_SAMPLE)
         else:
             all_pairs = load_parallel_pairs(data)
@@ -442,7 +444,7 @@ def fit_parallel(data, model="default", steps=1000, batch_size=64, learning_rate
                  track_every=0, plot=None, extend_vocabulary=10000, vocabulary_min_count=2,
                  vocabulary_init="aligned", precision="float32", mini_batch_size=None,
                  matryoshka_dims=None, max_grad_norm=None, matryoshka_weights=None,
-                 dev_retrieval=None, dev_select="auto"):
+                 dev_retrieval=None, dev_select="auto", max_skipped=0.01):
     return fit("parallel", **locals())
 
 

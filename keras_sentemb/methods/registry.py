@@ -13,7 +13,10 @@ my_method = "my_package.my_method"
 ```
 
 Looking a name up imports only that method's module; `list_methods()` names
-every method without importing TensorFlow.
+every method without importing TensorFlow. A plugin that fails to import is
+a one-line `PluginError` naming its entry point, its distribution and the
+error when it is asked for (`keras-sentemb train NAME`), and is listed as
+such by `list_methods(verbose=True)`; the other methods work as before.
 """
 
 import importlib
@@ -45,6 +48,20 @@ _REGISTERED = {}
 
 class UnknownMethodError(ValueError):
     """No method is registered under the name asked for."""
+
+
+class PluginError(ImportError):
+    """An installed plugin's entry point failed to load; the message names it (one line).
+
+    Args:
+        method: str. The method's name (the entry point's).
+        detail: str. The entry point, its distribution and what went wrong
+            (kept as `detail`).
+    """
+
+    def __init__(self, method, detail):
+        super().__init__(f"the training method {method!r} cannot be loaded: {detail}")
+        self.detail = detail
 
 
 def register_method(name):
@@ -102,21 +119,90 @@ def _entry_points():
         return {}
 
 
-def list_methods():
+def _distribution(entry):
+    """`"NAME VERSION"` of the distribution that installed an entry point, or None."""
+    dist = getattr(entry, "dist", None)
+    if dist is None:
+        return None
+    try:
+        return f"{dist.metadata['Name']} {dist.version}"
+    except Exception:  # a broken METADATA file must not hide the entry point's own error
+        return getattr(dist, "name", None)
+
+
+def describe_entry_point(entry):
+    """`"entry point NAME = VALUE (distribution D V)"`: where a plugin method comes from."""
+    dist = _distribution(entry)
+    where = f" (distribution {dist})" if dist else ""
+    return f"entry point {entry.name} = {entry.value}{where}"
+
+
+def load_plugin(entry):
+    """Load an installed plugin's entry point (a module or class that registers a method).
+
+    Raises:
+        PluginError: it failed to import or to register; the one-line message
+            names the entry point, its distribution and the error.
+    """
+    try:
+        entry.load()
+    except Exception as error:  # whatever a third-party import raises
+        summary = f"{type(error).__name__}: {error}".splitlines()[0]
+        raise _plugin_error(entry, f"failed ({summary})") from error
+    if entry.name not in _REGISTERED:
+        raise _plugin_error(entry, "registers no method of that name")
+
+
+def _plugin_error(entry, what):
+    return PluginError(entry.name, f"{describe_entry_point(entry)} {what}")
+
+
+def _method_line(name, entries):
+    """How `list_methods(verbose=True)` describes one method."""
+    if name in BUILTIN_METHODS:
+        return f"built-in ({BUILTIN_METHODS[name]})"
+    if name in _REGISTERED:
+        origin = f"registered ({_qualname(_REGISTERED[name])})"
+        return origin if name not in entries else f"plugin, {describe_entry_point(entries[name])}"
+    try:
+        load_plugin(entries[name])
+    except PluginError as error:
+        return f"plugin that fails to load: {error.detail}"
+    return f"plugin, {describe_entry_point(entries[name])}"
+
+
+def list_methods(verbose=False):
     """The names of every training method: built-in, registered, and installed plugins.
 
+    Listing reads the installed entry points without importing them (nor
+    TensorFlow); a plugin that fails to load is still listed, and never hides
+    the others. `verbose=True` imports each plugin and says where every
+    method comes from, a plugin that fails to load with its entry point, its
+    distribution and the error.
+
+    Args:
+        verbose: bool. Describe each method instead of naming it. Defaults
+            to `False`.
+
     Returns:
-        a sorted list of str; built-in methods first, in their usual order.
+        list of str (built-in methods first, in their usual order, then the
+        others sorted), or with `verbose` a dict name -> one-line description.
 
     Examples:
 
     ```python
     keras_sentemb.list_methods()
     # ['ct', 'simcse', 'consert', 'sg', 'parallel', 'multitask', 'sts', 'mlm', 'whitening', 'flow']
+    keras_sentemb.list_methods(verbose=True)["simcse"]
+    # 'built-in (keras_sentemb.methods.simcse)'
     ```
     """
-    others = (set(_REGISTERED) | set(_entry_points())) - set(BUILTIN_METHODS)
-    return list(BUILTIN_METHODS) + sorted(others)
+    entries = _entry_points()
+    others = (set(_REGISTERED) | set(entries)) - set(BUILTIN_METHODS)
+    names = list(BUILTIN_METHODS) + sorted(others)
+    if not verbose:
+        return names
+    return {name: _method_line(name, entries) for name in names}
 
 
 def get_method(name):
@@ -127,6 +213,8 @@ def get_method(name):
 
     Raises:
         UnknownMethodError: no such method; the message lists the known ones.
+        PluginError: the installed plugin of that name fails to load (one
+            line naming its entry point, distribution and error).
     """
     from keras_sentemb.methods.method import Method
 
@@ -139,7 +227,7 @@ def get_method(name):
     else:
         entry = _entry_points().get(name)
         if entry is not None:
-            entry.load()  # a module that registers the method, or the class itself
+            load_plugin(entry)  # a module that registers the method, or the class itself
     if name not in _REGISTERED:
         raise UnknownMethodError(f"unknown training method {name!r}; known methods: "
                                  f"{', '.join(list_methods())}")

@@ -9,6 +9,7 @@ from keras_sentemb.data.stream_batches import as_stream
 from keras_sentemb.data.nli import load_positive_pairs
 from keras_sentemb.losses.self_guided import SG_LOSSES
 from keras_sentemb.methods.method import DEV_RETRIEVAL
+from keras_sentemb.methods.method import STREAMED
 from keras_sentemb.methods.method import Method
 from keras_sentemb.methods.options import MethodConfig
 from keras_sentemb.methods.options import option
@@ -111,7 +112,7 @@ class SelfGuided(Method):
     config_class = SelfGuidedConfig
     paper_pooling = "cls"
     in_batch = True
-    optional = ("max_grad_norm",) + DEV_RETRIEVAL
+    optional = ("max_grad_norm",) + DEV_RETRIEVAL + STREAMED
     run_defaults = {"batch_size": 16, "learning_rate": 5e-5, "eval_every": 50, "seed": 1,
                     "max_grad_norm": 1.0}
     run_docs = {"max_grad_norm": "float or None. Global gradient-norm clip (as in the authors' "
@@ -167,7 +168,7 @@ def fit_self_guided(data, model="default", steps=None, batch_size=16, learning_r
                     max_layer=None, projection_dim=4096, projection=True, reg_weight=0.1,
                     freeze_embeddings=True, warmup_ratio=0.1, weight_decay=0.0, patience=10,
                     mode="unsup", max_grad_norm=1.0,
-                    dev_retrieval=None, dev_select="auto"):
+                    dev_retrieval=None, dev_select="auto", max_skipped=0.01):
     return fit("sg", **locals())
 
 

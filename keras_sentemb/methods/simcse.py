@@ -158,7 +158,7 @@ def fit_simcse(data, model="default", steps=None, batch_size=64, learning_rate=3
                temperature=0.05, mlp="auto", hard_negative_weight=0.0, negative_weight=1.0,
                negative_margin=0.0, precision="float32", mini_batch_size=None,
                matryoshka_dims=None, max_grad_norm=1.0, matryoshka_weights=None,
-               dev_retrieval=None, dev_select="auto"):
+               dev_retrieval=None, dev_select="auto", max_skipped=0.01):
     return fit("simcse", **locals())
 
 

@@ -14,6 +14,7 @@ from keras_sentemb.evaluation.readers import load_stsb_pairs
 from keras_sentemb.evaluation.sts_spread import pair_cosines
 from keras_sentemb.evaluation.sts_spread import score_buckets
 from keras_sentemb.methods.method import DEV_RETRIEVAL
+from keras_sentemb.methods.method import STREAMED
 from keras_sentemb.methods.method import Method
 from keras_sentemb.methods.options import MethodConfig
 from keras_sentemb.methods.options import option
@@ -179,7 +180,7 @@ class STSRegression(Method):
 
     config_class = STSRegressionConfig
     paper_pooling = "mean"
-    optional = ("max_grad_norm",) + DEV_RETRIEVAL
+    optional = ("max_grad_norm",) + DEV_RETRIEVAL + STREAMED
     run_defaults = {"batch_size": 16, "learning_rate": 2e-5, "max_length": 75}
     run_docs = {
         "pooling": "str. `\"auto\"` (the model's own, else mean) or a pooling name; M is "
@@ -321,7 +322,7 @@ def fit_sts_regression(data, model="default", steps=None, batch_size=16, learnin
                        strategy=None, callbacks=None, seed=0, verbose="auto",
                        labels="model_specific", epochs=4, num_buckets=20, warmup_ratio=0.1,
                        weight_decay=0.01, max_grad_norm=None,
-                       dev_retrieval=None, dev_select="auto"):
+                       dev_retrieval=None, dev_select="auto", max_skipped=0.01):
     return fit("sts", **locals())
 
 

@@ -7,6 +7,7 @@ import typing
 
 from keras_sentemb import validation
 from keras_sentemb.methods.method import DEV_RETRIEVAL
+from keras_sentemb.methods.method import STREAMED
 from keras_sentemb.methods.method import Method
 from keras_sentemb.methods.options import MethodConfig
 from keras_sentemb.methods.options import option
@@ -94,7 +95,7 @@ class Whitening(Method):
     config_class = WhiteningConfig
     paper_pooling = "first_last"
     run_defaults = {"batch_size": 128, "eval_every": 1, "seed": None}
-    optional = DEV_RETRIEVAL
+    optional = DEV_RETRIEVAL + STREAMED
     run_docs = {
         "model": (
             'str or `SentenceEncoder`. Defaults to `"default"`. A model that '
@@ -203,7 +204,7 @@ def _select_on_dev(run, plan, encoder, candidates, extras):
 def fit_whitening(data, model="default", steps=None, batch_size=128, learning_rate=None,
                   max_length=None, pooling="auto", dev="stsb", eval_every=1, output=None,
                   strategy=None, callbacks=None, seed=None, verbose="auto", dim=None,
-                  dev_retrieval=None, dev_select="auto"):
+                  dev_retrieval=None, dev_select="auto", max_skipped=0.01):
     return fit("whitening", **locals())
 
 

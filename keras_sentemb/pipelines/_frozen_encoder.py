@@ -6,6 +6,11 @@ import os
 import numpy as np
 
 from keras_sentemb.data.corpus import load_corpus
+from keras_sentemb.data.read_errors import reading
+from keras_sentemb.data.row_accounting import RowCounter
+from keras_sentemb.data.row_accounting import check_counts
+from keras_sentemb.data.stream_checks import check_source
+from keras_sentemb.data.stream_checks import check_usable
 from keras_sentemb.data.stream_batches import Mixture
 from keras_sentemb.data.stream_batches import as_stream
 from keras_sentemb.pipelines.callbacks import pair_sentences
@@ -103,15 +108,19 @@ class FittingData:
         moments = VectorMoments()
         if self.stream is None:
             return moments.update(self.vectors(run, plan, encoder, batch_size, verbose))
-        rows = self.stream.rows(("sentence",))
+        columns = ("sentence",)
+        counter = RowCounter(self.stream, columns)
+        rows = self.stream.rows(columns, counter=counter)
         if self.limit is not None:
             rows = rows.take(self.limit)
-        for batch in rows.batch(batch_size).as_numpy_iterator():
-            sentences = [s.decode("utf-8") for s in batch["sentence"]]
-            moments.update(frozen_vectors(plan, encoder, sentences, batch_size, verbose=0,
-                                          max_length=plan.max_length))
-        if moments.count == 0:
-            raise ValueError(f"{self.stream!r} holds no sentence.")
+        with reading(self.stream.where):
+            for batch in rows.batch(batch_size).as_numpy_iterator():
+                sentences = [s.decode("utf-8") for s in batch["sentence"]]
+                moments.update(frozen_vectors(plan, encoder, sentences, batch_size, verbose=0,
+                                              max_length=plan.max_length))
+        counts = counter.counts()
+        check_usable(self.stream, columns, counts)
+        check_counts(self.stream, columns, counts, run.config.max_skipped)
         logger.info("%s: fitted on %d streamed sentences", run.method, moments.count)
         self.count = moments.count
         return moments
@@ -126,8 +135,10 @@ class FittingData:
         seed = run.seed or 0
         rows = self.stream.rows(("sentence",), seed=seed).shuffle(
             self.stream.options.shuffle_buffer, seed=seed).take(size)
-        sentences = [r["sentence"].decode("utf-8") for r in rows.as_numpy_iterator()]
+        with reading(self.stream.where):
+            sentences = [r["sentence"].decode("utf-8") for r in rows.as_numpy_iterator()]
         if not sentences:
+            check_source(self.stream, ("sentence",), 1)
             raise ValueError(f"{self.stream!r} holds no sentence.")
         return frozen_vectors(plan, encoder, sentences, batch_size, verbose=0,
                               max_length=plan.max_length)

@@ -383,6 +383,27 @@ class StopAtStep(keras.callbacks.Callback):
             self.model.stop_training = True
 
 
+class SkippedRowsCheck(keras.callbacks.Callback):
+    """Stops training with one line once a streamed source skips more than its share of rows.
+
+    Every epoch (`eval_every` steps) it reads the run's row counters (see
+    `keras_sentemb.data.row_accounting`) and raises the `DataError` of
+    `Accounting.check` for a source that has read `MIN_ROWS_TO_JUDGE` rows
+    and skipped more than `max_skipped` of them; the run's end checks every
+    source whatever it read. It runs before the dev evaluation and backups
+    of that epoch.
+
+    Args:
+        accounting: `Accounting`. The counters of the run's streams.
+    """
+    def __init__(self, accounting):
+        super().__init__()
+        self.accounting = accounting
+
+    def on_epoch_end(self, epoch, logs=None):
+        self.accounting.check(final=False)
+
+
 class NonFiniteGuard(keras.callbacks.Callback):
     """Stops training at the first step whose loss or gradients were not finite.
 

@@ -17,6 +17,7 @@ import os
 import tensorflow as tf
 
 from keras_sentemb import validation
+from keras_sentemb.data.row_accounting import DEFAULT_MAX_SKIPPED
 from keras_sentemb.evaluation.readers import load_stsb_pairs
 from keras_sentemb.io_utils import check_new_folder
 from keras_sentemb.models.native_bfloat16 import effective_precision
@@ -103,7 +104,8 @@ class RunConfig:
     `dev_retrieval` is the retrieval dev folder as given and
     `dev_retrieval_data` the `BeirData` read from it; `dev_select` is
     `"dev"` or `"retrieval"` (`"auto"` resolved): which dev score chooses
-    the kept checkpoint.
+    the kept checkpoint. `max_skipped` is the share of a streamed source's
+    rows that may be skipped (see `keras_sentemb.data.row_accounting`).
     """
     model: object
     steps: int | None
@@ -127,6 +129,7 @@ class RunConfig:
     dev_retrieval: object = None
     dev_retrieval_data: object = None
     dev_select: str = "dev"
+    max_skipped: float = DEFAULT_MAX_SKIPPED
 
     @classmethod
     def from_arguments(cls, method, arguments, custom_dev=(), in_batch=False):
@@ -206,6 +209,8 @@ class RunConfig:
             dev_retrieval=arguments.get("dev_retrieval"),
             dev_retrieval_data=dev_retrieval_data,
             dev_select=dev_select,
+            max_skipped=validation.fraction(arguments.get("max_skipped", DEFAULT_MAX_SKIPPED),
+                                            "max_skipped", closed_top=True),
         )
 
 

@@ -19,6 +19,9 @@ the same way for every method:
   `keras.callbacks.BackupAndRestore` sees the same data order;
 - trains exactly `steps` optimizer steps with Keras `fit` (epochs of
   `eval_every` steps, the granularity of `BackupAndRestore`);
+- counts a streamed source's rows read and skipped, and stops with one line
+  when it skipped more than `max_skipped` of them or cannot be read
+  (`keras_sentemb.data.row_accounting`), before anything is saved;
 - stops at a non-finite step with the last finite weights;
 - sets the kept encoder's pooling once, attaches a `TrainingReport` and
   saves it to `output`.
@@ -34,6 +37,7 @@ import logging
 import math
 import os
 import time
+import warnings
 
 import keras
 
@@ -43,6 +47,9 @@ from keras_sentemb.data.batching import shuffled_batches
 from keras_sentemb.data.batching import tokenize_columns
 from keras_sentemb.data.batching import without_autotuner
 from keras_sentemb.data.corpus import load_corpus
+from keras_sentemb.data.read_errors import DataError
+from keras_sentemb.data.read_errors import reading
+from keras_sentemb.data.row_accounting import accounting
 from keras_sentemb.data.stream_batches import as_stream
 from keras_sentemb.data.stream_batches import stream_batches
 from keras_sentemb.data.stream_batches import worker_shard
@@ -54,6 +61,7 @@ from keras_sentemb.pipelines.callbacks import BeirDevEvaluation
 from keras_sentemb.pipelines.callbacks import LossHistory
 from keras_sentemb.pipelines.callbacks import NonFiniteGuard
 from keras_sentemb.pipelines.callbacks import STSDevEvaluation
+from keras_sentemb.pipelines.callbacks import SkippedRowsCheck
 from keras_sentemb.pipelines.callbacks import StopAtStep
 from keras_sentemb.version import library_versions
 
@@ -471,13 +479,16 @@ class FitScaffold:
         cbs.append(StopAtStep(steps))
         cbs.extend(callbacks)
         cbs.extend(run_callbacks)
-        trainer.fit(
-            without_autotuner(make_dataset(start_step)), epochs=epochs, steps_per_epoch=steps_per_epoch,
-            callbacks=cbs, verbose=self.config.verbose, shuffle=False,  # shuffled in tf.data
-        )
+        with accounting(self.config.max_skipped) as rows:
+            dataset = without_autotuner(make_dataset(start_step))
+        cbs.insert(0, SkippedRowsCheck(rows))
+        self._train(trainer, dataset, rows, epochs=epochs, steps_per_epoch=steps_per_epoch,
+                    callbacks=cbs)
         done = int(trainer.optimizer.iterations.numpy())
         stage_report = {"stage": stage, "steps": steps, "steps_trained": done,
                         "loss_history": losses.history}
+        if rows.counters:
+            stage_report["rows"] = rows.report(done, self.config.batch_size)
         if guard.stopped_at is not None:
             stage_report["stopped"] = f"non-finite loss at step {guard.stopped_at}"
         elif done < steps:
@@ -489,6 +500,33 @@ class FitScaffold:
                 stage_report["selection"]["also_scored"] = dev_callbacks[0].summary()
         self._stages.append(stage_report)
         return selection
+
+    def _train(self, trainer, dataset, rows, **fit_arguments):
+        """`trainer.fit(dataset, ...)`, then the streams' row counts checked.
+
+        An error reading a streamed source is one line naming it (see
+        `keras_sentemb.data.read_errors`); a source that skipped more than
+        `max_skipped` of its rows, or data that ran out before the last
+        step, is a `DataError` raised here, before anything is saved.
+        """
+        where = rows.where()
+        guard = reading(where) if rows.counters else contextlib.nullcontext()
+        with guard, warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("default")
+            trainer.fit(dataset, verbose=self.config.verbose, shuffle=False,  # shuffled in tf.data
+                        **fit_arguments)
+        ran_out = False
+        for warning in caught:
+            if "ran out of data" in str(warning.message):
+                ran_out = True
+            else:
+                warnings.warn_explicit(warning.message, warning.category, warning.filename,
+                                       warning.lineno)
+        rows.check(final=True)
+        if ran_out:
+            done = int(trainer.optimizer.iterations.numpy())
+            raise DataError(f"The training data ({where}) ran out after {done} step(s); give "
+                            "more data or fewer --steps.")
 
     def record_selection(self, summary, stage=None):
         """Record a dev selection made without `fit` (among fitted candidates).
@@ -518,6 +556,9 @@ class FitScaffold:
         report.selection = last.get("selection")
         report.loss_history = last.get("loss_history", [])
         report.stopped = next((s["stopped"] for s in self._stages if s.get("stopped")), None)
+        for stage in self._stages:
+            if stage.get("rows"):
+                report.data.setdefault("rows", {}).update(stage["rows"])
         if len(self._stages) > 1:
             report.extras["stages"] = self._stages
         report.extras.update(_jsonable(extras or {}))

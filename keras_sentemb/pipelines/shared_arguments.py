@@ -37,6 +37,9 @@ class SharedArgument:
     choices: tuple = None
 
 
+# The share of a streamed source's rows that may be skipped (`max_skipped`).
+MAX_SKIPPED = 0.01
+
 SHARED_ARGUMENTS = (
     SharedArgument("model", "default", "str or `SentenceEncoder`. `\"default\"` (the bundled "
                    "all-MiniLM-L6-v2), a keras-hub preset name, a Hugging Face / "
@@ -100,6 +103,13 @@ OPTIONAL_ARGUMENTS = (
                    "score, as without `dev_retrieval`) or `\"auto\"` (`\"retrieval\"` when "
                    "`dev_retrieval` is given, else `\"dev\"`). The other dev set is scored and "
                    "logged only.", str, choices=("auto", "dev", "retrieval")),
+    SharedArgument("max_skipped", MAX_SKIPPED, "float. The largest share of a streamed source's rows "
+                   "that may be skipped (a missing column, a broken record, bytes that are not "
+                   "UTF-8, a label that does not parse) before training stops with one line "
+                   "naming the source, the rows read and skipped, and why; checked every "
+                   "`eval_every` steps once 1,000 rows are read, and when training ends, before "
+                   "anything is saved. 0 allows none, 1 any. Data read into memory is not "
+                   "counted.", float),
 )
 SHARED_NAMES = tuple(a.name for a in SHARED_ARGUMENTS)
 OPTIONAL_NAMES = tuple(a.name for a in OPTIONAL_ARGUMENTS)

@@ -43,7 +43,8 @@ def test_triplets_become_two_labelled_pairs_and_the_kind_is_told(tmp_path):
     assert rows == [("p1", "e1", "0"), ("p1", "c1", "2"), ("p2", "e2", "0"), ("p2", "c2", "2")]
     with pytest.raises(ValueError, match="both NLI triplets and labelled pairs"):
         ls.supervised_kind(sb.Mixture({"a": triplets, "b": pairs}))
-    with pytest.raises(ValueError, match=r"first 100 records holds the columns"):
+    with pytest.raises(ValueError, match=r"pairs.tsv: none of the 2 row\(s\) read holds the "
+                       r"columns \[0, 1, 2\]: 2 have a label that does not parse"):
         ls.check_rows(pairs, ("s1", "s2"), {"label": ls.score_labels(2.0, 5.0)})
 
 

@@ -318,3 +318,18 @@ def test_default_model_scores_sts_b_test_through_mediapipe_like_encode(
         if mode == "float32":
             assert _cosines(got, reference)[ascii_rows].min() >= 0.9999
         assert abs(spearman(got) - expected) <= bound, (mode, spearman(got), expected)
+
+
+def test_a_full_disk_while_converting_names_the_file_and_leaves_nothing(tmp_path, monkeypatch):
+    import errno
+
+    def full(*args, **kwargs):
+        raise RuntimeError("RESOURCE_EXHAUSTED: /tmp/x/saved_model.pb; No space left on device")
+
+    monkeypatch.setattr(litert, "convert", full)
+    with pytest.raises(OSError) as info:
+        litert.export_litert(make_tiny_encoder(), tmp_path / "m.tflite")
+    assert info.value.errno == errno.ENOSPC and info.value.filename == str(tmp_path / "m.tflite")
+    assert not list(tmp_path.iterdir())
+    with pytest.raises(ValueError, match=r"Cannot write /proc/m.tflite: creating a file in /proc"):
+        litert.export_litert(make_tiny_encoder(), "/proc/m.tflite")

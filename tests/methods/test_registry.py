@@ -208,3 +208,38 @@ def test_an_installed_plugin_is_found_through_its_entry_point(tmp_path):
                          timeout=300)
     assert out.returncode == 0, out.stderr[-3000:]
     assert out.stdout.splitlines()[-2:] == ["shift_plugin False", "('trained', 2.0, 3)"]
+
+
+def _installed_plugin(folder, name, module_source):
+    """A distribution `NAME-plugin 0.1` in `folder` whose entry point `NAME` is module `NAME_mod`."""
+    (folder / f"{name}_mod.py").write_text(module_source, encoding="utf-8")
+    info = folder / f"{name}_plugin-0.1.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {name}-plugin\nVersion: 0.1\n",
+                                   encoding="utf-8")
+    (info / "entry_points.txt").write_text(
+        f"[keras_sentemb.methods]\n{name} = {name}_mod\n", encoding="utf-8")
+
+
+def test_a_plugin_that_fails_to_load_names_itself_and_hides_nothing(tmp_path, monkeypatch):
+    from keras_sentemb.methods import PluginError
+
+    _installed_plugin(tmp_path, "broken", 'raise ImportError("failed on purpose")\n')
+    _installed_plugin(tmp_path, "silent", "VALUE = 1  # registers nothing\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    assert list_methods()[:10] == list(BUILTIN_METHODS)
+    assert {"broken", "silent"} <= set(list_methods())
+    with pytest.raises(PluginError) as info:
+        get_method("broken")
+    assert str(info.value) == (
+        "the training method 'broken' cannot be loaded: entry point broken = broken_mod "
+        "(distribution broken-plugin 0.1) failed (ImportError: failed on purpose)")
+    with pytest.raises(PluginError, match="entry point silent = silent_mod .distribution "
+                       "silent-plugin 0.1. registers no method of that name"):
+        get_method("silent")
+    described = list_methods(verbose=True)
+    assert described["simcse"] == "built-in (keras_sentemb.methods.simcse)"
+    assert described["broken"] == (
+        "plugin that fails to load: entry point broken = broken_mod (distribution broken-plugin "
+        "0.1) failed (ImportError: failed on purpose)")
+    assert list(described)[:10] == list(BUILTIN_METHODS)

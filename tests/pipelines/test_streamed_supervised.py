@@ -91,7 +91,12 @@ def test_sts_regression_streams_scored_pairs_and_finds_the_same_m(scored_pairs, 
     rows = scored_pairs + [("an", "unscored row", "n/a"), ("a", "score out of range", 7.5)]
     glob = write_jsonl(tmp_path, "sts", rows, ("sentence1", "sentence2", "score"))
     forbid(monkeypatch, sts, "resolve_train_pairs", "model_specific_lower_bound")
-    streamed = keras_sentemb.fit_sts_regression(glob, model=still_encoder(), **common)
+    with pytest.raises(ValueError, match=r"2 of 22 rows read were skipped \(9.09 %.*2 have a "
+                       r"label that does not parse"):
+        keras_sentemb.fit_sts_regression(glob, model=still_encoder(), **common)
+    # The two bad rows are 9 % of the rows: allowed when the share allows them.
+    streamed = keras_sentemb.fit_sts_regression(glob, model=still_encoder(), max_skipped=0.1,
+                                                **common)
     report = streamed.training_report
     assert report.extras["label_lower_bound_pairs_read"] == ROWS  # the bad rows skipped
     assert report.extras["label_lower_bound"] == pytest.approx(

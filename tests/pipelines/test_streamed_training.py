@@ -52,7 +52,9 @@ def test_simcse_sup_streams_triplets_and_paraphrase_needs_its_columns(tmp_path):
     encoder = keras_sentemb.fit_simcse(str(path), mode="sup", model=make_tiny_encoder(), steps=2,
                                        batch_size=4, dev=None, verbose=0)
     assert encoder.training_report.steps_trained == 2
-    with pytest.raises(ValueError, match=r"first 100 records holds the columns \['sentence1'"):
+    with pytest.raises(ValueError, match=r"nli.jsonl: none of the 20 row\(s\) read holds the "
+                       r"columns \['sentence1', 'sentence2', 'label'\]: 20 lack the fields "
+                       r"'sentence1', 'sentence2', 'label' \(its records have the fields"):
         keras_sentemb.fit_simcse(str(path), mode="paraphrase", model=make_tiny_encoder(),
                                  steps=2, dev=None, verbose=0)
 
