@@ -21,6 +21,7 @@ from keras_sentemb.models.cpu_threads import check_max_batch_tokens
 from keras_sentemb.models.cpu_threads import run_batches
 from keras_sentemb.models.kernels import compiles_per_shape
 from keras_sentemb.models.kernels import declare_graph
+from keras_sentemb.models.int8_encoder import int8_target
 from keras_sentemb.models.int8_encoder import prepare_int8
 from keras_sentemb.models.precision import INFERENCE_POLICIES
 from keras_sentemb.models.precision import check_precision
@@ -291,7 +292,8 @@ class EncodingEngine:
             )
             return truncate_embeddings(full, truncate_dim, self.normalize or bool(normalize))
         precision = resolve_encode_precision(precision)
-        target = prepare_int8(self) if precision == "int8" else (
+        int8 = precision == "int8"
+        target = int8_target(self) if int8 else (
             self if precision == "float32" else self.precision_twin(precision))
         if target is not self:  # the copy that computes in `precision`
             return target.encode(
@@ -313,11 +315,15 @@ class EncodingEngine:
         out = np.zeros((n, dim), dtype=np.float32)
         if n == 0:
             return out[0] if single else out
-        fn = self._encode_fn(pooling, bool(normalize), postprocess, int8=precision == "int8")
+        def make_fn():  # int8: the weights calibrated first, while the sentences tokenize
+            if int8:
+                prepare_int8(self)
+            return self._encode_fn(pooling, bool(normalize), postprocess, int8=int8)
+
         if show_progress is None:
             show_progress = n >= 5000
         progbar = keras.utils.Progbar(n, unit_name="sentence") if show_progress else None
-        tokens, buckets = self._tokenize_while_warming_up(sentences, fn)
+        tokens, buckets, fn = self._tokenize_while_warming_up(sentences, make_fn)
         batches = self._pack(tokens, batch_size, max_length, max_batch_tokens, buckets)
         for idx, vectors in run_batches(fn, batches, parallel_batches):
             out[idx] = vectors
@@ -365,24 +371,31 @@ class EncodingEngine:
     # `encoder.encode_to_files(...)` runs `sharded_encoding.encode_to_files(encoder, ...)`.
     encode_to_files = sharded_encoding.encode_to_files
 
-    def _tokenize_while_warming_up(self, sentences, fn):
-        """`_tokenize_to_numpy(sentences)` and the widths to pad to for `fn`.
+    def _tokenize_while_warming_up(self, sentences, make_fn):
+        """`(tokens, widths, fn)`: `_tokenize_to_numpy(sentences)`, the forward pass `make_fn()`
+        returns, and the widths to pad its batches to.
 
-        The first time, another thread traces `fn` and runs it once on one
-        empty sentence meanwhile (TensorFlow optimizes a graph at its first
-        call): the start-up work of tokenizing and of building the forward
-        pass overlap. The widths: `EXACT_BUCKETS` for a graph that compiles
-        nothing per shape, else `ENCODE_BUCKETS`.
+        `make_fn` runs on another thread while the main one tokenizes (for int8
+        it may calibrate the int8 weights first), and so, the first time a
+        forward pass is met, does its tracing and one run on an empty sentence
+        (TensorFlow optimizes a graph at its first call): the start-up work of
+        tokenizing and of building the forward pass overlap. The widths:
+        `EXACT_BUCKETS` for a graph that compiles nothing per shape, else
+        `ENCODE_BUCKETS`. An error on either thread reaches the caller, and
+        nothing is cached after it.
         """
-        known = self._warm_encode_fns.get(id(fn))
-        if known is not None:
-            return self._tokenize_to_numpy(sentences), known[1]
         with ThreadPoolExecutor(1, thread_name_prefix="encode-warm-up") as pool:
-            warm_up = pool.submit(self._warm_up, fn)
+            ready = pool.submit(self._ready, make_fn)
             tokens = self._tokenize_to_numpy(sentences)
-            buckets = warm_up.result()
+            fn, buckets = ready.result()
         self._warm_encode_fns[id(fn)] = (fn, buckets)  # holding `fn` keeps its id unique
-        return tokens, buckets
+        return tokens, buckets, fn
+
+    def _ready(self, make_fn):
+        """`(fn, widths)`: `make_fn()`, traced and run once the first time it is met."""
+        fn = make_fn()
+        known = self._warm_encode_fns.get(id(fn))
+        return fn, known[1] if known is not None else self._warm_up(fn)
 
     def _warm_up(self, fn):
         spec = tf.TensorSpec([None, None], tf.int32)

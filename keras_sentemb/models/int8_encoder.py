@@ -78,10 +78,7 @@ def prepare_int8(encoder):
     (kept with it). See the module docstring.
     """
     sentences = encoder.int8_calibration or bundled_calibration_sentences()
-    if encoder.backbone.dtype_policy.name != "float32":
-        target = _float32_copy(encoder)
-    else:
-        target = encoder
+    target = int8_target(encoder)
     key = (weights_fingerprint(target), hash(tuple(sentences)))
     if target.__dict__.get(KEY_ATTRIBUTE) == key:
         return target
@@ -103,8 +100,13 @@ def prepare_int8(encoder):
     return target
 
 
-def _float32_copy(encoder):
-    """A float32 copy of `encoder` with its current weights, kept with it."""
+def int8_target(encoder):
+    """The encoder that holds `encoder`'s int8 weights: itself when float32, else a float32 copy.
+
+    The copy (kept with `encoder`) gets `encoder`'s current weights at every call.
+    """
+    if encoder.backbone.dtype_policy.name == "float32":
+        return encoder
     copy = encoder._precision_twins.get(FLOAT32_COPY)
     if copy is None:
         copy = encoder.clone(name=f"{encoder.name}_float32", dtype="float32")
