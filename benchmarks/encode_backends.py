@@ -83,8 +83,9 @@ def command(side, inp, outp, args):
 PROBE = """
 import json
 import tensorflow
-from keras_sentemb.models import kernels, native_bfloat16
-report = kernels.kernel_report()
+from keras_sentemb.models import native_bfloat16
+from keras_sentemb.models.kernel_report import kernel_report
+report = kernel_report()
 print(json.dumps({"auto": report["precision"], "int8": report["int8"],
                   "native_bfloat16": native_bfloat16.has_native_bfloat16()}))
 """

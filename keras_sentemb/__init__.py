@@ -14,7 +14,7 @@ _PUBLIC = {
     "SentenceEncoder": "keras_sentemb.models.sentence_encoder",
     "SentencePooling": "keras_sentemb.models.pooling",
     "KernelPolicy": "keras_sentemb.models.kernels",
-    "kernel_report": "keras_sentemb.models.kernels",
+    "kernel_report": "keras_sentemb.models.kernel_report",
     "evaluate_sts": "keras_sentemb.evaluation.sts",
     "evaluate_transfer": "keras_sentemb.evaluation.transfer",
     "evaluate_retrieval": "keras_sentemb.evaluation.beir",

@@ -10,6 +10,10 @@ import math
 import numbers
 
 
+# The largest share of a streamed source's rows that training may skip (`max_skipped`).
+DEFAULT_MAX_SKIPPED = 0.01
+
+
 def _is_real(value):
     return isinstance(value, numbers.Real) and not isinstance(value, bool)
 

@@ -128,7 +128,7 @@ def load_precision_encoder(args):
 def show_kernels(args, encoder, precision=None):
     """With `--verbose`: which kernel each op uses on this CPU and why (stderr)."""
     if getattr(args, "show_kernels", False):
-        from keras_sentemb.models.kernels import kernel_report
+        from keras_sentemb.models.kernel_report import kernel_report
 
         print(kernel_report(encoder, precision=precision), file=sys.stderr)
 

@@ -137,7 +137,7 @@ def main(argv=None):
     args.show_kernels = verbose
     if verbose and args.command == "train":
         # The models train with the default kernel policy ("auto"; encode reports its model's).
-        from keras_sentemb.models.kernels import kernel_report
+        from keras_sentemb.models.kernel_report import kernel_report
 
         print(kernel_report(), file=sys.stderr)
     commands = {"encode": encode, "evaluate": evaluate, "analyze": analyze, "export": export}

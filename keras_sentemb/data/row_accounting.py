@@ -30,7 +30,7 @@ import logging
 import tensorflow as tf
 
 from keras_sentemb.data.read_errors import DataError
-from keras_sentemb.pipelines.shared_arguments import MAX_SKIPPED
+from keras_sentemb.validation import DEFAULT_MAX_SKIPPED
 
 logger = logging.getLogger(__name__)
 
@@ -41,7 +41,6 @@ OK, BLANK, MISSING, BROKEN, NOT_UTF8, BAD_LABEL, END_OF_PASS = range(7)
 _PASS_ROWS = 7
 _SLOTS = 8
 SKIPPED = (MISSING, BROKEN, NOT_UTF8, BAD_LABEL)
-DEFAULT_MAX_SKIPPED = MAX_SKIPPED
 # Checks while training runs wait for this many rows (a share of a few rows says little).
 MIN_ROWS_TO_JUDGE = 1000
 # Rows classified and counted together.

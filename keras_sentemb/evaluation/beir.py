@@ -270,6 +270,15 @@ def ranked_run(query_ids, doc_ids, indices, top_k, ignore_identical_ids=True):
     return run
 
 
+def _given_corpus_vectors(corpus_embeddings, documents, dim):
+    """`corpus_embeddings` as an array, checked to hold one `dim`-wide row per document."""
+    vectors = np.asarray(corpus_embeddings)
+    if vectors.shape != (documents, dim):
+        raise ValueError(f"`corpus_embeddings` must have shape [{documents}, {dim}]; "
+                         f"received {vectors.shape}.")
+    return vectors
+
+
 def evaluate_retrieval(
     encoder,
     data,
@@ -382,12 +391,8 @@ def evaluate_retrieval(
         corpus_vectors = _encode(encoder, documents, batch_size, truncate_dim, show_progress,
                                  precision)
     else:
-        corpus_vectors = np.asarray(corpus_embeddings)
-        if corpus_vectors.shape != (len(doc_ids), query_vectors.shape[1]):
-            raise ValueError(
-                f"`corpus_embeddings` must have shape [{len(doc_ids)}, {query_vectors.shape[1]}]; "
-                f"received {corpus_vectors.shape}."
-            )
+        corpus_vectors = _given_corpus_vectors(corpus_embeddings, len(doc_ids),
+                                               query_vectors.shape[1])
     # One more than top_k per query so that dropping the query's own id
     # still leaves top_k documents.
     depth = top_k + (1 if ignore_identical_ids else 0)

@@ -38,7 +38,7 @@ this order:
 4. `"auto"`: the row of `MEASURED` for this CPU's instruction set (`cpu_isa()`: AVX-512,
    AVX2 or other, from the CPU flags read once).
 
-`kernel_report()` (also `keras_sentemb.kernel_report()` and `--verbose` on
+`kernel_report()` (in `kernel_report.py`; also `keras_sentemb.kernel_report()` and `--verbose` on
 `keras-sentemb encode` / `train`) lists each op's choice on this CPU and why.
 Besides the policy and the environment, a trace reads only the declared kind
 of the graph it builds: a property of that graph, not of the thread or the
@@ -284,7 +284,7 @@ _KIND_ATTRIBUTE = "_keras_sentemb_graph_kind"
 
 def _graph_being_built():
     """The graph ops are added to now, or `None` under eager execution."""
-    import tensorflow as tf  # here: importing this module (`kernel_report`) loads no TensorFlow
+    import tensorflow as tf  # here: importing this module (`kernel_report` reads it) loads no TensorFlow
 
     return None if tf.executing_eagerly() else tf.compat.v1.get_default_graph()
 
@@ -372,7 +372,7 @@ def compiles_per_shape(concrete_function):
 
 _FORWARD_ONLY = {"transformer": True, "gelu_encode": True, "gelu": False, "layer_norm": False,
                  "unpadded": False, "layer_norm_encode": True}
-_NEEDS_XLA = ("gelu", "gelu_encode", "layer_norm")
+NEEDS_XLA = ("gelu", "gelu_encode", "layer_norm")
 
 
 def decide(op, policy=None, xla=True):
@@ -394,7 +394,7 @@ def decide(op, policy=None, xla=True):
     # oneDNN's own ops: where oneDNN runs, and in serving graphs only those that need it anyway.
     if op == "layer_norm_encode" and (not _onednn_on() or (kind.serving and not kind.int8)):
         return False
-    if op in _NEEDS_XLA and xla and not xla_allowed():
+    if op in NEEDS_XLA and xla and not xla_allowed():
         return False
     return policy.choice(op)[0] == "fused"
 
@@ -451,107 +451,3 @@ def onednn_status():
     if enabled is False and cpu_isa() in ONEDNN_FOR:
         why += f"; {ONEDNN_ENV}=1 before importing TensorFlow is faster on this CPU"
     return enabled, why
-
-
-# ------------------------------------------------------------------------ report
-class KernelReport(dict):
-    """`kernel_report()`'s answer: a dict that prints as a small table."""
-
-    def __str__(self):
-        lines = [f"kernels on this CPU ({self['isa']}):"]
-        for op, entry in self["ops"].items():
-            lines.append(f"  {op:12s} {entry['kernel']:6s} {entry['why']}")
-        onednn = self["onednn"]
-        state = {True: "on", False: "off", None: "-"}[onednn["enabled"]]
-        lines.append(f"  {'oneDNN':12s} {state:6s} {onednn['why']}")
-        precision = self["precision"]
-        lines.append(f"  {'precision':12s} {precision['computes']:8s} {precision['why']}")
-        int8 = self["int8"]
-        lines.append(f"  {'int8':12s} {'yes' if int8['available'] else 'no':8s} {int8['why']}")
-        return "\n".join(lines)
-
-
-def precision_status(precision=None):
-    """`{"asked", "computes", "why"}`: what an encode in `precision` computes in here, and why.
-
-    `precision` defaults to `"auto"` (`keras_sentemb.models.precision.auto_precision`).
-    """
-    from keras_sentemb.models import precision as precisions
-    from keras_sentemb.models.native_bfloat16 import falls_back
-
-    asked = precisions.check_encode_precision(precision)
-    if asked == "auto":
-        computes, why = precisions.auto_precision()
-        why = f"auto: {why}"
-    elif asked == "bfloat16" and falls_back():
-        computes, why = "float32", "asked for bfloat16, which this CPU only emulates"
-    else:
-        computes, why = asked, "asked for"
-    return {"asked": asked, "computes": computes, "why": why}
-
-
-def int8_status():
-    """`{"available", "why"}`: whether int8 encoding runs here (TensorFlow's oneDNN kernels)."""
-    import sys
-
-    if "tensorflow" not in sys.modules:
-        return {"available": None, "why": "TensorFlow not imported yet"}
-    from keras_sentemb.models.int8_transformer import int8_available
-
-    available, why = int8_available()
-    return {"available": available, "why": why}
-
-
-def kernel_report(policy=None, isa=None, precision=None):
-    """Which kernel each op uses on this CPU, and why.
-
-    For each op of `KernelPolicy` (the fused Transformer layer, the GELU in
-    training and in encoding, the layer norm, the dropout): `"fused"` or
-    `"plain"`, and the reason: an environment override
-    (`KERAS_SENTEMB_PLAIN_*=1`), the policy's explicit choice, or the measured
-    table row of this CPU's instruction set (`MEASURED`, from
-    `benchmarks/kernel_choice.py`). Where an op applies at all (e.g. the fused
-    Transformer layer only in encoding) is in `applies`.
-
-    Args:
-        policy: a `KernelPolicy`, `"auto"`, `"fused"`, `"plain"`, a dict op ->
-            choice, or a `SentenceEncoder` (its policy). Defaults to `"auto"`.
-        isa: str or None. `"avx512"`, `"avx2"` or `"other"`, to see another CPU
-            class's choices. Defaults to this CPU's (`cpu_isa()`).
-        precision: str or None. The precision an encode asks for (`"auto"`,
-            `"float32"`, `"bfloat16"`, `"int8"`), for the `precision` entry.
-            Defaults to `"auto"`.
-
-    Returns:
-        a dict (`KernelReport`; `print` shows it as a table): `isa`,
-        `cpu_flags_read` (whether the CPU flags could be read), `ops`, op ->
-        `{"kernel": "fused" | "plain", "why": str, "applies": str}`, and
-        `onednn`, `{"enabled": bool or None, "why": str}`: whether TensorFlow's
-        oneDNN kernels run in this process (`onednn_status`); `precision`,
-        `{"asked", "computes", "why"}`: what an encode computes in here
-        (`precision_status`); `int8`, `{"available", "why"}` (`int8_status`).
-
-    Examples:
-
-    ```python
-    import keras_sentemb
-    print(keras_sentemb.kernel_report())
-    keras_sentemb.kernel_report()["ops"]["layer_norm"]["kernel"]  # "fused" or "plain"
-    ```
-    """
-    if policy is not None and not isinstance(policy, (KernelPolicy, str, dict)):
-        policy = getattr(policy, "kernels", policy)
-    policy = KernelPolicy.of(policy)
-    if isa is not None and isa not in MEASURED:
-        raise ValueError(f"`isa` must be one of {sorted(MEASURED)}, received {isa!r}.")
-    isa = cpu_isa() if isa is None else isa
-    ops = {}
-    for op, what in OPS.items():
-        kernel, why = policy.choice(op, isa)
-        if kernel == "fused" and op in _NEEDS_XLA and os.environ.get(NO_XLA_ENV, "") == "1":
-            kernel, why = "plain", f"environment {NO_XLA_ENV}=1 (no XLA-compiled kernels)"
-        ops[op] = {"kernel": kernel, "why": why, "applies": what}
-    enabled, why = onednn_status()
-    return KernelReport(isa=isa, cpu_flags_read=cpu_flag_set() is not None, ops=ops,
-                        onednn={"enabled": enabled, "why": why},
-                        precision=precision_status(precision), int8=int8_status())

@@ -10,6 +10,8 @@ import inspect
 import re
 import typing
 
+from keras_sentemb.validation import DEFAULT_MAX_SKIPPED
+
 
 @dataclasses.dataclass(frozen=True)
 class SharedArgument:
@@ -36,9 +38,6 @@ class SharedArgument:
     python_only: bool = False
     choices: tuple = None
 
-
-# The share of a streamed source's rows that may be skipped (`max_skipped`).
-MAX_SKIPPED = 0.01
 
 SHARED_ARGUMENTS = (
     SharedArgument("model", "default", "str or `SentenceEncoder`. `\"default\"` (the bundled "
@@ -103,7 +102,7 @@ OPTIONAL_ARGUMENTS = (
                    "score, as without `dev_retrieval`) or `\"auto\"` (`\"retrieval\"` when "
                    "`dev_retrieval` is given, else `\"dev\"`). The other dev set is scored and "
                    "logged only.", str, choices=("auto", "dev", "retrieval")),
-    SharedArgument("max_skipped", MAX_SKIPPED, "float. The largest share of a streamed source's rows "
+    SharedArgument("max_skipped", DEFAULT_MAX_SKIPPED, "float. The largest share of a streamed source's rows "
                    "that may be skipped (a missing column, a broken record, bytes that are not "
                    "UTF-8, a label that does not parse) before training stops with one line "
                    "naming the source, the rows read and skipped, and why; checked every "

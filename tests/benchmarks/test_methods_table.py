@@ -60,5 +60,7 @@ def test_markdown_names_the_dev_chosen_variant_and_the_reference(table):
 def test_cpu_info_names_the_vector_instructions():
     info = load("_common").cpu_info()
     assert info["cpus"] >= 1
-    assert set(info["cpu_flags"]) == {"avx2", "avx512f", "avx512_bf16", "amx_bf16", "amx_tile"}
+    assert set(info["cpu_flags"]) == {
+        "avx2", "avx512f", "avx512_vnni", "avx_vnni", "avx512_bf16", "amx_bf16", "amx_int8", "amx_tile"
+    }
     assert all(isinstance(v, bool) for v in info["cpu_flags"].values())

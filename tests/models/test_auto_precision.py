@@ -9,6 +9,7 @@ import pytest
 
 from keras_sentemb.models import cpu_threads
 from keras_sentemb.models import kernels
+from keras_sentemb.models.kernel_report import kernel_report
 from keras_sentemb.models import native_bfloat16
 from keras_sentemb.models import precision
 from keras_sentemb.models.precision import auto_precision
@@ -48,7 +49,7 @@ def test_auto_is_bfloat16_exactly_where_the_cpu_computes_it(cpu, monkeypatch):
     fake_cpu(monkeypatch, flags)
     assert auto_precision()[0] == expected
     assert precision.resolve_encode_precision(None) == expected
-    assert kernels.kernel_report()["precision"]["computes"] == expected
+    assert kernel_report()["precision"]["computes"] == expected
 
 
 def test_auto_is_float32_on_accelerators_and_unknown_cpus(monkeypatch):

@@ -106,4 +106,4 @@ def test_cli_encode_precision(tmp_path, capsys):
     )
     with pytest.raises(SystemExit):
         cli.main(["encode", "--model", str(model), "--input", str(tmp_path / "in.txt"),
-                  "--output", str(tmp_path / "o.npy"), "--precision", "int8"])
+                  "--output", str(tmp_path / "o.npy"), "--precision", "half"])

@@ -1,0 +1,113 @@
+"""`kernel_report()`: which kernel, precision and int8 path an encode takes on this CPU, and why.
+
+Importing this module loads no TensorFlow; the precision and int8 entries
+read TensorFlow's state only once it is imported.
+"""
+
+import os
+
+from keras_sentemb.models import kernels
+
+
+class KernelReport(dict):
+    """`kernel_report()`'s answer: a dict that prints as a small table."""
+
+    def __str__(self):
+        lines = [f"kernels on this CPU ({self['isa']}):"]
+        for op, entry in self["ops"].items():
+            lines.append(f"  {op:12s} {entry['kernel']:6s} {entry['why']}")
+        onednn = self["onednn"]
+        state = {True: "on", False: "off", None: "-"}[onednn["enabled"]]
+        lines.append(f"  {'oneDNN':12s} {state:6s} {onednn['why']}")
+        precision = self["precision"]
+        lines.append(f"  {'precision':12s} {precision['computes']:8s} {precision['why']}")
+        int8 = self["int8"]
+        lines.append(f"  {'int8':12s} {'yes' if int8['available'] else 'no':8s} {int8['why']}")
+        return "\n".join(lines)
+
+
+def precision_status(precision=None):
+    """`{"asked", "computes", "why"}`: what an encode in `precision` computes in here, and why.
+
+    `precision` defaults to `"auto"` (`keras_sentemb.models.precision.auto_precision`).
+    """
+    from keras_sentemb.models import precision as precisions
+    from keras_sentemb.models.native_bfloat16 import falls_back
+
+    asked = precisions.check_encode_precision(precision)
+    if asked == "auto":
+        computes, why = precisions.auto_precision()
+        why = f"auto: {why}"
+    elif asked == "bfloat16" and falls_back():
+        computes, why = "float32", "asked for bfloat16, which this CPU only emulates"
+    else:
+        computes, why = asked, "asked for"
+    return {"asked": asked, "computes": computes, "why": why}
+
+
+def int8_status():
+    """`{"available", "why"}`: whether int8 encoding runs here (TensorFlow's oneDNN kernels)."""
+    import sys
+
+    if "tensorflow" not in sys.modules:
+        return {"available": None, "why": "TensorFlow not imported yet"}
+    from keras_sentemb.models.int8_transformer import int8_available
+
+    available, why = int8_available()
+    return {"available": available, "why": why}
+
+
+def kernel_report(policy=None, isa=None, precision=None):
+    """Which kernel each op uses on this CPU, and why.
+
+    For each op of `KernelPolicy` (the fused Transformer layer, the GELU in
+    training and in encoding, the layer norm, the dropout): `"fused"` or
+    `"plain"`, and the reason: an environment override
+    (`KERAS_SENTEMB_PLAIN_*=1`), the policy's explicit choice, or the measured
+    table row of this CPU's instruction set (`kernels.MEASURED`, from
+    `benchmarks/kernel_choice.py`). Where an op applies at all (e.g. the fused
+    Transformer layer only in encoding) is in `applies`.
+
+    Args:
+        policy: a `KernelPolicy`, `"auto"`, `"fused"`, `"plain"`, a dict op ->
+            choice, or a `SentenceEncoder` (its policy). Defaults to `"auto"`.
+        isa: str or None. `"avx512"`, `"avx2"` or `"other"`, to see another CPU
+            class's choices. Defaults to this CPU's (`kernels.cpu_isa()`).
+        precision: str or None. The precision an encode asks for (`"auto"`,
+            `"float32"`, `"bfloat16"`, `"int8"`), for the `precision` entry.
+            Defaults to `"auto"`.
+
+    Returns:
+        a dict (`KernelReport`; `print` shows it as a table): `isa`,
+        `cpu_flags_read` (whether the CPU flags could be read), `ops`, op ->
+        `{"kernel": "fused" | "plain", "why": str, "applies": str}`, and
+        `onednn`, `{"enabled": bool or None, "why": str}`: whether TensorFlow's
+        oneDNN kernels run in this process (`onednn_status`); `precision`,
+        `{"asked", "computes", "why"}`: what an encode computes in here
+        (`precision_status`); `int8`, `{"available", "why"}` (`int8_status`).
+
+    Examples:
+
+    ```python
+    import keras_sentemb
+    print(keras_sentemb.kernel_report())
+    keras_sentemb.kernel_report()["ops"]["layer_norm"]["kernel"]  # "fused" or "plain"
+    ```
+    """
+    if policy is not None and not isinstance(policy, (kernels.KernelPolicy, str, dict)):
+        policy = getattr(policy, "kernels", policy)
+    policy = kernels.KernelPolicy.of(policy)
+    if isa is not None and isa not in kernels.MEASURED:
+        raise ValueError(f"`isa` must be one of {sorted(kernels.MEASURED)}, received {isa!r}.")
+    isa = kernels.cpu_isa() if isa is None else isa
+    ops = {}
+    for op, what in kernels.OPS.items():
+        kernel, why = policy.choice(op, isa)
+        no_xla = os.environ.get(kernels.NO_XLA_ENV, "") == "1"
+        if kernel == "fused" and op in kernels.NEEDS_XLA and no_xla:
+            kernel, why = "plain", f"environment {kernels.NO_XLA_ENV}=1 (no XLA-compiled kernels)"
+        ops[op] = {"kernel": kernel, "why": why, "applies": what}
+    enabled, why = kernels.onednn_status()
+    return KernelReport(isa=isa, cpu_flags_read=kernels.cpu_flag_set() is not None, ops=ops,
+                        onednn={"enabled": enabled, "why": why},
+                        precision=precision_status(precision), int8=int8_status())
