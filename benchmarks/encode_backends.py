@@ -153,8 +153,12 @@ def markdown(result):
             "% of float32 | min cosine to float32 |".format(n=result["n"], c=result["cold_n"]),
             "|---|---|---|---|---|---|"]
     for side, e in result["sides"].items():
+        # Without a float32 side of ours in the run there is no share or cosine to report.
+        share = e.get("stsb_share_of_float32")
+        cosine = e.get("min_cosine_to_float32")
         rows.append(f"| {side} | {e['median_s']} | {e['cold_median_s']} | {e['stsb_test']:.2f} | "
-                    f"{e['stsb_share_of_float32']:.2f} | {e['min_cosine_to_float32']:.4f} |")
+                    f"{'-' if share is None else f'{share:.2f}'} | "
+                    f"{'-' if cosine is None else f'{cosine:.4f}'} |")
     return "\n".join(rows)
 
 
