@@ -171,11 +171,11 @@ def main(argv=None):
     from keras_sentemb.evaluation.paper_row import write_row
     from keras_sentemb.models import SentenceEncoder
     from keras_sentemb.evaluation.multitask_ensemble import MultitaskEnsemble
-    from keras_sentemb.pipelines import multitask_presets
+    from keras_sentemb.methods.multitask import three_given as multitask_presets
     from keras_sentemb.evaluation.multitask import evaluate_multitask
     from keras_sentemb.methods.multitask import fit_multitask
     from keras_sentemb.pipelines.scaffold import resolve_pooling
-    from keras_sentemb.trainers.multitask import MultitaskModel
+    from keras_sentemb.methods.multitask.trainer import MultitaskModel
 
     keras.utils.set_random_seed(args.seed)
     if args.smoke:

@@ -19,7 +19,6 @@ from keras_sentemb.methods.method import Method
 from keras_sentemb.methods.options import MethodConfig
 from keras_sentemb.methods.options import option
 from keras_sentemb.methods.registry import register_method
-from keras_sentemb.methods.runner import fit
 from keras_sentemb.methods.runner import fit_function
 from keras_sentemb.models.projection_head import with_projection_head
 from keras_sentemb.models.sentence_encoder import SentenceEncoder
@@ -30,10 +29,10 @@ from keras_sentemb.models.vocabulary import unknown_token_share
 from keras_sentemb.pipelines.callbacks import DevSelection
 from keras_sentemb.pipelines.plan import RunPlan
 from keras_sentemb.pipelines.schedules import warmup_cosine_decay
-from keras_sentemb.trainers.parallel import MODES
-from keras_sentemb.trainers.parallel import ParallelContrastive
-from keras_sentemb.trainers.parallel import resolve_temperature
-from keras_sentemb.trainers.parallel import set_trainable
+from keras_sentemb.methods.parallel.trainer import MODES
+from keras_sentemb.methods.parallel.trainer import ParallelContrastive
+from keras_sentemb.methods.parallel.trainer import resolve_temperature
+from keras_sentemb.methods.parallel.trainer import set_trainable
 from keras_sentemb.trainers.torch_adamw import TorchAdamW
 
 logger = logging.getLogger(__name__)
@@ -141,7 +140,7 @@ class _Setup:
 
 
 @register_method("parallel")
-class Parallel(Method):
+class ParallelMethod(Method):
     """Train a target-language student from a frozen source-language teacher.
 
     Contrastive learning on translation pairs (see `ParallelContrastive`):
@@ -206,11 +205,10 @@ class Parallel(Method):
     run_defaults = {"steps": 1000, "batch_size": 64, "learning_rate": 3e-5, "max_length": 64,
                     "dev": RETRIEVAL_DEV, "eval_every": 250}
     run_docs = {
-        "model": "str or `SentenceEncoder`. Initialises both the teacher and the student unless "
-                 "`teacher` / `student` say otherwise. Defaults to `\"default\"`.",
-        "pooling": "str. The student's pooling, `\"auto\"` or a name.",
-        "dev": "`\"retrieval\"`, `\"stsb\"`, an STS-B path, pairs or None. Defaults to "
-               "`\"retrieval\"`.",
+        "model": "Initialises both the teacher and the student unless `teacher` / `student` "
+                 "say otherwise (see the shared `model`).",
+        "pooling": "The student's pooling, `\"auto\"` or a name.",
+        "dev": "`\"retrieval\"`, `\"stsb\"`, an STS-B path, pairs or None.",
     }
     data_doc = ("TSV path (`source<TAB>target[<TAB>...]`), list of (source, target), or "
                 "`tf.data.Dataset` of pairs; a glob of files, `keras_sentemb.streamed(...)` or a "
@@ -320,7 +318,7 @@ class Parallel(Method):
         elif mode == "dual":
             teacher = teacher.clone(name="teacher")
             set_trainable(teacher, True)
-        plan = run.resolve(start, examples=None if split.stream is not None else len(split.train),
+        plan = run.plan(start, examples=None if split.stream is not None else len(split.train),
                            mlp=config.mlp)
         kept_head = None
         if (mode == "frozen_teacher" and student.projection is None
@@ -435,6 +433,8 @@ class Parallel(Method):
         return encoder
 
 
+# The literal signature, for editors: `fit_function` checks it against the method's
+# config and run defaults, and makes the function (its docstring is the method's).
 def fit_parallel(data, model="default", steps=1000, batch_size=64, learning_rate=3e-5,
                  max_length=64, pooling="auto", dev="retrieval", eval_every=250, output=None,
                  strategy=None, callbacks=None, seed=0, verbose="auto", teacher=None,
@@ -444,8 +444,8 @@ def fit_parallel(data, model="default", steps=1000, batch_size=64, learning_rate
                  track_every=0, plot=None, extend_vocabulary=10000, vocabulary_min_count=2,
                  vocabulary_init="aligned", precision="float32", mini_batch_size=None,
                  matryoshka_dims=None, max_grad_norm=None, matryoshka_weights=None,
-                 dev_retrieval=None, dev_select="auto", max_skipped=0.01):
-    return fit("parallel", **locals())
+                 dev_retrieval=None, dev_select="auto", max_skipped=0.01, preset=None):
+    ...
 
 
-fit_function("parallel", fit_parallel)
+fit_parallel = fit_function("parallel", fit_parallel)

@@ -15,9 +15,9 @@ from keras_sentemb.trainers.base_trainer import BaseTrainer
 from keras_sentemb.trainers.base_trainer import all_finite
 from keras_sentemb.trainers.base_trainer import apply_if_finite
 from keras_sentemb.trainers.base_trainer import dense_gradients
-from keras_sentemb.trainers.multitask_heads import MultitaskHeads
-from keras_sentemb.trainers.multitask_heads import _join_pairs
-from keras_sentemb.trainers.multitask_inference import MultitaskInference
+from keras_sentemb.methods.multitask.heads import MultitaskHeads
+from keras_sentemb.methods.multitask.heads import _join_pairs
+from keras_sentemb.methods.multitask.inference import MultitaskInference
 from keras_sentemb.trainers.pcgrad import pcgrad_task_gradients
 
 HEAD_STYLES = ("residual", "plain")

@@ -39,19 +39,18 @@ from keras_sentemb.methods.method import Method
 from keras_sentemb.methods.options import MethodConfig
 from keras_sentemb.methods.options import option
 from keras_sentemb.methods.registry import register_method
-from keras_sentemb.methods.runner import fit
 from keras_sentemb.methods.runner import fit_function
 from keras_sentemb.pipelines.backup import TrainingBackup
 from keras_sentemb.pipelines.callbacks import DevSelection
-from keras_sentemb.pipelines.multitask_presets import THREE_GIVEN
-from keras_sentemb.pipelines.multitask_presets import pretrain_three_given
+from keras_sentemb.methods.multitask.three_given import THREE_GIVEN
+from keras_sentemb.methods.multitask.three_given import pretrain_three_given
 from keras_sentemb.pipelines.plan import resolve_training_mlp
 from keras_sentemb.pipelines.schedules import adamw_linear_decay
 from keras_sentemb.trainers import optimizers
-from keras_sentemb.trainers.multitask import HEAD_SHARING
-from keras_sentemb.trainers.multitask import HEAD_STYLES
-from keras_sentemb.trainers.multitask import MultitaskModel
-from keras_sentemb.trainers.simcse import SimCSE
+from keras_sentemb.methods.multitask.trainer import HEAD_SHARING
+from keras_sentemb.methods.multitask.trainer import HEAD_STYLES
+from keras_sentemb.methods.multitask.trainer import MultitaskModel
+from keras_sentemb.methods.simcse.trainer import SimCSE
 
 logger = logging.getLogger(__name__)
 
@@ -202,7 +201,7 @@ def _pretrain(run, plan, encoder, mode, train, steps, learning_rate, temperature
 
 
 @register_method("multitask")
-class Multitask(Method):
+class MultitaskMethod(Method):
     """Contrastive pre-training, then the three task heads on one encoder.
 
     Reads a folder laid out like the CS224N minBERT project's `data/` (Quora's dev file is
@@ -251,18 +250,15 @@ class Multitask(Method):
     run_defaults = {"steps": 300, "batch_size": 16, "learning_rate": 2e-5, "max_length": 128,
                     "dev": MULTITASK_DEV}
     run_docs = {
-        "steps": "int. Optimizer steps of the multitask stage. Defaults to `300`.",
-        "batch_size": "int. Examples per task batch (and per pre-training batch). Defaults to "
-                      "`16`.",
-        "learning_rate": "float. Encoder learning rate (AdamW, weight decay 0.01, constant). "
-                         "Defaults to `2e-5`.",
+        "steps": "Optimizer steps of the multitask stage.",
+        "batch_size": "Examples per task batch (and per pre-training batch).",
+        "learning_rate": "Encoder learning rate (AdamW, weight decay 0.01, constant).",
         "dev": "`\"multitask\"` (the task dev sets: sentiment accuracy, paraphrase accuracy, "
                "similarity Pearson, selection by their mean), `\"stsb\"` / an STS-B path / a "
                "list of (s1, s2, score) (selection by STS Spearman), or None (the last "
-               "weights). Defaults to `\"multitask\"`.",
-        "output": "str or None. Folder to save the encoder (loadable with "
-                  "`SentenceEncoder.from_preset`) and the heads "
-                  "(`MultitaskModel.load_from_folder`). Defaults to `None`.",
+               "weights).",
+        "output": "Folder to save the encoder (loadable with `SentenceEncoder.from_preset`) "
+                  "and the heads (`MultitaskModel.load_from_folder`).",
     }
     data_doc = ("str. The multitask folder; or a dict task -> data streaming each task's "
                 "rows (a glob of files, `keras_sentemb.streamed(...)`, a `tf.data.Dataset`, a "
@@ -314,7 +310,7 @@ class Multitask(Method):
         """The encoder, its plan, the report's extras and the pre-training stage's result."""
         with run.scope():
             encoder = run.load_encoder()
-        plan = run.resolve(encoder)
+        plan = run.plan(encoder)
         extras = {"procedure": config.procedure}
         pretraining = self._pretraining(run, plan, config, encoder, train, data)
         if pretraining is not None:
@@ -412,6 +408,8 @@ class Multitask(Method):
         return trainer, selection
 
 
+# The literal signature, for editors: `fit_function` checks it against the method's
+# config and run defaults, and makes the function (its docstring is the method's).
 def fit_multitask(data, model="default", steps=300, batch_size=16, learning_rate=2e-5,
                   max_length=128, pooling="auto", dev="multitask", eval_every=100, output=None,
                   strategy=None, callbacks=None, seed=0, verbose="auto", procedure="average",
@@ -421,8 +419,8 @@ def fit_multitask(data, model="default", steps=300, batch_size=16, learning_rate
                   hidden_dim=None, dropout=0.1, quora_dev_fraction=0.1, dev_limit=None,
                   evaluate_stsb_test=False, head_style="residual", matryoshka_dims=None,
                   max_grad_norm=None, matryoshka_weights=None,
-                  dev_retrieval=None, dev_select="auto", max_skipped=0.01):
-    return fit("multitask", **locals())
+                  dev_retrieval=None, dev_select="auto", max_skipped=0.01, preset=None):
+    ...
 
 
-fit_function("multitask", fit_multitask)
+fit_multitask = fit_function("multitask", fit_multitask)

@@ -9,10 +9,9 @@ from keras_sentemb.methods.method import Method
 from keras_sentemb.methods.options import MethodConfig
 from keras_sentemb.methods.options import option
 from keras_sentemb.methods.registry import register_method
-from keras_sentemb.methods.runner import fit
 from keras_sentemb.methods.runner import fit_function
 from keras_sentemb.pipelines.schedules import adamw_linear_decay
-from keras_sentemb.trainers.masked_language_model import MaskedLanguageModel as MLMTrainer
+from keras_sentemb.methods.masked_language_model.trainer import MaskedLanguageModel as MLMTrainer
 
 
 def _fraction(name):
@@ -31,7 +30,7 @@ class MaskedLanguageModelConfig(MethodConfig):
 
 
 @register_method("mlm")
-class MaskedLanguageModel(Method):
+class MaskedLanguageModelMethod(Method):
     """Train an encoder with the masked-language-model objective; return it.
 
     BERT's pre-training objective (15% of the tokens selected; 80% of those
@@ -67,7 +66,7 @@ class MaskedLanguageModel(Method):
     optional = ("max_grad_norm",) + DEV_RETRIEVAL + STREAMED
     run_defaults = {"steps": 500, "batch_size": 128, "learning_rate": 1e-4, "max_length": 64,
                     "dev": None}
-    run_docs = {"output": "str or None. Folder to save the encoder (without the head)."}
+    run_docs = {"output": "Folder to save the encoder (without the head)."}
     data_doc = ("list of str, a text file, a `tf.data.Dataset` of strings or a TFDS name; a "
                 "glob of files, `keras_sentemb.streamed(...)` or a `Mixture` is streamed.")
 
@@ -75,7 +74,7 @@ class MaskedLanguageModel(Method):
         sentences, stream, n = run.read_sentences(data)
         with run.scope():
             encoder = run.load_encoder()
-            plan = run.resolve(encoder, examples=n)
+            plan = run.plan(encoder, examples=n)
             trainer = MLMTrainer(encoder, mask_rate=config.mask_rate, seed=run.seed or 0)
             optimizer = adamw_linear_decay(plan.learning_rate, plan.steps, config.warmup_ratio,
                                            config.weight_decay)
@@ -89,12 +88,14 @@ class MaskedLanguageModel(Method):
         return run.finish(trainer.encoder, plan)
 
 
+# The literal signature, for editors: `fit_function` checks it against the method's
+# config and run defaults, and makes the function (its docstring is the method's).
 def fit_mlm(data, model="default", steps=500, batch_size=128, learning_rate=1e-4, max_length=64,
             pooling="auto", dev=None, eval_every=100, output=None, strategy=None, callbacks=None,
             seed=0, verbose="auto", mask_rate=0.15, warmup_ratio=0.1, weight_decay=0.01,
             max_grad_norm=None,
-            dev_retrieval=None, dev_select="auto", max_skipped=0.01):
-    return fit("mlm", **locals())
+            dev_retrieval=None, dev_select="auto", max_skipped=0.01, preset=None):
+    ...
 
 
-fit_function("mlm", fit_mlm)
+fit_mlm = fit_function("mlm", fit_mlm)

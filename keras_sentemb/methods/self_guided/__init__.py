@@ -14,11 +14,10 @@ from keras_sentemb.methods.method import Method
 from keras_sentemb.methods.options import MethodConfig
 from keras_sentemb.methods.options import option
 from keras_sentemb.methods.registry import register_method
-from keras_sentemb.methods.runner import fit
 from keras_sentemb.methods.runner import fit_function
 from keras_sentemb.pipelines.schedules import adamw_linear_decay
-from keras_sentemb.trainers.self_guided import VIEW_POOLINGS
-from keras_sentemb.trainers.self_guided import SelfGuided as SelfGuidedTrainer
+from keras_sentemb.methods.self_guided.trainer import VIEW_POOLINGS
+from keras_sentemb.methods.self_guided.trainer import SelfGuided as SelfGuidedTrainer
 
 PAPER = "Kim et al. 2021"
 # SG's "auto" pooling is [CLS] whatever the model declares.
@@ -67,7 +66,7 @@ class SelfGuidedConfig(MethodConfig):
 
 
 @register_method("sg")
-class SelfGuided(Method):
+class SelfGuidedMethod(Method):
     """Train a sentence encoder with self-guided contrastive learning (SG-OPT).
 
     Clones `model` into a frozen guide BERT_F and a tuned BERT_T, trains
@@ -115,8 +114,8 @@ class SelfGuided(Method):
     optional = ("max_grad_norm",) + DEV_RETRIEVAL + STREAMED
     run_defaults = {"batch_size": 16, "learning_rate": 5e-5, "eval_every": 50, "seed": 1,
                     "max_grad_norm": 1.0}
-    run_docs = {"max_grad_norm": "float or None. Global gradient-norm clip (as in the authors' "
-                                 "code); None does not clip."}
+    run_docs = {"max_grad_norm": "Global gradient-norm clip (as in the authors' code); None "
+                                 "does not clip."}
     data_doc = ("list of str, a text file (one sentence per line), a `tf.data.Dataset` of "
                 "strings or a TFDS name. The paper uses the STS-B sentences without labels. "
                 "With `mode=\"pairs\"`: the pair file or a list of `(sentence, positive)`.")
@@ -137,7 +136,7 @@ class SelfGuided(Method):
             run.record_data(sentences=n, mode=config.mode)
         with run.scope():
             encoder = run.load_encoder()
-            plan = run.resolve(encoder, examples=n, epochs=config.epochs,
+            plan = run.plan(encoder, examples=n, epochs=config.epochs,
                                paper_pooling_only=SG_POOLING_REASON)
             trainer = SelfGuidedTrainer(
                 encoder, loss=config.loss, temperature=config.temperature,
@@ -161,6 +160,8 @@ class SelfGuided(Method):
         return run.finish(trainer.encoder, plan)
 
 
+# The literal signature, for editors: `fit_function` checks it against the method's
+# config and run defaults, and makes the function (its docstring is the method's).
 def fit_self_guided(data, model="default", steps=None, batch_size=16, learning_rate=5e-5,
                     max_length=None, pooling="auto", dev="stsb", eval_every=50, output=None,
                     strategy=None, callbacks=None, seed=1, verbose="auto", loss="opt3",
@@ -168,8 +169,8 @@ def fit_self_guided(data, model="default", steps=None, batch_size=16, learning_r
                     max_layer=None, projection_dim=4096, projection=True, reg_weight=0.1,
                     freeze_embeddings=True, warmup_ratio=0.1, weight_decay=0.0, patience=10,
                     mode="unsup", max_grad_norm=1.0,
-                    dev_retrieval=None, dev_select="auto", max_skipped=0.01):
-    return fit("sg", **locals())
+                    dev_retrieval=None, dev_select="auto", max_skipped=0.01, preset=None):
+    ...
 
 
-fit_function("sg", fit_self_guided)
+fit_self_guided = fit_function("sg", fit_self_guided)

@@ -40,7 +40,7 @@ from keras_sentemb.data.multitask import pretraining_examples
 from keras_sentemb.data.multitask import schedule_sizes
 from keras_sentemb.pipelines.plan import resolve_training_mlp
 from keras_sentemb.trainers import optimizers
-from keras_sentemb.trainers.simcse import SimCSE
+from keras_sentemb.methods.simcse.trainer import SimCSE
 
 logger = logging.getLogger(__name__)
 

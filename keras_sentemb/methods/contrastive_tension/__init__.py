@@ -15,14 +15,13 @@ from keras_sentemb.methods.method import Method
 from keras_sentemb.methods.options import MethodConfig
 from keras_sentemb.methods.options import option
 from keras_sentemb.methods.registry import register_method
-from keras_sentemb.methods.runner import fit
 from keras_sentemb.methods.runner import fit_function
 from keras_sentemb.pipelines.callbacks import sts_spearman
 from keras_sentemb.pipelines.schedules import ct_learning_rate_schedule
 from keras_sentemb.trainers import optimizers
-from keras_sentemb.trainers.contrastive_tension import LOGITS
-from keras_sentemb.trainers.contrastive_tension import ContrastiveTension as CTTrainer
-from keras_sentemb.trainers.contrastive_tension import parse_negatives
+from keras_sentemb.methods.contrastive_tension.trainer import LOGITS
+from keras_sentemb.methods.contrastive_tension.trainer import ContrastiveTension as CTTrainer
+from keras_sentemb.methods.contrastive_tension.trainer import parse_negatives
 from keras_sentemb.trainers.torch_adamw import TorchAdamW
 
 PAPER = "Carlsson et al. 2021"
@@ -61,7 +60,7 @@ class ContrastiveTensionConfig(MethodConfig):
 
 
 @register_method("ct")
-class ContrastiveTension(Method):
+class ContrastiveTensionMethod(Method):
     """Train a sentence encoder with Contrastive Tension; return it.
 
     Two towers start from `model`; batches follow CT's layout (see
@@ -104,9 +103,9 @@ class ContrastiveTension(Method):
     optional = ALL_OPTIONAL
     run_defaults = {"steps": 500, "batch_size": 16, "max_length": 75}
     run_docs = {
-        "batch_size": "int. Rows per batch (a multiple of K + 1 for `kN`). Defaults to `16`.",
+        "batch_size": "Rows per batch (a multiple of K + 1 for `kN`).",
         "learning_rate": (
-            f"float or None. First-stage learning rate. Defaults to `{LEARNING_RATES['kN']}` "
+            f"First-stage learning rate. Defaults to `{LEARNING_RATES['kN']}` "
             f"(`kN`, RMSprop, CT's step schedule) or `{LEARNING_RATES['in_batch']}` "
             "(`in_batch`, AdamW)."
         ),
@@ -131,7 +130,7 @@ class ContrastiveTension(Method):
         sentences, stream, n = run.read_sentences(data)
         with run.scope():
             encoder = run.load_encoder()
-            plan = run.resolve(encoder, examples=n, learning_rate=LEARNING_RATES[
+            plan = run.plan(encoder, examples=n, learning_rate=LEARNING_RATES[
                 "in_batch" if mode == "in_batch" else "kN"])
             trainer = CTTrainer(
                 encoder, negatives=config.negatives, logits=config.logits,
@@ -191,14 +190,16 @@ def _kept_tower(trainer):
     return next(name for name, enc in trainer.candidates().items() if enc is trainer.encoder)
 
 
+# The literal signature, for editors: `fit_function` checks it against the method's
+# config and run defaults, and makes the function (its docstring is the method's).
 def fit_ct(data, model="default", steps=500, batch_size=16, learning_rate=None, max_length=75,
            pooling="auto", dev="stsb", eval_every=100, output=None, strategy=None,
            callbacks=None, seed=0, verbose="auto", negatives="k7", logits="dot", keep="best",
            dropout=False, optimizer=None, negatives_layout="official", tower_score=None,
            precision="float32", mini_batch_size=None, matryoshka_dims=None, max_grad_norm=None,
            matryoshka_weights=None,
-           dev_retrieval=None, dev_select="auto", max_skipped=0.01):
-    return fit("ct", **locals())
+           dev_retrieval=None, dev_select="auto", max_skipped=0.01, preset=None):
+    ...
 
 
-fit_function("ct", fit_ct)
+fit_ct = fit_function("ct", fit_ct)

@@ -19,10 +19,9 @@ from keras_sentemb.methods.method import Method
 from keras_sentemb.methods.options import MethodConfig
 from keras_sentemb.methods.options import option
 from keras_sentemb.methods.registry import register_method
-from keras_sentemb.methods.runner import fit
 from keras_sentemb.methods.runner import fit_function
 from keras_sentemb.pipelines.schedules import adamw_linear_decay
-from keras_sentemb.trainers.sts_regression import STSRegression as STSRegressionTrainer
+from keras_sentemb.methods.sts_regression.trainer import STSRegression as STSRegressionTrainer
 
 logger = logging.getLogger(__name__)
 
@@ -151,7 +150,7 @@ def resolve_train_pairs(data):
 
 
 @register_method("sts")
-class STSRegression(Method):
+class STSRegressionMethod(Method):
     """Fine-tunes an encoder on STS-B by cosine regression; returns it.
 
     Contrastive Tension, section 5.2: split the STS-B training pairs into
@@ -183,8 +182,8 @@ class STSRegression(Method):
     optional = ("max_grad_norm",) + DEV_RETRIEVAL + STREAMED
     run_defaults = {"batch_size": 16, "learning_rate": 2e-5, "max_length": 75}
     run_docs = {
-        "pooling": "str. `\"auto\"` (the model's own, else mean) or a pooling name; M is "
-                   "computed with it too. Defaults to `\"auto\"`.",
+        "pooling": "`\"auto\"` (the model's own, else mean) or a pooling name; M is "
+                   "computed with it too.",
     }
     data_doc = ("`\"stsb\"` (STS-B train, which the package does not ship: pass its path, e.g. "
                 "SentEval's `data/downstream/STS/STSBenchmark`), a path to an STS-B csv file or "
@@ -202,7 +201,7 @@ class STSRegression(Method):
         run.record_data(pairs=len(pairs))
         with run.scope():
             encoder = run.load_encoder()
-            plan = run.resolve(encoder, examples=len(pairs), epochs=config.epochs)
+            plan = run.plan(encoder, examples=len(pairs), epochs=config.epochs)
             pooling = plan.pooling
             lower = 0.0
             if config.labels == "model_specific":
@@ -288,7 +287,7 @@ def _train_streamed(run, stream, config):
     run.record_data(pairs=stream.size, streamed=repr(stream))
     with run.scope():
         encoder = run.load_encoder()
-        plan = run.resolve(encoder, examples=stream.size, epochs=config.epochs)
+        plan = run.plan(encoder, examples=stream.size, epochs=config.epochs)
         lower, extras = 0.0, {}
         if config.labels == "model_specific":
             info = streamed_lower_bound(
@@ -317,13 +316,15 @@ def _train_streamed(run, stream, config):
                       extras={"label_lower_bound": float(lower), **extras})
 
 
+# The literal signature, for editors: `fit_function` checks it against the method's
+# config and run defaults, and makes the function (its docstring is the method's).
 def fit_sts_regression(data, model="default", steps=None, batch_size=16, learning_rate=2e-5,
                        max_length=75, pooling="auto", dev="stsb", eval_every=100, output=None,
                        strategy=None, callbacks=None, seed=0, verbose="auto",
                        labels="model_specific", epochs=4, num_buckets=20, warmup_ratio=0.1,
                        weight_decay=0.01, max_grad_norm=None,
-                       dev_retrieval=None, dev_select="auto", max_skipped=0.01):
-    return fit("sts", **locals())
+                       dev_retrieval=None, dev_select="auto", max_skipped=0.01, preset=None):
+    ...
 
 
-fit_function("sts", fit_sts_regression)
+fit_sts_regression = fit_function("sts", fit_sts_regression)

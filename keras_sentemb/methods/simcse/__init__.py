@@ -13,12 +13,11 @@ from keras_sentemb.methods.method import Method
 from keras_sentemb.methods.options import MethodConfig
 from keras_sentemb.methods.options import option
 from keras_sentemb.methods.registry import register_method
-from keras_sentemb.methods.runner import fit
 from keras_sentemb.methods.runner import fit_function
 from keras_sentemb.models.projection_head import with_projection_head
 from keras_sentemb.pipelines.schedules import adamw_linear_decay
-from keras_sentemb.trainers.simcse import SIMCSE_MODES
-from keras_sentemb.trainers.simcse import SimCSE as SimCSETrainer
+from keras_sentemb.methods.simcse.trainer import SIMCSE_MODES
+from keras_sentemb.methods.simcse.trainer import SimCSE as SimCSETrainer
 
 PAPER = "Gao et al. 2021"
 # The columns of streamed data in each mode that streams.
@@ -68,7 +67,7 @@ def supervised_columns(data, mode):
 
 
 @register_method("simcse")
-class SimCSE(Method):
+class SimCSEMethod(Method):
     """Trains a sentence encoder with SimCSE and returns it.
 
     Unsupervised (default, the paper's main setting): the sentences of
@@ -131,7 +130,7 @@ class SimCSE(Method):
             run.record_data(examples=n, mode=config.mode)
         with run.scope():
             encoder = run.load_encoder()
-            plan = run.resolve(encoder, examples=n, mlp=config.mlp)
+            plan = run.plan(encoder, examples=n, mlp=config.mlp)
             if plan.mlp == "keep" and encoder.projection is None:
                 # The head is part of the encoder; the trainer adds none.
                 encoder = with_projection_head(encoder, seed=run.seed)
@@ -152,14 +151,16 @@ class SimCSE(Method):
         return run.finish(trainer.encoder, plan)
 
 
+# The literal signature, for editors: `fit_function` checks it against the method's
+# config and run defaults, and makes the function (its docstring is the method's).
 def fit_simcse(data, model="default", steps=None, batch_size=64, learning_rate=3e-5,
                max_length=32, pooling="auto", dev="stsb", eval_every=125, output=None,
                strategy=None, callbacks=None, seed=42, verbose="auto", mode="unsup",
                temperature=0.05, mlp="auto", hard_negative_weight=0.0, negative_weight=1.0,
                negative_margin=0.0, precision="float32", mini_batch_size=None,
                matryoshka_dims=None, max_grad_norm=1.0, matryoshka_weights=None,
-               dev_retrieval=None, dev_select="auto", max_skipped=0.01):
-    return fit("simcse", **locals())
+               dev_retrieval=None, dev_select="auto", max_skipped=0.01, preset=None):
+    ...
 
 
-fit_function("simcse", fit_simcse)
+fit_simcse = fit_function("simcse", fit_simcse)

@@ -22,15 +22,14 @@ from keras_sentemb.methods.method import Method
 from keras_sentemb.methods.options import MethodConfig
 from keras_sentemb.methods.options import option
 from keras_sentemb.methods.registry import register_method
-from keras_sentemb.methods.runner import fit
 from keras_sentemb.methods.runner import fit_function
 from keras_sentemb.models.pooling import parse_pooling
 from keras_sentemb.pipelines.callbacks import STSDevEvaluation
 from keras_sentemb.pipelines.schedules import adamw_linear_decay
-from keras_sentemb.trainers.consert import ADVERSARIAL
-from keras_sentemb.trainers.consert import CONSERT_FIT_MODES
-from keras_sentemb.trainers.consert import ConSERT as ConSERTTrainer
-from keras_sentemb.trainers.consert import parse_views
+from keras_sentemb.methods.consert.trainer import ADVERSARIAL
+from keras_sentemb.methods.consert.trainer import CONSERT_FIT_MODES
+from keras_sentemb.methods.consert.trainer import ConSERT as ConSERTTrainer
+from keras_sentemb.methods.consert.trainer import parse_views
 
 logger = logging.getLogger(__name__)
 
@@ -83,7 +82,7 @@ class ConSERTConfig(MethodConfig):
 
 
 @register_method("consert")
-class ConSERT(Method):
+class ConSERTMethod(Method):
     """Trains a sentence encoder with ConSERT and returns it.
 
     Unsupervised (default): the sentences of `data` — ideally the unlabeled
@@ -141,10 +140,10 @@ class ConSERT(Method):
                     "eval_every": 200, "seed": 42, "max_grad_norm": 1.0}
     run_docs = {
         "steps": (
-            "int or None. Steps of the unsupervised stage (of the only stage in"
-            ' `"sup"` / `"joint"`). Defaults to `epochs` epochs.'
+            "Steps of the unsupervised stage (of the only stage in"
+            ' `"sup"` / `"joint"`); None is `epochs` epochs.'
         ),
-        "learning_rate": "float. Defaults to `5e-7` (ConSERT, unsupervised).",
+        "learning_rate": "Peak learning rate (ConSERT's unsupervised setting by default).",
     }
     data_doc = ("list of str, text file, `tf.data.Dataset` or TFDS name (the unlabeled "
                 "sentences), or, in modes `\"sup\"` / `\"joint\"`, the supervised file or rows. "
@@ -179,7 +178,7 @@ class ConSERT(Method):
         if not supervised_only:
             sentences, stream, n = run.read_sentences(data)
         # The run's steps and learning rate are the last stage's.
-        plan = run.resolve(encoder, examples=supervised.count if supervised_only else n,
+        plan = run.plan(encoder, examples=supervised.count if supervised_only else n,
                            epochs=config.epochs)
         common["pooling"] = plan.pooling
         if mode != "unsup":
@@ -323,6 +322,8 @@ def _dev_selection(run, dev_pooling, patience):
     return STSDevEvaluation(run.dev_pairs, pooling=dev_pooling, patience=patience)
 
 
+# The literal signature, for editors: `fit_function` checks it against the method's
+# config and run defaults, and makes the function (its docstring is the method's).
 def fit_consert(data, model="default", steps=None, batch_size=96, learning_rate=5e-7,
                 max_length=64, pooling="auto", dev="stsb", eval_every=200, output=None,
                 strategy=None, callbacks=None, seed=42, verbose="auto", mode="unsup",
@@ -332,8 +333,8 @@ def fit_consert(data, model="default", steps=None, batch_size=96, learning_rate=
                 warmup_ratio=0.1, patience=10, dev_pooling=None, precision="float32",
                 mini_batch_size=None, matryoshka_dims=None, max_grad_norm=1.0,
                 matryoshka_weights=None,
-                dev_retrieval=None, dev_select="auto", max_skipped=0.01):
-    return fit("consert", **locals())
+                dev_retrieval=None, dev_select="auto", max_skipped=0.01, preset=None):
+    ...
 
 
-fit_function("consert", fit_consert)
+fit_consert = fit_function("consert", fit_consert)
