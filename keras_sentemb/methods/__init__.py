@@ -9,6 +9,7 @@ from keras_sentemb.lazy_exports import lazy_exports
 
 __getattr__, __dir__, __all__ = lazy_exports(__name__, {
     "Method": f"{__name__}.method",
+    "Preset": f"{__name__}.method",
     "MethodConfig": f"{__name__}.options",
     "PluginError": f"{__name__}.registry",
     "UnknownMethodError": f"{__name__}.registry",

@@ -61,14 +61,35 @@ class Preset:
     """A paper's settings of a method, named: `fit(name, preset=...)`, `--preset NAME`.
 
     Attributes:
-        doc: str. One line: the paper's setup (what it trains on, with which
-            backbone) and where the paper says so.
-        values: dict. Argument name -> value (shared run arguments and the
-            method's options); arguments given explicitly override them.
+        doc: str. One line: the paper's setup (what it trains, from which
+            backbone).
+        settings: dict. Argument name (a shared run argument or one of the
+            method's options) -> `(value, source)`, the source saying where
+            the paper (or its official code) sets it. Arguments given
+            explicitly override them.
+
+    Examples:
+
+    ```python
+    presets = {"unsup-bert-base": Preset("Unsupervised SimCSE-BERT-base.", {
+        "model": ("bert_base_en_uncased", "run_unsup_example.sh: bert-base-uncased"),
+        "batch_size": (64, "run_unsup_example.sh: --per_device_train_batch_size 64"),
+    })}
+    ```
     """
 
     doc: str
-    values: dict = dataclasses.field(default_factory=dict)
+    settings: dict
+
+    @property
+    def values(self):
+        """Argument name -> value."""
+        return {name: value for name, (value, _) in self.settings.items()}
+
+    @property
+    def sources(self):
+        """Argument name -> where the paper sets it."""
+        return {name: source for name, (_, source) in self.settings.items()}
 
 
 class UnknownPresetError(ValueError):

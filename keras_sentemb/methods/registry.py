@@ -198,17 +198,20 @@ def _plugin_error(entry, what):
 
 
 def _method_line(name, entries):
-    """How `list_methods(verbose=True)` describes one method."""
+    """How `list_methods(verbose=True)` describes one method (and names its presets)."""
     if name in BUILTIN_METHODS:
-        return f"built-in ({BUILTIN_METHODS[name]})"
-    if name in _REGISTERED:
+        line = f"built-in ({BUILTIN_METHODS[name]})"
+    elif name in _REGISTERED:
         origin = f"registered ({_qualname(_REGISTERED[name])})"
-        return origin if name not in entries else f"plugin, {describe_entry_point(entries[name])}"
-    try:
-        load_plugin(entries[name])
-    except PluginError as error:
-        return f"plugin that fails to load: {error.detail}"
-    return f"plugin, {describe_entry_point(entries[name])}"
+        line = origin if name not in entries else f"plugin, {describe_entry_point(entries[name])}"
+    else:
+        try:
+            load_plugin(entries[name])
+        except PluginError as error:
+            return f"plugin that fails to load: {error.detail}"
+        line = f"plugin, {describe_entry_point(entries[name])}"
+    presets = list(get_method(name).presets)
+    return f"{line}; presets: {', '.join(presets)}" if presets else line
 
 
 def list_methods(verbose=False):
@@ -216,9 +219,9 @@ def list_methods(verbose=False):
 
     Listing reads the installed entry points without importing them (nor
     TensorFlow); a plugin that fails to load is still listed, and never hides
-    the others. `verbose=True` imports each plugin and says where every
-    method comes from, a plugin that fails to load with its entry point, its
-    distribution and the error.
+    the others. `verbose=True` imports every method and says where each
+    comes from and the names of its presets (the papers' settings), a plugin
+    that fails to load with its entry point, its distribution and the error.
 
     Args:
         verbose: bool. Describe each method instead of naming it. Defaults
@@ -234,7 +237,7 @@ def list_methods(verbose=False):
     keras_sentemb.list_methods()
     # ['consert', 'ct', 'flow', 'mlm', 'multitask', 'parallel', 'sg', 'simcse', 'sts', 'whitening']
     keras_sentemb.list_methods(verbose=True)["simcse"]
-    # 'built-in (keras_sentemb.methods.simcse)'
+    # 'built-in (keras_sentemb.methods.simcse); presets: unsup-bert-base'
     ```
     """
     entries = _entry_points()

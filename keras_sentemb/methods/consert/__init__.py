@@ -19,6 +19,7 @@ from keras_sentemb.data.nli import triplets_to_nli_pairs
 from keras_sentemb.data.stream_batches import as_stream
 from keras_sentemb.methods.method import ALL_OPTIONAL
 from keras_sentemb.methods.method import Method
+from keras_sentemb.methods.method import Preset
 from keras_sentemb.methods.options import MethodConfig
 from keras_sentemb.methods.options import option
 from keras_sentemb.methods.registry import register_method
@@ -34,6 +35,9 @@ from keras_sentemb.methods.consert.trainer import parse_views
 logger = logging.getLogger(__name__)
 
 PAPER = "Yan et al. 2021"
+# The official code the preset's sources cite.
+SCRIPT = "yym6472/ConSERT@03c9e8f scripts/unsup-consert-base.sh"
+MAIN = "yym6472/ConSERT@03c9e8f main.py"
 # Streamed labelled pairs: rows read to count the classes.
 LABEL_SAMPLE = 10_000
 UNSUP_VIEWS = ("shuffle", "feature_cutoff")
@@ -150,6 +154,40 @@ class ConSERTMethod(Method):
                 "Both stream (a glob of files, `keras_sentemb.streamed(...)`, a `.jsonl` file, a "
                 "`tf.data.Dataset`): supervised rows are `sent0`, `sent1`, `hard_neg` triplets or "
                 "`sentence1`, `sentence2`, `label` pairs (see the large-corpora guide).")
+
+    presets = {
+        "unsup-bert-base": Preset(
+            "Unsupervised ConSERT-base (Yan et al. 2021, section 4.1, Table 2), trained on the "
+            "unlabeled STS texts.", {
+                "model": ("bert_base_en_uncased", "section 4.1: 'We use both the BERT-base and "
+                                                  "BERT-large'; Table 2 ConSERT-base"),
+                "views": ("shuffle,feature_cutoff", "section 5 (Figure 5): 'When combined "
+                                                    "Shuffle with Feature Cutoff, we achieve "
+                                                    "the best result'"),
+                "temperature": (0.1, "section 4.1: 'The temperature tau of NT-Xent loss is set "
+                                     "to 0.1'"),
+                "batch_size": (96, "section 4.1: 'The batch size is set to 96 in most of our "
+                                   "experiments'"),
+                "learning_rate": (5e-7, "section 4.1: 'We adopt Adam optimizer and set the "
+                                        "learning rate to 5e-7'"),
+                "max_length": (64, "section 4.1: 'The max sequence length is set to 64'"),
+                "epochs": (10, f"paper silent; official code does --num_epochs 10 ({SCRIPT})"),
+                "warmup_ratio": (0.1, "section 4.1: 'a linear learning rate warm-up over 10% "
+                                      "of the training steps'"),
+                "eval_every": (200, "section 4.1: 'evaluate the model every 200 steps during "
+                                    "training. The best checkpoint on the dev set of STSb is "
+                                    "saved for test'"),
+                "patience": (10, f"paper silent; official code does --patience 10 ({SCRIPT})"),
+                "encoder_dropout": (False, "section 4.1: 'we remove the default dropout layer "
+                                           "in BERT architecture'"),
+                "pooling": ("mean", "section 3.1 / Figure 2: average pooling of the last layer "
+                                    f"for training ({MAIN} l.189: Pooling(mean tokens))"),
+                "dev_pooling": ("mean_last2", "section 4.1 Evaluation: 'averaging the token "
+                                              "embeddings at the last two layers'; used for "
+                                              "dev selection too"),
+                "seed": (1, f"paper silent; official code does --seed 1 ({SCRIPT})"),
+            }),
+    }
 
     def train(self, run, data, config):
         mode = config.mode

@@ -12,6 +12,7 @@ from keras_sentemb.data.stream_batches import ct_stream_batches
 from keras_sentemb.data.stream_batches import worker_shard
 from keras_sentemb.methods.method import ALL_OPTIONAL
 from keras_sentemb.methods.method import Method
+from keras_sentemb.methods.method import Preset
 from keras_sentemb.methods.options import MethodConfig
 from keras_sentemb.methods.options import option
 from keras_sentemb.methods.registry import register_method
@@ -25,6 +26,9 @@ from keras_sentemb.methods.contrastive_tension.trainer import parse_negatives
 from keras_sentemb.trainers.torch_adamw import TorchAdamW
 
 PAPER = "Carlsson et al. 2021"
+# The official code the preset's sources cite.
+REPO = "FreddeFrallan/Contrastive-Tension@75293a8"
+TRAIN = f"{REPO} ContrastiveTension/Training.py"
 KEEP = ("best", "tower1", "tower2", "worst")
 # The first-stage learning rate when the run gives none: the paper's with
 # K negatives (RMSprop, CT's step schedule), sentence-transformers' for the
@@ -113,6 +117,39 @@ class ContrastiveTensionMethod(Method):
     data_doc = ("list of str, a text file (one sentence per line), a `tf.data.Dataset` of "
                 "strings, or a TFDS dataset name; a glob of files, `keras_sentemb.streamed(...)` "
                 "or a `Mixture` is streamed (see the large-corpora guide).")
+
+    presets = {
+        "paper-bert-base": Preset(
+            "BERT-Base-CT (Carlsson et al. 2021, section 5, Table 1): 50,000 steps on "
+            "Wikipedia sentences, the worse tower reported.", {
+                "model": ("bert_base_en_uncased", "Table 1 / App. C.1: BERT-Base-CT from "
+                                                  "bert-base"),
+                "batch_size": (16, "section 5: 'The batch size is set to 16'"),
+                "negatives": ("k7", "section 5: 'K = 7 negative sentence pairs for each "
+                                    "positive sentence pair'"),
+                "negatives_layout": ("paper", "section 4 and App. A.1 (Figure 4): (s, negative) "
+                                              "pairs, 'always use f2 to embed the K negative "
+                                              f"sentences'; {REPO} samples (a, b) pairs of two "
+                                              "random sentences (negatives_layout "
+                                              "'official')"),
+                "max_length": (75, f"paper silent; official code does max_sent_len = 75 "
+                                   f"({REPO} ExampleTraining.py)"),
+                "learning_rate": (1e-5, "section 5 and App. A.3: RMSProp, fixed schedule from "
+                                        "1e-5 down to 2e-6 (steps as in the official "
+                                        f"{TRAIN}: [500, 1000, 1500, 2000])"),
+                "logits": ("dot", "section 4, eq. (1): z = f1(s1)^T f2(s2)"),
+                "pooling": ("mean", "section 4: 'mean pooling over the features in the final "
+                                    "layer'"),
+                "dropout": (False, "paper silent; official code runs the towers with "
+                                   f"training=False ({REPO} ContrastiveTensionModel.py)"),
+                "steps": (50000, "section 5: 'we strictly perform 50,000 update steps before "
+                                 "evaluating'"),
+                "keep": ("worst", "section 5: 'for all unsupervised tasks we report results "
+                                  "for the worst-performing of the two models'"),
+                "eval_every": (500, f"paper silent; official code evaluates after every "
+                                    f"500-step epoch ({TRAIN})"),
+            }),
+    }
 
     def train(self, run, data, config):
         keep, tower_score = config.keep, config.tower_score

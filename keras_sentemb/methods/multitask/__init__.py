@@ -36,6 +36,7 @@ from keras_sentemb.evaluation.multitask import evaluate_multitask
 from keras_sentemb.methods.method import DEV_RETRIEVAL
 from keras_sentemb.methods.method import STREAMED
 from keras_sentemb.methods.method import Method
+from keras_sentemb.methods.method import Preset
 from keras_sentemb.methods.options import MethodConfig
 from keras_sentemb.methods.options import option
 from keras_sentemb.methods.registry import register_method
@@ -43,6 +44,7 @@ from keras_sentemb.methods.runner import fit_function
 from keras_sentemb.pipelines.backup import TrainingBackup
 from keras_sentemb.pipelines.callbacks import DevSelection
 from keras_sentemb.methods.multitask.three_given import THREE_GIVEN
+from keras_sentemb.methods.multitask.three_given import THREE_GIVEN_SETTINGS
 from keras_sentemb.methods.multitask.three_given import pretrain_three_given
 from keras_sentemb.pipelines.plan import resolve_training_mlp
 from keras_sentemb.pipelines.schedules import adamw_linear_decay
@@ -55,6 +57,8 @@ from keras_sentemb.methods.simcse.trainer import SimCSE
 logger = logging.getLogger(__name__)
 
 PAPER = "Chen, CS224N report"
+# The starter code the preset's sources cite.
+STARTER = "gpoesia/minbert-default-final-project@7ac8260 multitask_classifier.py"
 MULTITASK_DEV = "multitask"
 WEIGHT_DECAY = 0.01
 def _refuse_stsb_test(value):
@@ -85,7 +89,8 @@ class MultitaskConfig(MethodConfig):
                            "positives, non-paraphrases as hard negatives), `\"nli\"` (supervised "
                            "SimCSE on `nli_file` triplets), `\"three_given\"` (the report's \"3 "
                            "Given\" schedule: 5 epochs of supervised Quora with negatives, then "
-                           "unsupervised SST, then unsupervised STS; see `multitask_presets`) or "
+                           "unsupervised SST, then unsupervised STS; see `three_given` in this "
+                           "method's folder) or "
                            "`\"none\"`.", choices=PRETRAIN_MODES)
     pretrain_steps: typing.Optional[int] = option(
         None, "Pre-training steps; `None` = `steps` (`\"three_given\"`: 5 full epochs of its "
@@ -111,7 +116,7 @@ class MultitaskConfig(MethodConfig):
     head_style: str = option("residual", "`\"residual\"` (zero-initialised residual pair "
                              "transforms) or `\"plain\"` (the report's plain 2-layer MLP heads "
                              "with dropout at each linear layer). "
-                             "`multitask_presets.MULTITASK_PRESETS[\"three_given\"]` holds the "
+                             "the `three_given` preset holds the "
                              "report's whole setting.", choices=HEAD_STYLES)
 
 
@@ -267,6 +272,17 @@ class MultitaskMethod(Method):
     returns_doc = ("The trained `MultitaskModel` (its `.encoder` is the kept `SentenceEncoder`, "
                    "pooling set); `.dev_metrics` holds the kept model's dev metrics, "
                    "`.training_report` the encoder's report.")
+
+    presets = {
+        THREE_GIVEN: Preset(
+            "The CS224N report's \"3 Given\" setting (Table 2): contrastive pre-training on the "
+            "three given datasets, then plain MLP heads trained with the average loss.", {
+                "model": ("bert_base_en_uncased", f"section 5.1 (minBERT, BERT-base); "
+                                                  f"{STARTER} l.48: "
+                                                  "BertModel.from_pretrained('bert-base-uncased')"),
+                **THREE_GIVEN_SETTINGS,
+            }),
+    }
 
     def train(self, run, data, config):
         if run.config.steps is None:

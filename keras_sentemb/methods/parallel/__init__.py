@@ -16,6 +16,7 @@ from keras_sentemb.evaluation.alignment_uniformity import AlignmentUniformityTra
 from keras_sentemb.evaluation.retrieval import evaluate_bitext_retrieval
 from keras_sentemb.methods.method import ALL_OPTIONAL
 from keras_sentemb.methods.method import Method
+from keras_sentemb.methods.method import Preset
 from keras_sentemb.methods.options import MethodConfig
 from keras_sentemb.methods.options import option
 from keras_sentemb.methods.registry import register_method
@@ -38,6 +39,33 @@ from keras_sentemb.trainers.torch_adamw import TorchAdamW
 logger = logging.getLogger(__name__)
 
 PAPER = "parallel-translation paper, ACL ARR 2022"
+
+# The paper's step B on BERT-base (section 4.2.2, Table 6): argument -> (value, source).
+_BERT_BASE = {
+    "model": ("bert_base_multi", "section 4.2.1: step A trains a Chinese RoBERTa-large under a "
+                                 "frozen SimCSE-RoBERTa-large, section 4.2.2: step B a "
+                                 "BERT/RoBERTa (Table 2); here one keras-hub multilingual "
+                                 "BERT-base for both languages"),
+    "learning_rate": (2e-4, "section 4.2.2 and Table 6: BERT-base learning rate 2e-4 "
+                            "(RoBERTa-large and step A: 5e-5)"),
+    "batch_size": (400, "section 4.2.2 and Table 6: BERT-base batch 400 per GPU (RoBERTa-large "
+                        "and step A: 200)"),
+    "queue_size": (10000, "section 4.2.2 and Table 6: BERT-base queue 10T = 10,000 "
+                          "(RoBERTa-large and step A: 200,000)"),
+    "max_length": (50, "section 4.2.1: 'the input sentence length is 50' (and section 4.2.3 "
+                       "for NLI)"),
+    "teacher": ("default", "section 4.2.1: 'we adopt the pre-trained SimCSE-RoBERTa large model "
+                           "as the source language (English) encoder' and freeze it; here the "
+                           "toolkit's trained English encoder (all-MiniLM-L6-v2), never the "
+                           "untrained student"),
+    "temperature": ("learnable", "section 4.2.2 and Table 1: 'temperature is parameter 1 (a "
+                                 "learnable parameter in training)'"),
+    "init_temperature": (1.0, "section 4.2 ('Effect of Temperature') and 4.2.2: 'temperature is "
+                              "parameter 1 (a learnable parameter in training)': a learnable "
+                              "temperature starting at 1"),
+    "eval_every": (250, "sections 4.2.1 / 4.2.2: 'We evaluate every 250 training steps on the "
+                        "development set of STS-B and save the best checkpoint'"),
+}
 RETRIEVAL_DEV = "retrieval"
 PAIR_COLUMNS = ("source", "target")
 # Streamed pairs: the held-out pairs and the vocabulary sample come from this many first rows.
@@ -213,6 +241,20 @@ class ParallelMethod(Method):
     data_doc = ("TSV path (`source<TAB>target[<TAB>...]`), list of (source, target), or "
                 "`tf.data.Dataset` of pairs; a glob of files, `keras_sentemb.streamed(...)` or a "
                 "`Mixture` is streamed (held-out pairs from its first 20,000 rows).")
+
+    presets = {
+        "bert-base": Preset(
+            "Step B on a multilingual BERT-base under a frozen English teacher (section "
+            "4.2.2, Table 6).", _BERT_BASE),
+        "objective-comparison": Preset(
+            "The objectives' comparison (section 4.4.2, Table 5): batch 128, learning rate "
+            "2e-4, no queue.", {
+                **_BERT_BASE,
+                "learning_rate": (2e-4, "section 4.4.2 / Table 5: 'learning rate is 2e-4'"),
+                "batch_size": (128, "section 4.4.2 / Table 5: 'batch size is 128'"),
+                "queue_size": (0, "section 4.4.2 / Table 5: 'queue size is 0'"),
+            }),
+    }
 
     def train(self, run, data, config):
         split = self._split_pairs(run, data, config)

@@ -11,6 +11,7 @@ from keras_sentemb.losses.self_guided import SG_LOSSES
 from keras_sentemb.methods.method import DEV_RETRIEVAL
 from keras_sentemb.methods.method import STREAMED
 from keras_sentemb.methods.method import Method
+from keras_sentemb.methods.method import Preset
 from keras_sentemb.methods.options import MethodConfig
 from keras_sentemb.methods.options import option
 from keras_sentemb.methods.registry import register_method
@@ -20,6 +21,8 @@ from keras_sentemb.methods.self_guided.trainer import VIEW_POOLINGS
 from keras_sentemb.methods.self_guided.trainer import SelfGuided as SelfGuidedTrainer
 
 PAPER = "Kim et al. 2021"
+# The official code the preset's sources cite.
+CODE = "galsang/SG-BERT@23d5ebe training.py"
 # SG's "auto" pooling is [CLS] whatever the model declares.
 SG_POOLING_REASON = f"SG trains the [CLS] vector ({PAPER}, section 3)"
 
@@ -119,6 +122,35 @@ class SelfGuidedMethod(Method):
     data_doc = ("list of str, a text file (one sentence per line), a `tf.data.Dataset` of "
                 "strings or a TFDS name. The paper uses the STS-B sentences without labels. "
                 "With `mode=\"pairs\"`: the pair file or a list of `(sentence, positive)`.")
+
+    presets = {
+        "sg-opt-bert-base": Preset(
+            "SG-OPT on BERT-base (Kim et al. 2021, Table 1, Table 8), trained on the STS-B "
+            "sentences without labels.", {
+                "model": ("bert_base_en_uncased", f"{CODE}: --model_name bert-base-uncased"),
+                "loss": ("opt3", f"{CODE}: --obj SG-OPT"),
+                "pooling": ("cls", "section 3: 'the [CLS] vector from the last layer of BERT_T "
+                                   "... is regarded as the final sentence embedding'; Table 1 "
+                                   "evaluates CLS"),
+                "view_pooling": ("max", "section 3.1: 'we employ max pooling as p and a uniform "
+                                        "sampler as sigma'; the official training.py defaults "
+                                        "--pooling2 mean"),
+                "temperature": (0.01, f"{CODE}: --T 1e-2"),
+                "reg_weight": (0.1, f"{CODE}: --lamb 0.1"),
+                "min_layer": (0, f"{CODE}: --lmin 0"),
+                "epochs": (1, f"{CODE}: --num_epochs 1"),
+                "batch_size": (16, f"{CODE}: --batch_size 16"),
+                "learning_rate": (5e-5, f"{CODE}: --lr 5e-5 (AdamW betas (0.9, 0.9), "
+                                        "weight_decay 0)"),
+                "warmup_ratio": (0.1, f"{CODE}: warmup_steps = 10% of the training steps"),
+                "max_length": (128, "galsang/SG-BERT@23d5ebe modules.py: "
+                                    "Transformer(max_seq_length=128)"),
+                "eval_every": (50, f"{CODE}: --eval_step 50 (STS-B dev)"),
+                "patience": (10, f"{CODE}: --es 10"),
+                "projection_dim": (4096, "galsang/SG-BERT@23d5ebe loss.py l.247-253: "
+                                         "Linear(d, 4096), GELU, Linear(4096, 4096), GELU"),
+            }),
+    }
 
     def train(self, run, data, config):
         names = ("sentence", "positive") if config.mode == "pairs" else ("sentence",)

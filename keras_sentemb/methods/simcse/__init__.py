@@ -10,6 +10,7 @@ from keras_sentemb.data.nli import load_supervised
 from keras_sentemb.data.stream_batches import as_stream
 from keras_sentemb.methods.method import ALL_OPTIONAL
 from keras_sentemb.methods.method import Method
+from keras_sentemb.methods.method import Preset
 from keras_sentemb.methods.options import MethodConfig
 from keras_sentemb.methods.options import option
 from keras_sentemb.methods.registry import register_method
@@ -20,6 +21,9 @@ from keras_sentemb.methods.simcse.trainer import SIMCSE_MODES
 from keras_sentemb.methods.simcse.trainer import SimCSE as SimCSETrainer
 
 PAPER = "Gao et al. 2021"
+
+# The official unsupervised script, whose flags the preset's sources cite.
+SCRIPT = "princeton-nlp/SimCSE@49fa580 run_unsup_example.sh"
 # The columns of streamed data in each mode that streams.
 STREAM_COLUMNS = {"unsup": ("sentence",), "sup": ("sent0", "sent1", "hard_neg"),
                   "pairs": ("sent0", "sent1"), "paraphrase": ("sentence1", "sentence2")}
@@ -110,6 +114,26 @@ class SimCSEMethod(Method):
                 "or a list of 2-tuples. Every mode also streams: a glob of files, "
                 "`keras_sentemb.streamed(...)` or a `Mixture` (see the large-corpora guide); "
                 "streamed paraphrase rows are `sentence1`, `sentence2`, `label`.")
+
+    presets = {
+        "unsup-bert-base": Preset(
+            "Unsupervised SimCSE-BERT-base (Gao et al. 2021, section 3 and appendix A), "
+            "trained on Wikipedia sentences.", {
+                "model": ("bert_base_en_uncased",
+                          f"{SCRIPT}: --model_name_or_path bert-base-uncased"),
+                "batch_size": (64, f"{SCRIPT}: --per_device_train_batch_size 64; README table"),
+                "learning_rate": (3e-5, f"{SCRIPT}: --learning_rate 3e-5; README table "
+                                        "(BERT-base)"),
+                "max_length": (32, f"{SCRIPT}: --max_seq_length 32"),
+                "temperature": (0.05, f"{SCRIPT}: --temp 0.05"),
+                "pooling": ("cls", f"{SCRIPT}: --pooler_type cls"),
+                "mlp": ("train", f"{SCRIPT}: --mlp_only_train (MLP in training, removed at "
+                                 "test)"),
+                "eval_every": (125, f"{SCRIPT}: --eval_steps 125, --load_best_model_at_end on "
+                                    "stsb_spearman"),
+                "seed": (42, "HF TrainingArguments default seed 42 (the script sets none)"),
+            }),
+    }
 
     def train(self, run, data, config):
         stream = as_stream(data, tfds=config.mode == "unsup")

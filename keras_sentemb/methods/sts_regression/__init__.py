@@ -16,6 +16,7 @@ from keras_sentemb.evaluation.sts_spread import score_buckets
 from keras_sentemb.methods.method import DEV_RETRIEVAL
 from keras_sentemb.methods.method import STREAMED
 from keras_sentemb.methods.method import Method
+from keras_sentemb.methods.method import Preset
 from keras_sentemb.methods.options import MethodConfig
 from keras_sentemb.methods.options import option
 from keras_sentemb.methods.registry import register_method
@@ -26,6 +27,9 @@ from keras_sentemb.methods.sts_regression.trainer import STSRegression as STSReg
 logger = logging.getLogger(__name__)
 
 PAPER = "Carlsson et al. 2021"
+# What the preset's sources say where the paper is silent.
+NO_CODE = ("paper silent; the authors' repository (FreddeFrallan/Contrastive-Tension@75293a8) "
+           "has no regression code")
 LABEL_MODES = ("model_specific", "unit")
 STS_SCORE_RANGE = (0.0, 5.0)
 # The columns of streamed pairs (`.jsonl` keys, a `.csv` header; the first three `.tsv` columns).
@@ -192,6 +196,29 @@ class STSRegressionMethod(Method):
                 "`keras_sentemb.streamed(...)`, a `tf.data.Dataset`; rows whose score is not "
                 "in [0, 5] are skipped): M is then computed on the first `steps * batch_size` "
                 "rows, read twice in constant memory.")
+
+    presets = {
+        "ct-bert-base": Preset(
+            "CT's supervised STS-b regression (Carlsson et al. 2021, section 5.2, Table 2) on "
+            "BERT-base (or a CT model): labels mapped onto [M, 1], 8 epochs.", {
+                "model": ("bert_base_en_uncased", "Table 2: BERT-base and its CT / S-BERT "
+                                                  "variants"),
+                "labels": ("model_specific", "section 5.2: labels 'linearly mapped to the range "
+                                             "[M, 1], where M is the mean cosine similarity of "
+                                             "the lowest bucket'"),
+                "num_buckets": (20, "section 5.2: 20 buckets of width 5/20 = 0.25 over STS-b "
+                                    "train, right-closed: '[0, 0.25] and the next bucket covers "
+                                    "the range (0.25, 0.5]'"),
+                "epochs": (8, "section 5.2: '10 training runs for 8 epochs'"),
+                "batch_size": (16, f"{NO_CODE}; the S-BERT regression setup it follows "
+                                   "(section 5.2) trains STS-B with batch 16 in "
+                                   "sentence-transformers' example"),
+                "learning_rate": (2e-5, f"{NO_CODE}; sentence-transformers' default (AdamW "
+                                        "2e-5) of the S-BERT setup"),
+                "max_length": (75, f"{NO_CODE}; CT's own max_sent_len = 75 "
+                                   "(ExampleTraining.py)"),
+            }),
+    }
 
     def train(self, run, data, config):
         stream = as_stream(data)
