@@ -95,7 +95,7 @@ def test_method_flags_mirror_every_fit_argument():
     for name in list_methods():
         parser, method = cli.method_option_parser(name)
         flags = {a.dest for a in parser._actions}
-        python_only = {f.name for f in method.config_class.option_fields() if f.spec.python_only}
+        python_only = {f.name for f in method.config_class.option_fields() if f.python_only}
         python_only |= {"strategy", "callbacks"}
         params = [p for p in method.signature().parameters
                   if p not in cli.FIXED_RUN_ARGUMENTS and p != "data" and p not in python_only]

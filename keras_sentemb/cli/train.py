@@ -173,7 +173,8 @@ def _flag_type(argument):
         cast, what = _CASTS.get(typing.get_args(base)[0], (str, "value"))
         parse = _comma_list(cast, what)
         return {"type": _optional(parse, f"comma-separated {what}s") if argument.optional else parse}
-    if base is str or (base is object and isinstance(argument.default, str)):
+    if base is str or str in typing.get_args(base) or (
+            base is object and isinstance(argument.default, str)):
         kwargs = {"type": str}  # e.g. --dev stsb | FILE | none, read by the method
         if argument.choices is not None:
             kwargs["choices"] = argument.choices
@@ -220,6 +221,8 @@ def _metavar(argument, kwargs):
     base = argument.base_type
     if typing.get_origin(base) is tuple:
         return "A,B,..."
+    if os.PathLike in typing.get_args(base):
+        return "PATH"
     return {int: "N", float: "X"}.get(base, "VALUE")
 
 

@@ -39,20 +39,19 @@ _DECLARATION = re.compile(r'^@register_method\("([a-z][a-z0-9_-]*)"\)\nclass ', 
 _FIT_FUNCTION = re.compile(r"^def (fit_[a-z0-9_]+)\(", re.M)
 
 
-def _method_sources():
-    """`(module name, source)` of each built-in method: a module or a folder of this package."""
-    here = pathlib.Path(__file__).resolve().parent
-    for path in sorted(here.iterdir()):
+def _method_sources(folder, package):
+    """`(module name, source)` of each method in `folder`: a module or a folder of its own."""
+    for path in sorted(pathlib.Path(folder).iterdir()):
         if path.is_dir() and (path / "__init__.py").is_file():
             module, source = path.name, path / "__init__.py"
         elif path.suffix == ".py" and path.stem not in _FRAMEWORK + ("__init__",):
             module, source = path.stem, path
         else:
             continue
-        yield f"{__package__}.{module}", source.read_text(encoding="utf-8")
+        yield f"{package}.{module}", source.read_text(encoding="utf-8")
 
 
-def builtin_declarations():
+def builtin_declarations(folder=None, package=__package__):
     """`(methods, fit_functions)` read from the built-in methods' own sources.
 
     A built-in method is a module, or a folder, of `keras_sentemb.methods`
@@ -60,11 +59,17 @@ def builtin_declarations():
     `fit_*` function at the top level; nothing else lists it. The sources are
     read as text, so naming them imports nothing (nor TensorFlow).
 
+    Args:
+        folder: path or None. The package folder to read; None is this
+            package's (`keras_sentemb/methods`).
+        package: str. The folder's package name.
+
     Returns:
         `({name: module}, {fit function name: module})`, sorted by name.
     """
     names, functions = {}, {}
-    for module, source in _method_sources():
+    folder = pathlib.Path(__file__).resolve().parent if folder is None else folder
+    for module, source in _method_sources(folder, package):
         for name in _DECLARATION.findall(source):
             names[name] = module
         for function in _FIT_FUNCTION.findall(source):

@@ -746,11 +746,11 @@ def test_fit_multitask_refuses_stsb_test_and_bad_options(folder):
 
 
 def test_fit_multitask_signature_follows_the_scaffold():
-    from keras_sentemb.pipelines.scaffold import COMMON_ARGS
+    from keras_sentemb.pipelines.arguments import SHARED_NAMES
 
     params = list(inspect.signature(fit_multitask).parameters)
     assert params[0] == "data"
-    assert params[1: 1 + len(COMMON_ARGS)] == list(COMMON_ARGS)
+    assert params[1: 1 + len(SHARED_NAMES)] == list(SHARED_NAMES)
     defaults = {k: v.default for k, v in inspect.signature(fit_multitask).parameters.items()}
     assert defaults["dev"] == "multitask" and defaults["pooling"] == "auto"
     assert defaults["head_sharing"] == "first_layer" and defaults["evaluate_stsb_test"] is False
