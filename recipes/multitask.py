@@ -171,7 +171,7 @@ def main(argv=None):
     from keras_sentemb.evaluation.paper_row import write_row
     from keras_sentemb.models import SentenceEncoder
     from keras_sentemb.evaluation.multitask_ensemble import MultitaskEnsemble
-    from keras_sentemb.methods.multitask import three_given as multitask_presets
+    from keras_sentemb.methods.multitask import three_given
     from keras_sentemb.evaluation.multitask import evaluate_multitask
     from keras_sentemb.methods.multitask import fit_multitask
     from keras_sentemb.pipelines.scaffold import resolve_pooling
@@ -179,7 +179,7 @@ def main(argv=None):
 
     keras.utils.set_random_seed(args.seed)
     if args.smoke:
-        multitask_presets.THREE_GIVEN_EPOCHS = 1
+        three_given.THREE_GIVEN_EPOCHS = 1
     data = load_multitask_data(args.data_dir)
     print(json.dumps({"train_sizes": {t: len(v) for t, v in data["train"].items()},
                       "dev_sizes": {t: len(v) for t, v in data["dev"].items()},
@@ -206,7 +206,7 @@ def main(argv=None):
         pretrain_learning_rate=args.pretrain_learning_rate,
         pretrain_temperature=args.temperature, pooling=pooling,
     )
-    preset = multitask_presets.MULTITASK_PRESETS["three_given"]
+    preset = three_given.MULTITASK_PRESETS["three_given"]
     changed = {k: v for k, v in options.items() if k in preset and preset[k] != v}
     print(json.dumps({"preset": "three_given", "changed_by_flags": changed}), flush=True)
     results, models, rows = {}, {}, []
