@@ -194,6 +194,9 @@ class Method:
                 raise TypeError(f"{where}.presets[{name!r}] sets unknown arguments "
                                 f"{sorted(unknown)}")
             config(**{k: v for k, v in preset.values.items() if k in own})
+            for k, v in preset.values.items():
+                if k in RUN_ARGUMENTS:
+                    RUN_ARGUMENTS[k].validate(v)
 
     @classmethod
     def preset_values(cls, preset):

@@ -65,12 +65,14 @@ def fit(method, data, preset=None, **options):
     ```python
     encoder = keras_sentemb.fit("simcse", "sentences.txt", steps=300, temperature=0.05)
     encoder = keras_sentemb.fit("my_method", sentences)  # a method registered elsewhere
-    encoder = keras_sentemb.fit("simcse", "wiki1m.txt", preset="unsup-bert")
+    encoder = keras_sentemb.fit("simcse", "wiki1m.txt", preset="unsup-bert-base")
     ```
     """
     method = get_method(method)
     run_arguments, config = split_options(method, options, preset)
     arguments = {"data": data, **run_arguments, **config.to_dict()}
+    if preset is not None:
+        arguments["preset"] = preset  # recorded with the run's hyperparameters
     run = FitScaffold(method.name, arguments, method.paper_pooling,
                       custom_dev=method.custom_dev, in_batch=method.in_batch)
     run.seed_everything()
