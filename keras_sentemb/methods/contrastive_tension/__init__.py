@@ -1,10 +1,5 @@
 """Contrastive Tension from raw text: `fit_ct`."""
 
-import dataclasses
-import typing
-
-import keras
-
 from keras_sentemb.data.batching import tokenize_columns
 from keras_sentemb.data.ct_sampler import ct_pair_dataset
 from keras_sentemb.data.stream_batches import ct_stream_batches
