@@ -1,32 +1,13 @@
 """Masked-language-model training of any backbone: `fit_mlm`."""
 
-import dataclasses
-
-from keras_sentemb import validation
 from keras_sentemb.methods.method import DEV_RETRIEVAL
 from keras_sentemb.methods.method import STREAMED
 from keras_sentemb.methods.method import Method
-from keras_sentemb.methods.options import MethodConfig
-from keras_sentemb.methods.options import option
 from keras_sentemb.methods.registry import register_method
 from keras_sentemb.methods.runner import fit_function
 from keras_sentemb.pipelines.schedules import adamw_linear_decay
+from keras_sentemb.methods.masked_language_model.config import MaskedLanguageModelConfig
 from keras_sentemb.methods.masked_language_model.trainer import MaskedLanguageModel as MLMTrainer
-
-
-def _fraction(name):
-    return lambda value: validation.fraction(value, name)
-
-
-@dataclasses.dataclass(frozen=True)
-class MaskedLanguageModelConfig(MethodConfig):
-    """MLM's options."""
-
-    mask_rate: float = option(0.15, "Share of tokens selected.", above=0.0,
-                              check=_fraction("mask_rate"))
-    warmup_ratio: float = option(0.1, "Share of steps of linear warm-up.",
-                                 check=_fraction("warmup_ratio"))
-    weight_decay: float = option(0.01, "AdamW weight decay.", minimum=0.0)
 
 
 @register_method("mlm")
