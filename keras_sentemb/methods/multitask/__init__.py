@@ -1,19 +1,14 @@
 """Contrastive pre-training, then three task heads on one encoder: `fit_multitask`."""
 
-import dataclasses
 import logging
 import os
-import typing
 from pathlib import Path
 
 import keras
 import tensorflow as tf
 
 from keras_sentemb import compat
-from keras_sentemb import validation
 from keras_sentemb.data.labeled_streams import check_rows
-from keras_sentemb.data.multitask import PRETRAIN_MODES
-from keras_sentemb.data.multitask import PROCEDURES
 from keras_sentemb.data.multitask import STSB_TEST_LEAKAGE_WARNING
 from keras_sentemb.data.multitask import TASKS
 from keras_sentemb.data.multitask import TASK_COLUMNS
@@ -36,89 +31,24 @@ from keras_sentemb.evaluation.multitask import evaluate_multitask
 from keras_sentemb.methods.method import DEV_RETRIEVAL
 from keras_sentemb.methods.method import STREAMED
 from keras_sentemb.methods.method import Method
-from keras_sentemb.methods.method import Preset
-from keras_sentemb.methods.options import MethodConfig
-from keras_sentemb.methods.options import option
 from keras_sentemb.methods.registry import register_method
 from keras_sentemb.methods.runner import fit_function
 from keras_sentemb.pipelines.backup import TrainingBackup
 from keras_sentemb.pipelines.callbacks import DevSelection
 from keras_sentemb.methods.multitask.three_given import THREE_GIVEN
-from keras_sentemb.methods.multitask.three_given import THREE_GIVEN_SETTINGS
 from keras_sentemb.methods.multitask.three_given import pretrain_three_given
 from keras_sentemb.pipelines.plan import resolve_training_mlp
 from keras_sentemb.pipelines.schedules import adamw_linear_decay
 from keras_sentemb.trainers import optimizers
-from keras_sentemb.methods.multitask.trainer import HEAD_SHARING
-from keras_sentemb.methods.multitask.trainer import HEAD_STYLES
+from keras_sentemb.methods.multitask.config import MULTITASK_DEV
+from keras_sentemb.methods.multitask.config import MultitaskConfig
+from keras_sentemb.methods.multitask.config import PAPER_POOLING
+from keras_sentemb.methods.multitask.config import PRESETS
+from keras_sentemb.methods.multitask.config import WEIGHT_DECAY
 from keras_sentemb.methods.multitask.trainer import MultitaskModel
 from keras_sentemb.methods.simcse.trainer import SimCSE
 
 logger = logging.getLogger(__name__)
-
-PAPER = "Chen, CS224N report"
-# The starter code the preset's sources cite.
-STARTER = "gpoesia/minbert-default-final-project@7ac8260 multitask_classifier.py"
-MULTITASK_DEV = "multitask"
-WEIGHT_DECAY = 0.01
-def _refuse_stsb_test(value):
-    if value:
-        raise ValueError("Refusing evaluate_stsb_test=True: " + STSB_TEST_LEAKAGE_WARNING)
-
-
-def _dropout(value):
-    validation.fraction(value, "dropout")
-
-
-@dataclasses.dataclass(frozen=True)
-class MultitaskConfig(MethodConfig):
-    """`fit_multitask`'s options."""
-
-    procedure: str = option("average", "`\"average\"` (one batch per task per step, mean loss), "
-                            "`\"batch_round_robin\"`, `\"epoch_round_robin\"`, `\"pcgrad\"` or "
-                            "`\"single\"`.", choices=PROCEDURES, source=f"{PAPER}, section 4.2")
-    head_sharing: str = option("first_layer", "`\"first_layer\"` (the paraphrase and similarity "
-                               "heads share their first layer), `\"none\"` or `\"full\"`.",
-                               choices=HEAD_SHARING, source=f"{PAPER}, section 4.2")
-    single_task: str = option("similarity", "The task of `procedure=\"single\"`: "
-                              "`\"sentiment\"`, `\"paraphrase\"` or `\"similarity\"`.")
-    fusion: bool = option(False, "Fusion training (each similarity batch also gets an "
-                          "unsupervised SimCSE update, with its own optimizer).")
-    pretrain: str = option("unsup", "`\"unsup\"` (SimCSE on the sentences of all three train "
-                           "sets), `\"paraphrase\"` (supervised SimCSE: Quora paraphrases as "
-                           "positives, non-paraphrases as hard negatives), `\"nli\"` (supervised "
-                           "SimCSE on `nli_file` triplets), `\"three_given\"` (the report's \"3 "
-                           "Given\" schedule: 5 epochs of supervised Quora with negatives, then "
-                           "unsupervised SST, then unsupervised STS; see `three_given` in this "
-                           "method's folder) or "
-                           "`\"none\"`.", choices=PRETRAIN_MODES)
-    pretrain_steps: typing.Optional[int] = option(
-        None, "Pre-training steps; `None` = `steps` (`\"three_given\"`: 5 full epochs of its "
-        "three stages; an int is their total, shared in proportion to the stages' sizes).",
-        minimum=0)
-    pretrain_learning_rate: float = option(3e-5, "Pre-training learning rate (AdamW with "
-                                           "linear decay).", above=0.0)
-    pretrain_temperature: float = option(0.05, "InfoNCE temperature of the pre-training.",
-                                         source=f"{PAPER}, section 5.3")
-    nli_file: typing.Optional[typing.Union[str, os.PathLike]] = option(
-        None, "`sent0,sent1,hard_neg` CSV for `pretrain=\"nli\"`; `None` is "
-        "`nli/snli_devtest_triplets.csv` next to the multitask folder.")
-    head_learning_rate: float = option(1e-3, "Learning rate of the heads (AdamW, weight decay "
-                                       "0.01).", above=0.0)
-    hidden_dim: typing.Optional[int] = option(None, "Head width; `None` is the embedding size.")
-    dropout: float = option(0.1, "Head dropout, in [0, 1).", check=_dropout)
-    quora_dev_fraction: float = option(0.1, "Share of quora-dev.csv held out as dev.")
-    dev_limit: typing.Optional[int] = option(None, "Evaluate on the first `dev_limit` dev "
-                                             "examples of each task only; `None`: all.",
-                                             minimum=1)
-    evaluate_stsb_test: bool = option(False, "Refused (raises): `multitask/sts-train.csv` holds "
-                                      "STS-B test pairs.", check=_refuse_stsb_test)
-    head_style: str = option("residual", "`\"residual\"` (zero-initialised residual pair "
-                             "transforms) or `\"plain\"` (the report's plain 2-layer MLP heads "
-                             "with dropout at each linear layer). "
-                             "the `three_given` preset holds the "
-                             "report's whole setting.", choices=HEAD_STYLES)
-
 
 class MultitaskDevEvaluation(DevSelection):
     """`DevSelection` by the overall dev mean of `evaluate_multitask`.
@@ -247,7 +177,7 @@ class MultitaskMethod(Method):
     """
 
     config_class = MultitaskConfig
-    paper_pooling = "cls"
+    paper_pooling = PAPER_POOLING
     in_batch = True
     custom_dev = (MULTITASK_DEV,)
     optional = (("max_grad_norm", "matryoshka_dims", "matryoshka_weights") + DEV_RETRIEVAL
@@ -273,16 +203,7 @@ class MultitaskMethod(Method):
                    "pooling set); `.dev_metrics` holds the kept model's dev metrics, "
                    "`.training_report` the encoder's report.")
 
-    presets = {
-        THREE_GIVEN: Preset(
-            "The CS224N report's \"3 Given\" setting (Table 2): contrastive pre-training on the "
-            "three given datasets, then plain MLP heads trained with the average loss.", {
-                "model": ("bert_base_en_uncased", f"section 5.1 (minBERT, BERT-base); "
-                                                  f"{STARTER} l.48: "
-                                                  "BertModel.from_pretrained('bert-base-uncased')"),
-                **THREE_GIVEN_SETTINGS,
-            }),
-    }
+    presets = PRESETS
 
     def train(self, run, data, config):
         if run.config.steps is None:
