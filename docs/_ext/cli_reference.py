@@ -143,10 +143,11 @@ def _default(action):
     return f"`{default}`"
 
 
-def _help(action, command=None, strip_default=False):
-    text = action.help or ""
-    if strip_default:  # the table's default column says it
-        text = re.sub(r" \(default: [^)]*\)$", "", text)
+HELP_DEFAULT = re.compile(r"\s*\(default: ([^)]*)\)$")
+
+
+def _help(action, command=None):
+    text = HELP_DEFAULT.sub("", action.help or "")  # the table's default column says it
     if not text:
         key = action.option_strings[0] if action.option_strings else action.dest.upper()
         text = EXTRA_HELP.get((command, key), "")
@@ -161,17 +162,19 @@ def _help(action, command=None, strip_default=False):
 
 
 def _table(actions, defaults=None, command=None):
-    strip_default = defaults is not None
     defaults = defaults or {}
     rows = ["| flag | value | default | help |", "|---|---|---|---|"]
     for action in actions:
         if isinstance(action, (argparse._HelpAction, argparse._SubParsersAction)):
             continue
+        stated = HELP_DEFAULT.search(action.help or "")
         if action.dest in defaults:
             default = _cli_default(defaults[action.dest])
+        elif stated and not action.required:  # what the help says the default is
+            default = _escape(stated.group(1))
         else:
             default = _default(action)
-        text = _help(action, command, strip_default)
+        text = _help(action, command)
         rows.append(f"| {_flag(action)} | {_value(action)} | {default} | {text} |")
     return "\n".join(rows)
 

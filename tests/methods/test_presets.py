@@ -138,7 +138,7 @@ MISNAMED = textwrap.dedent('''
 ''')
 
 
-def test_an_entry_point_must_register_the_name_it_is_listed_under(tmp_path, monkeypatch):
+def test_an_entry_point_must_register_the_name_it_is_listed_under(tmp_path, monkeypatch, capsys):
     _installed_plugin(tmp_path, "listed", MISNAMED)
     monkeypatch.syspath_prepend(str(tmp_path))
     assert "listed" in list_methods()
@@ -150,6 +150,13 @@ def test_an_entry_point_must_register_the_name_it_is_listed_under(tmp_path, monk
     assert str(info.value) == f"the training method 'listed' cannot be loaded: {expected}"
     assert "\n" not in str(info.value)
     assert list_methods(verbose=True)["listed"] == f"plugin that fails to load: {expected}"
+    corpus = tmp_path / "corpus.txt"
+    corpus.write_text("a sentence\n", encoding="utf-8")
+    code = cli.main(["train", "listed", "--train-file", str(corpus), "--output",
+                     str(tmp_path / "out"), "--no-resume"])
+    assert code == 2
+    assert capsys.readouterr().err.strip().splitlines()[-1] == (
+        f"keras-sentemb: error: the training method 'listed' cannot be loaded: {expected}")
 
 
 def test_train_help_speaks_command_line():
