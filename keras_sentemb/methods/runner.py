@@ -70,9 +70,8 @@ def fit(method, data, preset=None, **options):
     """
     method = get_method(method)
     run_arguments, config = split_options(method, options, preset)
-    arguments = {"data": data, **run_arguments, **config.to_dict()}
-    if preset is not None:
-        arguments["preset"] = preset  # recorded with the run's hyperparameters
+    # Every argument of the fit_* call, the preset's name too, is a hyperparameter of the run.
+    arguments = {"data": data, **run_arguments, **config.to_dict(), "preset": preset}
     run = FitScaffold(method.name, arguments, method.paper_pooling,
                       custom_dev=method.custom_dev, in_batch=method.in_batch)
     run.seed_everything()
