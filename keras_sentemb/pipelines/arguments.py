@@ -170,8 +170,9 @@ def _matches(value, tp):
         return value is None
     if tp is bool:
         return isinstance(value, bool)
-    if tp is int:
-        return isinstance(value, numbers.Integral) and not isinstance(value, bool)
+    if tp is int:  # an int, or a number that is one (8.0)
+        return (isinstance(value, numbers.Real) and not isinstance(value, bool)
+                and math.isfinite(value) and float(value).is_integer())
     if tp is float:
         return (isinstance(value, numbers.Real) and not isinstance(value, bool)
                 and math.isfinite(value))
@@ -266,9 +267,10 @@ SHARED_ARGUMENTS = (
              type_doc="str or int"),
 )
 OPTIONAL_ARGUMENTS = (
-    Argument("precision", str, "float32", "`\"float32\"` or `\"bfloat16\"` (compute in "
+    Argument("precision", str | None, "float32", "`\"float32\"` or `\"bfloat16\"` (compute in "
              "bfloat16, weights and losses in float32; for GPUs and CPUs with AVX512-BF16 / "
-             "AMX: a CPU-only host without them computes float32, with a notice).",
+             "AMX: a CPU-only host without them computes float32, with a notice); None is "
+             "float32.",
              choices=("float32", "bfloat16")),
     Argument("mini_batch_size", int | None, None, "GradCache: embed the batch in chunks of "
              "this many rows, so `batch_size` is limited by time, not memory (same loss and "
