@@ -175,13 +175,15 @@ class FitScaffold:
     def train(self, run, data, config):  # a Method's train (see docs: adding a method)
         sentences = load_corpus(data)
         with run.scope():
-            encoder = run.load_encoder()
-            plan = run.plan(encoder, examples=len(sentences))
+            encoder, plan = run.start(examples=len(sentences))
             trainer = MyTrainer(encoder, pooling=plan.pooling)
-        run.compile(trainer, keras.optimizers.AdamW(plan.learning_rate))
-        run.fit(trainer, run.batches(encoder, {"sentence": sentences}, plan), plan)
-        return run.finish(trainer.encoder, plan)
+        optimizer = keras.optimizers.AdamW(plan.learning_rate)
+        make_dataset = run.batches(encoder, {"sentence": sentences}, plan)
+        return run.train(trainer, optimizer, make_dataset, plan)
     ```
+
+    `run.start` is `load_encoder` then `plan`; `run.train` is `compile`,
+    `fit` and `finish`: a method of several stages calls those steps itself.
     """
     # Resolved per encoder by `resolve`: read them from the plan.
     PLANNED = ("steps", "max_length", "pooling", "learning_rate")
@@ -280,6 +282,18 @@ class FitScaffold:
         return plan
 
     resolve = plan  # the name methods written before `plan` call
+
+    def start(self, examples=None, epochs=1, mlp=None, learning_rate=None,
+              paper_pooling_only=None):
+        """`(encoder, plan)`: the starting encoder and its plan, in one step.
+
+        `load_encoder()` then `plan(encoder, ...)` (see them); call it inside
+        `run.scope()`, where the trainer is built next.
+        """
+        encoder = self.load_encoder()
+        return encoder, self.plan(encoder, examples=examples, epochs=epochs, mlp=mlp,
+                                  learning_rate=learning_rate,
+                                  paper_pooling_only=paper_pooling_only)
 
     def record_data(self, **counts):
         """Add data counts to the report."""
@@ -541,6 +555,16 @@ class FitScaffold:
         """
         self._stages.append({"stage": stage, "steps": 0, "steps_trained": 0,
                              "selection": summary})
+
+    def train(self, trainer, optimizer, make_dataset, plan, extras=None, **fit_options):
+        """`compile`, `fit` and `finish` in one step: the kept encoder, saved and reported.
+
+        For a method of one training stage; `fit_options` go to `fit`
+        (e.g. `patience`), `extras` to `finish`.
+        """
+        self.compile(trainer, optimizer)
+        self.fit(trainer, make_dataset, plan, **fit_options)
+        return self.finish(trainer.encoder, plan, extras=extras)
 
     # ---------------------------------------------------------------- finish
     def finish(self, encoder, plan, extras=None):

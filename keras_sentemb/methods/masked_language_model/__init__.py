@@ -54,19 +54,16 @@ class MaskedLanguageModelMethod(Method):
     def train(self, run, data, config):
         sentences, stream, n = run.read_sentences(data)
         with run.scope():
-            encoder = run.load_encoder()
-            plan = run.plan(encoder, examples=n)
+            encoder, plan = run.start(examples=n)
             trainer = MLMTrainer(encoder, mask_rate=config.mask_rate, seed=run.seed or 0)
             optimizer = adamw_linear_decay(plan.learning_rate, plan.steps, config.warmup_ratio,
                                            config.weight_decay)
             optimizer.exclude_from_weight_decay(var_names=["bias", "gamma", "beta"])
-        run.compile(trainer, optimizer)
         if stream is None:
             make_dataset = run.batches(encoder, {"sentence": sentences}, plan)
         else:  # not an in-batch loss: a text twice in a batch is harmless
             make_dataset = run.stream_batches(encoder, stream, ("sentence",), plan)
-        run.fit(trainer, make_dataset, plan)
-        return run.finish(trainer.encoder, plan)
+        return run.train(trainer, optimizer, make_dataset, plan)
 
 
 # The literal signature, for editors: `fit_function` checks it against the method's

@@ -87,9 +87,8 @@ class SelfGuidedMethod(Method):
             n = len(columns["sentence"])
             run.record_data(sentences=n, mode=config.mode)
         with run.scope():
-            encoder = run.load_encoder()
-            plan = run.plan(encoder, examples=n, epochs=config.epochs,
-                               paper_pooling_only=SG_POOLING_REASON)
+            encoder, plan = run.start(examples=n, epochs=config.epochs,
+                                      paper_pooling_only=SG_POOLING_REASON)
             trainer = SelfGuidedTrainer(
                 encoder, loss=config.loss, temperature=config.temperature,
                 view_pooling=config.view_pooling, min_layer=config.min_layer,
@@ -103,13 +102,11 @@ class SelfGuidedMethod(Method):
                 beta_1=0.9, beta_2=0.9, global_clipnorm=run.max_grad_norm,
             )
             optimizer.exclude_from_weight_decay(var_names=["bias", "gamma", "beta"])
-        run.compile(trainer, optimizer)
         if stream is None:
             make_dataset = run.batches(encoder, columns, plan)
         else:
             make_dataset = run.stream_batches(encoder, stream, names, plan, no_duplicates=True)
-        run.fit(trainer, make_dataset, plan, patience=config.patience)
-        return run.finish(trainer.encoder, plan)
+        return run.train(trainer, optimizer, make_dataset, plan, patience=config.patience)
 
 
 # The literal signature, for editors: `fit_function` checks it against the method's

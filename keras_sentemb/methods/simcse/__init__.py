@@ -106,8 +106,7 @@ class SimCSEMethod(Method):
             columns, extra, n = supervised_columns(data, config.mode)
             run.record_data(examples=n, mode=config.mode)
         with run.scope():
-            encoder = run.load_encoder()
-            plan = run.plan(encoder, examples=n, mlp=config.mlp)
+            encoder, plan = run.start(examples=n, mlp=config.mlp)
             if plan.mlp == "keep" and encoder.projection is None:
                 # The head is part of the encoder; the trainer adds none.
                 encoder = with_projection_head(encoder, seed=run.seed)
@@ -118,14 +117,13 @@ class SimCSEMethod(Method):
                 negative_weight=config.negative_weight, negative_margin=config.negative_margin,
                 mini_batch_size=run.mini_batch_size,
             )
-        run.compile(trainer, adamw_linear_decay(plan.learning_rate, plan.steps))
+        optimizer = adamw_linear_decay(plan.learning_rate, plan.steps)
         if stream is not None:
             make_dataset = run.stream_batches(encoder, stream, names, plan, no_duplicates=True,
                                               labels=labels)
         else:
             make_dataset = run.batches(encoder, columns, plan, extra=extra)
-        run.fit(trainer, make_dataset, plan)
-        return run.finish(trainer.encoder, plan)
+        return run.train(trainer, optimizer, make_dataset, plan)
 
 
 # The literal signature, for editors: `fit_function` checks it against the method's

@@ -227,8 +227,7 @@ class STSRegressionMethod(Method):
         pairs = resolve_train_pairs(data)
         run.record_data(pairs=len(pairs))
         with run.scope():
-            encoder = run.load_encoder()
-            plan = run.plan(encoder, examples=len(pairs), epochs=config.epochs)
+            encoder, plan = run.start(examples=len(pairs), epochs=config.epochs)
             pooling = plan.pooling
             lower = 0.0
             if config.labels == "model_specific":
@@ -243,15 +242,16 @@ class STSRegressionMethod(Method):
                 )
             targets = map_scores([p[2] for p in pairs], lower, STS_SCORE_RANGE)
             trainer = STSRegressionTrainer(encoder, pooling=pooling)
-        run.compile(trainer, adamw_linear_decay(plan.learning_rate, plan.steps,
-                                                config.warmup_ratio, config.weight_decay))
+        optimizer = adamw_linear_decay(plan.learning_rate, plan.steps, config.warmup_ratio,
+                                       config.weight_decay)
         logger.info(
             "STS regression (%s labels in [%.4f, 1]): %d pairs, %d steps",
             config.labels, lower, len(pairs), plan.steps,
         )
         columns = {"sentence1": [p[0] for p in pairs], "sentence2": [p[1] for p in pairs]}
-        run.fit(trainer, run.batches(encoder, columns, plan, extra={"label": targets}), plan)
-        return run.finish(trainer.encoder, plan, extras={"label_lower_bound": float(lower)})
+        make_dataset = run.batches(encoder, columns, plan, extra={"label": targets})
+        return run.train(trainer, optimizer, make_dataset, plan,
+                         extras={"label_lower_bound": float(lower)})
 
 
 def streamed_lower_bound(encoder, stream, limit, num_buckets=20, score_range=STS_SCORE_RANGE,
