@@ -269,8 +269,7 @@ SHARED_ARGUMENTS = (
 OPTIONAL_ARGUMENTS = (
     Argument("precision", str | None, "float32", "`\"float32\"` or `\"bfloat16\"` (compute in "
              "bfloat16, weights and losses in float32; for GPUs and CPUs with AVX512-BF16 / "
-             "AMX: a CPU-only host without them computes float32, with a notice); None is "
-             "float32.",
+             "AMX: a CPU-only host without them computes float32, with a notice).",
              choices=("float32", "bfloat16")),
     Argument("mini_batch_size", int | None, None, "GradCache: embed the batch in chunks of "
              "this many rows, so `batch_size` is limited by time, not memory (same loss and "
