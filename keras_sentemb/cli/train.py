@@ -57,6 +57,8 @@ def cli_help(argument, choices_shown=False):
     text = cli_text(argument.doc)
     if argument.choices is not None and not choices_shown and "`" not in argument.doc:
         text += " One of: " + ", ".join(cli_value(c) for c in argument.choices) + "."
+    if argument.source:
+        text += f" The paper's: {argument.source}."
     if "Defaults to" not in argument.doc:
         text += f" (default: {cli_value(argument.default)})"
     return text.replace("%", "%%")

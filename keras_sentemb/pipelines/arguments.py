@@ -204,7 +204,7 @@ def _describe(tp):
         parts = [a for a in typing.get_args(tp) if a is not _NONE]
         text = " or ".join(_describe(a) for a in parts)
         return f"{text} or None" if _NONE in typing.get_args(tp) else text
-    names = {bool: "a bool", int: "an int", float: "a finite number", str: "a string",
+    names = {bool: "a bool", int: "an int", float: "a number", str: "a string",
              os.PathLike: "a path"}
     if tp in names:
         return names[tp]

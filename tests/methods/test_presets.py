@@ -71,7 +71,7 @@ def test_list_methods_and_train_help_name_the_presets(capsys):
     assert list_methods(verbose=True)["parallel"].endswith(
         "presets: bert-base, objective-comparison")
     text = " ".join(cli.train.train_help("consert").split())
-    assert "--preset {unsup-bert-base}" in text and "unsup-bert-base: Unsupervised" in text
+    assert "--preset NAME a paper's settings (unsup-bert-base: Unsupervised" in text
 
 
 def test_train_with_an_unknown_preset_exits_with_one_line(tmp_path, capsys):

@@ -49,7 +49,8 @@ def test_list_methods_names_every_builtin_without_tensorflow():
 
 
 def test_unknown_method_is_one_clear_error():
-    with pytest.raises(UnknownMethodError, match="unknown training method 'nope'; known methods: ct"):
+    with pytest.raises(UnknownMethodError,
+                       match="unknown training method 'nope'; known methods: consert, ct"):
         get_method("nope")
 
 
