@@ -284,7 +284,7 @@ def test_a_method_option_is_never_read_as_the_flag_it_begins():
     # `--mode` begins `--model`: argparse's prefix matching would take one for the other.
     args, extra = cli.build_parser().parse_known_args(
         ["train", "simcse", "--train-file", "t.txt", "--output", "o", "--mode", "sup"])
-    assert args.model == "default" and extra == ["--mode", "sup"]
+    assert args.model is None and extra == ["--mode", "sup"]  # not given: the method's or preset's
     options, unknown = cli.method_option_parser("simcse")[0].parse_known_args(extra)
     assert options.mode == "sup" and unknown == []
     with pytest.raises(SystemExit):
