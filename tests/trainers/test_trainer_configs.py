@@ -16,6 +16,7 @@ import pytest
 import tensorflow as tf
 
 import keras_sentemb.trainers as package
+from keras_sentemb.methods.registry import BUILTIN_METHODS
 from keras_sentemb.models.glow_flow import GlowFlow
 from keras_sentemb.trainers.base_trainer import BaseTrainer
 from keras_sentemb.methods.bert_flow.trainer import BertFlow
@@ -87,7 +88,7 @@ CASES = _cases()
 def _trainer_classes(base=BaseTrainer):
     found = set()
     for sub in base.__subclasses__():
-        if sub.__module__.startswith("keras_sentemb.trainers."):
+        if sub.__module__.startswith(("keras_sentemb.trainers.", "keras_sentemb.methods.")):
             found.add(sub)
         found |= _trainer_classes(sub)
     return found
@@ -96,6 +97,11 @@ def _trainer_classes(base=BaseTrainer):
 def test_every_trainer_has_a_case():
     for info in pkgutil.iter_modules(package.__path__):
         importlib.import_module(f"{package.__name__}.{info.name}")
+    for module in BUILTIN_METHODS.values():  # each method's trainer lives beside it
+        try:
+            importlib.import_module(f"{module}.trainer")
+        except ModuleNotFoundError:
+            pass  # a method without a trainer (whitening)
     made = {type(make()) for make in CASES.values()}
     assert _trainer_classes() <= made, _trainer_classes() - made
 
