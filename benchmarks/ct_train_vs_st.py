@@ -55,7 +55,7 @@ def simcse_trainer_and_data(encoder, sentences, batch_size):
     import tensorflow as tf
 
     from keras_sentemb.data.batching import tokenize_columns
-    from keras_sentemb.trainers.simcse import SimCSE
+    from keras_sentemb.methods.simcse.trainer import SimCSE
     from keras_sentemb.trainers.torch_adamw import TorchAdamW
 
     trainer = SimCSE(encoder, mode="unsup", pooling="mean", mlp="none")
@@ -70,7 +70,7 @@ def consert_trainer_and_data(encoder, sentences, batch_size):
     import tensorflow as tf
 
     from keras_sentemb.data.batching import tokenize_columns
-    from keras_sentemb.trainers.consert import ConSERT
+    from keras_sentemb.methods.consert.trainer import ConSERT
     from keras_sentemb.trainers.torch_adamw import TorchAdamW
 
     trainer = ConSERT(encoder)
@@ -87,7 +87,7 @@ def ours_steps_per_s(sentences, steps, warmup, batch_size, max_length, negatives
     from keras_sentemb.data.ct_sampler import ct_pair_dataset
     from keras_sentemb.pipelines.schedules import ct_learning_rate_schedule
     from keras_sentemb.trainers import optimizers
-    from keras_sentemb.trainers.contrastive_tension import ContrastiveTension
+    from keras_sentemb.methods.contrastive_tension.trainer import ContrastiveTension
     from keras_sentemb.trainers.torch_adamw import TorchAdamW
 
     encoder = SentenceEncoder.from_preset("default", max_length=max_length)

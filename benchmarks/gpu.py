@@ -164,8 +164,8 @@ def bench_train(encoder, sentences, batch, mode, task, args):
     from keras_sentemb.data.batching import shuffled_batches
     from keras_sentemb.data.batching import tokenize_columns
     from keras_sentemb.data.ct_sampler import ct_pair_dataset
-    from keras_sentemb.trainers.contrastive_tension import ContrastiveTension
-    from keras_sentemb.trainers.simcse import SimCSE
+    from keras_sentemb.methods.contrastive_tension.trainer import ContrastiveTension
+    from keras_sentemb.methods.simcse.trainer import SimCSE
 
     mixed = mode.startswith("mixed")
     model = encoder.clone(name="trained", dtype="mixed_bfloat16" if mixed else None)

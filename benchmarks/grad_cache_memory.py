@@ -33,7 +33,7 @@ sys.path.insert(0, {repo!r})
 import keras, numpy as np, tensorflow as tf
 from keras_sentemb import SentenceEncoder
 from keras_sentemb.data.batching import shuffled_batches, tokenize_columns
-from keras_sentemb.trainers.simcse import SimCSE
+from keras_sentemb.methods.simcse.trainer import SimCSE
 batch, mini, max_length, steps, model = {batch}, {mini}, {max_length}, {steps}, {model!r}
 sentences = [l.strip() for l in open({sentences!r}, encoding="utf-8") if l.strip()][:4096]
 encoder = SentenceEncoder.from_preset(model)

@@ -109,7 +109,7 @@ def main():
     from keras_sentemb.data.ct_sampler import ct_pair_dataset
     from keras_sentemb.pipelines.schedules import ct_learning_rate_schedule
     from keras_sentemb.trainers import optimizers
-    from keras_sentemb.trainers.contrastive_tension import ContrastiveTension
+    from keras_sentemb.methods.contrastive_tension.trainer import ContrastiveTension
 
     sentences = read_lines(sentences_file(None), 10000)
     encoder = SentenceEncoder.from_preset("default", max_length=args.max_length)

@@ -28,7 +28,7 @@ sys.path.insert(0, {repo!r})
 import keras
 from keras_sentemb import SentenceEncoder
 from keras_sentemb.data.batching import shuffled_batches, tokenize_columns
-from keras_sentemb.trainers.simcse import SimCSE
+from keras_sentemb.methods.simcse.trainer import SimCSE
 
 def rss():
     return next(int(l.split()[1]) for l in open("/proc/self/status") if l.startswith("VmRSS")) / 1024

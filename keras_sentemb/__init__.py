@@ -7,6 +7,7 @@ TensorFlow backend (the default), which the models check when they load.
 """
 
 from keras_sentemb.lazy_exports import lazy_exports
+from keras_sentemb.methods.registry import BUILTIN_FIT_FUNCTIONS
 
 from keras_sentemb.version import __version__  # noqa: F401
 
@@ -26,16 +27,6 @@ _PUBLIC = {
     "export_saved_model": "keras_sentemb.export.saved_model",
     "export_huggingface": "keras_sentemb.export.huggingface",
     "export_litert": "keras_sentemb.export.litert",
-    "fit_ct": "keras_sentemb.api",
-    "fit_sts_regression": "keras_sentemb.api",
-    "fit_simcse": "keras_sentemb.api",
-    "fit_consert": "keras_sentemb.api",
-    "fit_self_guided": "keras_sentemb.api",
-    "fit_parallel": "keras_sentemb.api",
-    "fit_multitask": "keras_sentemb.api",
-    "fit_mlm": "keras_sentemb.api",
-    "fit_whitening": "keras_sentemb.api",
-    "fit_flow": "keras_sentemb.api",
     "fit": "keras_sentemb.methods.runner",
     "streamed": "keras_sentemb.data.stream_batches",
     "Mixture": "keras_sentemb.data.stream_batches",
@@ -46,6 +37,8 @@ _PUBLIC = {
     "GlowFlow": "keras_sentemb.models.glow_flow",
     "TrainingReport": "keras_sentemb.pipelines.scaffold",
     "extend_vocabulary": "keras_sentemb.models.vocabulary",
+    # fit_ct, fit_simcse, ...: each built-in method's own module declares its fit_* function.
+    **BUILTIN_FIT_FUNCTIONS,
 }
 
 __getattr__, __dir__, __all__ = lazy_exports(__name__, _PUBLIC)

@@ -2,16 +2,11 @@
 
 Each lives in `keras_sentemb.methods.<method>` beside its registered
 `Method`, a thin wrapper over `keras_sentemb.methods.fit`; this module
-gathers them for `keras_sentemb.fit_*`.
+names them all (read from the methods' own sources, imported on first use),
+so `from keras_sentemb.api import fit_ct` works as `keras_sentemb.fit_ct`.
 """
 
-from keras_sentemb.methods.bert_flow import fit_flow  # noqa: F401
-from keras_sentemb.methods.consert import fit_consert  # noqa: F401
-from keras_sentemb.methods.contrastive_tension import fit_ct  # noqa: F401
-from keras_sentemb.methods.masked_language_model import fit_mlm  # noqa: F401
-from keras_sentemb.methods.multitask import fit_multitask  # noqa: F401
-from keras_sentemb.methods.parallel import fit_parallel  # noqa: F401
-from keras_sentemb.methods.self_guided import fit_self_guided  # noqa: F401
-from keras_sentemb.methods.simcse import fit_simcse  # noqa: F401
-from keras_sentemb.methods.sts_regression import fit_sts_regression  # noqa: F401
-from keras_sentemb.methods.whitening import fit_whitening  # noqa: F401
+from keras_sentemb.lazy_exports import lazy_exports
+from keras_sentemb.methods.registry import BUILTIN_FIT_FUNCTIONS
+
+__getattr__, __dir__, __all__ = lazy_exports(__name__, BUILTIN_FIT_FUNCTIONS)

@@ -1,7 +1,8 @@
 """Shared pieces of the recipes: the paper-settings table, `--help`, `--seeds`.
 
 Not a recipe. Each recipe keeps ONE table of its paper's main setting,
-`PAPER = {name: Setting(value, source)}`; its argparse defaults are taken
+`PAPER = {name: Setting(value, source)}`, whose method settings are the
+method's named preset (`preset_table`); its argparse defaults are taken
 from that table (`paper_value(PAPER, name)`), and `paper_parser` prints the
 table (value and where it was checked) and what differs here in `--help`.
 """
@@ -25,6 +26,33 @@ class Setting:
 
     value: object
     source: str
+
+
+def preset_table(method, preset, rows):
+    """A recipe's `PAPER` table, whose method settings are the method's named preset.
+
+    The values and their sources are the preset's (declared once, beside the
+    method: `keras-sentemb train METHOD --preset NAME` runs them too); what
+    is the recipe's own (its data, protocol, evaluation) is given here.
+
+    Args:
+        method: str. The registered method.
+        preset: str. The name of its preset.
+        rows: list, in the table's order, of an argument name of the preset,
+            a pair `(recipe name, argument name)` for a flag the recipe names
+            differently, or a pair `(name, Setting)` of the recipe's own.
+
+    Returns:
+        dict name -> `Setting`.
+    """
+    from keras_sentemb.methods.registry import get_method
+
+    settings = get_method(method).presets[preset].settings
+    table = {}
+    for row in rows:
+        name, argument = (row, row) if isinstance(row, str) else row
+        table[name] = argument if isinstance(argument, Setting) else Setting(*settings[argument])
+    return table
 
 
 def paper_value(paper, name):

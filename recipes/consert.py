@@ -19,6 +19,7 @@ only without `--sts-data`) as one JSON line, also written to `--out`.
     python recipes/consert.py --model default --texts train --steps 300 --batch-size 64
 """
 
+import functools
 import json
 import logging
 import os
@@ -31,7 +32,7 @@ os.environ.setdefault("KERAS_BACKEND", "tensorflow")
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _paper import (  # noqa: E402
     Setting, add_row_args, add_seeds, average_rows, emit_row, paper_parser, paper_value,
-    summarize_seeds, table_row,
+    preset_table, summarize_seeds, table_row,
 )
 from keras_sentemb.models.onednn_opts import enable_onednn_opts  # noqa: E402
 from keras_sentemb.quiet_startup import run_quietly  # noqa: E402
@@ -41,44 +42,47 @@ STSB = REPO / "data" / "senteval" / "STS" / "STSBenchmark"  # docs/data.md
 
 _SCRIPT = "yym6472/ConSERT@03c9e8f scripts/unsup-consert-base.sh"
 _MAIN = "yym6472/ConSERT@03c9e8f main.py"
+
+
 # The paper's main unsupervised setting (Yan et al. 2021, section 4.1 / Table 2, BERT-base); each
 # value quotes the paper, or where it is silent the official script / main.py named.
-PAPER = {
-    "model": Setting("bert_base_en_uncased", "section 4.1: 'We use both the BERT-base and "
-                                             "BERT-large'; Table 2 ConSERT-base"),
-    "data": Setting("stssick", "section 4.1 / Table 1 / Figure 6: 'we mix the unlabeled texts "
-                               "from these datasets' (STS12-16, STS-B, SICK-R; 'all 89192 "
-                               "unlabeled texts from 7 STS datasets')"),
-    "views": Setting("shuffle,feature_cutoff", "section 5 (Figure 5): 'When combined Shuffle "
-                                               "with Feature Cutoff, we achieve the best result'"),
-    "temperature": Setting(0.1, "section 4.1: 'The temperature tau of NT-Xent loss is set to "
-                                "0.1'"),
-    "batch_size": Setting(96, "section 4.1: 'The batch size is set to 96 in most of our "
-                              "experiments'"),
-    "learning_rate": Setting(5e-7, "section 4.1: 'We adopt Adam optimizer and set the learning "
-                                   "rate to 5e-7'"),
-    "max_length": Setting(64, "section 4.1: 'The max sequence length is set to 64'"),
-    "epochs": Setting(10, f"paper silent; official code does --num_epochs 10 ({_SCRIPT})"),
-    "warmup_ratio": Setting(0.1, "section 4.1: 'a linear learning rate warm-up over 10% of the "
-                                 "training steps'"),
-    "eval_every": Setting(200, "section 4.1: 'evaluate the model every 200 steps during "
-                               "training. The best checkpoint on the dev set of STSb is saved "
-                               "for test'"),
-    "patience": Setting(10, f"paper silent; official code does --patience 10 ({_SCRIPT})"),
-    "encoder_dropout": Setting(False, "section 4.1: 'we remove the default dropout layer in BERT "
-                                      "architecture'"),
-    "pooling": Setting("mean", "section 3.1 / Figure 2: average pooling of the last layer for "
-                               f"training ({_MAIN} l.189: Pooling(mean tokens))"),
-    "eval_pooling": Setting("mean_last2", "section 4.1 Evaluation: 'averaging the token "
-                                          "embeddings at the last two layers'; used for dev "
-                                          "selection too (fit_consert(dev_pooling=))"),
-    "dropout_mode": Setting("exact", "section 3.2 Dropout: elements dropped 'by a specific "
-                                     "probability' and 'set ... to zero', rate 0.2 (section "
-                                     "4.1), no rescaling mentioned; the official code zeroes "
-                                     "exactly int(rate x tokens x hidden) elements, unscaled "
-                                     "(the 'dropout_exact' view)"),
-    "seed": Setting(1, f"paper silent; official code does --seed 1 ({_SCRIPT})"),
-}
+@functools.cache
+def paper():
+    """The paper's main setting: the `consert` method's `unsup-bert-base` preset (values and
+    sources), then what is this recipe's own (data, protocol, evaluation)."""
+    return preset_table("consert", "unsup-bert-base", [
+        "model",
+        ("data", Setting("stssick", "section 4.1 / Table 1 / Figure 6: 'we mix the unlabeled texts "
+                                   "from these datasets' (STS12-16, STS-B, SICK-R; 'all 89192 "
+                                   "unlabeled texts from 7 STS datasets')")),
+        "views",
+        "temperature",
+        "batch_size",
+        "learning_rate",
+        "max_length",
+        "epochs",
+        "warmup_ratio",
+        "eval_every",
+        "patience",
+        "encoder_dropout",
+        "pooling",
+        ("eval_pooling", "dev_pooling"),
+        ("dropout_mode", Setting("exact", "section 3.2 Dropout: elements dropped 'by a specific "
+                                         "probability' and 'set ... to zero', rate 0.2 (section "
+                                         "4.1), no rescaling mentioned; the official code zeroes "
+                                         "exactly int(rate x tokens x hidden) elements, unscaled "
+                                         "(the 'dropout_exact' view)")),
+        "seed",
+    ])
+
+
+def __getattr__(name):
+    """`PAPER`, the table, built on first use (it imports the method, and TensorFlow)."""
+    if name == "PAPER":
+        return paper()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
 DIFFERENCES = [
     "data: with --sts-data DIR the corpus is the unlabeled text of every STS set found there "
     "(sts_unlabeled_texts: STS12-16, STS-B and SICK-R, every split, the paper's 89k "
@@ -93,30 +97,30 @@ ROW_PAPER = "Yan et al. 2021 (ConSERT-base, unsupervised), Table 2 (7 STS tasks,
 
 
 def build_parser():
-    p = paper_parser(__doc__, PAPER, DIFFERENCES)
-    p.add_argument("--model", default=paper_value(PAPER, "model"))
+    p = paper_parser(__doc__, paper(), DIFFERENCES)
+    p.add_argument("--model", default=paper_value(paper(), "model"))
     p.add_argument("--stsb", default=str(STSB), help="STSBenchmark folder (with sts-train.csv)")
     p.add_argument("--texts", default="all", choices=["all", "train"],
                    help="all: the unlabeled texts of every STS-B split (the paper includes "
                         "test texts); train: the train split only")
     p.add_argument("--steps", type=int, default=None, help="default: --epochs epochs")
-    p.add_argument("--epochs", type=int, default=paper_value(PAPER, "epochs"))
-    p.add_argument("--batch-size", type=int, default=paper_value(PAPER, "batch_size"))
-    p.add_argument("--learning-rate", type=float, default=paper_value(PAPER, "learning_rate"))
-    p.add_argument("--max-length", type=int, default=paper_value(PAPER, "max_length"))
-    p.add_argument("--views", default=paper_value(PAPER, "views"))
-    p.add_argument("--dropout-mode", default=paper_value(PAPER, "dropout_mode"),
+    p.add_argument("--epochs", type=int, default=paper_value(paper(), "epochs"))
+    p.add_argument("--batch-size", type=int, default=paper_value(paper(), "batch_size"))
+    p.add_argument("--learning-rate", type=float, default=paper_value(paper(), "learning_rate"))
+    p.add_argument("--max-length", type=int, default=paper_value(paper(), "max_length"))
+    p.add_argument("--views", default=paper_value(paper(), "views"))
+    p.add_argument("--dropout-mode", default=paper_value(paper(), "dropout_mode"),
                    choices=["exact", "bernoulli"],
                    help="the 'dropout' view of --views: exact (ConSERT's code) or bernoulli")
-    p.add_argument("--temperature", type=float, default=paper_value(PAPER, "temperature"))
-    p.add_argument("--warmup-ratio", type=float, default=paper_value(PAPER, "warmup_ratio"))
-    p.add_argument("--eval-every", type=int, default=paper_value(PAPER, "eval_every"))
-    p.add_argument("--patience", type=int, default=paper_value(PAPER, "patience"))
-    p.add_argument("--pooling", default=paper_value(PAPER, "pooling"),
+    p.add_argument("--temperature", type=float, default=paper_value(paper(), "temperature"))
+    p.add_argument("--warmup-ratio", type=float, default=paper_value(paper(), "warmup_ratio"))
+    p.add_argument("--eval-every", type=int, default=paper_value(paper(), "eval_every"))
+    p.add_argument("--patience", type=int, default=paper_value(paper(), "patience"))
+    p.add_argument("--pooling", default=paper_value(paper(), "pooling"),
                    help="training pooling, or auto: the model's own, else the paper's mean")
-    p.add_argument("--eval-pooling", default=paper_value(PAPER, "eval_pooling"),
+    p.add_argument("--eval-pooling", default=paper_value(paper(), "eval_pooling"),
                    help="pooling of dev selection and of the table row")
-    p.add_argument("--seed", type=int, default=paper_value(PAPER, "seed"))
+    p.add_argument("--seed", type=int, default=paper_value(paper(), "seed"))
     add_seeds(p)
     p.add_argument("--dev-limit", type=int, default=None, help="score only the first N dev pairs")
     p.add_argument("--output", default=None, help="save the (first seed's) encoder here")
@@ -193,7 +197,7 @@ def main(argv=None):
     test = read_stsb(sts_dir, "test")
     if args.smoke:
         train = train[:2000]
-        if args.model == paper_value(PAPER, "model"):
+        if args.model == paper_value(paper(), "model"):
             args.model, args.pooling = "default", "auto"
         args.steps, args.batch_size, args.max_length = 6, 16, 32
         args.learning_rate, args.eval_every = 1e-5, 3

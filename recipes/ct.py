@@ -31,6 +31,7 @@ test) as one JSON line, also written to --out/row.json; STS12-16 need
     python recipes/ct.py --survey --spread --out runs/ct                 # paper setup (GPU)
 """
 
+import functools
 import json
 import logging
 import os
@@ -43,7 +44,7 @@ os.environ.setdefault("KERAS_BACKEND", "tensorflow")
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _paper import (  # noqa: E402
     Setting, add_row_args, add_seeds, average_rows, emit_row, paper_parser, paper_value,
-    summarize_seeds, table_row,
+    preset_table, summarize_seeds, table_row,
 )
 from keras_sentemb.models.onednn_opts import enable_onednn_opts  # noqa: E402
 from keras_sentemb.quiet_startup import run_quietly  # noqa: E402
@@ -53,42 +54,46 @@ WIKI = REPO / "data" / "wiki.txt"  # docs/data.md makes it
 
 _REPO = "FreddeFrallan/Contrastive-Tension@75293a8"
 _TRAIN = f"{_REPO} ContrastiveTension/Training.py"
+
+
 # The paper's main unsupervised setting (Carlsson et al. 2021): each value quotes the paper's
 # section or table; where the paper is silent, the authors' code named in the source.
-PAPER = {
-    "model": Setting("bert_base_en_uncased", "Table 1 / App. C.1: BERT-Base-CT from bert-base"),
-    "data": Setting("wikipedia", "section 5: 'Training data is randomly sampled from English "
-                                 "Wikipedia (See Appendix C.2)'"),
-    "batch_size": Setting(16, "section 5: 'The batch size is set to 16'"),
-    "negatives": Setting("k7", "section 5: 'K = 7 negative sentence pairs for each positive "
-                               "sentence pair'"),
-    "negatives_layout": Setting("paper", "section 4 and App. A.1 (Figure 4): (s, negative) pairs, "
-                                         "'always use f2 to embed the K negative sentences'; "
-                                         f"{_REPO} samples (a, b) pairs of two random sentences "
-                                         "(--negatives-layout official)"),
-    "max_length": Setting(75, f"paper silent; official code does max_sent_len = 75 "
-                              f"({_REPO} ExampleTraining.py)"),
-    "learning_rate": Setting(1e-5, "section 5 and App. A.3: RMSProp, fixed schedule from 1e-5 "
-                                   "down to 2e-6 (steps as in the official "
-                                   f"{_TRAIN}: [500, 1000, 1500, 2000])"),
-    "logits": Setting("dot", "section 4, eq. (1): z = f1(s1)^T f2(s2)"),
-    "pooling": Setting("mean", "section 4: 'mean pooling over the features in the final layer'"),
-    "dropout": Setting(False, f"paper silent; official code runs the towers with training=False "
-                              f"({_REPO} ContrastiveTensionModel.py)"),
-    "steps": Setting(50000, "section 5: 'we strictly perform 50,000 update steps before "
-                            "evaluating'"),
-    "protocol": Setting("paper", "section 5 and section 6: a fixed number of iterations, no "
-                                 "validation set ('due to the emulation of having zero labeled "
-                                 "data'); the official code instead keeps the best tower on "
-                                 "STS-B dev every 500 steps (--protocol safe)"),
-    "keep": Setting("worst", "section 5: 'for all unsupervised tasks we report results for the "
-                             "worst-performing of the two models'"),
-    "eval_every": Setting(500, f"paper silent; official code evaluates after every 500-step "
-                               f"epoch ({_TRAIN}); --protocol safe only"),
-    "evaluation": Setting("STS12-16 + STS-B, mean", "Table 1 (STS12-16 and their average, "
-                                                    "Spearman) and App. B.2 Table 5 (STS-b test); "
-                                                    "SentEval (section 5); pooling as trained"),
-}
+@functools.cache
+def paper():
+    """The paper's main setting: the `ct` method's `paper-bert-base` preset (values and
+    sources), then what is this recipe's own (data, protocol, evaluation)."""
+    return preset_table("ct", "paper-bert-base", [
+        "model",
+        ("data", Setting("wikipedia", "section 5: 'Training data is randomly sampled from English "
+                                     "Wikipedia (See Appendix C.2)'")),
+        "batch_size",
+        "negatives",
+        "negatives_layout",
+        "max_length",
+        "learning_rate",
+        "logits",
+        "pooling",
+        "dropout",
+        "steps",
+        ("protocol", Setting("paper", "section 5 and section 6: a fixed number of iterations, no "
+                                     "validation set ('due to the emulation of having zero labeled "
+                                     "data'); the official code instead keeps the best tower on "
+                                     "STS-B dev every 500 steps (--protocol safe)")),
+        "keep",
+        "eval_every",
+        ("evaluation", Setting("STS12-16 + STS-B, mean", "Table 1 (STS12-16 and their average, "
+                                                        "Spearman) and App. B.2 Table 5 (STS-b test); "
+                                                        "SentEval (section 5); pooling as trained")),
+    ])
+
+
+def __getattr__(name):
+    """`PAPER`, the table, built on first use (it imports the method, and TensorFlow)."""
+    if name == "PAPER":
+        return paper()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
 DIFFERENCES = [
     "corpus: the paper's Wikipedia sample is not available; the default is the closest "
     "data/wiki.txt (docs/data.md makes it), else the packaged 10k sample.",
@@ -105,32 +110,32 @@ ROW_AVG = ["STS12", "STS13", "STS14", "STS15", "STS16"]
 
 
 def build_parser():
-    p = paper_parser(__doc__, PAPER, DIFFERENCES)
-    p.add_argument("--model", default=paper_value(PAPER, "model"))
+    p = paper_parser(__doc__, paper(), DIFFERENCES)
+    p.add_argument("--model", default=paper_value(paper(), "model"))
     p.add_argument("--corpus", default=None,
                    help="one sentence a line (default: data/wiki.txt, "
                         "else the packaged 10k sample)")
-    p.add_argument("--steps", type=int, default=paper_value(PAPER, "steps"))
-    p.add_argument("--batch-size", type=int, default=paper_value(PAPER, "batch_size"))
-    p.add_argument("--negatives", default=paper_value(PAPER, "negatives"))
-    p.add_argument("--negatives-layout", default=paper_value(PAPER, "negatives_layout"),
+    p.add_argument("--steps", type=int, default=paper_value(paper(), "steps"))
+    p.add_argument("--batch-size", type=int, default=paper_value(paper(), "batch_size"))
+    p.add_argument("--negatives", default=paper_value(paper(), "negatives"))
+    p.add_argument("--negatives-layout", default=paper_value(paper(), "negatives_layout"),
                    choices=["paper", "official"],
                    help="paper: (s, negative) pairs; official: (a, b) pairs of random sentences")
-    p.add_argument("--logits", default=paper_value(PAPER, "logits"), choices=["dot", "cosine"])
-    p.add_argument("--protocol", default=paper_value(PAPER, "protocol"), choices=["paper", "safe"],
+    p.add_argument("--logits", default=paper_value(paper(), "logits"), choices=["dot", "cosine"])
+    p.add_argument("--protocol", default=paper_value(paper(), "protocol"), choices=["paper", "safe"],
                    help="paper: fixed steps, no validation, the worst tower reported; "
                         "safe: best tower on STS-B dev")
-    p.add_argument("--keep", default=paper_value(PAPER, "keep"),
+    p.add_argument("--keep", default=paper_value(paper(), "keep"),
                    choices=["worst", "tower1", "tower2"],
                    help="the tower reported and saved to --output under --protocol paper")
-    p.add_argument("--eval-every", type=int, default=paper_value(PAPER, "eval_every"),
+    p.add_argument("--eval-every", type=int, default=paper_value(paper(), "eval_every"),
                    help="dev interval under --protocol safe")
-    p.add_argument("--learning-rate", type=float, default=paper_value(PAPER, "learning_rate"),
+    p.add_argument("--learning-rate", type=float, default=paper_value(paper(), "learning_rate"),
                    help="first stage of the step schedule")
-    p.add_argument("--max-length", type=int, default=paper_value(PAPER, "max_length"))
-    p.add_argument("--pooling", default=paper_value(PAPER, "pooling"),
+    p.add_argument("--max-length", type=int, default=paper_value(paper(), "max_length"))
+    p.add_argument("--pooling", default=paper_value(paper(), "pooling"),
                    help="a pooling name, or auto: the model's own, else the paper's mean")
-    p.add_argument("--dropout", action="store_true", default=paper_value(PAPER, "dropout"))
+    p.add_argument("--dropout", action="store_true", default=paper_value(paper(), "dropout"))
     p.add_argument("--seed", type=int, default=0)
     add_seeds(p)
     p.add_argument("--dev-limit", type=int, default=None, help="score only the first N dev pairs")
@@ -164,7 +169,7 @@ def main(argv=None):
     dev = load_stsb_pairs("stsb", "dev")
     test = load_stsb_pairs("stsb", "test")
     if args.smoke:
-        if args.model == paper_value(PAPER, "model"):
+        if args.model == paper_value(paper(), "model"):
             args.model, args.pooling = "default", "auto"
         corpus = corpus[:2000]
         args.steps, args.eval_every, args.max_length = 16, 8, 32

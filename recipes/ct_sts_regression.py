@@ -19,6 +19,7 @@ Defaults are the paper's setting as far as it could be checked (table below);
 `--seeds N` repeats every run and reports mean and std.
 """
 
+import functools
 import json
 import logging
 import os
@@ -30,8 +31,8 @@ os.environ.setdefault("KERAS_BACKEND", "tensorflow")
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _paper import (  # noqa: E402
-    Setting, add_row_args, add_seeds, emit_row, paper_parser, paper_value, summarize_seeds,
-    table_row,
+    Setting, add_row_args, add_seeds, emit_row, paper_parser, paper_value, preset_table,
+    summarize_seeds, table_row,
 )
 from keras_sentemb.models.onednn_opts import enable_onednn_opts  # noqa: E402
 from keras_sentemb.quiet_startup import run_quietly  # noqa: E402
@@ -41,28 +42,36 @@ STSB = REPO / "data" / "senteval" / "STS" / "STSBenchmark"  # docs/data.md
 
 _NO_CODE = ("paper silent; the authors' repository (FreddeFrallan/Contrastive-Tension@75293a8) "
             "has no regression code")
+
+
 # CT paper section 5.2 (supervised STS-B regression with model-specific labels), Table 2.
-PAPER = {
-    "model": Setting("bert_base_en_uncased", "Table 2: BERT-base and its CT / S-BERT variants "
-                                             "(pass a recipes/ct.py --output folder)"),
-    "labels": Setting("model_specific", "section 5.2: labels 'linearly mapped to the range "
-                                        "[M, 1], where M is the mean cosine similarity of the "
-                                        "lowest bucket'"),
-    "num_buckets": Setting(20, "section 5.2: 20 buckets of width 5/20 = 0.25 over STS-b train, "
-                               "right-closed: '[0, 0.25] and the next bucket covers the range "
-                               "(0.25, 0.5]'"),
-    "spread_data": Setting("train", "section 5.2 / Figure 3: the spread of 'the STS-b training "
-                                    "data'"),
-    "epochs": Setting(8, "section 5.2: '10 training runs for 8 epochs'"),
-    "runs": Setting(10, "section 5.2: '10 training runs'"),
-    "report": Setting("best_on_dev", "section 5.2 / Table 2: 'the test results of the model that "
-                                     "performed best on the validation set'"),
-    "batch_size": Setting(16, f"{_NO_CODE}; the S-BERT regression setup it follows (section "
-                              "5.2) trains STS-B with batch 16 in sentence-transformers' example"),
-    "learning_rate": Setting(2e-5, f"{_NO_CODE}; sentence-transformers' default (AdamW 2e-5) of "
-                                   "the S-BERT setup"),
-    "max_length": Setting(75, f"{_NO_CODE}; CT's own max_sent_len = 75 (ExampleTraining.py)"),
-}
+@functools.cache
+def paper():
+    """The paper's main setting: the `sts` method's `ct-bert-base` preset (values and
+    sources), then what is this recipe's own (data, protocol, evaluation)."""
+    return preset_table("sts", "ct-bert-base", [
+        "model",
+        "labels",
+        "num_buckets",
+        ("spread_data", Setting("train", "section 5.2 / Figure 3: the spread of 'the STS-b training "
+                                        "data'")),
+        "epochs",
+        ("runs", Setting(10, "section 5.2: '10 training runs'")),
+        ("report", Setting("best_on_dev", "section 5.2 / Table 2: 'the test results of the model that "
+                                         "performed best on the validation set'")),
+        "batch_size",
+        "learning_rate",
+        "max_length",
+    ])
+
+
+def __getattr__(name):
+    """`PAPER`, the table, built on first use (it imports the method, and TensorFlow)."""
+    if name == "PAPER":
+        return paper()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
 DIFFERENCES = [
     "selection: within a run, the best checkpoint on STS-B dev every --eval-every steps "
     "(fit_sts_regression); across runs, the run best on STS-B dev is reported (Table 2); "
@@ -74,24 +83,24 @@ ROW_PAPER = "Carlsson et al. 2021 (CT), Table 2 (supervised STS-b test, best run
 
 
 def build_parser():
-    p = paper_parser(__doc__, PAPER, DIFFERENCES)
-    p.add_argument("--model", default=paper_value(PAPER, "model"))
+    p = paper_parser(__doc__, paper(), DIFFERENCES)
+    p.add_argument("--model", default=paper_value(paper(), "model"))
     p.add_argument("--data", default=str(STSB) if STSB.exists() else None,
                    help="STS-B folder or train csv (default: data/senteval/STS/STSBenchmark)")
-    p.add_argument("--labels", nargs="+", default=[paper_value(PAPER, "labels")],
+    p.add_argument("--labels", nargs="+", default=[paper_value(paper(), "labels")],
                    choices=["model_specific", "unit"])
     p.add_argument("--steps", type=int, default=None, help="default: --epochs epochs")
-    p.add_argument("--epochs", type=int, default=paper_value(PAPER, "epochs"))
-    p.add_argument("--num-buckets", type=int, default=paper_value(PAPER, "num_buckets"))
-    p.add_argument("--spread-data", default=paper_value(PAPER, "spread_data"),
+    p.add_argument("--epochs", type=int, default=paper_value(paper(), "epochs"))
+    p.add_argument("--num-buckets", type=int, default=paper_value(paper(), "num_buckets"))
+    p.add_argument("--spread-data", default=paper_value(paper(), "spread_data"),
                    choices=["train", "test"], help="the STS-B split of the spread analysis")
-    p.add_argument("--batch-size", type=int, default=paper_value(PAPER, "batch_size"))
-    p.add_argument("--learning-rate", type=float, default=paper_value(PAPER, "learning_rate"))
-    p.add_argument("--max-length", type=int, default=paper_value(PAPER, "max_length"))
+    p.add_argument("--batch-size", type=int, default=paper_value(paper(), "batch_size"))
+    p.add_argument("--learning-rate", type=float, default=paper_value(paper(), "learning_rate"))
+    p.add_argument("--max-length", type=int, default=paper_value(paper(), "max_length"))
     p.add_argument("--eval-every", type=int, default=100)
     p.add_argument("--seed", type=int, default=0)
-    add_seeds(p, default=paper_value(PAPER, "runs"))
-    p.add_argument("--report", default=paper_value(PAPER, "report"),
+    add_seeds(p, default=paper_value(paper(), "runs"))
+    p.add_argument("--report", default=paper_value(paper(), "report"),
                    choices=["best_on_dev", "mean"],
                    help="the row: the run best on STS-B dev (Table 2) or the mean over runs")
     p.add_argument("--survey", action="store_true", help="layer survey of the starting model")
@@ -124,7 +133,7 @@ def main(argv=None):
     if args.smoke:
         train, dev, test = train[::20], dev[:150], test[:150]
         args.steps, args.eval_every, args.max_length, args.seeds = 8, 4, 32, 1
-        if args.model == paper_value(PAPER, "model"):
+        if args.model == paper_value(paper(), "model"):
             args.model = "default"
     out = Path(args.out) if args.out else None
     if out:

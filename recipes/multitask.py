@@ -37,6 +37,7 @@ Leakage: multitask/sts-train.csv contains STS-B test pairs; this recipe
 never evaluates on STS-B test (only the multitask dev sets).
 """
 
+import functools
 import json
 import os
 import sys
@@ -46,7 +47,7 @@ from pathlib import Path
 os.environ.setdefault("KERAS_BACKEND", "tensorflow")
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _paper import Setting, paper_parser, paper_value  # noqa: E402
+from _paper import Setting, paper_parser, paper_value, preset_table  # noqa: E402
 from keras_sentemb.models.onednn_opts import enable_onednn_opts  # noqa: E402
 from keras_sentemb.quiet_startup import run_quietly  # noqa: E402
 
@@ -54,44 +55,43 @@ REPO = Path(__file__).resolve().parents[1]
 DEFAULT_DATA = REPO / "data" / "multitask"
 
 _STARTER = "gpoesia/minbert-default-final-project@7ac8260 multitask_classifier.py"
+
+
 # The report's headline setting ("3 Given", Table 2). The report has no public code; each value
 # quotes the report, or where it is silent the CS224N minBERT starter code it builds on.
-PAPER = {
-    "model": Setting("bert_base_en_uncased", f"section 5.1 (minBERT, BERT-base); {_STARTER} l.48: "
-                                             "BertModel.from_pretrained('bert-base-uncased')"),
-    "pretrain": Setting("three_given", "section 4.1: Quora paraphrases as positives, "
-                                       "non-paraphrases as negatives, 'In each epoch, this is "
-                                       "followed by unsupervised training on the other 2 datasets "
-                                       "sequentially'"),
-    "pretrain_epochs": Setting(5, "section 5.3: 'contrastive pre-training is performed on the 3 "
-                                  "datasets for 5 epochs'"),
-    "pretrain_learning_rate": Setting(2e-5, "Table 10: pre-training learning rate 2e-5 (the bold, "
-                                            "headline row)"),
-    "temperature": Setting(0.05, "section 5.3: 'a default temperature parameter of 0.05'"),
-    "batch_size": Setting(16, "section 5.3: 'a default batch size of 16'"),
-    "learning_rate": Setting(1e-5, "section 5.3: 'All reported models are trained with a default "
-                                   "learning rate of 1e-05'"),
-    "head_learning_rate": Setting(1e-5, "section 5.3: the same default learning rate (the heads "
-                                        "are not given their own)"),
-    "epochs": Setting(10, "section 5.3: 'Task-specific training is conducted for 10 epochs'"),
-    "dropout": Setting(0.3, "section 5.3: 'dropout probability of 0.3 at each linear layer'"),
-    "head_style": Setting("plain", "sections 4.2 / 5.3: 'a small (2-layer) MLP network with "
-                                   "dropout', hidden dimension 768"),
-    "head_sharing": Setting("first_layer", "section 4.2 / Table 3: 'the first layer of the MLP "
-                                           "networks is shared between STS and paraphrase "
-                                           "detection heads'"),
-    "procedures": Setting("average", "section 4.2 / section 7: 'Multi-task training, with an "
-                                     "average loss of the 3 single-task losses, turns out "
-                                     "better'"),
-    "fusion": Setting(False, "sections 4.2 / 5.4.1: fusion ('the same batch of STS data is "
-                             "trained first against the classification objective ... and then "
-                             "against the contrastive objective') is the best unsupervised "
-                             "setting, not part of '3 Given'; --fusion attaches it so"),
-    "pooling": Setting("cls", "section 4.1: 'the final BERT embeddings (i.e. hidden state of the "
-                              "[CLS] token)'"),
-    "max_length": Setting(128, f"paper silent; the starter code truncates with the tokenizer's "
-                               f"defaults ({_STARTER}); 128 here"),
-}
+@functools.cache
+def paper():
+    """The paper's main setting: the `multitask` method's `three_given` preset (values and
+    sources), then what is this recipe's own (data, protocol, evaluation)."""
+    return preset_table("multitask", "three_given", [
+        "model",
+        "pretrain",
+        ("pretrain_epochs", Setting(5, "section 5.3: 'contrastive pre-training is performed on the 3 "
+                                      "datasets for 5 epochs'")),
+        "pretrain_learning_rate",
+        ("temperature", "pretrain_temperature"),
+        "batch_size",
+        "learning_rate",
+        "head_learning_rate",
+        ("epochs", Setting(10, "section 5.3: 'Task-specific training is conducted for 10 epochs'")),
+        "dropout",
+        "head_style",
+        "head_sharing",
+        ("procedures", "procedure"),
+        "fusion",
+        "pooling",
+        ("max_length", Setting(128, f"paper silent; the starter code truncates with the tokenizer's "
+                                   f"defaults ({_STARTER}); 128 here")),
+    ])
+
+
+def __getattr__(name):
+    """`PAPER`, the table, built on first use (it imports the method, and TensorFlow)."""
+    if name == "PAPER":
+        return paper()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
 DIFFERENCES = [
     "data: quora-train.csv is not available (only quora-dev.csv, split into train/dev by "
     "fit_multitask); SST and STS train/dev are the starter's files.",
@@ -111,34 +111,34 @@ REPORT_ROW = {"sentiment_acc": 0.516, "paraphrase_acc": 0.815, "similarity_pears
 
 
 def build_parser():
-    p = paper_parser(__doc__, PAPER, DIFFERENCES)
+    p = paper_parser(__doc__, paper(), DIFFERENCES)
     p.add_argument("--data-dir", default=str(DEFAULT_DATA))
-    p.add_argument("--model", default=paper_value(PAPER, "model"))
-    p.add_argument("--procedures", default=paper_value(PAPER, "procedures"))
+    p.add_argument("--model", default=paper_value(paper(), "model"))
+    p.add_argument("--procedures", default=paper_value(paper(), "procedures"))
     p.add_argument("--steps", type=int, default=None,
                    help="fine-tuning steps (default: --epochs epochs of the task sets)")
-    p.add_argument("--epochs", type=int, default=paper_value(PAPER, "epochs"))
-    p.add_argument("--batch-size", type=int, default=paper_value(PAPER, "batch_size"))
-    p.add_argument("--max-length", type=int, default=paper_value(PAPER, "max_length"))
-    p.add_argument("--learning-rate", type=float, default=paper_value(PAPER, "learning_rate"))
+    p.add_argument("--epochs", type=int, default=paper_value(paper(), "epochs"))
+    p.add_argument("--batch-size", type=int, default=paper_value(paper(), "batch_size"))
+    p.add_argument("--max-length", type=int, default=paper_value(paper(), "max_length"))
+    p.add_argument("--learning-rate", type=float, default=paper_value(paper(), "learning_rate"))
     p.add_argument("--head-learning-rate", type=float,
-                   default=paper_value(PAPER, "head_learning_rate"))
-    p.add_argument("--dropout", type=float, default=paper_value(PAPER, "dropout"),
+                   default=paper_value(paper(), "head_learning_rate"))
+    p.add_argument("--dropout", type=float, default=paper_value(paper(), "dropout"),
                    help="dropout of the task heads")
-    p.add_argument("--head-style", default=paper_value(PAPER, "head_style"),
+    p.add_argument("--head-style", default=paper_value(paper(), "head_style"),
                    choices=["plain", "residual"])
-    p.add_argument("--head-sharing", default=paper_value(PAPER, "head_sharing"))
-    p.add_argument("--pooling", default=paper_value(PAPER, "pooling"),
+    p.add_argument("--head-sharing", default=paper_value(paper(), "head_sharing"))
+    p.add_argument("--pooling", default=paper_value(paper(), "pooling"),
                    help="auto (the model's own, else [CLS] as in the report) or a pooling name")
-    p.add_argument("--pretrain", default=paper_value(PAPER, "pretrain"),
+    p.add_argument("--pretrain", default=paper_value(paper(), "pretrain"),
                    choices=["three_given", "none", "unsup", "paraphrase", "nli"])
     p.add_argument("--pretrain-steps", type=int, default=None,
                    help="total pre-training steps (default: three_given's 5 epochs; others: "
                         "--steps)")
     p.add_argument("--pretrain-learning-rate", type=float,
-                   default=paper_value(PAPER, "pretrain_learning_rate"))
-    p.add_argument("--temperature", type=float, default=paper_value(PAPER, "temperature"))
-    p.add_argument("--fusion", action="store_true", default=paper_value(PAPER, "fusion"))
+                   default=paper_value(paper(), "pretrain_learning_rate"))
+    p.add_argument("--temperature", type=float, default=paper_value(paper(), "temperature"))
+    p.add_argument("--fusion", action="store_true", default=paper_value(paper(), "fusion"))
     p.add_argument("--select-on-dev", action="store_true",
                    help="keep the best checkpoint on the task dev sets (default: the last weights)")
     p.add_argument("--eval-every", type=int, default=100)
@@ -159,7 +159,7 @@ def parse_args(argv=None):
 def main(argv=None):
     args = parse_args(argv)
     if args.smoke:
-        if args.model == paper_value(PAPER, "model"):
+        if args.model == paper_value(paper(), "model"):
             args.model, args.pooling = "default", "auto"
         args.steps, args.max_length, args.dev_limit = 6, 32, 64
         args.pretrain_steps, args.batch_size = args.pretrain_steps or 3, 8
@@ -171,15 +171,15 @@ def main(argv=None):
     from keras_sentemb.evaluation.paper_row import write_row
     from keras_sentemb.models import SentenceEncoder
     from keras_sentemb.evaluation.multitask_ensemble import MultitaskEnsemble
-    from keras_sentemb.pipelines import multitask_presets
+    from keras_sentemb.methods.multitask import three_given
     from keras_sentemb.evaluation.multitask import evaluate_multitask
     from keras_sentemb.methods.multitask import fit_multitask
     from keras_sentemb.pipelines.scaffold import resolve_pooling
-    from keras_sentemb.trainers.multitask import MultitaskModel
+    from keras_sentemb.methods.multitask.trainer import MultitaskModel
 
     keras.utils.set_random_seed(args.seed)
     if args.smoke:
-        multitask_presets.THREE_GIVEN_EPOCHS = 1
+        three_given.THREE_GIVEN_EPOCHS = 1
     data = load_multitask_data(args.data_dir)
     print(json.dumps({"train_sizes": {t: len(v) for t, v in data["train"].items()},
                       "dev_sizes": {t: len(v) for t, v in data["dev"].items()},
@@ -206,7 +206,7 @@ def main(argv=None):
         pretrain_learning_rate=args.pretrain_learning_rate,
         pretrain_temperature=args.temperature, pooling=pooling,
     )
-    preset = multitask_presets.MULTITASK_PRESETS["three_given"]
+    preset = three_given.MULTITASK_PRESETS["three_given"]
     changed = {k: v for k, v in options.items() if k in preset and preset[k] != v}
     print(json.dumps({"preset": "three_given", "changed_by_flags": changed}), flush=True)
     results, models, rows = {}, {}, []

@@ -29,6 +29,7 @@ References:
       Translation Datasets (ACL ARR 2022), https://openreview.net/forum?id=_vXqKfxoJfN
 """
 
+import functools
 import json
 import logging
 import os
@@ -39,64 +40,71 @@ from pathlib import Path
 os.environ.setdefault("KERAS_BACKEND", "tensorflow")
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _paper import Setting, add_row_args, emit_row, paper_parser, paper_value, table_row  # noqa: E402,E501
+from _paper import (  # noqa: E402
+    Setting, add_row_args, emit_row, paper_parser, paper_value, preset_table, table_row,
+)
 from keras_sentemb.models.onednn_opts import enable_onednn_opts  # noqa: E402
 from keras_sentemb.quiet_startup import run_quietly  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]
 DATA = REPO / "data"  # docs/data.md says how to fetch each file
 
+
 # The paper's settings (ACL ARR 2022, openreview _vXqKfxoJfN; no official code is public). The
 # defaults are its step-B setting for BERT-base (section 4.2.2, Table 6); each source quotes the
 # section or table, and says where this recipe differs.
-PAPER = {
-    "model": Setting("bert_base_multi", "section 4.2.1: step A trains a Chinese RoBERTa-large "
-                                        "under a frozen SimCSE-RoBERTa-large, section 4.2.2: step "
-                                        "B a BERT/RoBERTa (Table 2); here one keras-hub "
-                                        "multilingual BERT-base for both languages"),
-    "learning_rate": Setting(2e-4, "section 4.2.2 and Table 6: BERT-base learning rate 2e-4 "
-                                   "(RoBERTa-large and step A: 5e-5)"),
-    "batch_size": Setting(400, "section 4.2.2 and Table 6: BERT-base batch 400 per GPU "
-                               "(RoBERTa-large and step A: 200)"),
-    "queue_size": Setting(10000, "section 4.2.2 and Table 6: BERT-base queue 10T = 10,000 "
-                                 "(RoBERTa-large and step A: 200,000)"),
-    "max_length": Setting(50, "section 4.2.1: 'the input sentence length is 50' (and "
-                              "section 4.2.3 for NLI)"),
-    "teacher": Setting("default", "section 4.2.1: 'we adopt the pre-trained SimCSE-RoBERTa"
-                                  "large model as the source language (English) encoder' and "
-                                  "freeze it; here the toolkit's trained English encoder "
-                                  "(all-MiniLM-L6-v2, --teacher), never the untrained student"),
-    "temperature": Setting("learnable", "section 4.2.2 and Table 1: 'temperature is parameter 1 "
-                                        "(a learnable parameter in training)'"),
-    "init_temperature": Setting(1.0, "section 4.2 ('Effect of Temperature') and 4.2.2: "
-                                     "'temperature is parameter 1 (a learnable parameter in "
-                                     "training)': a learnable temperature starting at 1 "
-                                     "(fit_parallel's own default: 0.07)"),
-    "schedule": Setting("cosine", "sections 4.2.1 / 4.2.2: 'a cosine learning rate scheduler' "
-                                  "(fit_parallel: 10% warm-up + cosine)"),
-    "eval_every": Setting(250, "sections 4.2.1 / 4.2.2: 'We evaluate every 250 training steps on "
-                               "the development set of STS-B and save the best checkpoint'"),
-    "nli_learning_rate": Setting(1e-5, "section 4.2.3: 'we set the learning rate to 1e-5, batch "
-                                       "size to 128, dropout to 0.1, temperature to 0.05, and "
-                                       "input length to 50' (base models)"),
-    "nli_batch_size": Setting(128, "section 4.2.3 (base models; large models: 96)"),
-    "nli_mlp": Setting("keep", "Appendix C: 'we adopt the [CLS] with MLP as the fine-tuned "
-                               "models pooling method, as suggested by SimCSE': the NLI head is "
-                               "trained and kept for evaluation (fit_simcse mlp='keep')"),
-    "track_every": Setting(100, "section 4.4.2 / Figure 4A and Appendix A: alignment and "
-                                "uniformity of the target encoder on STS-B dev pairs, "
-                                "'checkpoints every 100 training steps'"),
-    "objective_comparison": Setting("lr 2e-4, batch 128, queue 0", "section 4.4.2 / Table 5: "
-                                    "'batch size is 128, learning rate is 2e-4, queue size is "
-                                    "0' (--preset objective-comparison)"),
-    "evaluation": Setting("7 STS + 7 transfer", "section 4.3 / Tables 2-3: 'seven transfer and "
-                                                "seven STS tasks by SentEval'; the model's own "
-                                                "pooling ([CLS], Appendix C)"),
-}
-PRESETS = {
-    "main": {},
-    "objective-comparison": {"learning_rate": 2e-4, "batch_size": 128, "queue_size": 0},
-}
+@functools.cache
+def paper():
+    """The paper's main setting: the `parallel` method's `bert-base` preset (values and
+    sources), then what is this recipe's own (data, protocol, evaluation)."""
+    return preset_table("parallel", "bert-base", [
+        "model",
+        "learning_rate",
+        "batch_size",
+        "queue_size",
+        "max_length",
+        "teacher",
+        "temperature",
+        "init_temperature",
+        ("schedule", Setting("cosine", "sections 4.2.1 / 4.2.2: 'a cosine learning rate scheduler' "
+                                      "(fit_parallel: 10% warm-up + cosine)")),
+        "eval_every",
+        ("nli_learning_rate", Setting(1e-5, "section 4.2.3: 'we set the learning rate to 1e-5, batch "
+                                           "size to 128, dropout to 0.1, temperature to 0.05, and "
+                                           "input length to 50' (base models)")),
+        ("nli_batch_size", Setting(128, "section 4.2.3 (base models; large models: 96)")),
+        ("nli_mlp", Setting("keep", "Appendix C: 'we adopt the [CLS] with MLP as the fine-tuned "
+                                   "models pooling method, as suggested by SimCSE': the NLI head is "
+                                   "trained and kept for evaluation (fit_simcse mlp='keep')")),
+        ("track_every", Setting(100, "section 4.4.2 / Figure 4A and Appendix A: alignment and "
+                                    "uniformity of the target encoder on STS-B dev pairs, "
+                                    "'checkpoints every 100 training steps'")),
+        ("objective_comparison", Setting("lr 2e-4, batch 128, queue 0", "section 4.4.2 / Table 5: "
+                                        "'batch size is 128, learning rate is 2e-4, queue size is "
+                                        "0' (--preset objective-comparison)")),
+        ("evaluation", Setting("7 STS + 7 transfer", "section 4.3 / Tables 2-3: 'seven transfer and "
+                                                    "seven STS tasks by SentEval'; the model's own "
+                                                    "pooling ([CLS], Appendix C)")),
+    ])
+
+
+def __getattr__(name):
+    """`PAPER`, the table, built on first use (it imports the method, and TensorFlow)."""
+    if name == "PAPER":
+        return paper()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def presets():
+    """The `--preset` choices: each of the method's presets, as what it changes from `main`."""
+    from keras_sentemb.methods.registry import get_method
+
+    named = get_method("parallel").presets
+    main = named["bert-base"].values
+    return {"main": {}, **{name: {k: v for k, v in p.values.items() if main.get(k) != v}
+                           for name, p in named.items() if name != "bert-base"}}
+
+
 DIFFERENCES = [
     "data: the paper's large-scale translation pairs are not available; the closest "
     "default data is Tatoeba en-zh (data/cmn-eng.tsv, about 29k pairs; docs/data.md).",
@@ -129,28 +137,28 @@ TRANSFER_TASKS = ["MR", "CR", "SUBJ", "MPQA", "SST2", "TREC", "MRPC"]
 
 
 def build_parser():
-    p = paper_parser(__doc__.split("\n\n")[0], PAPER, DIFFERENCES)
+    p = paper_parser(__doc__.split("\n\n")[0], paper(), DIFFERENCES)
     p.add_argument("--pairs", default=str(DATA / "cmn-eng.tsv"))
-    p.add_argument("--model", default=paper_value(PAPER, "model"))
-    p.add_argument("--teacher", default=paper_value(PAPER, "teacher"),
+    p.add_argument("--model", default=paper_value(paper(), "model"))
+    p.add_argument("--teacher", default=paper_value(paper(), "teacher"),
                    help="step A's frozen English teacher: a trained sentence encoder")
-    p.add_argument("--preset", default="main", choices=sorted(PRESETS),
+    p.add_argument("--preset", default="main", choices=sorted(presets()),
                    help="objective-comparison: lr 2e-4, batch 128, queue 0 (explicit flags win)")
     p.add_argument("--steps", type=int, default=1000)
-    p.add_argument("--batch-size", type=int, default=paper_value(PAPER, "batch_size"))
-    p.add_argument("--max-length", type=int, default=paper_value(PAPER, "max_length"))
-    p.add_argument("--learning-rate", type=float, default=paper_value(PAPER, "learning_rate"))
-    p.add_argument("--queue-size", type=int, default=paper_value(PAPER, "queue_size"))
-    p.add_argument("--temperature", default=paper_value(PAPER, "temperature"))
+    p.add_argument("--batch-size", type=int, default=paper_value(paper(), "batch_size"))
+    p.add_argument("--max-length", type=int, default=paper_value(paper(), "max_length"))
+    p.add_argument("--learning-rate", type=float, default=paper_value(paper(), "learning_rate"))
+    p.add_argument("--queue-size", type=int, default=paper_value(paper(), "queue_size"))
+    p.add_argument("--temperature", default=paper_value(paper(), "temperature"))
     p.add_argument("--init-temperature", type=float,
-                   default=paper_value(PAPER, "init_temperature"),
+                   default=paper_value(paper(), "init_temperature"),
                    help="start of the learnable temperature")
     p.add_argument("--pooling", default="auto",
                    help="the students' pooling; auto: the model's own, else the paper's cls")
     p.add_argument("--mlp", default="auto", choices=["auto", "train", "none"])
     p.add_argument("--eval-size", type=int, default=1000, help="step A's held-out test pairs")
     p.add_argument("--dev-size", type=int, default=500, help="step A's held-out dev pairs")
-    p.add_argument("--eval-every", type=int, default=paper_value(PAPER, "eval_every"),
+    p.add_argument("--eval-every", type=int, default=paper_value(paper(), "eval_every"),
                    help="dev evaluation interval (best checkpoint kept)")
     p.add_argument("--extend-vocabulary", type=int, default=10000,
                    help="at most this many new student tokens (0: keep the vocabulary)")
@@ -170,12 +178,12 @@ def build_parser():
     p.add_argument("--nli-file", default=str(DATA / "nli_for_simcse.csv"))
     p.add_argument("--nli-steps", type=int, default=200)
     p.add_argument("--nli-learning-rate", type=float,
-                   default=paper_value(PAPER, "nli_learning_rate"))
-    p.add_argument("--nli-batch-size", type=int, default=paper_value(PAPER, "nli_batch_size"))
-    p.add_argument("--nli-mlp", default=paper_value(PAPER, "nli_mlp"),
+                   default=paper_value(paper(), "nli_learning_rate"))
+    p.add_argument("--nli-batch-size", type=int, default=paper_value(paper(), "nli_batch_size"))
+    p.add_argument("--nli-mlp", default=paper_value(paper(), "nli_mlp"),
                    choices=["keep", "train", "none"],
                    help="keep: the NLI step's MLP head stays for evaluation")
-    p.add_argument("--track-every", type=int, default=paper_value(PAPER, "track_every"),
+    p.add_argument("--track-every", type=int, default=paper_value(paper(), "track_every"),
                    help="steps between step B's alignment/uniformity points on STS-B dev")
     p.add_argument("--sts-limit", type=int, default=None, help="use the first N STS-B pairs")
     p.add_argument("--out", default="/tmp/parallel_recipe",
@@ -188,8 +196,9 @@ def build_parser():
 def parse_args(argv=None):
     parser = build_parser()
     args = parser.parse_args(argv)
-    if PRESETS[args.preset]:  # the preset's values become defaults; explicit flags still win
-        parser.set_defaults(**PRESETS[args.preset])
+    chosen = presets()[args.preset]
+    if chosen:  # the preset's values become defaults; explicit flags still win
+        parser.set_defaults(**chosen)
         args = parser.parse_args(argv)
     return args
 
@@ -197,7 +206,7 @@ def parse_args(argv=None):
 def main(argv=None):
     args = parse_args(argv)
     if args.smoke:
-        if args.model == paper_value(PAPER, "model"):
+        if args.model == paper_value(paper(), "model"):
             args.model = "default"
         args.steps, args.batch_size, args.max_length, args.eval_every = 8, 8, 32, 4
         args.queue_size, args.eval_size, args.dev_size, args.sts_limit = 64, 100, 50, 200

@@ -21,6 +21,7 @@ References:
     - [Kim, Yoo & Lee, 2021](https://arxiv.org/abs/2106.07345)
 """
 
+import functools
 import json
 import logging
 import os
@@ -33,7 +34,7 @@ os.environ.setdefault("KERAS_BACKEND", "tensorflow")
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _paper import (  # noqa: E402
     Setting, add_row_args, add_seeds, average_rows, emit_row, paper_parser, paper_value,
-    summarize_seeds, table_row,
+    preset_table, summarize_seeds, table_row,
 )
 from keras_sentemb.models.onednn_opts import enable_onednn_opts  # noqa: E402
 from keras_sentemb.quiet_startup import run_quietly  # noqa: E402
@@ -41,35 +42,45 @@ from keras_sentemb.quiet_startup import run_quietly  # noqa: E402
 REPO = Path(__file__).resolve().parents[1]
 
 _CODE = "galsang/SG-BERT@23d5ebe training.py"
+
+
 # The paper's main setting (Kim et al. 2021, section 4 / appendix, BERT-base, SG-OPT);
 # every value checked against the official code named in its source.
-PAPER = {
-    "model": Setting("bert_base_en_uncased", f"{_CODE}: --model_name bert-base-uncased"),
-    "data": Setting("stsb_all", f"{_CODE}: every row of stsbenchmark.tsv.gz (train+dev+test "
-                                "sentences, no labels)"),
-    "loss": Setting("opt3", f"{_CODE}: --obj SG-OPT"),
-    "pooling": Setting("cls", "section 3: 'the [CLS] vector from the last layer of BERT_T ... "
-                              "is regarded as the final sentence embedding'; Table 1 evaluates "
-                              "CLS; fit_self_guided(pooling='auto') trains [CLS]"),
-    "view_pooling": Setting("max", "section 3.1: 'we employ max pooling as p and a uniform "
-                                   "sampler as sigma'; the official training.py defaults "
-                                   "--pooling2 mean"),
-    "temperature": Setting(0.01, f"{_CODE}: --T 1e-2"),
-    "reg_weight": Setting(0.1, f"{_CODE}: --lamb 0.1"),
-    "min_layer": Setting(0, f"{_CODE}: --lmin 0"),
-    "epochs": Setting(1, f"{_CODE}: --num_epochs 1"),
-    "batch_size": Setting(16, f"{_CODE}: --batch_size 16"),
-    "learning_rate": Setting(5e-5, f"{_CODE}: --lr 5e-5 (AdamW betas (0.9, 0.9), weight_decay 0)"),
-    "warmup_ratio": Setting(0.1, f"{_CODE}: warmup_steps = 10% of the training steps"),
-    "max_length": Setting(128, "galsang/SG-BERT@23d5ebe modules.py: Transformer(max_seq_length=128)"),
-    "eval_every": Setting(50, f"{_CODE}: --eval_step 50 (STS-B dev)"),
-    "patience": Setting(10, f"{_CODE}: --es 10"),
-    "seeds": Setting(8, "section 4.1: 'Every trainable model's performance is reported as the "
-                        "average of 8 separate runs'"),
-    "seed_list": Setting("1,2,3,4,1234,2345,3456,7890", "Table 8 (App. A.1): random seeds"),
-    "projection_dim": Setting(4096, "galsang/SG-BERT@23d5ebe loss.py l.247-253: "
-                                    "Linear(d, 4096), GELU, Linear(4096, 4096), GELU"),
-}
+@functools.cache
+def paper():
+    """The paper's main setting: the `sg` method's `sg-opt-bert-base` preset (values and
+    sources), then what is this recipe's own (data, protocol, evaluation)."""
+    return preset_table("sg", "sg-opt-bert-base", [
+        "model",
+        ("data", Setting("stsb_all", f"{_CODE}: every row of stsbenchmark.tsv.gz (train+dev+test "
+                                    "sentences, no labels)")),
+        "loss",
+        "pooling",
+        "view_pooling",
+        "temperature",
+        "reg_weight",
+        "min_layer",
+        "epochs",
+        "batch_size",
+        "learning_rate",
+        "warmup_ratio",
+        "max_length",
+        "eval_every",
+        "patience",
+        ("seeds", Setting(8, "section 4.1: 'Every trainable model's performance is reported as the "
+                            "average of 8 separate runs'")),
+        ("seed_list", Setting("1,2,3,4,1234,2345,3456,7890", "Table 8 (App. A.1): random seeds")),
+        "projection_dim",
+    ])
+
+
+def __getattr__(name):
+    """`PAPER`, the table, built on first use (it imports the method, and TensorFlow)."""
+    if name == "PAPER":
+        return paper()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
 DIFFERENCES = [
     "runs: the row is the mean over --seeds runs (default 8, the seeds of Table 8; --seed S "
     "runs S, S+1, ... instead).",
@@ -124,35 +135,35 @@ def stsb_scores(encoder, sts_dir, pooling):
 
 
 def build_parser():
-    parser = paper_parser(__doc__, PAPER, DIFFERENCES)
-    parser.add_argument("--model", default=paper_value(PAPER, "model"))
+    parser = paper_parser(__doc__, paper(), DIFFERENCES)
+    parser.add_argument("--model", default=paper_value(paper(), "model"))
     parser.add_argument("--sts-dir", default=None, help="folder holding STSBenchmark/")
-    parser.add_argument("--loss", default=paper_value(PAPER, "loss"),
+    parser.add_argument("--loss", default=paper_value(paper(), "loss"),
                         choices=["opt3", "base", "opt1", "opt2"])
     parser.add_argument("--steps", type=int, default=None, help="default: --epochs epochs")
-    parser.add_argument("--epochs", type=int, default=paper_value(PAPER, "epochs"))
-    parser.add_argument("--batch-size", type=int, default=paper_value(PAPER, "batch_size"))
-    parser.add_argument("--learning-rate", type=float, default=paper_value(PAPER, "learning_rate"))
-    parser.add_argument("--max-length", type=int, default=paper_value(PAPER, "max_length"))
-    parser.add_argument("--view-pooling", default=paper_value(PAPER, "view_pooling"),
+    parser.add_argument("--epochs", type=int, default=paper_value(paper(), "epochs"))
+    parser.add_argument("--batch-size", type=int, default=paper_value(paper(), "batch_size"))
+    parser.add_argument("--learning-rate", type=float, default=paper_value(paper(), "learning_rate"))
+    parser.add_argument("--max-length", type=int, default=paper_value(paper(), "max_length"))
+    parser.add_argument("--view-pooling", default=paper_value(paper(), "view_pooling"),
                         choices=["max", "mean"])
-    parser.add_argument("--temperature", type=float, default=paper_value(PAPER, "temperature"))
-    parser.add_argument("--reg-weight", type=float, default=paper_value(PAPER, "reg_weight"))
-    parser.add_argument("--min-layer", type=int, default=paper_value(PAPER, "min_layer"))
-    parser.add_argument("--warmup-ratio", type=float, default=paper_value(PAPER, "warmup_ratio"))
-    parser.add_argument("--projection-dim", type=int, default=paper_value(PAPER, "projection_dim"))
+    parser.add_argument("--temperature", type=float, default=paper_value(paper(), "temperature"))
+    parser.add_argument("--reg-weight", type=float, default=paper_value(paper(), "reg_weight"))
+    parser.add_argument("--min-layer", type=int, default=paper_value(paper(), "min_layer"))
+    parser.add_argument("--warmup-ratio", type=float, default=paper_value(paper(), "warmup_ratio"))
+    parser.add_argument("--projection-dim", type=int, default=paper_value(paper(), "projection_dim"))
     parser.add_argument("--no-head", action="store_true",
                         help="train without the projection head (the paper's ablation)")
-    parser.add_argument("--eval-every", type=int, default=paper_value(PAPER, "eval_every"))
-    parser.add_argument("--patience", type=int, default=paper_value(PAPER, "patience"))
+    parser.add_argument("--eval-every", type=int, default=paper_value(paper(), "eval_every"))
+    parser.add_argument("--patience", type=int, default=paper_value(paper(), "patience"))
     parser.add_argument("--seed", type=int, default=None,
                         help="run seeds S, S+1, ... instead of --seed-list")
-    parser.add_argument("--seed-list", default=paper_value(PAPER, "seed_list"),
+    parser.add_argument("--seed-list", default=paper_value(paper(), "seed_list"),
                         help="comma-separated seeds; the first --seeds are run")
-    add_seeds(parser, default=paper_value(PAPER, "seeds"))
+    add_seeds(parser, default=paper_value(paper(), "seeds"))
     add_row_args(parser, transfer=True)
     parser.add_argument("--output", default=None, help="save the (first seed's) encoder here")
-    parser.add_argument("--pooling", default=paper_value(PAPER, "pooling"),
+    parser.add_argument("--pooling", default=paper_value(paper(), "pooling"),
                         help="BERT_T's pooling; auto: the model's own, else the paper's cls")
     parser.add_argument("--results", default=None, help="write the JSON here too")
     parser.add_argument("--smoke", action="store_true", help="tiny CPU run on the default model")
@@ -179,7 +190,7 @@ def main(argv=None):
         corpus, dev_pairs = corpus[:400], dev_pairs[:200]
         steps, eval_every, args.max_length = steps or 6, 3, 32
         args.seeds = 1
-        if args.model == paper_value(PAPER, "model"):
+        if args.model == paper_value(paper(), "model"):
             args.model, args.pooling = "default", "auto"
     if args.seed is not None:
         seeds = [args.seed + i for i in range(args.seeds)]

@@ -16,6 +16,7 @@ line, also written to `--out`.
     python recipes/simcse.py --model default --pooling auto --mlp none --steps 300 --batch-size 32
 """
 
+import functools
 import json
 import logging
 import os
@@ -28,7 +29,7 @@ os.environ.setdefault("KERAS_BACKEND", "tensorflow")
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _paper import (  # noqa: E402
     Setting, add_row_args, add_seeds, average_rows, emit_row, paper_parser, paper_value,
-    summarize_seeds, table_row,
+    preset_table, summarize_seeds, table_row,
 )
 from keras_sentemb.models.onednn_opts import enable_onednn_opts  # noqa: E402
 from keras_sentemb.quiet_startup import run_quietly  # noqa: E402
@@ -37,22 +38,37 @@ REPO = Path(__file__).resolve().parents[1]
 WIKI = REPO / "data" / "wiki.txt"  # docs/data.md makes it
 
 _SCRIPT = "princeton-nlp/SimCSE@49fa580 run_unsup_example.sh"
+
+
 # The paper's main unsupervised setting (Gao et al. 2021, section 3 and appendix A;
 # every value below checked against the official script named in its source).
-PAPER = {
-    "model": Setting("bert_base_en_uncased", f"{_SCRIPT}: --model_name_or_path bert-base-uncased"),
-    "data": Setting("wiki1m_for_simcse.txt", f"{_SCRIPT}: --train_file (1M Wikipedia sentences)"),
-    "epochs": Setting(1, f"{_SCRIPT}: --num_train_epochs 1 (steps: None = one epoch)"),
-    "batch_size": Setting(64, f"{_SCRIPT}: --per_device_train_batch_size 64; README table"),
-    "learning_rate": Setting(3e-5, f"{_SCRIPT}: --learning_rate 3e-5; README table (BERT-base)"),
-    "max_length": Setting(32, f"{_SCRIPT}: --max_seq_length 32"),
-    "temperature": Setting(0.05, f"{_SCRIPT}: --temp 0.05"),
-    "pooling": Setting("cls", f"{_SCRIPT}: --pooler_type cls"),
-    "mlp": Setting("train", f"{_SCRIPT}: --mlp_only_train (MLP in training, removed at test)"),
-    "eval_every": Setting(125, f"{_SCRIPT}: --eval_steps 125, --load_best_model_at_end on stsb_spearman"),
-    "warmup": Setting(0.0, "HF TrainingArguments defaults (no warm-up, linear decay; the script sets none) = fit_simcse's AdamW linear decay"),
-    "seed": Setting(42, "HF TrainingArguments default seed 42 (the script sets none)"),
-}
+@functools.cache
+def paper():
+    """The paper's main setting: the `simcse` method's `unsup-bert-base` preset (values and
+    sources), then what is this recipe's own (data, protocol, evaluation)."""
+    return preset_table("simcse", "unsup-bert-base", [
+        "model",
+        ("data", Setting("wiki1m_for_simcse.txt", f"{_SCRIPT}: --train_file (1M Wikipedia sentences)")),
+        ("epochs", Setting(1, f"{_SCRIPT}: --num_train_epochs 1 (steps: None = one epoch)")),
+        "batch_size",
+        "learning_rate",
+        "max_length",
+        "temperature",
+        "pooling",
+        "mlp",
+        "eval_every",
+        ("warmup", Setting(0.0, "HF TrainingArguments defaults (no warm-up, linear decay; the script sets none) = fit_simcse's AdamW linear decay")),
+        "seed",
+    ])
+
+
+def __getattr__(name):
+    """`PAPER`, the table, built on first use (it imports the method, and TensorFlow)."""
+    if name == "PAPER":
+        return paper()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
 DIFFERENCES = [
     "corpus: the default is data/wiki.txt, the first 100k sentences of wiki1m_for_simcse.txt "
     "(docs/data.md), so one epoch is ~1,560 steps instead of ~15,600; without it the packaged "
@@ -69,21 +85,21 @@ TRANSFER_TASKS = ["MR", "CR", "SUBJ", "MPQA", "SST2", "TREC", "MRPC"]
 
 
 def build_parser():
-    p = paper_parser(__doc__, PAPER, DIFFERENCES)
-    p.add_argument("--model", default=paper_value(PAPER, "model"))
+    p = paper_parser(__doc__, paper(), DIFFERENCES)
+    p.add_argument("--model", default=paper_value(paper(), "model"))
     p.add_argument("--corpus", default=str(WIKI) if WIKI.exists() else None,
                    help="one sentence a line (default: data/wiki.txt, else the packaged 10k)")
     p.add_argument("--steps", type=int, default=None, help="default: one epoch (the paper's)")
-    p.add_argument("--batch-size", type=int, default=paper_value(PAPER, "batch_size"))
-    p.add_argument("--learning-rate", type=float, default=paper_value(PAPER, "learning_rate"))
-    p.add_argument("--max-length", type=int, default=paper_value(PAPER, "max_length"))
-    p.add_argument("--pooling", default=paper_value(PAPER, "pooling"),
+    p.add_argument("--batch-size", type=int, default=paper_value(paper(), "batch_size"))
+    p.add_argument("--learning-rate", type=float, default=paper_value(paper(), "learning_rate"))
+    p.add_argument("--max-length", type=int, default=paper_value(paper(), "max_length"))
+    p.add_argument("--pooling", default=paper_value(paper(), "pooling"),
                    help="a pooling name, or auto: the model's own, else the paper's cls")
-    p.add_argument("--mlp", default=paper_value(PAPER, "mlp"), choices=["auto", "train", "none"],
+    p.add_argument("--mlp", default=paper_value(paper(), "mlp"), choices=["auto", "train", "none"],
                    help="train: the MLP head in training only (the paper); none: no head")
-    p.add_argument("--temperature", type=float, default=paper_value(PAPER, "temperature"))
-    p.add_argument("--eval-every", type=int, default=paper_value(PAPER, "eval_every"))
-    p.add_argument("--seed", type=int, default=paper_value(PAPER, "seed"))
+    p.add_argument("--temperature", type=float, default=paper_value(paper(), "temperature"))
+    p.add_argument("--eval-every", type=int, default=paper_value(paper(), "eval_every"))
+    p.add_argument("--seed", type=int, default=paper_value(paper(), "seed"))
     add_seeds(p)
     p.add_argument("--dev-limit", type=int, default=None, help="score only the first N dev pairs")
     p.add_argument("--output", default=None, help="save the (first seed's) encoder here")
@@ -113,7 +129,7 @@ def main(argv=None):
     test = read_stsb(bundled_sts_dir(), "test")
     if args.smoke:
         corpus = corpus[:2000]
-        if args.model == paper_value(PAPER, "model"):
+        if args.model == paper_value(paper(), "model"):
             args.model, args.pooling, args.mlp = "default", "auto", "auto"
         args.steps, args.batch_size, args.eval_every = 6, 16, 3
         args.dev_limit = args.dev_limit or 150

@@ -95,7 +95,7 @@ def test_method_flags_mirror_every_fit_argument():
     for name in list_methods():
         parser, method = cli.method_option_parser(name)
         flags = {a.dest for a in parser._actions}
-        python_only = {f.name for f in method.config_class.option_fields() if f.spec.python_only}
+        python_only = {f.name for f in method.config_class.option_fields() if f.python_only}
         python_only |= {"strategy", "callbacks"}
         params = [p for p in method.signature().parameters
                   if p not in cli.FIXED_RUN_ARGUMENTS and p != "data" and p not in python_only]
@@ -284,7 +284,7 @@ def test_a_method_option_is_never_read_as_the_flag_it_begins():
     # `--mode` begins `--model`: argparse's prefix matching would take one for the other.
     args, extra = cli.build_parser().parse_known_args(
         ["train", "simcse", "--train-file", "t.txt", "--output", "o", "--mode", "sup"])
-    assert args.model == "default" and extra == ["--mode", "sup"]
+    assert args.model is None and extra == ["--mode", "sup"]  # not given: the method's or preset's
     options, unknown = cli.method_option_parser("simcse")[0].parse_known_args(extra)
     assert options.mode == "sup" and unknown == []
     with pytest.raises(SystemExit):

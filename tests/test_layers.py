@@ -12,7 +12,8 @@ lower layers' modules, never a higher one's):
    with encoders.
 6. `pipelines`: the scaffold every method's run shares (arguments, callbacks,
    backups, schedules) over the trainers, data and evaluation.
-7. `methods`: the registry, the runner and one module per training method.
+7. `methods`: the registry, the runner and one folder per training method (its config,
+   presets, method class and trainer).
 8. `api`, then `cli` and `__main__` at the top; the package's `__init__`
    loads the public names lazily and is imported by no module.
 

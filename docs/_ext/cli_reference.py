@@ -5,14 +5,15 @@
 
 Every subcommand's flags, their values, defaults and help come from
 `keras_sentemb.cli.build_parser()`; the options of `train METHOD` come from
-`keras_sentemb.cli.method_option_parser(METHOD)`, i.e. from the signature and
-docstring of the method's `fit_*` function. tests/test_cli_reference.py checks
+`keras_sentemb.cli.method_option_parser(METHOD)`, i.e. from the method's
+registered definition (its config and run defaults), with the method's defaults
+and presets. tests/test_cli_reference.py checks
 that the committed page equals what this script writes.
 """
 
 import argparse
-import inspect
 import os
+import re
 import sys
 from pathlib import Path
 
@@ -92,15 +93,15 @@ EXTRA_HELP = {
 
 def _cli_default(value):
     """A Python default as the command line writes it."""
+    from keras_sentemb.cli.train import cli_value
+
     if value is None:
         return "not set"
     if value is True:
         return "on"
     if value is False:
         return "off"
-    if isinstance(value, str):
-        return f"`{value}`"
-    return f"`{value!r}`"
+    return f"`{cli_value(value)}`"
 
 
 def _escape(text):
@@ -142,8 +143,11 @@ def _default(action):
     return f"`{default}`"
 
 
+HELP_DEFAULT = re.compile(r"\s*\(default: ([^)]*)\)$")
+
+
 def _help(action, command=None):
-    text = action.help or ""
+    text = HELP_DEFAULT.sub("", action.help or "")  # the table's default column says it
     if not text:
         key = action.option_strings[0] if action.option_strings else action.dest.upper()
         text = EXTRA_HELP.get((command, key), "")
@@ -163,11 +167,15 @@ def _table(actions, defaults=None, command=None):
     for action in actions:
         if isinstance(action, (argparse._HelpAction, argparse._SubParsersAction)):
             continue
+        stated = HELP_DEFAULT.search(action.help or "")
         if action.dest in defaults:
             default = _cli_default(defaults[action.dest])
+        elif stated and not action.required:  # what the help says the default is
+            default = _escape(stated.group(1))
         else:
             default = _default(action)
-        rows.append(f"| {_flag(action)} | {_value(action)} | {default} | {_help(action, command)} |")
+        text = _help(action, command)
+        rows.append(f"| {_flag(action)} | {_value(action)} | {default} | {text} |")
     return "\n".join(rows)
 
 
@@ -183,6 +191,7 @@ def render():
     os.environ.setdefault("KERAS_BACKEND", "tensorflow")
     os.environ["COLUMNS"] = "100"  # argparse wraps usage lines to the terminal's width
     from keras_sentemb import cli
+    from keras_sentemb.methods.registry import BUILTIN_FIT_FUNCTIONS
 
     parser = cli.build_parser()
     sub = _subparsers(parser)
@@ -204,18 +213,20 @@ def render():
                 "Every method takes the flags above; its own options follow. They mirror the "
                 "keyword arguments of its `fit_*` function as `--kebab-case` flags taking the "
                 "same values: a `True`/`False` argument is `--flag` / `--no-flag`, and "
-                "`none` passes `None` where the argument allows it.\n"
+                "`none` passes `None` where the argument allows it. `--preset NAME` starts from "
+                "a paper's settings, listed under each method; the flags given override them.\n"
             )
+            functions = {module: name for name, module in BUILTIN_FIT_FUNCTIONS.items()}
             for method in cli.METHODS:
-                options, fit = cli.method_option_parser(method)
-                signature = inspect.signature(fit).parameters
-                defaults = {
-                    dest: param.default for dest, param in signature.items()
-                    if param.default is not inspect.Parameter.empty
-                }
-                summary = (inspect.getdoc(fit) or "").splitlines()[0]
+                options, definition = cli.method_option_parser(method)
+                defaults = {a.name: a.default for a in definition.arguments()}
+                fit = functions[definition.__module__]
                 out.append(f"### `train {method}`\n")
-                out.append(f"`keras_sentemb.{fit.__name__}`: {_escape(summary)}\n")
+                out.append(f"`keras_sentemb.{fit}`: {_escape(definition.summary())}\n")
+                for name, preset in definition.presets.items():
+                    out.append(f"- `--preset {name}`: {_escape(preset.doc)}")
+                if definition.presets:
+                    out.append("")
                 actions = [a for a in options._actions if a.option_strings]
                 if actions:
                     out.append(_table(actions, defaults))

@@ -50,18 +50,20 @@ def table():
     functions = _fit_functions()
     rows = [
         "| method | Python | what it trains | paper pooling | steps | batch | learning rate "
-        "| max length | own options |",
-        "|---|---|---|---|---|---|---|---|---|",
+        "| max length | own options | presets (`--preset`) |",
+        "|---|---|---|---|---|---|---|---|---|---|",
     ]
     for name in BUILTIN_METHODS:
         method = get_method(name)
         defaults = {a.name: a.default for a in method.run_arguments()[0]}
         options = ", ".join(f"`{f.name}`" for f in method.config_class.option_fields())
+        presets = ", ".join(f"`{preset}`" for preset in method.presets)
         rows.append(
             f"| `{name}` | `{functions.get(name, 'fit')}` | {method.summary().rstrip('.')} "
             f"| {method.paper_pooling} | {_number(defaults['steps'], 'epochs')} "
             f"| {defaults['batch_size']} | {_number(defaults['learning_rate'], 'see options')} "
-            f"| {_number(defaults['max_length'], MODEL_OWN)} | {options or '-'} |")
+            f"| {_number(defaults['max_length'], MODEL_OWN)} | {options or '-'} "
+            f"| {presets or '-'} |")
     return "\n".join(rows) + "\n"
 
 

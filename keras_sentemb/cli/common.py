@@ -10,9 +10,10 @@ from keras_sentemb import models
 # The built-in training methods (`train` also takes those registered elsewhere:
 # `keras_sentemb.list_methods()`).
 METHODS = tuple(methods.registry.BUILTIN_METHODS)
-# Shared run arguments that `train` takes as fixed flags of its own (the
+# Arguments of every `fit_*` that `train` takes as fixed flags of its own (the
 # method's other options come from its registered definition).
-FIXED_RUN_ARGUMENTS = ("model", "steps", "batch_size", "learning_rate", "max_length", "output")
+FIXED_RUN_ARGUMENTS = ("model", "steps", "batch_size", "learning_rate", "max_length", "output",
+                       "preset")
 
 
 class UsageError(Exception):

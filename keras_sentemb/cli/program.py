@@ -187,11 +187,29 @@ def run():
     errors), Python ends as usual.
     """
     argv = sys.argv[1:]
-    code = main(argv)
+    try:
+        code = main(argv)
+        sys.stdout.flush()
+    except BrokenPipeError:
+        code = reader_gone()
     command = next((a for a in take_verbose_flag(argv)[0] if not a.startswith("-")), None)
     if command in QUICK_EXIT_COMMANDS:
         exit_quickly(code)
     sys.exit(code)
+
+
+def reader_gone():
+    """The reader of stdout closed it early (`keras-sentemb train ct --help | head`): end quietly.
+
+    What was read was what the reader wanted; the rest of the output goes to
+    `os.devnull`, so Python's last flush at exit raises nothing either.
+
+    Returns:
+        0.
+    """
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, sys.stdout.fileno())
+    return 0
 
 
 def exit_quickly(code):

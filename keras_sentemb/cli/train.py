@@ -4,6 +4,7 @@ import argparse
 import contextlib
 import logging
 import os
+import re
 import sys
 import typing
 
@@ -19,7 +20,7 @@ from keras_sentemb.cli.common import verbosity
 from keras_sentemb.cli.common import warn
 from keras_sentemb.io_utils import check_new_folder
 from keras_sentemb.io_utils import looks_like_model
-from keras_sentemb.pipelines.shared_arguments import SHARED_ARGUMENTS
+from keras_sentemb.pipelines.arguments import SHARED_ARGUMENTS
 
 
 def add_parser(sub):
@@ -31,27 +32,89 @@ def add_parser(sub):
     return p
 
 
-def _train_args(p):
-    """The flags every `train METHOD` takes (the method's options come from its fit_*)."""
-    doc = {a.name: a.doc for a in SHARED_ARGUMENTS}
-    p.add_argument("--model", default="default", help=doc["model"])
-    p.add_argument("--train-file", required=True, help="the training data (see the method's data); a glob of files "
-                   "(quoted) is streamed and needs --steps")
-    p.add_argument("--output", required=True, help=doc["output"])
-    p.add_argument("--steps", type=positive_int, default=None,
-                   help=doc["steps"] + " Defaults to the method's.")
-    p.add_argument("--batch-size", type=positive_int, default=None,
-                   help=doc["batch_size"] + " Defaults to the method's.")
-    p.add_argument("--learning-rate", type=positive_float, default=None, help=doc["learning_rate"])
-    p.add_argument("--max-length", type=positive_int, default=None,
-                   help=doc["max_length"] + " Defaults to the method's.")
-    p.add_argument("--num-layers", type=positive_int, default=None,
-                   help="start from the first N Transformer layers of MODEL")
+def cli_value(value):
+    """A default as the command line writes it: `none`, `on` / `off`, `64`, `3e-5`, `a,b`."""
+    if value is None:
+        return "none"
+    if isinstance(value, bool):
+        return "on" if value else "off"
+    if isinstance(value, (tuple, list)):
+        return ",".join(cli_value(v) for v in value)
+    if isinstance(value, float):
+        return repr(value).replace("e-0", "e-")
+    return str(value)
+
+
+def cli_text(doc):
+    """An argument's doc as command-line help: no Python quoting (`"auto"` is auto, None is none)."""
+    text = re.sub(r'`"([^"`]*)"`', r"\1", doc)
+    text = re.sub(r"`([^`]*)`", r"\1", text)
+    return re.sub(r"\bNone\b", "none", text)
+
+
+def cli_help(argument, choices_shown=False):
+    """The help of an argument's flag: its doc, its choices and its default, as typed."""
+    text = cli_text(argument.doc)
+    if argument.choices is not None and not choices_shown and "`" not in argument.doc:
+        text += " One of: " + ", ".join(cli_value(c) for c in argument.choices) + "."
+    if argument.source:
+        text += f" The paper's: {argument.source}."
+    if "Defaults to" not in argument.doc:
+        text += f" (default: {cli_value(argument.default)})"
+    return text.replace("%", "%%")
+
+
+def _train_args(p, method=None):
+    """The flags every `train METHOD` takes; with `method`, their help gives its defaults."""
+    shared = {a.name: a for a in (SHARED_ARGUMENTS if method is None else method.run_arguments()[0])}
+
+    def helped(name, prefix=""):
+        argument = shared[name]
+        if method is None:  # `train --help`: the method is not known yet
+            return f"{prefix}{cli_text(argument.doc)} (default: the method's)".replace("%", "%%")
+        return prefix + cli_help(argument)
+
+    p.add_argument("--model", default=None, metavar="MODEL",
+                   help="default (the bundled all-MiniLM-L6-v2), a keras-hub preset name, a "
+                        "Hugging Face / sentence-transformers folder or a folder saved by "
+                        "keras-sentemb (default: default, or the preset's)")
+    p.add_argument("--train-file", required=True, metavar="FILE",
+                   help="required. The training data (see the method's data); a glob of files "
+                        "(quoted) is streamed and needs --steps")
+    p.add_argument("--output", required=True, metavar="DIR",
+                   help="required. Folder to save the kept encoder to")
+    p.add_argument("--steps", type=positive_int, default=None, metavar="N", help=helped("steps"))
+    p.add_argument("--batch-size", type=positive_int, default=None, metavar="N",
+                   help=helped("batch_size"))
+    p.add_argument("--learning-rate", type=positive_float, default=None, metavar="LR",
+                   help=helped("learning_rate"))
+    p.add_argument("--max-length", type=positive_int, default=None, metavar="N",
+                   help=helped("max_length"))
+    p.add_argument("--num-layers", type=positive_int, default=None, metavar="N",
+                   help="start from the first N Transformer layers of MODEL (default: all)")
+    _preset_flag(p, method)
     p.add_argument("--resume", action=argparse.BooleanOptionalAction, default=True,
                    help="back up every eval_every steps to OUTPUT.backup and continue an "
                         "interrupted run from there (default: on)")
     p.add_argument("--overwrite", action="store_true",
-                   help="replace a model already in --output")
+                   help="replace a model already in --output (default: off)")
+
+
+def _preset_flag(p, method):
+    """`--preset NAME`: a paper's settings of the method, listed with their one lines."""
+    if method is None:
+        text = "a paper's settings, named (train METHOD --help lists them); flags given " \
+               "override them (default: none)"
+        p.add_argument("--preset", default=None, metavar="NAME", help=text)
+        return
+    if not method.presets:
+        text = "the method has no presets"
+    else:
+        listed = "; ".join(f"{name}: {cli_text(preset.doc).rstrip('.')}"
+                           for name, preset in method.presets.items())
+        text = f"a paper's settings ({listed}); flags given override them (default: none)"
+    p.add_argument("--preset", default=None, metavar="NAME", help=text.replace("%", "%%"),
+                   choices=list(method.presets) or None)
 
 
 def _parse_value(text):
@@ -98,24 +161,25 @@ _optional_float = _optional(float, "a number")
 _CASTS = {int: (int, "an integer"), float: (float, "a number")}
 
 
-def _flag_type(field):
-    """The argparse `type` (and `action`) of an option, from its annotation."""
-    base = field.base_type
-    if field.name == "verbose":
+def _flag_type(argument):
+    """The argparse `type` (and `action`) of an argument, from its annotation."""
+    base = argument.base_type
+    if argument.name == "verbose":
         return {"type": verbosity}
     if base is bool:
         return {"action": argparse.BooleanOptionalAction}
     if base in _CASTS:
         cast, what = _CASTS[base]
-        return {"type": _optional(cast, what) if field.optional else cast}
+        return {"type": _optional(cast, what) if argument.optional else cast}
     if typing.get_origin(base) is tuple:
         cast, what = _CASTS.get(typing.get_args(base)[0], (str, "value"))
         parse = _comma_list(cast, what)
-        return {"type": _optional(parse, f"comma-separated {what}s") if field.optional else parse}
-    if base is str or (base is object and isinstance(field.default, str)):
+        return {"type": _optional(parse, f"comma-separated {what}s") if argument.optional else parse}
+    if base is str or str in typing.get_args(base) or (
+            base is object and isinstance(argument.default, str)):
         kwargs = {"type": str}  # e.g. --dev stsb | FILE | none, read by the method
-        if field.spec.choices is not None:
-            kwargs["choices"] = field.spec.choices
+        if argument.choices is not None:
+            kwargs["choices"] = argument.choices
         return kwargs
     return {"type": _parse_value}
 
@@ -125,10 +189,11 @@ def method_option_parser(method, add_help=False):
 
     Every shared run argument without a fixed `train` flag and every field of
     the method's config becomes a `--kebab-case` flag taking the same values,
-    parsed by the field's type: bools get `--flag/--no-flag`, numbers their
+    parsed by the argument's type: bools get `--flag/--no-flag`, numbers their
     type (`none` too where None is allowed), tuples comma-separated lists,
     strings stay strings (with their choices). Options that take Python
-    objects have no flag. Each flag's help is the option's doc line.
+    objects have no flag. Each flag's help is the argument's doc, its choices
+    and the method's default, as the command line writes them.
 
     Returns:
         `(parser, method)`: the parser (its `method_flags` lists the flags)
@@ -139,27 +204,35 @@ def method_option_parser(method, add_help=False):
                                      allow_abbrev=False)
     group = parser.add_argument_group(f"{method.name} options")
     parser.method_flags = []
-    shared, optional = method.run_arguments()
-    fields = [a.as_option_field() for a in shared if a.name not in FIXED_RUN_ARGUMENTS]
-    fields += list(method.config_class.option_fields())
-    fields += [a.as_option_field() for a in optional]
-    docs = {a.name: a.doc_line() for a in shared + optional}
-    for field in fields:
-        if field.spec.python_only:
+    for argument in method.arguments():
+        if argument.python_only or argument.name in FIXED_RUN_ARGUMENTS:
             continue
-        flag = "--" + field.name.replace("_", "-")
+        flag = "--" + argument.name.replace("_", "-")
         parser.method_flags.append(flag)
-        text = docs.get(field.name) or field.doc_line()
-        group.add_argument(flag, dest=field.name, default=argparse.SUPPRESS,
-                           help=text.replace("%", "%%"), **_flag_type(field))
+        kwargs = _flag_type(argument)
+        group.add_argument(flag, dest=argument.name, default=argparse.SUPPRESS,
+                           metavar=_metavar(argument, kwargs),
+                           help=cli_help(argument, choices_shown="choices" in kwargs), **kwargs)
     return parser, method
+
+
+def _metavar(argument, kwargs):
+    """What the flag's value is called in the help: `{a,b}` for choices, else its kind."""
+    if "choices" in kwargs or kwargs.get("action") is argparse.BooleanOptionalAction:
+        return None
+    base = argument.base_type
+    if typing.get_origin(base) is tuple:
+        return "A,B,..."
+    if os.PathLike in typing.get_args(base):
+        return "PATH"
+    return {int: "N", float: "X"}.get(base, "VALUE")
 
 
 def train_help(method):
     """`keras-sentemb train METHOD --help`: the common flags, then the method's options."""
-    common = argparse.ArgumentParser(add_help=False)
-    _train_args(common)
     options, method = method_option_parser(method)
+    common = argparse.ArgumentParser(add_help=False)
+    _train_args(common, method)
     parser = argparse.ArgumentParser(
         prog=f"keras-sentemb train {method.name}", parents=[common, options],
         description=method.summary(),
@@ -201,9 +274,12 @@ def cmd_train(args, extra):
             "into it, or choose another --output"
         )
     check_new_folder(args.output, overwrite=True, what="--output")
-    common = {"model": args.model, "output": args.output}
+    common = {"output": args.output}
+    if args.model is not None:
+        common["model"] = args.model
     if args.num_layers is not None:
-        common["model"] = load_encoder(args.model, num_layers=args.num_layers)
+        model = args.model or method.preset_values(args.preset).get("model", "default")
+        common["model"] = load_encoder(model, num_layers=args.num_layers)
     for name in ("steps", "batch_size", "learning_rate", "max_length"):
         value = getattr(args, name)
         if value is not None:
@@ -220,8 +296,8 @@ def cmd_train(args, extra):
         # Keras prints progress bars on stdout; stdout is for results. An error of
         # reading the training data that no method named is one line naming it.
         with contextlib.redirect_stdout(sys.stderr), reading(args.train_file):
-            encoder = methods.fit(method.name, args.train_file, **common, callbacks=callbacks,
-                                  **vars(options))
+            encoder = methods.fit(method.name, args.train_file, preset=args.preset, **common,
+                                  callbacks=callbacks, **vars(options))
     except KeyboardInterrupt:
         if args.resume and backup.start_epoch > 0:
             hint = f"run the same command again to resume from the backup in {backup_dir}"

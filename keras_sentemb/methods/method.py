@@ -40,13 +40,11 @@ import re
 import textwrap
 
 from keras_sentemb.methods.options import MethodConfig
-from keras_sentemb.methods.options import OptionField
-from keras_sentemb.methods.options import OptionSpec
-from keras_sentemb.pipelines.shared_arguments import OPTIONAL_ARGUMENTS
-from keras_sentemb.pipelines.shared_arguments import SHARED_ARGUMENTS
-from keras_sentemb.pipelines.shared_arguments import format_default
+from keras_sentemb.pipelines.arguments import OPTIONAL_ARGUMENTS
+from keras_sentemb.pipelines.arguments import RUN_ARGUMENTS
+from keras_sentemb.pipelines.arguments import SHARED_ARGUMENTS
+from keras_sentemb.pipelines.arguments import SHARED_NAMES
 
-_SHARED = {a.name: a for a in SHARED_ARGUMENTS}
 _OPTIONAL = {a.name: a for a in OPTIONAL_ARGUMENTS}
 # `Method.optional` of a method that supports them all (bfloat16, GradCache,
 # gradient clipping, Matryoshka).
@@ -59,28 +57,43 @@ DATA_DOC = "list of str, a text file (one sentence a line), a `tf.data.Dataset` 
 
 
 @dataclasses.dataclass(frozen=True)
-class RunArgument:
-    """One shared run argument as a method sees it: its default and doc for that method."""
+class Preset:
+    """A paper's settings of a method, named: `fit(name, preset=...)`, `--preset NAME`.
 
-    name: str
-    type: object
-    default: object
+    Attributes:
+        doc: str. One line: the paper's setup (what it trains, from which
+            backbone).
+        settings: dict. Argument name (a shared run argument or one of the
+            method's options) -> `(value, source)`, the source saying where
+            the paper (or its official code) sets it. Arguments given
+            explicitly override them.
+
+    Examples:
+
+    ```python
+    presets = {"unsup-bert-base": Preset("Unsupervised SimCSE-BERT-base.", {
+        "model": ("bert_base_en_uncased", "run_unsup_example.sh: bert-base-uncased"),
+        "batch_size": (64, "run_unsup_example.sh: --per_device_train_batch_size 64"),
+    })}
+    ```
+    """
+
     doc: str
-    python_only: bool
+    settings: dict
 
-    def doc_line(self):
-        text = self.doc
-        if "Defaults to" not in text:
-            text = f"{text} Defaults to `{format_default(self.default)}`."
-        return text
+    @property
+    def values(self):
+        """Argument name -> value."""
+        return {name: value for name, (value, _) in self.settings.items()}
 
-    choices: tuple = None
+    @property
+    def sources(self):
+        """Argument name -> where the paper sets it."""
+        return {name: source for name, (_, source) in self.settings.items()}
 
-    def as_option_field(self):
-        """The same argument as an `OptionField` (for the command line's flags)."""
-        return OptionField(self.name, self.type, self.default,
-                           OptionSpec(doc=self.doc, python_only=self.python_only,
-                                      choices=self.choices))
+
+class UnknownPresetError(ValueError):
+    """A method has no preset of that name; the message lists its presets (one line)."""
 
 
 class Method:
@@ -111,6 +124,9 @@ class Method:
     - `parallel_passes`: bool. A training step runs two independent encoder
       passes (CT's towers, SimCSE's views): `keras-sentemb train` gives
       each its share of the cores.
+    - `presets`: dict name -> `Preset`. The papers' settings, named
+      (`fit(name, preset=...)`, `keras-sentemb train NAME --preset P`);
+      explicit arguments override a preset's values.
 
     The class docstring's first line is the method's summary (the `train
     METHOD --help` description and the docs' method table); the rest of it
@@ -128,6 +144,7 @@ class Method:
     data_doc = DATA_DOC
     returns_doc = "The trained `SentenceEncoder` (with a dev set: the kept checkpoint)."
     parallel_passes = False
+    presets = {}
 
     def train(self, run, data, config):
         """Trains and returns the encoder (`run.finish(encoder)`).
@@ -159,14 +176,43 @@ class Method:
         if unknown:
             raise TypeError(f"{where}.optional names unknown arguments {sorted(unknown)}; "
                             f"known: {sorted(_OPTIONAL)}")
-        unknown = set(cls.run_defaults) - set(_SHARED) - set(cls.optional)
+        unknown = set(cls.run_defaults) - set(SHARED_NAMES) - set(cls.optional)
         if unknown:
             raise TypeError(f"{where}.run_defaults names {sorted(unknown)}, which are neither "
                             "shared arguments nor in `optional`")
-        clash = {f.name for f in config.option_fields()} & (set(_SHARED) | set(_OPTIONAL) | {"data"})
+        own = {f.name for f in config.option_fields()}
+        clash = own & (set(RUN_ARGUMENTS) | {"data", "preset"})
         if clash:
             raise TypeError(f"{where}: options {sorted(clash)} clash with shared run arguments")
         config()  # the defaults must validate
+        known = own | set(SHARED_NAMES) | set(cls.optional)
+        for name, preset in cls.presets.items():
+            if not isinstance(preset, Preset):
+                raise TypeError(f"{where}.presets[{name!r}] must be a Preset")
+            unknown = set(preset.values) - known
+            if unknown:
+                raise TypeError(f"{where}.presets[{name!r}] sets unknown arguments "
+                                f"{sorted(unknown)}")
+            config(**{k: v for k, v in preset.values.items() if k in own})
+            for k, v in preset.values.items():
+                if k in RUN_ARGUMENTS:
+                    RUN_ARGUMENTS[k].validate(v)
+
+    @classmethod
+    def preset_values(cls, preset):
+        """The values of the preset named `preset` (`{}` for None).
+
+        Raises:
+            UnknownPresetError: no such preset; the one-line message lists
+                the method's presets.
+        """
+        if preset is None:
+            return {}
+        if preset not in cls.presets:
+            known = ", ".join(cls.presets) or "none"
+            raise UnknownPresetError(f"unknown preset {preset!r} for the {cls.name!r} method; "
+                                     f"its presets: {known}")
+        return dict(cls.presets[preset].values)
 
     @classmethod
     def summary(cls):
@@ -175,25 +221,37 @@ class Method:
 
     @classmethod
     def run_arguments(cls):
-        """The shared run arguments with this method's defaults and docs, in signature order."""
+        """`(shared, optional)`: the run's `Argument`s with this method's defaults and docs."""
         def argument(a):
-            return RunArgument(a.name, a.type, cls.run_defaults.get(a.name, a.default),
-                               cls.run_docs.get(a.name, a.doc), a.python_only, a.choices)
+            return dataclasses.replace(a, default=cls.run_defaults.get(a.name, a.default),
+                                       doc=cls.run_docs.get(a.name, a.doc))
         shared = tuple(argument(a) for a in SHARED_ARGUMENTS)
         optional = tuple(argument(a) for a in OPTIONAL_ARGUMENTS if a.name in cls.optional)
         return shared, optional
 
     @classmethod
-    def signature(cls):
-        """`(data, <shared>, <own options>, <optional>)`: the `fit_*` signature."""
-        kind = inspect.Parameter.POSITIONAL_OR_KEYWORD
+    def arguments(cls):
+        """Every argument of the method in signature order: shared, own options, optional."""
         shared, optional = cls.run_arguments()
+        return shared + cls.config_class.option_fields() + optional
+
+    @classmethod
+    def signature(cls):
+        """`(data, <shared>, <own options>, <optional>, preset)`: the `fit_*` signature."""
+        kind = inspect.Parameter.POSITIONAL_OR_KEYWORD
         params = [inspect.Parameter("data", kind)]
-        params += [inspect.Parameter(a.name, kind, default=a.default) for a in shared]
-        params += [inspect.Parameter(f.name, kind, default=f.default)
-                   for f in cls.config_class.option_fields()]
-        params += [inspect.Parameter(a.name, kind, default=a.default) for a in optional]
+        params += [inspect.Parameter(a.name, kind, default=a.default) for a in cls.arguments()]
+        params.append(inspect.Parameter("preset", kind, default=None))
         return inspect.Signature(params)
+
+    @classmethod
+    def preset_doc(cls):
+        """The `preset` argument's doc line: the method's presets, each with its one line."""
+        if not cls.presets:
+            return "str or None. The method has no presets. Defaults to `None`."
+        names = "; ".join(f"`\"{name}\"`: {p.doc.rstrip('.')}" for name, p in cls.presets.items())
+        return (f"str or None. A paper's settings, named ({names}); arguments given "
+                "explicitly override them. Defaults to `None`.")
 
     @classmethod
     def docstring(cls):
@@ -202,11 +260,9 @@ class Method:
         doc = inspect.getdoc(cls) or cls.summary()
         sections = re.split(r"^(Examples:|References:)\n", doc, flags=re.M)
         prose, tails = sections[0].rstrip(), dict(zip(sections[1::2], sections[2::2]))
-        shared, optional = cls.run_arguments()
         entries = [("data", cls.data_doc)]
-        entries += [(a.name, a.doc_line()) for a in shared]
-        entries += [(f.name, f.doc_line()) for f in cls.config_class.option_fields()]
-        entries += [(a.name, a.doc_line()) for a in optional]
+        entries += [(a.name, a.doc_line()) for a in cls.arguments()]
+        entries.append(("preset", cls.preset_doc()))
         lines = ["Args:"]
         for name, text in entries:
             lines += textwrap.wrap(f"{name}: {text}", width=76, initial_indent="    ",

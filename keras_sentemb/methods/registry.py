@@ -1,8 +1,10 @@
 """The registry of training methods: built-in ones and those other packages add.
 
 A method is a `Method` subclass registered under a name with
-`@register_method("name")`. The built-in methods live one per module in
-`keras_sentemb.methods`; other packages register theirs by being imported,
+`@register_method("name")`. The built-in methods live one per module or
+folder in `keras_sentemb.methods` (config, presets, method and trainer
+together), found by reading their `@register_method` lines, so adding one
+touches its own place only; other packages register theirs by being imported,
 or, to appear in `keras-sentemb train` once installed, through the entry-point
 group `keras_sentemb.methods` (each entry names the module, or the class, that
 registers the method):
@@ -16,31 +18,67 @@ Looking a name up imports only that method's module; `list_methods()` names
 every method without importing TensorFlow. A plugin that fails to import is
 a one-line `PluginError` naming its entry point, its distribution and the
 error when it is asked for (`keras-sentemb train NAME`), and is listed as
-such by `list_methods(verbose=True)`; the other methods work as before.
+such by `list_methods(verbose=True)`; the other methods work as before. An
+entry point must be named as the method its module registers: one listed as
+`x` whose module registers `y` is refused with one line saying so.
 """
 
 import importlib
 import importlib.metadata
 import logging
+import pathlib
 import re
 
 logger = logging.getLogger(__name__)
 
 ENTRY_POINT_GROUP = "keras_sentemb.methods"
 
+# The modules of this package that define how methods are written, not methods.
+_FRAMEWORK = ("method", "options", "registry", "runner")
+_DECLARATION = re.compile(r'^@register_method\("([a-z][a-z0-9_-]*)"\)\nclass ', re.M)
+_FIT_FUNCTION = re.compile(r"^def (fit_[a-z0-9_]+)\(", re.M)
+
+
+def _method_sources(folder, package):
+    """`(module name, source)` of each method in `folder`: a module or a folder of its own."""
+    for path in sorted(pathlib.Path(folder).iterdir()):
+        if path.is_dir() and (path / "__init__.py").is_file():
+            module, source = path.name, path / "__init__.py"
+        elif path.suffix == ".py" and path.stem not in _FRAMEWORK + ("__init__",):
+            module, source = path.stem, path
+        else:
+            continue
+        yield f"{package}.{module}", source.read_text(encoding="utf-8")
+
+
+def builtin_declarations(folder=None, package=__package__):
+    """`(methods, fit_functions)` read from the built-in methods' own sources.
+
+    A built-in method is a module, or a folder, of `keras_sentemb.methods`
+    that declares itself with `@register_method("name")` on a class and its
+    `fit_*` function at the top level; nothing else lists it. The sources are
+    read as text, so naming them imports nothing (nor TensorFlow).
+
+    Args:
+        folder: path or None. The package folder to read; None is this
+            package's (`keras_sentemb/methods`).
+        package: str. The folder's package name.
+
+    Returns:
+        `({name: module}, {fit function name: module})`, sorted by name.
+    """
+    names, functions = {}, {}
+    folder = pathlib.Path(__file__).resolve().parent if folder is None else folder
+    for module, source in _method_sources(folder, package):
+        for name in _DECLARATION.findall(source):
+            names[name] = module
+        for function in _FIT_FUNCTION.findall(source):
+            functions[function] = module
+    return dict(sorted(names.items())), dict(sorted(functions.items()))
+
+
 # Built-in methods: name -> the module that registers it (imported on first use).
-BUILTIN_METHODS = {
-    "ct": "keras_sentemb.methods.contrastive_tension",
-    "simcse": "keras_sentemb.methods.simcse",
-    "consert": "keras_sentemb.methods.consert",
-    "sg": "keras_sentemb.methods.self_guided",
-    "parallel": "keras_sentemb.methods.parallel",
-    "multitask": "keras_sentemb.methods.multitask",
-    "sts": "keras_sentemb.methods.sts_regression",
-    "mlm": "keras_sentemb.methods.masked_language_model",
-    "whitening": "keras_sentemb.methods.whitening",
-    "flow": "keras_sentemb.methods.bert_flow",
-}
+BUILTIN_METHODS, BUILTIN_FIT_FUNCTIONS = builtin_declarations()
 
 _NAME = re.compile(r"^[a-z][a-z0-9_-]*$")
 _REGISTERED = {}
@@ -149,8 +187,15 @@ def load_plugin(entry):
     except Exception as error:  # whatever a third-party import raises
         summary = f"{type(error).__name__}: {error}".splitlines()[0]
         raise _plugin_error(entry, f"failed ({summary})") from error
-    if entry.name not in _REGISTERED:
-        raise _plugin_error(entry, "registers no method of that name")
+    if entry.name in _REGISTERED:
+        return
+    module = entry.value.partition(":")[0].strip()
+    others = sorted(name for name, cls in _REGISTERED.items() if cls.__module__ == module)
+    if others:
+        listed = ", ".join(map(repr, others))
+        raise _plugin_error(entry, f"registers {listed}, not {entry.name!r} (an entry point's "
+                                   "name must be the name its module registers)")
+    raise _plugin_error(entry, "registers no method of that name")
 
 
 def _plugin_error(entry, what):
@@ -158,17 +203,20 @@ def _plugin_error(entry, what):
 
 
 def _method_line(name, entries):
-    """How `list_methods(verbose=True)` describes one method."""
+    """How `list_methods(verbose=True)` describes one method (and names its presets)."""
     if name in BUILTIN_METHODS:
-        return f"built-in ({BUILTIN_METHODS[name]})"
-    if name in _REGISTERED:
+        line = f"built-in ({BUILTIN_METHODS[name]})"
+    elif name in _REGISTERED:
         origin = f"registered ({_qualname(_REGISTERED[name])})"
-        return origin if name not in entries else f"plugin, {describe_entry_point(entries[name])}"
-    try:
-        load_plugin(entries[name])
-    except PluginError as error:
-        return f"plugin that fails to load: {error.detail}"
-    return f"plugin, {describe_entry_point(entries[name])}"
+        line = origin if name not in entries else f"plugin, {describe_entry_point(entries[name])}"
+    else:
+        try:
+            load_plugin(entries[name])
+        except PluginError as error:
+            return f"plugin that fails to load: {error.detail}"
+        line = f"plugin, {describe_entry_point(entries[name])}"
+    presets = list(get_method(name).presets)
+    return f"{line}; presets: {', '.join(presets)}" if presets else line
 
 
 def list_methods(verbose=False):
@@ -176,25 +224,25 @@ def list_methods(verbose=False):
 
     Listing reads the installed entry points without importing them (nor
     TensorFlow); a plugin that fails to load is still listed, and never hides
-    the others. `verbose=True` imports each plugin and says where every
-    method comes from, a plugin that fails to load with its entry point, its
-    distribution and the error.
+    the others. `verbose=True` imports every method and says where each
+    comes from and the names of its presets (the papers' settings), a plugin
+    that fails to load with its entry point, its distribution and the error.
 
     Args:
         verbose: bool. Describe each method instead of naming it. Defaults
             to `False`.
 
     Returns:
-        list of str (built-in methods first, in their usual order, then the
+        list of str (built-in methods first, sorted by name, then the
         others sorted), or with `verbose` a dict name -> one-line description.
 
     Examples:
 
     ```python
     keras_sentemb.list_methods()
-    # ['ct', 'simcse', 'consert', 'sg', 'parallel', 'multitask', 'sts', 'mlm', 'whitening', 'flow']
+    # ['consert', 'ct', 'flow', 'mlm', 'multitask', 'parallel', 'sg', 'simcse', 'sts', 'whitening']
     keras_sentemb.list_methods(verbose=True)["simcse"]
-    # 'built-in (keras_sentemb.methods.simcse)'
+    # 'built-in (keras_sentemb.methods.simcse); presets: unsup-bert-base'
     ```
     """
     entries = _entry_points()

@@ -8,18 +8,22 @@ Every `fit_*` function is a thin wrapper over it with the method's real
 signature.
 """
 
+import functools
+import inspect
+
 from keras_sentemb.methods.registry import get_method
 from keras_sentemb.pipelines.backup import output_lock
 from keras_sentemb.pipelines.scaffold import FitScaffold
 
 
-def split_options(method, options):
+def split_options(method, options, preset=None):
     """`(run_arguments, config)` for `method` from the keyword arguments of a call.
 
-    Missing run arguments take the method's defaults; unknown names raise a
-    `TypeError` naming the valid ones, as a Python call with a wrong keyword
-    does.
+    Missing arguments take the preset's values (when one is named), then the
+    method's defaults; unknown names raise a `TypeError` naming the valid
+    ones, as a Python call with a wrong keyword does.
     """
+    options = {**method.preset_values(preset), **options}
     shared, optional = method.run_arguments()
     run_names = [a.name for a in shared + optional]
     own_names = [f.name for f in method.config_class.option_fields()]
@@ -33,7 +37,7 @@ def split_options(method, options):
     return run_arguments, config
 
 
-def fit(method, data, **options):
+def fit(method, data, preset=None, **options):
     """Trains a sentence encoder with any registered method and returns it.
 
     Args:
@@ -47,7 +51,11 @@ def fit(method, data, **options):
             `eval_every`, `output`, `strategy`, `callbacks`, `seed`,
             `verbose`, and the optional ones the method supports, e.g.
             `dev_retrieval`, `dev_select`) and the
-            method's own options. Each defaults to the method's.
+            method's own options. Each defaults to the preset's, else the
+            method's.
+        preset: str or None. One of the method's named paper settings
+            (`keras-sentemb train METHOD --help` lists them); arguments
+            given here override its values.
 
     Returns:
         The trained `SentenceEncoder`, with its `training_report`.
@@ -57,11 +65,13 @@ def fit(method, data, **options):
     ```python
     encoder = keras_sentemb.fit("simcse", "sentences.txt", steps=300, temperature=0.05)
     encoder = keras_sentemb.fit("my_method", sentences)  # a method registered elsewhere
+    encoder = keras_sentemb.fit("simcse", "wiki1m.txt", preset="unsup-bert-base")
     ```
     """
     method = get_method(method)
-    run_arguments, config = split_options(method, options)
-    arguments = {"data": data, **run_arguments, **config.to_dict()}
+    run_arguments, config = split_options(method, options, preset)
+    # Every argument of the fit_* call, the preset's name too, is a hyperparameter of the run.
+    arguments = {"data": data, **run_arguments, **config.to_dict(), "preset": preset}
     run = FitScaffold(method.name, arguments, method.paper_pooling,
                       custom_dev=method.custom_dev, in_batch=method.in_batch)
     run.seed_everything()
@@ -69,20 +79,35 @@ def fit(method, data, **options):
         return method().train(run, data, config)
 
 
-def fit_function(method_name, wrapper):
-    """Checks a `fit_*` wrapper against its method and gives it the method's docstring.
+def fit_function(method_name, literal):
+    """The `fit_*` function of a method, from its literal signature.
 
-    The wrapper is written out with its real signature (so editors, `help`
-    and type checkers see it); this raises `TypeError` at import when the
-    signature drifts from the registered method's.
+    The literal is written out with the method's real signature (so editors,
+    `help` and type checkers see it); it must equal `Method.signature()`,
+    which is written from the method's config and run defaults, or this
+    raises `TypeError` (at import, and in the tests). The function returned
+    passes only the arguments a call gives (so a `preset` fills the others)
+    to `fit`, and carries the method's docstring.
+
+    Args:
+        method_name: str. The registered method.
+        literal: the function whose signature is checked.
+
+    Returns:
+        The `fit_*` function.
     """
-    import inspect
-
     method = get_method(method_name)
+    signature = inspect.signature(literal)
     expected = method.signature()
-    if inspect.signature(wrapper) != expected:
-        raise TypeError(f"{wrapper.__name__}{inspect.signature(wrapper)} differs from the "
-                        f"{method_name!r} method's signature {expected}")
-    wrapper.__doc__ = method.docstring()
-    wrapper.method = method_name
-    return wrapper
+    if signature != expected:
+        raise TypeError(f"{literal.__name__}{signature} differs from the {method_name!r} "
+                        f"method's signature {expected}")
+
+    @functools.wraps(literal)
+    def fit_method(*args, **kwargs):
+        given = signature.bind(*args, **kwargs).arguments
+        return fit(method_name, **given)
+
+    fit_method.__doc__ = method.docstring()
+    fit_method.method = method_name
+    return fit_method

@@ -12,7 +12,6 @@ from keras_sentemb.methods.method import Method
 from keras_sentemb.methods.options import MethodConfig
 from keras_sentemb.methods.options import option
 from keras_sentemb.methods.registry import register_method
-from keras_sentemb.methods.runner import fit
 from keras_sentemb.methods.runner import fit_function
 from keras_sentemb.models.whitening import Whitening as WhiteningLayer
 from keras_sentemb.pipelines._frozen_encoder import DevRetrievalVectors
@@ -63,7 +62,7 @@ class WhiteningConfig(MethodConfig):
 
 
 @register_method("whitening")
-class Whitening(Method):
+class WhiteningMethod(Method):
     """Fits BERT-whitening on a corpus's sentence vectors and attaches it to the encoder.
 
     The frozen encoder encodes the sentences of `data` with the run's
@@ -98,25 +97,25 @@ class Whitening(Method):
     optional = DEV_RETRIEVAL + STREAMED
     run_docs = {
         "model": (
-            'str or `SentenceEncoder`. Defaults to `"default"`. A model that '
-            "already has a post-processing layer has it replaced."
+            "The encoder (see the shared `model`); a model that already has a "
+            "post-processing layer has it replaced."
         ),
         "steps": (
-            "int or None. Encoding batches of `batch_size` sentences to fit on "
+            "Encoding batches of `batch_size` sentences to fit on "
             "(the first `steps * batch_size` sentences or vectors); `None` = "
-            "all. Defaults to `None`."
+            "all."
         ),
-        "batch_size": "int. Sentences per encoding batch. Defaults to `128`.",
-        "learning_rate": "None. Nothing is trained; any other value is an error.",
-        "eval_every": "int. Not used (no training steps).",
+        "batch_size": "Sentences per encoding batch.",
+        "learning_rate": "Nothing is trained; any value but None is an error.",
+        "eval_every": "Not used (no training steps).",
         "callbacks": (
-            "list or None. Not used (nothing to resume; the command line passes"
+            "Not used (nothing to resume; the command line passes"
             " its backup callback)."
         ),
-        "seed": "int or None. Not used (the fit is deterministic).",
+        "seed": "Not used (the fit is deterministic).",
         "verbose": (
-            '`"auto"`, 0 or 1. Progress bar of the encoding (`"auto"`: for '
-            "5,000 sentences or more)."
+            'Progress bar of the encoding: `"auto"` (for 5,000 sentences or '
+            "more), 0 or 1."
         ),
         "strategy": (
             "`tf.distribute.Strategy` or None. The scope the encoder is loaded "
@@ -201,11 +200,13 @@ def _select_on_dev(run, plan, encoder, candidates, extras):
     return kept
 
 
+# The literal signature, for editors: `fit_function` checks it against the method's
+# config and run defaults, and makes the function (its docstring is the method's).
 def fit_whitening(data, model="default", steps=None, batch_size=128, learning_rate=None,
                   max_length=None, pooling="auto", dev="stsb", eval_every=1, output=None,
                   strategy=None, callbacks=None, seed=None, verbose="auto", dim=None,
-                  dev_retrieval=None, dev_select="auto", max_skipped=0.01):
-    return fit("whitening", **locals())
+                  dev_retrieval=None, dev_select="auto", max_skipped=0.01, preset=None):
+    ...
 
 
-fit_function("whitening", fit_whitening)
+fit_whitening = fit_function("whitening", fit_whitening)

@@ -31,7 +31,7 @@ def load_frozen_encoder(run, examples=None, epochs=1):
         logger.info("%s: replacing the model's %s", run.method,
                     type(encoder.postprocess).__name__)
         encoder.postprocess = None
-    return encoder, run.resolve(encoder, examples=examples, epochs=epochs)
+    return encoder, run.plan(encoder, examples=examples, epochs=epochs)
 
 
 def frozen_vectors(plan, encoder, sentences, batch_size, verbose="auto", max_length=None):

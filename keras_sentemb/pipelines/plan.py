@@ -14,15 +14,14 @@ import dataclasses
 import logging
 import os
 
-import tensorflow as tf
 
 from keras_sentemb import validation
-from keras_sentemb.data.row_accounting import DEFAULT_MAX_SKIPPED
 from keras_sentemb.evaluation.readers import load_stsb_pairs
 from keras_sentemb.io_utils import check_new_folder
 from keras_sentemb.models.native_bfloat16 import effective_precision
 from keras_sentemb.models.pooling import parse_pooling
 from keras_sentemb.models.precision import check_precision
+from keras_sentemb.pipelines.arguments import RUN_ARGUMENTS
 
 logger = logging.getLogger(__name__)
 
@@ -44,9 +43,6 @@ def resolve_dev(dev):
     if isinstance(dev, (list, tuple)) and not dev:
         raise ValueError("`dev` is an empty list; pass None for no dev selection.")
     return tuple(load_stsb_pairs(dev, "dev"))
-
-
-DEV_SELECT = ("auto", "dev", "retrieval")
 
 
 def resolve_dev_retrieval(dev_retrieval):
@@ -93,19 +89,25 @@ def check_output(output):
     return os.fspath(output)
 
 
+def _given(value):
+    """Whether a dev-set argument names a set (None, `"none"` and `""` do not)."""
+    return value is not None and not (isinstance(value, str) and value.lower() in ("none", ""))
+
+
 @dataclasses.dataclass(frozen=True)
 class RunConfig:
     """The shared arguments of a `fit_*` call, validated once before any work.
 
-    Built by `RunConfig.from_arguments`; `resolve` turns it and an encoder
-    into a `RunPlan`. `pooling` is as asked (`"auto"` or a name); `dev` is
-    the argument as given and `dev_pairs` the STS pairs it names (None for
-    no dev set or a method's own dev kind, e.g. `"retrieval"`).
-    `dev_retrieval` is the retrieval dev folder as given and
-    `dev_retrieval_data` the `BeirData` read from it; `dev_select` is
-    `"dev"` or `"retrieval"` (`"auto"` resolved): which dev score chooses
-    the kept checkpoint. `max_skipped` is the share of a streamed source's
-    rows that may be skipped (see `keras_sentemb.data.row_accounting`).
+    One field per shared run argument (`keras_sentemb.pipelines.arguments`:
+    their defaults are there, and only there), plus what the files they
+    name hold: `dev_pairs`, the STS pairs `dev` names (None for no dev set
+    or a method's own dev kind, e.g. `"retrieval"`), and
+    `dev_retrieval_data`, the `BeirData` read from `dev_retrieval`. Built in
+    two steps: `RunConfig.from_arguments` checks the values (no I/O), then
+    `read_files` reads the dev sets and checks the output folder; `resolve`
+    turns it and an encoder into a `RunPlan`. `dev_select` is `"dev"` or
+    `"retrieval"` (`"auto"` resolved): which dev score chooses the kept
+    checkpoint.
     """
     model: object
     steps: int | None
@@ -114,26 +116,31 @@ class RunConfig:
     max_length: int | None
     pooling: str
     dev: object
-    dev_pairs: tuple | None
     eval_every: int
-    output: str | None
+    output: object
     strategy: object
     callbacks: tuple
     seed: int | None
     verbose: object
-    precision: str = "float32"
-    mini_batch_size: int | None = None
-    max_grad_norm: float | None = None
-    matryoshka_dims: object = None
-    matryoshka_weights: object = None
-    dev_retrieval: object = None
+    precision: str
+    mini_batch_size: int | None
+    max_grad_norm: float | None
+    matryoshka_dims: tuple | None
+    matryoshka_weights: tuple | None
+    dev_retrieval: object
+    dev_select: str
+    max_skipped: float
+    custom_dev: bool = False
+    dev_pairs: tuple | None = None
     dev_retrieval_data: object = None
-    dev_select: str = "dev"
-    max_skipped: float = DEFAULT_MAX_SKIPPED
 
     @classmethod
     def from_arguments(cls, method, arguments, custom_dev=(), in_batch=False):
-        """Validate the shared arguments of a call (a dict with every common name).
+        """Validate the shared arguments of a call (a dict; absent ones take their default).
+
+        Each value is checked by its `Argument` (`Argument.validate`, the
+        check of method options too); then the rules between arguments.
+        Reads no file: `read_files` is the next step.
 
         Args:
             method: str. The method's name (for messages).
@@ -142,75 +149,47 @@ class RunConfig:
             in_batch: bool. The loss takes negatives from the batch, so
                 `batch_size` must be at least 2.
         """
-        batch_size = validation.positive_int(arguments["batch_size"], "batch_size")
-        if in_batch and batch_size < MIN_IN_BATCH_SIZE:
+        values = {name: argument.validate(arguments.get(name, argument.default))
+                  for name, argument in RUN_ARGUMENTS.items()}
+        if in_batch and values["batch_size"] < MIN_IN_BATCH_SIZE:
             raise ValueError(
                 f"`batch_size` must be >= {MIN_IN_BATCH_SIZE} for {method}: its loss takes each "
                 f"sentence's negatives from the rest of the batch. Received: "
-                f"batch_size={batch_size}."
+                f"batch_size={values['batch_size']}."
             )
-        learning_rate = arguments["learning_rate"]
-        if learning_rate is not None:
-            learning_rate = validation.positive_float(learning_rate, "learning_rate")
-        pooling = arguments["pooling"]
-        if not isinstance(pooling, str):
-            raise ValueError(f"`pooling` must be 'auto' or a pooling name. Received: {pooling!r}.")
-        if pooling != "auto":
-            parse_pooling(pooling)
-        dev = arguments["dev"]
-        custom = isinstance(dev, str) and dev in custom_dev
-        strategy = arguments["strategy"]
-        if strategy is not None and not isinstance(strategy, tf.distribute.Strategy):
-            raise ValueError(
-                f"`strategy` must be a tf.distribute.Strategy or None. Received: {strategy!r}."
-            )
-        seed = arguments["seed"]
-        if seed is not None:
-            seed = validation.non_negative_int(seed, "seed")
-        matryoshka_dims = arguments.get("matryoshka_dims")
-        matryoshka_weights = arguments.get("matryoshka_weights")
-        if matryoshka_dims is None and matryoshka_weights is not None:
+        if values["matryoshka_dims"] is None and values["matryoshka_weights"] is not None:
             raise ValueError("`matryoshka_weights` needs `matryoshka_dims`.")
-        dev_select = validation.choice(arguments.get("dev_select", "auto"), "dev_select",
-                                       DEV_SELECT)
-        dev_pairs = None if custom else resolve_dev(dev)
-        dev_retrieval_data = resolve_dev_retrieval(arguments.get("dev_retrieval"))
-        if dev_select == "auto":
-            dev_select = "dev" if dev_retrieval_data is None else "retrieval"
-        elif dev_select == "retrieval" and dev_retrieval_data is None:
+        dev = values["dev"]
+        custom = isinstance(dev, str) and dev in custom_dev
+        retrieval = _given(values["dev_retrieval"])
+        if values["dev_select"] == "auto":
+            values["dev_select"] = "retrieval" if retrieval else "dev"
+        elif values["dev_select"] == "retrieval" and not retrieval:
             raise ValueError("`dev_select='retrieval'` needs a retrieval dev set: pass "
                              "`dev_retrieval` (a BEIR folder).")
-        elif dev_select == "dev" and dev_retrieval_data is not None and not (custom or dev_pairs):
+        elif values["dev_select"] == "dev" and retrieval and not (custom or _given(dev)):
             raise ValueError("`dev_select='dev'` needs a `dev` set; `dev` is None (use "
                              "dev_select='retrieval' to select on `dev_retrieval`).")
-        return cls(
-            model=arguments["model"],
-            steps=validation.optional_positive_int(arguments["steps"], "steps"),
-            batch_size=batch_size,
-            learning_rate=learning_rate,
-            max_length=validation.optional_positive_int(arguments["max_length"], "max_length"),
-            pooling=pooling,
-            dev=dev,
-            dev_pairs=dev_pairs,
-            eval_every=validation.positive_int(arguments["eval_every"], "eval_every"),
-            output=check_output(arguments["output"]),
-            strategy=strategy,
-            callbacks=tuple(arguments["callbacks"] or ()),
-            seed=seed,
-            verbose=arguments["verbose"],
-            # bfloat16 only where the hardware computes it (else float32, with a notice).
-            precision=effective_precision(check_precision(arguments.get("precision"))),
-            mini_batch_size=validation.optional_positive_int(
-                arguments.get("mini_batch_size"), "mini_batch_size"),
-            max_grad_norm=validation.optional_positive_float(
-                arguments.get("max_grad_norm"), "max_grad_norm"),
-            matryoshka_dims=matryoshka_dims,
-            matryoshka_weights=matryoshka_weights,
-            dev_retrieval=arguments.get("dev_retrieval"),
-            dev_retrieval_data=dev_retrieval_data,
-            dev_select=dev_select,
-            max_skipped=validation.fraction(arguments.get("max_skipped", DEFAULT_MAX_SKIPPED),
-                                            "max_skipped", closed_top=True),
+        values["callbacks"] = tuple(values["callbacks"] or ())
+        # bfloat16 only where the hardware computes it (else float32, with a notice).
+        values["precision"] = effective_precision(check_precision(values["precision"]))
+        return cls(**values, custom_dev=custom)
+
+    def read_files(self):
+        """The config with its dev sets read and its output folder checked (the I/O step).
+
+        `dev` and `dev_retrieval` are read once, before any work (a missing
+        or malformed file is one line), and `output` is checked to be a
+        folder a model can be written to.
+
+        Returns:
+            A new `RunConfig` with `dev_pairs` and `dev_retrieval_data`.
+        """
+        return dataclasses.replace(
+            self,
+            dev_pairs=None if self.custom_dev else resolve_dev(self.dev),
+            dev_retrieval_data=resolve_dev_retrieval(self.dev_retrieval),
+            output=check_output(self.output),
         )
 
 
@@ -260,19 +239,15 @@ class RunPlan:
 def training_length(max_length, encoder):
     """The training token limit: `max_length` capped at what the backbone takes.
 
-    The papers' lengths (CT's 75, ...) are capped, with a log line, for
-    backbones with fewer positions; below 3 (two special tokens and one
-    word) is an error. None stays None (the encoder's own limit).
+    The papers' lengths (CT's 75, ...) are capped for backbones with fewer
+    positions (the run logs it); below 3 (two special tokens and one word)
+    is an error. None stays None (the encoder's own limit).
     """
     if max_length is None:
         return None
     if max_length < 3:
         raise ValueError(f"`max_length` must be >= 3. Received: max_length={max_length!r}.")
-    limit = int(encoder.backbone.max_sequence_length)
-    if max_length > limit:
-        logger.info("max_length %d is capped at the model's %d positions", max_length, limit)
-        return limit
-    return max_length
+    return min(max_length, int(encoder.backbone.max_sequence_length))
 
 
 def resolve_pooling(pooling, encoder, paper_pooling, paper_only=None):
@@ -335,7 +310,10 @@ def resolve_steps(steps, batch_size, examples, epochs=1):
 
 def resolve(config, encoder, paper_pooling, examples=None, epochs=1, mlp=None,
             learning_rate=None, paper_pooling_only=None):
-    """The `RunPlan` of a run (`config`) for its starting `encoder`. Changes nothing.
+    """The `RunPlan` of a run (`config`) for its starting `encoder`: a pure function.
+
+    It logs nothing, reads and writes nothing, and changes neither argument
+    (`FitScaffold.plan` logs the plan and records it in the report).
 
     Args:
         config: `RunConfig`. The run's validated arguments.

@@ -4,13 +4,14 @@ A `fit_*` function is a recipe: it loads its data, builds its trainer and
 optimizer, and hands the rest to `FitScaffold`, which does the same things
 the same way for every method:
 
-- validates the common arguments once, before any work (a frozen
-  `RunConfig`);
+- validates the shared arguments once, before any work (a frozen
+  `RunConfig`), then reads the dev sets they name and checks the output
+  folder, in a step of its own;
 - loads the model (preset, folder or encoder) under the strategy scope;
 - resolves, as a pure function of the arguments and the encoder, what
-  `"auto"` and the unset arguments become (`run.resolve(encoder)` returns
-  a frozen `RunPlan`: pooling and why, token limit, steps, learning rate,
-  MLP head, precision; see `keras_sentemb.pipelines.plan`);
+  `"auto"` and the unset arguments become (`keras_sentemb.pipelines.plan.resolve`
+  returns a frozen `RunPlan`: pooling and why, token limit, steps, learning
+  rate, MLP head, precision), and logs and records it (`run.plan(encoder)`);
 - resolves the dev set (`"stsb"`: the bundled STS-B dev) and scores the
   candidates on it every `eval_every` steps, keeping the best (the starting
   weights included); with `dev_retrieval` also nDCG@10 on a BEIR folder,
@@ -27,7 +28,7 @@ the same way for every method:
   saves it to `output`.
 
 The shared arguments of every `fit_*` (their types, defaults and
-documentation) are defined once in `keras_sentemb.pipelines.shared_arguments`;
+documentation) are defined once in `keras_sentemb.pipelines.arguments`;
 the scaffold validates them.
 """
 
@@ -67,10 +68,6 @@ from keras_sentemb.version import library_versions
 
 logger = logging.getLogger(__name__)
 
-COMMON_ARGS = (
-    "model", "steps", "batch_size", "learning_rate", "max_length", "pooling",
-    "dev", "eval_every", "output", "strategy", "callbacks", "seed", "verbose",
-)
 # Arguments of a fit_* function that are not hyperparameters of the run.
 NOT_HYPERPARAMETERS = ("data", "strategy", "callbacks", "verbose", "output")
 REPORT_FILE = "training_report.json"
@@ -158,7 +155,7 @@ class FitScaffold:
     `RunConfig`) and read as attributes too (`run.batch_size`, `run.seed`,
     `run.dev_pairs`, ...), except the ones a plan resolves: `steps`,
     `max_length`, `pooling` and `learning_rate` are read from the
-    `RunPlan` that `run.resolve(encoder, ...)` returns (or, as asked, from
+    `RunPlan` that `run.plan(encoder, ...)` returns (or, as asked, from
     `run.config`). The scaffold keeps no state between its steps except
     the report it writes.
 
@@ -178,24 +175,24 @@ class FitScaffold:
     def train(self, run, data, config):  # a Method's train (see docs: adding a method)
         sentences = load_corpus(data)
         with run.scope():
-            encoder = run.load_encoder()
-            plan = run.resolve(encoder, examples=len(sentences))
+            encoder, plan = run.start(examples=len(sentences))
             trainer = MyTrainer(encoder, pooling=plan.pooling)
-        run.compile(trainer, keras.optimizers.AdamW(plan.learning_rate))
-        run.fit(trainer, run.batches(encoder, {"sentence": sentences}, plan), plan)
-        return run.finish(trainer.encoder, plan)
+        optimizer = keras.optimizers.AdamW(plan.learning_rate)
+        make_dataset = run.batches(encoder, {"sentence": sentences}, plan)
+        return run.train(trainer, optimizer, make_dataset, plan)
     ```
+
+    `run.start` is `load_encoder` then `plan`; `run.train` is `compile`,
+    `fit` and `finish`: a method of several stages calls those steps itself.
     """
     # Resolved per encoder by `resolve`: read them from the plan.
     PLANNED = ("steps", "max_length", "pooling", "learning_rate")
 
     def __init__(self, method, arguments, paper_pooling, custom_dev=(), in_batch=False):
-        missing = [name for name in COMMON_ARGS if name not in arguments]
-        if missing:
-            raise TypeError(f"fit_{method} lacks the common arguments {missing}.")
         self.method = method
         self.paper_pooling = paper_pooling
-        self.config = RunConfig.from_arguments(method, arguments, custom_dev, in_batch)
+        # The values checked first (no I/O), then the files they name read.
+        self.config = RunConfig.from_arguments(method, arguments, custom_dev, in_batch).read_files()
         self.report = TrainingReport(
             method=method,
             model=(self.config.model if isinstance(self.config.model, str)
@@ -214,7 +211,7 @@ class FitScaffold:
             if name in self.PLANNED:
                 raise AttributeError(
                     f"`run.{name}` is resolved per encoder: read `plan.{name}` from "
-                    f"`run.resolve(encoder, ...)`, or `run.config.{name}` for the value asked."
+                    f"`run.plan(encoder, ...)`, or `run.config.{name}` for the value asked."
                 )
             return getattr(config, name)
         raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
@@ -248,12 +245,14 @@ class FitScaffold:
             encoder = encoder.clone(name=encoder.name, dtype=PRECISIONS[self.config.precision])
         return encoder
 
-    def resolve(self, encoder, examples=None, epochs=1, mlp=None, learning_rate=None,
-                paper_pooling_only=None):
-        """The run's `RunPlan` for `encoder` (see `keras_sentemb.pipelines.plan.resolve`).
+    def plan(self, encoder, examples=None, epochs=1, mlp=None, learning_rate=None,
+             paper_pooling_only=None):
+        """The run's `RunPlan` for `encoder`, logged and recorded in the report.
 
-        Logs the pooling (and an `"auto"` MLP head) and records the plan in
-        the report; nothing else changes.
+        The plan is `keras_sentemb.pipelines.plan.resolve`'s (a pure
+        function); this step logs the pooling (an `"auto"` MLP head, a token
+        limit capped at the backbone's positions) and records the plan in
+        the report.
 
         Args:
             encoder: `SentenceEncoder`. The encoder training starts from.
@@ -271,12 +270,30 @@ class FitScaffold:
                        epochs=epochs, mlp=mlp, learning_rate=learning_rate,
                        paper_pooling_only=paper_pooling_only)
         logger.info("%s: pooling %s (%s)", self.method, plan.pooling, plan.pooling_reason)
+        asked = self.config.max_length
+        if asked is not None and plan.max_length is not None and plan.max_length < asked:
+            logger.info("max_length %d is capped at the model's %d positions", asked,
+                        plan.max_length)
         if mlp == "auto":
             logger.info("%s: training-only MLP head %s (pooling %s)", self.method,
                         "on" if plan.mlp == "train" else "off", plan.pooling)
         self.report.pooling, self.report.pooling_reason = plan.pooling, plan.pooling_reason
         self.report.resolved.update(plan.record())
         return plan
+
+    resolve = plan  # the name methods written before `plan` call
+
+    def start(self, examples=None, epochs=1, mlp=None, learning_rate=None,
+              paper_pooling_only=None):
+        """`(encoder, plan)`: the starting encoder and its plan, in one step.
+
+        `load_encoder()` then `plan(encoder, ...)` (see them); call it inside
+        `run.scope()`, where the trainer is built next.
+        """
+        encoder = self.load_encoder()
+        return encoder, self.plan(encoder, examples=examples, epochs=epochs, mlp=mlp,
+                                  learning_rate=learning_rate,
+                                  paper_pooling_only=paper_pooling_only)
 
     def record_data(self, **counts):
         """Add data counts to the report."""
@@ -538,6 +555,16 @@ class FitScaffold:
         """
         self._stages.append({"stage": stage, "steps": 0, "steps_trained": 0,
                              "selection": summary})
+
+    def train(self, trainer, optimizer, make_dataset, plan, extras=None, **fit_options):
+        """`compile`, `fit` and `finish` in one step: the kept encoder, saved and reported.
+
+        For a method of one training stage; `fit_options` go to `fit`
+        (e.g. `patience`), `extras` to `finish`.
+        """
+        self.compile(trainer, optimizer)
+        self.fit(trainer, make_dataset, plan, **fit_options)
+        return self.finish(trainer.encoder, plan, extras=extras)
 
     # ---------------------------------------------------------------- finish
     def finish(self, encoder, plan, extras=None):

@@ -47,7 +47,7 @@ def test_the_guides_method_trains_from_the_command_line_once_installed(tmp_path)
     assert help_text.returncode == 0, help_text.stderr[-3000:]
     text = " ".join(help_text.stdout.split())
     assert "alignment and uniformity" in text and "--uniformity-weight" in text
-    assert "Defaults to `1.0` (Wang & Isola 2020, section 4.1)" in text
+    assert "The paper's: Wang & Isola 2020, section 4.1. (default: 1.0)" in text
 
     refused = _cli(["train", "align_uniform", "--model", "tiny", "--train-file", "train.txt",
                     "--output", "out", "--uniformity-weight", "-1"], tmp_path)

@@ -37,8 +37,8 @@ class ToyConfig(MethodConfig):
 
 
 def test_list_methods_names_every_builtin_without_tensorflow():
-    assert list_methods()[:10] == ["ct", "simcse", "consert", "sg", "parallel", "multitask",
-                                   "sts", "mlm", "whitening", "flow"]
+    assert list_methods()[:10] == ["consert", "ct", "flow", "mlm", "multitask", "parallel",
+                                   "sg", "simcse", "sts", "whitening"]
     assert keras_sentemb.list_methods() == list_methods()
     script = ("import sys; sys.path.insert(0, %r); import keras_sentemb; "
               "print(keras_sentemb.list_methods()); print('tensorflow' in sys.modules)" % str(REPO))
@@ -49,7 +49,8 @@ def test_list_methods_names_every_builtin_without_tensorflow():
 
 
 def test_unknown_method_is_one_clear_error():
-    with pytest.raises(UnknownMethodError, match="unknown training method 'nope'; known methods: ct"):
+    with pytest.raises(UnknownMethodError,
+                       match="unknown training method 'nope'; known methods: consert, ct"):
         get_method("nope")
 
 
@@ -128,7 +129,7 @@ def test_signature_and_docstring_come_from_the_definition():
                                                        optional=("max_grad_norm",)))
     params = toy.signature().parameters
     names = list(params)
-    assert names[0] == "data" and names[-1] == "max_grad_norm"
+    assert names[0] == "data" and names[-2:] == ["max_grad_norm", "preset"]
     assert names.index("temperature") > names.index("verbose")
     assert params["batch_size"].default == 8
     doc = toy.docstring()
@@ -238,7 +239,8 @@ def test_a_plugin_that_fails_to_load_names_itself_and_hides_nothing(tmp_path, mo
                        "silent-plugin 0.1. registers no method of that name"):
         get_method("silent")
     described = list_methods(verbose=True)
-    assert described["simcse"] == "built-in (keras_sentemb.methods.simcse)"
+    assert described["simcse"] == ("built-in (keras_sentemb.methods.simcse); "
+                                   "presets: unsup-bert-base")
     assert described["broken"] == (
         "plugin that fails to load: entry point broken = broken_mod (distribution broken-plugin "
         "0.1) failed (ImportError: failed on purpose)")

@@ -138,7 +138,7 @@ def test_removing_the_layer_untracks_its_weights():
 
 
 def test_trainers_refuse_a_post_processed_encoder(whitened):
-    from keras_sentemb.trainers.simcse import SimCSE
+    from keras_sentemb.methods.simcse.trainer import SimCSE
 
     with pytest.raises(ValueError, match="training the encoder would invalidate it"):
         SimCSE(whitened[0])

@@ -10,7 +10,7 @@ from keras_sentemb import cli
 from keras_sentemb.models import SentenceEncoder
 from keras_sentemb.models.glow_flow import GlowFlow
 from keras_sentemb.pipelines.callbacks import sts_spearman
-from keras_sentemb.trainers.bert_flow import BertFlow
+from keras_sentemb.methods.bert_flow.trainer import BertFlow
 from tests.conftest import make_tiny_encoder
 from tests.numeric import assert_close_vectors
 from tests.trainers.test_contrastive_tension import CORPUS, DEV

@@ -6,7 +6,7 @@ import pytest
 import keras_sentemb
 from keras_sentemb.augment.views import make_view
 from keras_sentemb.pipelines.callbacks import sts_spearman
-from keras_sentemb.trainers.consert import ConSERT
+from keras_sentemb.methods.consert.trainer import ConSERT
 from tests.conftest import make_tiny_encoder
 from tests.trainers.test_consert import SENTENCES
 from tests.trainers.test_contrastive_tension import CORPUS

@@ -9,11 +9,11 @@ import tensorflow as tf
 from keras_sentemb.data.multitask import load_multitask_data
 from keras_sentemb.data.multitask import schedule_sizes
 from keras_sentemb.methods.multitask import fit_multitask
-from keras_sentemb.pipelines.multitask_presets import MULTITASK_PRESETS
-from keras_sentemb.pipelines.multitask_presets import multitask_preset
-from keras_sentemb.pipelines.multitask_presets import stage_steps
-from keras_sentemb.pipelines.multitask_presets import three_given_stages
-from keras_sentemb.trainers.multitask import MultitaskModel
+from keras_sentemb.methods.multitask.three_given import MULTITASK_PRESETS
+from keras_sentemb.methods.multitask.three_given import multitask_preset
+from keras_sentemb.methods.multitask.three_given import stage_steps
+from keras_sentemb.methods.multitask.three_given import three_given_stages
+from keras_sentemb.methods.multitask.trainer import MultitaskModel
 from tests.conftest import make_tiny_encoder
 from tests.trainers.test_multitask import _write_folder
 
@@ -53,7 +53,7 @@ def test_stage_steps_full_passes_or_a_shared_budget(folder):
 
 
 def test_fit_multitask_runs_the_three_given_stages_in_order(folder, tmp_path, monkeypatch):
-    from keras_sentemb.pipelines import multitask_presets
+    from keras_sentemb.methods.multitask import three_given as multitask_presets
 
     monkeypatch.setattr(multitask_presets, "THREE_GIVEN_EPOCHS", 1)  # 3 stages (x 5 in the report)
     path = tmp_path / "tiny"

@@ -11,7 +11,7 @@ import keras_sentemb
 from keras_sentemb.data.parallel import split_pairs
 from keras_sentemb.models import SentenceEncoder
 from keras_sentemb.pipelines.scaffold import NOT_HYPERPARAMETERS
-from keras_sentemb.trainers.parallel import ParallelContrastive
+from keras_sentemb.methods.parallel.trainer import ParallelContrastive
 from tests.conftest import TINY_VOCAB
 from tests.conftest import make_tiny_encoder
 from tests.data.test_parallel import make_pairs

@@ -114,13 +114,13 @@ def test_resolving_changes_neither_the_config_nor_the_encoder(declared):
 def test_the_run_config_validates_once_and_is_frozen():
     with pytest.raises(ValueError, match=r"`batch_size` must be >= 2 for simcse"):
         config(batch_size=1)
-    with pytest.raises(ValueError, match=r"`pooling` must be 'auto' or a pooling name"):
+    with pytest.raises(ValueError, match=r"`pooling` must be a string"):
         config(pooling=3)
     with pytest.raises(ValueError, match="`strategy` must be a tf.distribute.Strategy"):
         config(strategy="mirrored")
     with pytest.raises(ValueError, match="`matryoshka_weights` needs `matryoshka_dims`"):
         config(matryoshka_weights=[1.0])
-    made = config(dev=STS_PAIRS, callbacks=[])
+    made = config(dev=STS_PAIRS, callbacks=[]).read_files()
     assert made.dev_pairs == tuple(STS_PAIRS) and made.callbacks == ()
     with pytest.raises(dataclasses.FrozenInstanceError):
         made.batch_size = 8
@@ -140,3 +140,14 @@ def test_the_scaffold_reads_resolved_values_from_the_plan_only(raw):
     plan = run.resolve(raw, examples=640, mlp="auto")
     assert plan.steps == 10
     assert run.report.pooling == "cls" and run.report.resolved == plan.record()
+
+
+def test_checking_the_arguments_reads_no_file_and_resolving_logs_nothing(raw, tmp_path, caplog):
+    missing = str(tmp_path / "no-such-stsb")
+    checked = config(dev=missing, max_length=512)  # values only: the file is not read yet
+    assert checked.dev == missing and checked.dev_pairs is None
+    with pytest.raises((ValueError, FileNotFoundError)):
+        checked.read_files()
+    with caplog.at_level("DEBUG"):
+        plan = resolve(config(max_length=512), raw, "cls", examples=64)
+    assert plan.max_length == 64 and caplog.records == []

@@ -10,7 +10,7 @@ import keras_sentemb
 from keras_sentemb.models import SentenceEncoder
 from keras_sentemb.pipelines.callbacks import sts_spearman
 from keras_sentemb.pipelines.scaffold import NOT_HYPERPARAMETERS
-from keras_sentemb.trainers.simcse import SimCSE
+from keras_sentemb.methods.simcse.trainer import SimCSE
 from tests.conftest import make_tiny_encoder
 from tests.numeric import assert_close_vectors
 from tests.trainers.test_consert import TRIPLETS

@@ -13,7 +13,7 @@ from keras_sentemb.methods.sts_regression import lowest_bucket_mean
 from keras_sentemb.methods.sts_regression import map_scores
 from keras_sentemb.methods.sts_regression import model_specific_lower_bound
 from keras_sentemb.methods.sts_regression import resolve_train_pairs
-from keras_sentemb.trainers.sts_regression import STSRegression
+from keras_sentemb.methods.sts_regression.trainer import STSRegression
 from tests.conftest import make_tiny_encoder
 from tests.evaluation.test_sts_spread import PAIRS
 from tests.numeric import assert_close_vectors

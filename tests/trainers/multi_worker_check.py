@@ -48,7 +48,7 @@ with strategy.scope():
     else:
         from keras_sentemb.data.batching import tokenize_columns
         from keras_sentemb.data.ct_sampler import ct_pair_dataset
-        from keras_sentemb.trainers.contrastive_tension import ContrastiveTension
+        from keras_sentemb.methods.contrastive_tension.trainer import ContrastiveTension
         from tests.conftest import make_tiny_encoder
         from tests.trainers.test_contrastive_tension import CORPUS
 

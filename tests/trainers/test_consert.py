@@ -9,8 +9,8 @@ from keras_sentemb.augment.adversarial_perturbation import adversarial_perturbat
 from keras_sentemb.augment.views import make_view
 from keras_sentemb.losses import nt_xent_loss
 from keras_sentemb.models.pooling import masked_mean
-from keras_sentemb.trainers import consert as consert_module
-from keras_sentemb.trainers.consert import ConSERT
+from keras_sentemb.methods.consert import trainer as consert_module
+from keras_sentemb.methods.consert.trainer import ConSERT
 from tests.conftest import make_tiny_encoder
 from tests.numeric import assert_close_vectors, relative_errors
 

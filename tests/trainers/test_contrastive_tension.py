@@ -10,7 +10,7 @@ import tensorflow as tf
 from keras_sentemb.data.batching import tokenize_columns
 from keras_sentemb.data.ct_sampler import ct_pair_dataset
 from keras_sentemb.losses.loss_output import LossOutput
-from keras_sentemb.trainers.contrastive_tension import ContrastiveTension
+from keras_sentemb.methods.contrastive_tension.trainer import ContrastiveTension
 from tests.conftest import REPO, make_tiny_encoder
 
 WORDS = ["a", "the", "man", "woman", "dog", "cat", "plays", "guitar", "piano",
@@ -155,7 +155,7 @@ MIRRORED = textwrap.dedent(
     import numpy as np, keras
     from tests.conftest import make_tiny_encoder
     from tests.numeric import assert_moved_alike
-    from keras_sentemb.trainers.contrastive_tension import ContrastiveTension
+    from keras_sentemb.methods.contrastive_tension.trainer import ContrastiveTension
     from keras_sentemb.data.ct_sampler import ct_pair_dataset
     from keras_sentemb.data.batching import tokenize_columns
     corpus = ["a man plays", "the cat sits on the mat", "hello world", "a dog runs in the park",

@@ -16,11 +16,11 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from keras_sentemb.trainers.consert import ConSERT
-from keras_sentemb.trainers.contrastive_tension import ContrastiveTension
-from keras_sentemb.trainers.parallel import ParallelContrastive
-from keras_sentemb.trainers.self_guided import SelfGuided
-from keras_sentemb.trainers.simcse import SimCSE
+from keras_sentemb.methods.consert.trainer import ConSERT
+from keras_sentemb.methods.contrastive_tension.trainer import ContrastiveTension
+from keras_sentemb.methods.parallel.trainer import ParallelContrastive
+from keras_sentemb.methods.self_guided.trainer import SelfGuided
+from keras_sentemb.methods.simcse.trainer import SimCSE
 from tests.conftest import REPO, make_tiny_encoder
 from tests.trainers.grad_cache_reference import largest_gradient
 from tests.trainers.grad_cache_reference import max_gradient_difference

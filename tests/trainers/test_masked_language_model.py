@@ -7,8 +7,8 @@ import tensorflow as tf
 
 import keras_sentemb
 from keras_sentemb.models import SentenceEncoder
-from keras_sentemb.trainers.masked_language_model import MaskedLanguageModel
-from keras_sentemb.trainers.masked_language_model import mask_tokens
+from keras_sentemb.methods.masked_language_model.trainer import MaskedLanguageModel
+from keras_sentemb.methods.masked_language_model.trainer import mask_tokens
 from tests.conftest import make_tiny_encoder
 from tests.numeric import assert_close_vectors
 from tests.trainers.test_contrastive_tension import CORPUS

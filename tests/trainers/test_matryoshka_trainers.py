@@ -6,11 +6,11 @@ import tensorflow as tf
 
 import keras_sentemb
 from keras_sentemb.losses.matryoshka import truncate_nest
-from keras_sentemb.trainers.consert import ConSERT
-from keras_sentemb.trainers.contrastive_tension import ContrastiveTension
-from keras_sentemb.trainers.multitask import MultitaskModel
-from keras_sentemb.trainers.parallel import ParallelContrastive
-from keras_sentemb.trainers.simcse import SimCSE
+from keras_sentemb.methods.consert.trainer import ConSERT
+from keras_sentemb.methods.contrastive_tension.trainer import ContrastiveTension
+from keras_sentemb.methods.multitask.trainer import MultitaskModel
+from keras_sentemb.methods.parallel.trainer import ParallelContrastive
+from keras_sentemb.methods.simcse.trainer import SimCSE
 from tests.conftest import make_tiny_encoder
 from tests.trainers.test_consert import SENTENCES, TRIPLETS, packed
 

@@ -28,7 +28,7 @@ from keras_sentemb.methods.multitask import fit_multitask
 from keras_sentemb import compat
 from keras_sentemb.losses.loss_output import LossOutput
 from keras_sentemb.trainers.base_trainer import BaseTrainer
-from keras_sentemb.trainers.multitask import MultitaskModel
+from keras_sentemb.methods.multitask.trainer import MultitaskModel
 from keras_sentemb.trainers.pcgrad import flatten_gradients
 from keras_sentemb.trainers.pcgrad import pcgrad_combine
 from keras_sentemb.trainers.pcgrad import pcgrad_project
@@ -590,7 +590,7 @@ MIRRORED = textwrap.dedent(
     import numpy as np, keras
     from tests.trainers.test_multitask import _still_encoder, _write_folder
     from keras_sentemb.data.multitask import load_multitask_data, multitask_batches, tokenize_multitask
-    from keras_sentemb.trainers.multitask import MultitaskModel
+    from keras_sentemb.methods.multitask.trainer import MultitaskModel
     train = load_multitask_data(_write_folder(Path({folder!r})), verbose=False)["train"]
     procedure = "batch_round_robin"
     class Trail(keras.callbacks.Callback):  # weights and running loss after every step
@@ -746,11 +746,11 @@ def test_fit_multitask_refuses_stsb_test_and_bad_options(folder):
 
 
 def test_fit_multitask_signature_follows_the_scaffold():
-    from keras_sentemb.pipelines.scaffold import COMMON_ARGS
+    from keras_sentemb.pipelines.arguments import SHARED_NAMES
 
     params = list(inspect.signature(fit_multitask).parameters)
     assert params[0] == "data"
-    assert params[1: 1 + len(COMMON_ARGS)] == list(COMMON_ARGS)
+    assert params[1: 1 + len(SHARED_NAMES)] == list(SHARED_NAMES)
     defaults = {k: v.default for k, v in inspect.signature(fit_multitask).parameters.items()}
     assert defaults["dev"] == "multitask" and defaults["pooling"] == "auto"
     assert defaults["head_sharing"] == "first_layer" and defaults["evaluate_stsb_test"] is False

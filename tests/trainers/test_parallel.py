@@ -11,7 +11,7 @@ import pytest
 import tensorflow as tf
 
 from keras_sentemb.models.memory_queue import MemoryQueue
-from keras_sentemb.trainers.parallel import ParallelContrastive
+from keras_sentemb.methods.parallel.trainer import ParallelContrastive
 from tests.conftest import REPO, make_tiny_encoder
 from tests.data.test_parallel import make_pairs
 
@@ -274,7 +274,7 @@ MIRRORED = textwrap.dedent(
     import keras, numpy as np
     from tests.conftest import make_tiny_encoder
     from tests.data.test_parallel import make_pairs
-    from keras_sentemb.trainers.parallel import ParallelContrastive
+    from keras_sentemb.methods.parallel.trainer import ParallelContrastive
 
     def run(strategy, mode):
         with strategy.scope():

@@ -7,7 +7,7 @@ import tensorflow as tf
 
 from keras_sentemb.models.pooling import masked_max
 from keras_sentemb.models.pooling import masked_mean
-from keras_sentemb.trainers.self_guided import SelfGuided
+from keras_sentemb.methods.self_guided.trainer import SelfGuided
 from tests.conftest import make_tiny_encoder
 from tests.losses.test_self_guided import ref_opt3
 from tests.numeric import assert_close_vectors

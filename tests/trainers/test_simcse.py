@@ -7,7 +7,7 @@ import tensorflow as tf
 
 from keras_sentemb.losses import info_nce_loss
 from keras_sentemb.losses import paraphrase_loss
-from keras_sentemb.trainers.simcse import SimCSE
+from keras_sentemb.methods.simcse.trainer import SimCSE
 from tests.conftest import make_tiny_encoder
 from tests.numeric import relative_errors
 from tests.trainers.test_consert import SENTENCES

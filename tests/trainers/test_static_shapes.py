@@ -10,7 +10,7 @@ import pytest
 
 from keras_sentemb.data.batching import shuffled_batches
 from keras_sentemb.data.batching import tokenize_columns
-from keras_sentemb.trainers.simcse import SimCSE
+from keras_sentemb.methods.simcse.trainer import SimCSE
 from tests.conftest import REPO, make_tiny_encoder
 from tests.data.test_batching import CORPUS
 
@@ -47,7 +47,7 @@ XLA = textwrap.dedent(
     from tests.conftest import make_tiny_encoder
     from tests.data.test_batching import CORPUS
     from keras_sentemb.data.batching import shuffled_batches, tokenize_columns
-    from keras_sentemb.trainers.simcse import SimCSE
+    from keras_sentemb.methods.simcse.trainer import SimCSE
 
     def compiled():
         pattern = os.path.join(sys.argv[1], "*one_step_on_data*before_optimizations.txt")

@@ -5,7 +5,7 @@ import numpy as np
 import tensorflow as tf
 
 from keras_sentemb.methods.sts_regression import map_scores
-from keras_sentemb.trainers.sts_regression import STSRegression
+from keras_sentemb.methods.sts_regression.trainer import STSRegression
 from tests.conftest import make_tiny_encoder
 from tests.evaluation.test_sts_spread import PAIRS
 

@@ -16,17 +16,18 @@ import pytest
 import tensorflow as tf
 
 import keras_sentemb.trainers as package
+from keras_sentemb.methods.registry import BUILTIN_METHODS
 from keras_sentemb.models.glow_flow import GlowFlow
 from keras_sentemb.trainers.base_trainer import BaseTrainer
-from keras_sentemb.trainers.bert_flow import BertFlow
-from keras_sentemb.trainers.consert import ConSERT
-from keras_sentemb.trainers.contrastive_tension import ContrastiveTension
-from keras_sentemb.trainers.masked_language_model import MaskedLanguageModel
-from keras_sentemb.trainers.multitask import MultitaskModel
-from keras_sentemb.trainers.parallel import ParallelContrastive
-from keras_sentemb.trainers.self_guided import SelfGuided
-from keras_sentemb.trainers.simcse import SimCSE
-from keras_sentemb.trainers.sts_regression import STSRegression
+from keras_sentemb.methods.bert_flow.trainer import BertFlow
+from keras_sentemb.methods.consert.trainer import ConSERT
+from keras_sentemb.methods.contrastive_tension.trainer import ContrastiveTension
+from keras_sentemb.methods.masked_language_model.trainer import MaskedLanguageModel
+from keras_sentemb.methods.multitask.trainer import MultitaskModel
+from keras_sentemb.methods.parallel.trainer import ParallelContrastive
+from keras_sentemb.methods.self_guided.trainer import SelfGuided
+from keras_sentemb.methods.simcse.trainer import SimCSE
+from keras_sentemb.methods.sts_regression.trainer import STSRegression
 from tests.conftest import make_tiny_encoder
 
 SENTS = ["a man plays the guitar", "the cat sits on the mat", "hello world", "a dog runs"]
@@ -87,7 +88,7 @@ CASES = _cases()
 def _trainer_classes(base=BaseTrainer):
     found = set()
     for sub in base.__subclasses__():
-        if sub.__module__.startswith("keras_sentemb.trainers."):
+        if sub.__module__.startswith(("keras_sentemb.trainers.", "keras_sentemb.methods.")):
             found.add(sub)
         found |= _trainer_classes(sub)
     return found
@@ -96,6 +97,11 @@ def _trainer_classes(base=BaseTrainer):
 def test_every_trainer_has_a_case():
     for info in pkgutil.iter_modules(package.__path__):
         importlib.import_module(f"{package.__name__}.{info.name}")
+    for module in BUILTIN_METHODS.values():  # each method's trainer lives beside it
+        try:
+            importlib.import_module(f"{module}.trainer")
+        except ModuleNotFoundError:
+            pass  # a method without a trainer (whitening)
     made = {type(make()) for make in CASES.values()}
     assert _trainer_classes() <= made, _trainer_classes() - made
 

@@ -16,17 +16,20 @@ from keras_sentemb.evaluation.sts_spread import score_buckets
 from keras_sentemb.methods.method import DEV_RETRIEVAL
 from keras_sentemb.methods.method import STREAMED
 from keras_sentemb.methods.method import Method
+from keras_sentemb.methods.method import Preset
 from keras_sentemb.methods.options import MethodConfig
 from keras_sentemb.methods.options import option
 from keras_sentemb.methods.registry import register_method
-from keras_sentemb.methods.runner import fit
 from keras_sentemb.methods.runner import fit_function
 from keras_sentemb.pipelines.schedules import adamw_linear_decay
-from keras_sentemb.trainers.sts_regression import STSRegression as STSRegressionTrainer
+from keras_sentemb.methods.sts_regression.trainer import STSRegression as STSRegressionTrainer
 
 logger = logging.getLogger(__name__)
 
 PAPER = "Carlsson et al. 2021"
+# What the preset's sources say where the paper is silent.
+NO_CODE = ("paper silent; the authors' repository (FreddeFrallan/Contrastive-Tension@75293a8) "
+           "has no regression code")
 LABEL_MODES = ("model_specific", "unit")
 STS_SCORE_RANGE = (0.0, 5.0)
 # The columns of streamed pairs (`.jsonl` keys, a `.csv` header; the first three `.tsv` columns).
@@ -151,7 +154,7 @@ def resolve_train_pairs(data):
 
 
 @register_method("sts")
-class STSRegression(Method):
+class STSRegressionMethod(Method):
     """Fine-tunes an encoder on STS-B by cosine regression; returns it.
 
     Contrastive Tension, section 5.2: split the STS-B training pairs into
@@ -183,8 +186,8 @@ class STSRegression(Method):
     optional = ("max_grad_norm",) + DEV_RETRIEVAL + STREAMED
     run_defaults = {"batch_size": 16, "learning_rate": 2e-5, "max_length": 75}
     run_docs = {
-        "pooling": "str. `\"auto\"` (the model's own, else mean) or a pooling name; M is "
-                   "computed with it too. Defaults to `\"auto\"`.",
+        "pooling": "`\"auto\"` (the model's own, else mean) or a pooling name; M is "
+                   "computed with it too.",
     }
     data_doc = ("`\"stsb\"` (STS-B train, which the package does not ship: pass its path, e.g. "
                 "SentEval's `data/downstream/STS/STSBenchmark`), a path to an STS-B csv file or "
@@ -194,6 +197,29 @@ class STSRegression(Method):
                 "in [0, 5] are skipped): M is then computed on the first `steps * batch_size` "
                 "rows, read twice in constant memory.")
 
+    presets = {
+        "ct-bert-base": Preset(
+            "CT's supervised STS-b regression (Carlsson et al. 2021, section 5.2, Table 2) on "
+            "BERT-base (or a CT model): labels mapped onto [M, 1], 8 epochs.", {
+                "model": ("bert_base_en_uncased", "Table 2: BERT-base and its CT / S-BERT "
+                                                  "variants"),
+                "labels": ("model_specific", "section 5.2: labels 'linearly mapped to the range "
+                                             "[M, 1], where M is the mean cosine similarity of "
+                                             "the lowest bucket'"),
+                "num_buckets": (20, "section 5.2: 20 buckets of width 5/20 = 0.25 over STS-b "
+                                    "train, right-closed: '[0, 0.25] and the next bucket covers "
+                                    "the range (0.25, 0.5]'"),
+                "epochs": (8, "section 5.2: '10 training runs for 8 epochs'"),
+                "batch_size": (16, f"{NO_CODE}; the S-BERT regression setup it follows "
+                                   "(section 5.2) trains STS-B with batch 16 in "
+                                   "sentence-transformers' example"),
+                "learning_rate": (2e-5, f"{NO_CODE}; sentence-transformers' default (AdamW "
+                                        "2e-5) of the S-BERT setup"),
+                "max_length": (75, f"{NO_CODE}; CT's own max_sent_len = 75 "
+                                   "(ExampleTraining.py)"),
+            }),
+    }
+
     def train(self, run, data, config):
         stream = as_stream(data)
         if stream is not None:
@@ -201,8 +227,7 @@ class STSRegression(Method):
         pairs = resolve_train_pairs(data)
         run.record_data(pairs=len(pairs))
         with run.scope():
-            encoder = run.load_encoder()
-            plan = run.resolve(encoder, examples=len(pairs), epochs=config.epochs)
+            encoder, plan = run.start(examples=len(pairs), epochs=config.epochs)
             pooling = plan.pooling
             lower = 0.0
             if config.labels == "model_specific":
@@ -217,15 +242,16 @@ class STSRegression(Method):
                 )
             targets = map_scores([p[2] for p in pairs], lower, STS_SCORE_RANGE)
             trainer = STSRegressionTrainer(encoder, pooling=pooling)
-        run.compile(trainer, adamw_linear_decay(plan.learning_rate, plan.steps,
-                                                config.warmup_ratio, config.weight_decay))
+        optimizer = adamw_linear_decay(plan.learning_rate, plan.steps, config.warmup_ratio,
+                                       config.weight_decay)
         logger.info(
             "STS regression (%s labels in [%.4f, 1]): %d pairs, %d steps",
             config.labels, lower, len(pairs), plan.steps,
         )
         columns = {"sentence1": [p[0] for p in pairs], "sentence2": [p[1] for p in pairs]}
-        run.fit(trainer, run.batches(encoder, columns, plan, extra={"label": targets}), plan)
-        return run.finish(trainer.encoder, plan, extras={"label_lower_bound": float(lower)})
+        make_dataset = run.batches(encoder, columns, plan, extra={"label": targets})
+        return run.train(trainer, optimizer, make_dataset, plan,
+                         extras={"label_lower_bound": float(lower)})
 
 
 def streamed_lower_bound(encoder, stream, limit, num_buckets=20, score_range=STS_SCORE_RANGE,
@@ -288,7 +314,7 @@ def _train_streamed(run, stream, config):
     run.record_data(pairs=stream.size, streamed=repr(stream))
     with run.scope():
         encoder = run.load_encoder()
-        plan = run.resolve(encoder, examples=stream.size, epochs=config.epochs)
+        plan = run.plan(encoder, examples=stream.size, epochs=config.epochs)
         lower, extras = 0.0, {}
         if config.labels == "model_specific":
             info = streamed_lower_bound(
@@ -317,13 +343,15 @@ def _train_streamed(run, stream, config):
                       extras={"label_lower_bound": float(lower), **extras})
 
 
+# The literal signature, for editors: `fit_function` checks it against the method's
+# config and run defaults, and makes the function (its docstring is the method's).
 def fit_sts_regression(data, model="default", steps=None, batch_size=16, learning_rate=2e-5,
                        max_length=75, pooling="auto", dev="stsb", eval_every=100, output=None,
                        strategy=None, callbacks=None, seed=0, verbose="auto",
                        labels="model_specific", epochs=4, num_buckets=20, warmup_ratio=0.1,
                        weight_decay=0.01, max_grad_norm=None,
-                       dev_retrieval=None, dev_select="auto", max_skipped=0.01):
-    return fit("sts", **locals())
+                       dev_retrieval=None, dev_select="auto", max_skipped=0.01, preset=None):
+    ...
 
 
-fit_function("sts", fit_sts_regression)
+fit_sts_regression = fit_function("sts", fit_sts_regression)

@@ -11,7 +11,6 @@ from keras_sentemb.methods.method import Method
 from keras_sentemb.methods.options import MethodConfig
 from keras_sentemb.methods.options import option
 from keras_sentemb.methods.registry import register_method
-from keras_sentemb.methods.runner import fit
 from keras_sentemb.methods.runner import fit_function
 from keras_sentemb.models.glow_flow import COUPLINGS
 from keras_sentemb.models.glow_flow import PERMUTATIONS
@@ -22,7 +21,7 @@ from keras_sentemb.pipelines._frozen_encoder import FittingData
 from keras_sentemb.pipelines._frozen_encoder import load_frozen_encoder
 from keras_sentemb.pipelines.callbacks import DevSelection
 from keras_sentemb.pipelines.schedules import adamw_linear_decay
-from keras_sentemb.trainers.bert_flow import BertFlow
+from keras_sentemb.methods.bert_flow.trainer import BertFlow
 
 # Vectors used for the flow's data-dependent (actnorm) initialisation.
 INIT_SAMPLE = 1024
@@ -45,7 +44,7 @@ class FlowConfig(MethodConfig):
 
 
 @register_method("flow")
-class Flow(Method):
+class FlowMethod(Method):
     """Fits BERT-flow on unlabelled sentences and attaches the flow to the encoder.
 
     The frozen encoder encodes the sentences of `data` once with the run's
@@ -84,15 +83,13 @@ class Flow(Method):
     run_defaults = {"learning_rate": 1e-3, "eval_every": 500, "seed": 42}
     optional = DEV_RETRIEVAL + STREAMED
     run_docs = {
-        "model": "str or `SentenceEncoder` (frozen). Defaults to `\"default\"`. A model that "
-                 "already has a post-processing layer has it replaced.",
-        "steps": "int or None. Flow training steps; `None` = `epochs` passes over the "
-                 "sentences. Defaults to `None`.",
-        "batch_size": "int. Vectors per flow step. Defaults to `32`.",
-        "callbacks": "list of Keras callbacks or None (e.g. the command line's "
-                     "`BackupAndRestore`: a resumed run continues the flow's training).",
-        "verbose": "Keras `fit` verbosity (and the encoding progress bar). Defaults to "
-                   "`\"auto\"`.",
+        "model": "The encoder, kept frozen (see the shared `model`); a model that already has a "
+                 "post-processing layer has it replaced.",
+        "steps": "Flow training steps; `None` = `epochs` passes over the sentences.",
+        "batch_size": "Vectors per flow step.",
+        "callbacks": "Keras callbacks (e.g. the command line's `BackupAndRestore`: a resumed "
+                     "run continues the flow's training).",
+        "verbose": "Keras `fit` verbosity (and the encoding progress bar).",
     }
     data_doc = ("list of str, a text file (one sentence per line) or a TFDS name (encoded "
                 "once, in memory); a glob or list of files, `keras_sentemb.streamed(...)` or a "
@@ -154,13 +151,15 @@ class Flow(Method):
         return run.finish(encoder, plan, extras=extras)
 
 
+# The literal signature, for editors: `fit_function` checks it against the method's
+# config and run defaults, and makes the function (its docstring is the method's).
 def fit_flow(data, model="default", steps=None, batch_size=32, learning_rate=1e-3,
              max_length=None, pooling="auto", dev="stsb", eval_every=500, output=None,
              strategy=None, callbacks=None, seed=42, verbose="auto", epochs=1, levels=3, depth=3,
              coupling_width=32, coupling="affine", permutation="lu", warmup_ratio=0.1,
              weight_decay=0.01, encode_batch_size=128,
-             dev_retrieval=None, dev_select="auto", max_skipped=0.01):
-    return fit("flow", **locals())
+             dev_retrieval=None, dev_select="auto", max_skipped=0.01, preset=None):
+    ...
 
 
-fit_function("flow", fit_flow)
+fit_flow = fit_function("flow", fit_flow)

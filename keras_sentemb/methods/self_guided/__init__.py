@@ -1,73 +1,22 @@
 """SG / SG-OPT from raw text: `fit_self_guided`."""
 
-import dataclasses
-import typing
-
-from keras_sentemb import validation
 from keras_sentemb.data.corpus import load_corpus
 from keras_sentemb.data.stream_batches import as_stream
 from keras_sentemb.data.nli import load_positive_pairs
-from keras_sentemb.losses.self_guided import SG_LOSSES
 from keras_sentemb.methods.method import DEV_RETRIEVAL
 from keras_sentemb.methods.method import STREAMED
 from keras_sentemb.methods.method import Method
-from keras_sentemb.methods.options import MethodConfig
-from keras_sentemb.methods.options import option
 from keras_sentemb.methods.registry import register_method
-from keras_sentemb.methods.runner import fit
 from keras_sentemb.methods.runner import fit_function
 from keras_sentemb.pipelines.schedules import adamw_linear_decay
-from keras_sentemb.trainers.self_guided import VIEW_POOLINGS
-from keras_sentemb.trainers.self_guided import SelfGuided as SelfGuidedTrainer
-
-PAPER = "Kim et al. 2021"
-# SG's "auto" pooling is [CLS] whatever the model declares.
-SG_POOLING_REASON = f"SG trains the [CLS] vector ({PAPER}, section 3)"
-
-
-def _fraction(name):
-    return lambda value: validation.fraction(value, name)
-
-
-@dataclasses.dataclass(frozen=True)
-class SelfGuidedConfig(MethodConfig):
-    """SG's options."""
-
-    loss: str = option("opt3", "`\"opt3\"` (SG-OPT), `\"base\"` (SG), `\"opt1\"` or `\"opt2\"`.",
-                       choices=SG_LOSSES, source=f"{PAPER}, section 3.2")
-    epochs: int = option(1, "Passes over the corpus when `steps` is None.", minimum=1,
-                         source=f"{PAPER}, Table 8")
-    temperature: float = option(0.01, "Temperature of the NT-Xent loss.", above=0.0,
-                                source=f"{PAPER}, Table 8")
-    view_pooling: str = option("max", "How BERT_F's layers are pooled into views: `\"max\"` or "
-                               "`\"mean\"`.", choices=VIEW_POOLINGS,
-                               source=f"{PAPER}, section 3.1")
-    min_layer: int = option(0, "Skip views below this layer.", minimum=0)
-    max_layer: typing.Optional[int] = option(None, "Skip views above this layer; None is the "
-                                             "last layer.", minimum=0)
-    projection_dim: typing.Optional[int] = option(
-        4096, "Projection head width; `None` trains without the head, like "
-        "`projection=False`.", minimum=1, source=f"{PAPER}, section 3.1")
-    projection: bool = option(True, "Use the projection head; `False` compares BERT_T's vector "
-                              "and BERT_F's views directly.", source=f"{PAPER}, section 3.1")
-    reg_weight: float = option(0.1, "Lambda of the regulariser.", minimum=0.0,
-                               source=f"{PAPER}, Table 8")
-    freeze_embeddings: bool = option(True, "Freeze BERT_T's embedding block.",
-                                     source=f"{PAPER}, section 3.1")
-    warmup_ratio: float = option(0.1, "Fraction of steps of linear warmup.",
-                                 check=_fraction("warmup_ratio"))
-    weight_decay: float = option(0.0, "AdamW weight decay (0, as in the authors' code).",
-                                 minimum=0.0)
-    patience: typing.Optional[int] = option(10, "Evaluations without improvement before "
-                                            "stopping; None never stops early.", minimum=1,
-                                            source=f"{PAPER}, Table 8")
-    mode: str = option("unsup", "`\"unsup\"` (one sentence feeds both encoders) or `\"pairs\"` "
-                       "(BERT_T reads the sentence, BERT_F the positive).",
-                       choices=("unsup", "pairs"))
-
+from keras_sentemb.methods.self_guided.config import PAPER_POOLING
+from keras_sentemb.methods.self_guided.config import PRESETS
+from keras_sentemb.methods.self_guided.config import SG_POOLING_REASON
+from keras_sentemb.methods.self_guided.config import SelfGuidedConfig
+from keras_sentemb.methods.self_guided.trainer import SelfGuided as SelfGuidedTrainer
 
 @register_method("sg")
-class SelfGuided(Method):
+class SelfGuidedMethod(Method):
     """Train a sentence encoder with self-guided contrastive learning (SG-OPT).
 
     Clones `model` into a frozen guide BERT_F and a tuned BERT_T, trains
@@ -110,16 +59,18 @@ class SelfGuided(Method):
     """
 
     config_class = SelfGuidedConfig
-    paper_pooling = "cls"
+    paper_pooling = PAPER_POOLING
     in_batch = True
     optional = ("max_grad_norm",) + DEV_RETRIEVAL + STREAMED
     run_defaults = {"batch_size": 16, "learning_rate": 5e-5, "eval_every": 50, "seed": 1,
                     "max_grad_norm": 1.0}
-    run_docs = {"max_grad_norm": "float or None. Global gradient-norm clip (as in the authors' "
-                                 "code); None does not clip."}
+    run_docs = {"max_grad_norm": "Global gradient-norm clip (as in the authors' code); None "
+                                 "does not clip."}
     data_doc = ("list of str, a text file (one sentence per line), a `tf.data.Dataset` of "
                 "strings or a TFDS name. The paper uses the STS-B sentences without labels. "
                 "With `mode=\"pairs\"`: the pair file or a list of `(sentence, positive)`.")
+
+    presets = PRESETS
 
     def train(self, run, data, config):
         names = ("sentence", "positive") if config.mode == "pairs" else ("sentence",)
@@ -136,9 +87,8 @@ class SelfGuided(Method):
             n = len(columns["sentence"])
             run.record_data(sentences=n, mode=config.mode)
         with run.scope():
-            encoder = run.load_encoder()
-            plan = run.resolve(encoder, examples=n, epochs=config.epochs,
-                               paper_pooling_only=SG_POOLING_REASON)
+            encoder, plan = run.start(examples=n, epochs=config.epochs,
+                                      paper_pooling_only=SG_POOLING_REASON)
             trainer = SelfGuidedTrainer(
                 encoder, loss=config.loss, temperature=config.temperature,
                 view_pooling=config.view_pooling, min_layer=config.min_layer,
@@ -152,15 +102,15 @@ class SelfGuided(Method):
                 beta_1=0.9, beta_2=0.9, global_clipnorm=run.max_grad_norm,
             )
             optimizer.exclude_from_weight_decay(var_names=["bias", "gamma", "beta"])
-        run.compile(trainer, optimizer)
         if stream is None:
             make_dataset = run.batches(encoder, columns, plan)
         else:
             make_dataset = run.stream_batches(encoder, stream, names, plan, no_duplicates=True)
-        run.fit(trainer, make_dataset, plan, patience=config.patience)
-        return run.finish(trainer.encoder, plan)
+        return run.train(trainer, optimizer, make_dataset, plan, patience=config.patience)
 
 
+# The literal signature, for editors: `fit_function` checks it against the method's
+# config and run defaults, and makes the function (its docstring is the method's).
 def fit_self_guided(data, model="default", steps=None, batch_size=16, learning_rate=5e-5,
                     max_length=None, pooling="auto", dev="stsb", eval_every=50, output=None,
                     strategy=None, callbacks=None, seed=1, verbose="auto", loss="opt3",
@@ -168,8 +118,8 @@ def fit_self_guided(data, model="default", steps=None, batch_size=16, learning_r
                     max_layer=None, projection_dim=4096, projection=True, reg_weight=0.1,
                     freeze_embeddings=True, warmup_ratio=0.1, weight_decay=0.0, patience=10,
                     mode="unsup", max_grad_norm=1.0,
-                    dev_retrieval=None, dev_select="auto", max_skipped=0.01):
-    return fit("sg", **locals())
+                    dev_retrieval=None, dev_select="auto", max_skipped=0.01, preset=None):
+    ...
 
 
-fit_function("sg", fit_self_guided)
+fit_self_guided = fit_function("sg", fit_self_guided)

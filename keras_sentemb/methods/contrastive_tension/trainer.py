@@ -4,6 +4,10 @@ import keras
 import tensorflow as tf
 
 from keras_sentemb import validation
+from keras_sentemb.methods.contrastive_tension.config import ContrastiveTensionConfig
+from keras_sentemb.methods.contrastive_tension.config import LOGITS
+from keras_sentemb.methods.contrastive_tension.config import PAPER_POOLING
+from keras_sentemb.methods.contrastive_tension.config import parse_negatives
 from keras_sentemb.losses.contrastive_tension import contrastive_tension_in_batch_loss
 from keras_sentemb.losses.contrastive_tension import contrastive_tension_loss
 from keras_sentemb.losses.loss_output import LossOutput
@@ -12,21 +16,6 @@ from keras_sentemb.models.logit_scale import LogitScale
 from keras_sentemb.models.pooling import parse_pooling
 from keras_sentemb.trainers.base_trainer import BaseTrainer
 
-LOGITS = ("dot", "cosine")
-
-
-def parse_negatives(negatives):
-    """`"k7"` (any `"kN"`) or `"in_batch"` -> (mode, K)."""
-    if negatives == "in_batch":
-        return "in_batch", 0
-    if isinstance(negatives, str) and negatives[:1] == "k" and negatives[1:].isdigit():
-        k = int(negatives[1:])
-        if k >= 1:
-            return "k", k
-    raise ValueError(
-        f"`negatives` must be 'kN' (N >= 1 random negative pairs per positive, "
-        f"the paper uses 'k7') or 'in_batch'; received {negatives!r}."
-    )
 
 
 @keras.saving.register_keras_serializable(package="keras_sentemb")
@@ -55,17 +44,17 @@ class ContrastiveTension(BaseTrainer):
     Inputs of `fit`: dicts `{"left": packed, "right": packed, "labels":
     float [B]}` (see `keras_sentemb.data.ct_sampler`).
 
+    The defaults are the method's (`ContrastiveTensionConfig`, in `config.py`
+    beside this module), with the paper's mean pooling.
+
     Args:
         encoder: `SentenceEncoder`. Both towers start from it; tower 1 is
             this object, tower 2 an independent copy.
-        negatives: str. `"k7"` (or any `"kN"`) or `"in_batch"`. Defaults to
-            `"k7"`.
-        logits: str. `"dot"` or `"cosine"` for the `kN` objective. Defaults to
-            `"dot"`.
+        negatives: str. `"k7"` (or any `"kN"`) or `"in_batch"`.
+        logits: str. `"dot"` or `"cosine"` for the `kN` objective.
         logit_scale: float. Initial scale of cosine logits. Defaults to `20.0`.
-        dropout: bool. Run the towers in training mode (dropout on). Defaults
-            to `False`.
-        pooling: str. The towers' pooling. Defaults to `"mean"` (the paper's).
+        dropout: bool. Run the towers in training mode (dropout on).
+        pooling: str. The towers' pooling.
         mini_batch_size: int or None. GradCache chunk size (see
             `BaseTrainer`; useful with `negatives="in_batch"`). Defaults to
             `None` (off).
@@ -87,11 +76,11 @@ class ContrastiveTension(BaseTrainer):
     def __init__(
         self,
         encoder,
-        negatives="k7",
-        logits="dot",
+        negatives=ContrastiveTensionConfig.negatives,
+        logits=ContrastiveTensionConfig.logits,
         logit_scale=20.0,
-        dropout=False,
-        pooling="mean",
+        dropout=ContrastiveTensionConfig.dropout,
+        pooling=PAPER_POOLING,
         **kwargs,
     ):
         super().__init__(encoder, **kwargs)

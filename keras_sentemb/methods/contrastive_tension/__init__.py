@@ -1,67 +1,26 @@
 """Contrastive Tension from raw text: `fit_ct`."""
 
-import dataclasses
-import typing
-
-import keras
-
 from keras_sentemb.data.batching import tokenize_columns
-from keras_sentemb.data.ct_sampler import LAYOUTS
 from keras_sentemb.data.ct_sampler import ct_pair_dataset
 from keras_sentemb.data.stream_batches import ct_stream_batches
 from keras_sentemb.data.stream_batches import worker_shard
 from keras_sentemb.methods.method import ALL_OPTIONAL
 from keras_sentemb.methods.method import Method
-from keras_sentemb.methods.options import MethodConfig
-from keras_sentemb.methods.options import option
 from keras_sentemb.methods.registry import register_method
-from keras_sentemb.methods.runner import fit
 from keras_sentemb.methods.runner import fit_function
 from keras_sentemb.pipelines.callbacks import sts_spearman
 from keras_sentemb.pipelines.schedules import ct_learning_rate_schedule
 from keras_sentemb.trainers import optimizers
-from keras_sentemb.trainers.contrastive_tension import LOGITS
-from keras_sentemb.trainers.contrastive_tension import ContrastiveTension as CTTrainer
-from keras_sentemb.trainers.contrastive_tension import parse_negatives
+from keras_sentemb.methods.contrastive_tension.config import ContrastiveTensionConfig
+from keras_sentemb.methods.contrastive_tension.config import LEARNING_RATES
+from keras_sentemb.methods.contrastive_tension.config import PAPER_POOLING
+from keras_sentemb.methods.contrastive_tension.config import PRESETS
+from keras_sentemb.methods.contrastive_tension.config import parse_negatives
+from keras_sentemb.methods.contrastive_tension.trainer import ContrastiveTension as CTTrainer
 from keras_sentemb.trainers.torch_adamw import TorchAdamW
 
-PAPER = "Carlsson et al. 2021"
-KEEP = ("best", "tower1", "tower2", "worst")
-# The first-stage learning rate when the run gives none: the paper's with
-# K negatives (RMSprop, CT's step schedule), sentence-transformers' for the
-# in-batch variant (AdamW).
-LEARNING_RATES = {"kN": 1e-5, "in_batch": 2e-5}
-
-
-@dataclasses.dataclass(frozen=True)
-class ContrastiveTensionConfig(MethodConfig):
-    """Contrastive Tension's options."""
-
-    negatives: str = option("k7", "`\"k7\"` (any `\"kN\"`) or `\"in_batch\"`.",
-                            check=parse_negatives, source=f"{PAPER}, section 5")
-    logits: str = option("dot", "`\"dot\"` (the paper's raw dot product) or `\"cosine\"` "
-                         "(learnable scale).", choices=LOGITS, source=f"{PAPER}, section 4")
-    keep: str = option("best", "`\"best\"` (best tower on dev), `\"tower1\"` or `\"tower2\"` "
-                       "(that tower at the last step; sentence-transformers keeps tower 2), or "
-                       "`\"worst\"` (the tower scoring lower after the last step, the paper's "
-                       "reporting rule).", choices=KEEP)
-    dropout: bool = option(False, "Dropout on in the towers.")
-    optimizer: typing.Union[str, keras.optimizers.Optimizer, None] = option(
-        None, "An optimizer name (e.g. `\"adamw\"`, run on the same learning-rate schedule), "
-        "a `keras.optimizers.Optimizer`, or None: RMSprop (`kN`) or AdamW (`in_batch`).")
-    negatives_layout: str = option(
-        "official", "The negative rows of a `kN` group: `\"official\"` (`(a, b)`, two random "
-        "sentences, as the authors' code samples them) or `\"paper\"` (`(s, n)`, the group's "
-        "sentence against a random negative embedded by tower 2, as section 4 and Appendix A.1 "
-        "describe). See `ct_pair_dataset`.", choices=LAYOUTS)
-    tower_score: typing.Optional[typing.Callable] = option(
-        None, "With `keep=\"worst\"`, `encoder -> score` ranking the two towers after training "
-        "(e.g. the average of the paper's STS tasks); None scores them on `dev`.",
-        python_only=True)
-
-
 @register_method("ct")
-class ContrastiveTension(Method):
+class ContrastiveTensionMethod(Method):
     """Train a sentence encoder with Contrastive Tension; return it.
 
     Two towers start from `model`; batches follow CT's layout (see
@@ -98,15 +57,15 @@ class ContrastiveTension(Method):
     """
 
     config_class = ContrastiveTensionConfig
-    paper_pooling = "mean"
+    paper_pooling = PAPER_POOLING
     in_batch = True
     parallel_passes = True
     optional = ALL_OPTIONAL
     run_defaults = {"steps": 500, "batch_size": 16, "max_length": 75}
     run_docs = {
-        "batch_size": "int. Rows per batch (a multiple of K + 1 for `kN`). Defaults to `16`.",
+        "batch_size": "Rows per batch (a multiple of K + 1 for `kN`).",
         "learning_rate": (
-            f"float or None. First-stage learning rate. Defaults to `{LEARNING_RATES['kN']}` "
+            f"First-stage learning rate. Defaults to `{LEARNING_RATES['kN']}` "
             f"(`kN`, RMSprop, CT's step schedule) or `{LEARNING_RATES['in_batch']}` "
             "(`in_batch`, AdamW)."
         ),
@@ -114,6 +73,8 @@ class ContrastiveTension(Method):
     data_doc = ("list of str, a text file (one sentence per line), a `tf.data.Dataset` of "
                 "strings, or a TFDS dataset name; a glob of files, `keras_sentemb.streamed(...)` "
                 "or a `Mixture` is streamed (see the large-corpora guide).")
+
+    presets = PRESETS
 
     def train(self, run, data, config):
         keep, tower_score = config.keep, config.tower_score
@@ -131,7 +92,7 @@ class ContrastiveTension(Method):
         sentences, stream, n = run.read_sentences(data)
         with run.scope():
             encoder = run.load_encoder()
-            plan = run.resolve(encoder, examples=n, learning_rate=LEARNING_RATES[
+            plan = run.plan(encoder, examples=n, learning_rate=LEARNING_RATES[
                 "in_batch" if mode == "in_batch" else "kN"])
             trainer = CTTrainer(
                 encoder, negatives=config.negatives, logits=config.logits,
@@ -191,14 +152,16 @@ def _kept_tower(trainer):
     return next(name for name, enc in trainer.candidates().items() if enc is trainer.encoder)
 
 
+# The literal signature, for editors: `fit_function` checks it against the method's
+# config and run defaults, and makes the function (its docstring is the method's).
 def fit_ct(data, model="default", steps=500, batch_size=16, learning_rate=None, max_length=75,
            pooling="auto", dev="stsb", eval_every=100, output=None, strategy=None,
            callbacks=None, seed=0, verbose="auto", negatives="k7", logits="dot", keep="best",
            dropout=False, optimizer=None, negatives_layout="official", tower_score=None,
            precision="float32", mini_batch_size=None, matryoshka_dims=None, max_grad_norm=None,
            matryoshka_weights=None,
-           dev_retrieval=None, dev_select="auto", max_skipped=0.01):
-    return fit("ct", **locals())
+           dev_retrieval=None, dev_select="auto", max_skipped=0.01, preset=None):
+    ...
 
 
-fit_function("ct", fit_ct)
+fit_ct = fit_function("ct", fit_ct)

@@ -7,6 +7,7 @@ import tensorflow as tf
 from keras_sentemb import validation
 from keras_sentemb.losses.loss_output import LossOutput
 from keras_sentemb.losses.masked_language_model import masked_token_loss
+from keras_sentemb.methods.masked_language_model.config import MaskedLanguageModelConfig
 from keras_sentemb.trainers.base_trainer import BaseTrainer
 
 
@@ -75,14 +76,15 @@ class MaskedLanguageModel(BaseTrainer):
 
     Args:
         encoder: `SentenceEncoder`. Trained in place.
-        mask_rate: float. Share of tokens selected. Defaults to `0.15`.
+        mask_rate: float. Share of tokens selected (the method's default:
+            `MaskedLanguageModelConfig`, in `config.py` beside this module).
         seed: int. Masking seed. Defaults to `0`.
 
     References:
         - [Devlin et al., 2019. BERT](https://arxiv.org/abs/1810.04805)
     """
 
-    def __init__(self, encoder, mask_rate=0.15, seed=0, **kwargs):
+    def __init__(self, encoder, mask_rate=MaskedLanguageModelConfig.mask_rate, seed=0, **kwargs):
         super().__init__(encoder, **kwargs)
         self.mask_rate = validation.fraction(mask_rate, "mask_rate")
         if self.mask_rate == 0.0:

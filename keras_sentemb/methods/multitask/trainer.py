@@ -5,6 +5,10 @@ import tensorflow as tf
 
 from keras_sentemb import compat
 from keras_sentemb import validation
+from keras_sentemb.methods.multitask.config import HEAD_SHARING
+from keras_sentemb.methods.multitask.config import PAPER_POOLING
+from keras_sentemb.methods.multitask.config import MultitaskConfig
+from keras_sentemb.methods.multitask.config import HEAD_STYLES
 from keras_sentemb.data.multitask import NUM_SENTIMENT_CLASSES
 from keras_sentemb.data.multitask import TASKS
 from keras_sentemb.losses.info_nce import info_nce_loss
@@ -15,13 +19,11 @@ from keras_sentemb.trainers.base_trainer import BaseTrainer
 from keras_sentemb.trainers.base_trainer import all_finite
 from keras_sentemb.trainers.base_trainer import apply_if_finite
 from keras_sentemb.trainers.base_trainer import dense_gradients
-from keras_sentemb.trainers.multitask_heads import MultitaskHeads
-from keras_sentemb.trainers.multitask_heads import _join_pairs
-from keras_sentemb.trainers.multitask_inference import MultitaskInference
+from keras_sentemb.methods.multitask.heads import MultitaskHeads
+from keras_sentemb.methods.multitask.heads import _join_pairs
+from keras_sentemb.methods.multitask.inference import MultitaskInference
 from keras_sentemb.trainers.pcgrad import pcgrad_task_gradients
 
-HEAD_STYLES = ("residual", "plain")
-HEAD_SHARING = ("first_layer", "none", "full")
 
 
 def apply_if_active(optimizer, grads_and_vars, finite, active, count=None):
@@ -115,28 +117,29 @@ class MultitaskModel(MultitaskInference, MultitaskHeads, BaseTrainer):
     optimizer's `scale_loss` (the heads' gradients are unscaled by the same
     factor).
 
+    The defaults of the settings the method declares are its own
+    (`MultitaskConfig`, in `config.py` beside this module), with the
+    report's [CLS] pooling.
+
     Args:
         encoder: `SentenceEncoder`. The shared encoder (trained with the heads).
-        head_sharing: str. `"first_layer"`, `"none"` or `"full"`. Defaults to
-            `"first_layer"`.
-        hidden_dim: int or None. Width of the heads' hidden layers. Defaults to
+        head_sharing: str. `"first_layer"`, `"none"` or `"full"`.
+        hidden_dim: int or None. Width of the heads' hidden layers; None is
             the encoder's output size.
         dropout: float. Dropout of the sentiment MLP and of the pair heads'
-            hidden layer. Defaults to `0.1`.
+            hidden layer.
         num_classes: int. Sentiment classes. Defaults to `5`.
         pooling: str. The pooling the heads read (training and prediction).
-            Defaults to `"cls"` (the CS224N minBERT report's [CLS]).
         pcgrad: bool. Combine the task gradients with PCGrad instead of
             averaging the losses. Defaults to `False`.
         pcgrad_shuffle: bool. Visit the other tasks in a random order (seeded
             by `(seed, step)`), as in the paper. Defaults to `True`.
-        fusion: bool. Fusion training (see above). Defaults to `False`.
+        fusion: bool. Fusion training (see above).
         fusion_temperature: float. Defaults to `0.05`.
         seed: int. Seed of PCGrad's task order and of the dropout masks.
             Defaults to `0`.
         head_style: str. `"residual"` (the zero-initialised residual
             transforms above) or `"plain"` (the report's 2-layer MLPs).
-            Defaults to `"residual"`.
 
     Examples:
 
@@ -163,17 +166,17 @@ class MultitaskModel(MultitaskInference, MultitaskHeads, BaseTrainer):
     def __init__(
         self,
         encoder,
-        head_sharing="first_layer",
-        hidden_dim=None,
-        dropout=0.1,
+        head_sharing=MultitaskConfig.head_sharing,
+        hidden_dim=MultitaskConfig.hidden_dim,
+        dropout=MultitaskConfig.dropout,
         num_classes=NUM_SENTIMENT_CLASSES,
-        pooling="cls",
+        pooling=PAPER_POOLING,
         pcgrad=False,
         pcgrad_shuffle=True,
-        fusion=False,
+        fusion=MultitaskConfig.fusion,
         fusion_temperature=0.05,
         seed=0,
-        head_style="residual",
+        head_style=MultitaskConfig.head_style,
         **kwargs,
     ):
         super().__init__(encoder, **kwargs)

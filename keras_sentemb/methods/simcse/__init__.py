@@ -1,7 +1,5 @@
 """SimCSE, unsupervised (dropout views) or supervised: `fit_simcse`."""
 
-import dataclasses
-
 from keras_sentemb.data.corpus import load_corpus
 from keras_sentemb.data.labeled_streams import check_rows
 from keras_sentemb.data.labeled_streams import class_labels
@@ -10,42 +8,18 @@ from keras_sentemb.data.nli import load_supervised
 from keras_sentemb.data.stream_batches import as_stream
 from keras_sentemb.methods.method import ALL_OPTIONAL
 from keras_sentemb.methods.method import Method
-from keras_sentemb.methods.options import MethodConfig
-from keras_sentemb.methods.options import option
 from keras_sentemb.methods.registry import register_method
-from keras_sentemb.methods.runner import fit
 from keras_sentemb.methods.runner import fit_function
 from keras_sentemb.models.projection_head import with_projection_head
 from keras_sentemb.pipelines.schedules import adamw_linear_decay
-from keras_sentemb.trainers.simcse import SIMCSE_MODES
-from keras_sentemb.trainers.simcse import SimCSE as SimCSETrainer
+from keras_sentemb.methods.simcse.config import PAPER_POOLING
+from keras_sentemb.methods.simcse.config import PRESETS
+from keras_sentemb.methods.simcse.config import SimCSEConfig
+from keras_sentemb.methods.simcse.trainer import SimCSE as SimCSETrainer
 
-PAPER = "Gao et al. 2021"
 # The columns of streamed data in each mode that streams.
 STREAM_COLUMNS = {"unsup": ("sentence",), "sup": ("sent0", "sent1", "hard_neg"),
                   "pairs": ("sent0", "sent1"), "paraphrase": ("sentence1", "sentence2")}
-
-
-@dataclasses.dataclass(frozen=True)
-class SimCSEConfig(MethodConfig):
-    """SimCSE's options."""
-
-    mode: str = option("unsup", "`\"unsup\"` (dropout views of each sentence), `\"sup\"` "
-                       "(anchor, positive, hard-negative triplets), `\"pairs\"` (sentence, "
-                       "positive pairs) or `\"paraphrase\"` (sentence1, sentence2, label rows).",
-                       choices=SIMCSE_MODES)
-    temperature: float = option(0.05, "Softmax temperature of the InfoNCE loss.", above=0.0,
-                                source=f"{PAPER}, section 3")
-    mlp: str = option("auto", "`\"auto\"` (a training-only MLP head exactly when pooling is "
-                      "[CLS]), `\"train\"`, `\"none\"` or `\"keep\"` (a tanh head trained and kept "
-                      "as the encoder's projection: supervised SimCSE's \"[CLS] with MLP\").",
-                      choices=("auto", "train", "none", "keep"), source=f"{PAPER}, section 6.3")
-    hard_negative_weight: float = option(0.0, "Added to the hard negatives' logits (sup mode; "
-                                         "the paper's log-weight).", source=f"{PAPER}, Table 9")
-    negative_weight: float = option(1.0, "Weight of the negative pairs' term (paraphrase mode).",
-                                    minimum=0.0)
-    negative_margin: float = option(0.0, "Cosine margin below which a negative pair costs "
-                                    "nothing (paraphrase mode).")
 
 
 def supervised_columns(data, mode):
@@ -68,7 +42,7 @@ def supervised_columns(data, mode):
 
 
 @register_method("simcse")
-class SimCSE(Method):
+class SimCSEMethod(Method):
     """Trains a sentence encoder with SimCSE and returns it.
 
     Unsupervised (default, the paper's main setting): the sentences of
@@ -100,7 +74,7 @@ class SimCSE(Method):
     """
 
     config_class = SimCSEConfig
-    paper_pooling = "cls"
+    paper_pooling = PAPER_POOLING
     in_batch = True
     parallel_passes = True
     optional = ALL_OPTIONAL
@@ -111,6 +85,8 @@ class SimCSE(Method):
                 "or a list of 2-tuples. Every mode also streams: a glob of files, "
                 "`keras_sentemb.streamed(...)` or a `Mixture` (see the large-corpora guide); "
                 "streamed paraphrase rows are `sentence1`, `sentence2`, `label`.")
+
+    presets = PRESETS
 
     def train(self, run, data, config):
         stream = as_stream(data, tfds=config.mode == "unsup")
@@ -130,8 +106,7 @@ class SimCSE(Method):
             columns, extra, n = supervised_columns(data, config.mode)
             run.record_data(examples=n, mode=config.mode)
         with run.scope():
-            encoder = run.load_encoder()
-            plan = run.resolve(encoder, examples=n, mlp=config.mlp)
+            encoder, plan = run.start(examples=n, mlp=config.mlp)
             if plan.mlp == "keep" and encoder.projection is None:
                 # The head is part of the encoder; the trainer adds none.
                 encoder = with_projection_head(encoder, seed=run.seed)
@@ -142,24 +117,25 @@ class SimCSE(Method):
                 negative_weight=config.negative_weight, negative_margin=config.negative_margin,
                 mini_batch_size=run.mini_batch_size,
             )
-        run.compile(trainer, adamw_linear_decay(plan.learning_rate, plan.steps))
+        optimizer = adamw_linear_decay(plan.learning_rate, plan.steps)
         if stream is not None:
             make_dataset = run.stream_batches(encoder, stream, names, plan, no_duplicates=True,
                                               labels=labels)
         else:
             make_dataset = run.batches(encoder, columns, plan, extra=extra)
-        run.fit(trainer, make_dataset, plan)
-        return run.finish(trainer.encoder, plan)
+        return run.train(trainer, optimizer, make_dataset, plan)
 
 
+# The literal signature, for editors: `fit_function` checks it against the method's
+# config and run defaults, and makes the function (its docstring is the method's).
 def fit_simcse(data, model="default", steps=None, batch_size=64, learning_rate=3e-5,
                max_length=32, pooling="auto", dev="stsb", eval_every=125, output=None,
                strategy=None, callbacks=None, seed=42, verbose="auto", mode="unsup",
                temperature=0.05, mlp="auto", hard_negative_weight=0.0, negative_weight=1.0,
                negative_margin=0.0, precision="float32", mini_batch_size=None,
                matryoshka_dims=None, max_grad_norm=1.0, matryoshka_weights=None,
-               dev_retrieval=None, dev_select="auto", max_skipped=0.01):
-    return fit("simcse", **locals())
+               dev_retrieval=None, dev_select="auto", max_skipped=0.01, preset=None):
+    ...
 
 
-fit_function("simcse", fit_simcse)
+fit_simcse = fit_function("simcse", fit_simcse)

@@ -1,19 +1,14 @@
 """Contrastive pre-training, then three task heads on one encoder: `fit_multitask`."""
 
-import dataclasses
 import logging
 import os
-import typing
 from pathlib import Path
 
 import keras
 import tensorflow as tf
 
 from keras_sentemb import compat
-from keras_sentemb import validation
 from keras_sentemb.data.labeled_streams import check_rows
-from keras_sentemb.data.multitask import PRETRAIN_MODES
-from keras_sentemb.data.multitask import PROCEDURES
 from keras_sentemb.data.multitask import STSB_TEST_LEAKAGE_WARNING
 from keras_sentemb.data.multitask import TASKS
 from keras_sentemb.data.multitask import TASK_COLUMNS
@@ -36,85 +31,24 @@ from keras_sentemb.evaluation.multitask import evaluate_multitask
 from keras_sentemb.methods.method import DEV_RETRIEVAL
 from keras_sentemb.methods.method import STREAMED
 from keras_sentemb.methods.method import Method
-from keras_sentemb.methods.options import MethodConfig
-from keras_sentemb.methods.options import option
 from keras_sentemb.methods.registry import register_method
-from keras_sentemb.methods.runner import fit
 from keras_sentemb.methods.runner import fit_function
 from keras_sentemb.pipelines.backup import TrainingBackup
 from keras_sentemb.pipelines.callbacks import DevSelection
-from keras_sentemb.pipelines.multitask_presets import THREE_GIVEN
-from keras_sentemb.pipelines.multitask_presets import pretrain_three_given
+from keras_sentemb.methods.multitask.three_given import THREE_GIVEN
+from keras_sentemb.methods.multitask.three_given import pretrain_three_given
 from keras_sentemb.pipelines.plan import resolve_training_mlp
 from keras_sentemb.pipelines.schedules import adamw_linear_decay
 from keras_sentemb.trainers import optimizers
-from keras_sentemb.trainers.multitask import HEAD_SHARING
-from keras_sentemb.trainers.multitask import HEAD_STYLES
-from keras_sentemb.trainers.multitask import MultitaskModel
-from keras_sentemb.trainers.simcse import SimCSE
+from keras_sentemb.methods.multitask.config import MULTITASK_DEV
+from keras_sentemb.methods.multitask.config import MultitaskConfig
+from keras_sentemb.methods.multitask.config import PAPER_POOLING
+from keras_sentemb.methods.multitask.config import PRESETS
+from keras_sentemb.methods.multitask.config import WEIGHT_DECAY
+from keras_sentemb.methods.multitask.trainer import MultitaskModel
+from keras_sentemb.methods.simcse.trainer import SimCSE
 
 logger = logging.getLogger(__name__)
-
-PAPER = "Chen, CS224N report"
-MULTITASK_DEV = "multitask"
-WEIGHT_DECAY = 0.01
-def _refuse_stsb_test(value):
-    if value:
-        raise ValueError("Refusing evaluate_stsb_test=True: " + STSB_TEST_LEAKAGE_WARNING)
-
-
-def _dropout(value):
-    validation.fraction(value, "dropout")
-
-
-@dataclasses.dataclass(frozen=True)
-class MultitaskConfig(MethodConfig):
-    """`fit_multitask`'s options."""
-
-    procedure: str = option("average", "`\"average\"` (one batch per task per step, mean loss), "
-                            "`\"batch_round_robin\"`, `\"epoch_round_robin\"`, `\"pcgrad\"` or "
-                            "`\"single\"`.", choices=PROCEDURES, source=f"{PAPER}, section 4.2")
-    head_sharing: str = option("first_layer", "`\"first_layer\"` (the paraphrase and similarity "
-                               "heads share their first layer), `\"none\"` or `\"full\"`.",
-                               choices=HEAD_SHARING, source=f"{PAPER}, section 4.2")
-    single_task: str = option("similarity", "The task of `procedure=\"single\"`: "
-                              "`\"sentiment\"`, `\"paraphrase\"` or `\"similarity\"`.")
-    fusion: bool = option(False, "Fusion training (each similarity batch also gets an "
-                          "unsupervised SimCSE update, with its own optimizer).")
-    pretrain: str = option("unsup", "`\"unsup\"` (SimCSE on the sentences of all three train "
-                           "sets), `\"paraphrase\"` (supervised SimCSE: Quora paraphrases as "
-                           "positives, non-paraphrases as hard negatives), `\"nli\"` (supervised "
-                           "SimCSE on `nli_file` triplets), `\"three_given\"` (the report's \"3 "
-                           "Given\" schedule: 5 epochs of supervised Quora with negatives, then "
-                           "unsupervised SST, then unsupervised STS; see `multitask_presets`) or "
-                           "`\"none\"`.", choices=PRETRAIN_MODES)
-    pretrain_steps: typing.Optional[int] = option(
-        None, "Pre-training steps; `None` = `steps` (`\"three_given\"`: 5 full epochs of its "
-        "three stages; an int is their total, shared in proportion to the stages' sizes).",
-        minimum=0)
-    pretrain_learning_rate: float = option(3e-5, "Pre-training learning rate (AdamW with "
-                                           "linear decay).", above=0.0)
-    pretrain_temperature: float = option(0.05, "InfoNCE temperature of the pre-training.",
-                                         source=f"{PAPER}, section 5.3")
-    nli_file: typing.Optional[typing.Union[str, os.PathLike]] = option(
-        None, "`sent0,sent1,hard_neg` CSV for `pretrain=\"nli\"`; `None` is "
-        "`nli/snli_devtest_triplets.csv` next to the multitask folder.")
-    head_learning_rate: float = option(1e-3, "Learning rate of the heads (AdamW, weight decay "
-                                       "0.01).", above=0.0)
-    hidden_dim: typing.Optional[int] = option(None, "Head width; `None` is the embedding size.")
-    dropout: float = option(0.1, "Head dropout, in [0, 1).", check=_dropout)
-    quora_dev_fraction: float = option(0.1, "Share of quora-dev.csv held out as dev.")
-    dev_limit: typing.Optional[int] = option(None, "Evaluate on the first `dev_limit` dev "
-                                             "examples of each task only; `None`: all.",
-                                             minimum=1)
-    evaluate_stsb_test: bool = option(False, "Refused (raises): `multitask/sts-train.csv` holds "
-                                      "STS-B test pairs.", check=_refuse_stsb_test)
-    head_style: str = option("residual", "`\"residual\"` (zero-initialised residual pair "
-                             "transforms) or `\"plain\"` (the report's plain 2-layer MLP heads "
-                             "with dropout at each linear layer). "
-                             "`multitask_presets.MULTITASK_PRESETS[\"three_given\"]` holds the "
-                             "report's whole setting.", choices=HEAD_STYLES)
-
 
 class MultitaskDevEvaluation(DevSelection):
     """`DevSelection` by the overall dev mean of `evaluate_multitask`.
@@ -202,7 +136,7 @@ def _pretrain(run, plan, encoder, mode, train, steps, learning_rate, temperature
 
 
 @register_method("multitask")
-class Multitask(Method):
+class MultitaskMethod(Method):
     """Contrastive pre-training, then the three task heads on one encoder.
 
     Reads a folder laid out like the CS224N minBERT project's `data/` (Quora's dev file is
@@ -243,7 +177,7 @@ class Multitask(Method):
     """
 
     config_class = MultitaskConfig
-    paper_pooling = "cls"
+    paper_pooling = PAPER_POOLING
     in_batch = True
     custom_dev = (MULTITASK_DEV,)
     optional = (("max_grad_norm", "matryoshka_dims", "matryoshka_weights") + DEV_RETRIEVAL
@@ -251,18 +185,15 @@ class Multitask(Method):
     run_defaults = {"steps": 300, "batch_size": 16, "learning_rate": 2e-5, "max_length": 128,
                     "dev": MULTITASK_DEV}
     run_docs = {
-        "steps": "int. Optimizer steps of the multitask stage. Defaults to `300`.",
-        "batch_size": "int. Examples per task batch (and per pre-training batch). Defaults to "
-                      "`16`.",
-        "learning_rate": "float. Encoder learning rate (AdamW, weight decay 0.01, constant). "
-                         "Defaults to `2e-5`.",
+        "steps": "Optimizer steps of the multitask stage.",
+        "batch_size": "Examples per task batch (and per pre-training batch).",
+        "learning_rate": "Encoder learning rate (AdamW, weight decay 0.01, constant).",
         "dev": "`\"multitask\"` (the task dev sets: sentiment accuracy, paraphrase accuracy, "
                "similarity Pearson, selection by their mean), `\"stsb\"` / an STS-B path / a "
                "list of (s1, s2, score) (selection by STS Spearman), or None (the last "
-               "weights). Defaults to `\"multitask\"`.",
-        "output": "str or None. Folder to save the encoder (loadable with "
-                  "`SentenceEncoder.from_preset`) and the heads "
-                  "(`MultitaskModel.load_from_folder`). Defaults to `None`.",
+               "weights).",
+        "output": "Folder to save the encoder (loadable with `SentenceEncoder.from_preset`) "
+                  "and the heads (`MultitaskModel.load_from_folder`).",
     }
     data_doc = ("str. The multitask folder; or a dict task -> data streaming each task's "
                 "rows (a glob of files, `keras_sentemb.streamed(...)`, a `tf.data.Dataset`, a "
@@ -271,6 +202,8 @@ class Multitask(Method):
     returns_doc = ("The trained `MultitaskModel` (its `.encoder` is the kept `SentenceEncoder`, "
                    "pooling set); `.dev_metrics` holds the kept model's dev metrics, "
                    "`.training_report` the encoder's report.")
+
+    presets = PRESETS
 
     def train(self, run, data, config):
         if run.config.steps is None:
@@ -314,7 +247,7 @@ class Multitask(Method):
         """The encoder, its plan, the report's extras and the pre-training stage's result."""
         with run.scope():
             encoder = run.load_encoder()
-        plan = run.resolve(encoder)
+        plan = run.plan(encoder)
         extras = {"procedure": config.procedure}
         pretraining = self._pretraining(run, plan, config, encoder, train, data)
         if pretraining is not None:
@@ -412,6 +345,8 @@ class Multitask(Method):
         return trainer, selection
 
 
+# The literal signature, for editors: `fit_function` checks it against the method's
+# config and run defaults, and makes the function (its docstring is the method's).
 def fit_multitask(data, model="default", steps=300, batch_size=16, learning_rate=2e-5,
                   max_length=128, pooling="auto", dev="multitask", eval_every=100, output=None,
                   strategy=None, callbacks=None, seed=0, verbose="auto", procedure="average",
@@ -421,8 +356,8 @@ def fit_multitask(data, model="default", steps=300, batch_size=16, learning_rate
                   hidden_dim=None, dropout=0.1, quora_dev_fraction=0.1, dev_limit=None,
                   evaluate_stsb_test=False, head_style="residual", matryoshka_dims=None,
                   max_grad_norm=None, matryoshka_weights=None,
-                  dev_retrieval=None, dev_select="auto", max_skipped=0.01):
-    return fit("multitask", **locals())
+                  dev_retrieval=None, dev_select="auto", max_skipped=0.01, preset=None):
+    ...
 
 
-fit_function("multitask", fit_multitask)
+fit_multitask = fit_function("multitask", fit_multitask)

@@ -4,6 +4,9 @@ import keras
 import tensorflow as tf
 
 from keras_sentemb import validation
+from keras_sentemb.methods.self_guided.config import PAPER_POOLING
+from keras_sentemb.methods.self_guided.config import SelfGuidedConfig
+from keras_sentemb.methods.self_guided.config import VIEW_POOLINGS
 from keras_sentemb.losses.loss_output import LossOutput
 from keras_sentemb.losses.self_guided import SG_LOSSES
 from keras_sentemb.losses.self_guided import self_guided_loss
@@ -13,7 +16,6 @@ from keras_sentemb.models.pooling import masked_mean
 from keras_sentemb.models.pooling import parse_pooling
 from keras_sentemb.trainers.base_trainer import BaseTrainer
 
-VIEW_POOLINGS = ("max", "mean")
 
 
 @keras.saving.register_keras_serializable(package="keras_sentemb")
@@ -50,28 +52,26 @@ class SelfGuided(BaseTrainer):
     and BERT_F makes its views of `positive`, e.g. the sentence's
     back-translation (the SG paper's "BT + SG-OPT").
 
+    The defaults are the method's (`SelfGuidedConfig`, in `config.py` beside
+    this module), with the paper's [CLS] pooling.
+
     Args:
         encoder: `SentenceEncoder`. Becomes BERT_T (trained in place).
-        loss: str. `"opt3"`, `"base"`, `"opt1"` or `"opt2"`. Defaults to
-            `"opt3"`.
+        loss: str. `"opt3"`, `"base"`, `"opt1"` or `"opt2"`.
         temperature: float. Softmax temperature of the cosine logits.
-            Defaults to `0.01`.
         view_pooling: str. `"max"` (the paper's choice for STS) or `"mean"`
-            (its choice for transfer tasks). Defaults to `"max"`.
+            (its choice for transfer tasks).
         min_layer: int. First layer used as a view (0 = embedding output);
-            skips the lowest layers. Defaults to `0`.
-        max_layer: int or None. Last layer used as a view. Defaults to
-            `None` (the last layer).
+            skips the lowest layers.
+        max_layer: int or None. Last layer used as a view; None is the last
+            layer.
         projection_dim: int or None. Width of the projection head; `None`
-            compares `c_i` and the views directly (no head). Defaults to
-            `4096`.
-        reg_weight: float. Weight lambda of the regulariser. Defaults to
-            `0.1`.
-        freeze_embeddings: bool. Freeze BERT_T's embedding block. Defaults to
-            `True`.
+            compares `c_i` and the views directly (no head).
+        reg_weight: float. Weight lambda of the regulariser.
+        freeze_embeddings: bool. Freeze BERT_T's embedding block.
         seed: int or None. Seed of the layer sampler and head initialiser.
             Defaults to `None`.
-        pooling: str. BERT_T's pooling. Defaults to `"cls"` (the paper's).
+        pooling: str. BERT_T's pooling.
 
     Examples:
 
@@ -92,16 +92,16 @@ class SelfGuided(BaseTrainer):
     def __init__(
         self,
         encoder,
-        loss="opt3",
-        temperature=0.01,
-        view_pooling="max",
-        min_layer=0,
-        max_layer=None,
-        projection_dim=4096,
-        reg_weight=0.1,
-        freeze_embeddings=True,
+        loss=SelfGuidedConfig.loss,
+        temperature=SelfGuidedConfig.temperature,
+        view_pooling=SelfGuidedConfig.view_pooling,
+        min_layer=SelfGuidedConfig.min_layer,
+        max_layer=SelfGuidedConfig.max_layer,
+        projection_dim=SelfGuidedConfig.projection_dim,
+        reg_weight=SelfGuidedConfig.reg_weight,
+        freeze_embeddings=SelfGuidedConfig.freeze_embeddings,
         seed=None,
-        pooling="cls",
+        pooling=PAPER_POOLING,
         **kwargs,
     ):
         validation.choice(loss, "loss", SG_LOSSES)

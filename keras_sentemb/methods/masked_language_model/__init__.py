@@ -1,37 +1,17 @@
 """Masked-language-model training of any backbone: `fit_mlm`."""
 
-import dataclasses
-
-from keras_sentemb import validation
 from keras_sentemb.methods.method import DEV_RETRIEVAL
 from keras_sentemb.methods.method import STREAMED
 from keras_sentemb.methods.method import Method
-from keras_sentemb.methods.options import MethodConfig
-from keras_sentemb.methods.options import option
 from keras_sentemb.methods.registry import register_method
-from keras_sentemb.methods.runner import fit
 from keras_sentemb.methods.runner import fit_function
 from keras_sentemb.pipelines.schedules import adamw_linear_decay
-from keras_sentemb.trainers.masked_language_model import MaskedLanguageModel as MLMTrainer
-
-
-def _fraction(name):
-    return lambda value: validation.fraction(value, name)
-
-
-@dataclasses.dataclass(frozen=True)
-class MaskedLanguageModelConfig(MethodConfig):
-    """MLM's options."""
-
-    mask_rate: float = option(0.15, "Share of tokens selected.", above=0.0,
-                              check=_fraction("mask_rate"))
-    warmup_ratio: float = option(0.1, "Share of steps of linear warm-up.",
-                                 check=_fraction("warmup_ratio"))
-    weight_decay: float = option(0.01, "AdamW weight decay.", minimum=0.0)
+from keras_sentemb.methods.masked_language_model.config import MaskedLanguageModelConfig
+from keras_sentemb.methods.masked_language_model.trainer import MaskedLanguageModel as MLMTrainer
 
 
 @register_method("mlm")
-class MaskedLanguageModel(Method):
+class MaskedLanguageModelMethod(Method):
     """Train an encoder with the masked-language-model objective; return it.
 
     BERT's pre-training objective (15% of the tokens selected; 80% of those
@@ -67,34 +47,33 @@ class MaskedLanguageModel(Method):
     optional = ("max_grad_norm",) + DEV_RETRIEVAL + STREAMED
     run_defaults = {"steps": 500, "batch_size": 128, "learning_rate": 1e-4, "max_length": 64,
                     "dev": None}
-    run_docs = {"output": "str or None. Folder to save the encoder (without the head)."}
+    run_docs = {"output": "Folder to save the encoder (without the head)."}
     data_doc = ("list of str, a text file, a `tf.data.Dataset` of strings or a TFDS name; a "
                 "glob of files, `keras_sentemb.streamed(...)` or a `Mixture` is streamed.")
 
     def train(self, run, data, config):
         sentences, stream, n = run.read_sentences(data)
         with run.scope():
-            encoder = run.load_encoder()
-            plan = run.resolve(encoder, examples=n)
+            encoder, plan = run.start(examples=n)
             trainer = MLMTrainer(encoder, mask_rate=config.mask_rate, seed=run.seed or 0)
             optimizer = adamw_linear_decay(plan.learning_rate, plan.steps, config.warmup_ratio,
                                            config.weight_decay)
             optimizer.exclude_from_weight_decay(var_names=["bias", "gamma", "beta"])
-        run.compile(trainer, optimizer)
         if stream is None:
             make_dataset = run.batches(encoder, {"sentence": sentences}, plan)
         else:  # not an in-batch loss: a text twice in a batch is harmless
             make_dataset = run.stream_batches(encoder, stream, ("sentence",), plan)
-        run.fit(trainer, make_dataset, plan)
-        return run.finish(trainer.encoder, plan)
+        return run.train(trainer, optimizer, make_dataset, plan)
 
 
+# The literal signature, for editors: `fit_function` checks it against the method's
+# config and run defaults, and makes the function (its docstring is the method's).
 def fit_mlm(data, model="default", steps=500, batch_size=128, learning_rate=1e-4, max_length=64,
             pooling="auto", dev=None, eval_every=100, output=None, strategy=None, callbacks=None,
             seed=0, verbose="auto", mask_rate=0.15, warmup_ratio=0.1, weight_decay=0.01,
             max_grad_norm=None,
-            dev_retrieval=None, dev_select="auto", max_skipped=0.01):
-    return fit("mlm", **locals())
+            dev_retrieval=None, dev_select="auto", max_skipped=0.01, preset=None):
+    ...
 
 
-fit_function("mlm", fit_mlm)
+fit_mlm = fit_function("mlm", fit_mlm)

@@ -6,8 +6,11 @@ import keras
 import tensorflow as tf
 
 from keras_sentemb import validation
+from keras_sentemb.methods.consert.config import ADVERSARIAL
+from keras_sentemb.methods.consert.config import ConSERTConfig
+from keras_sentemb.methods.consert.config import PAPER_POOLING
+from keras_sentemb.methods.consert.config import parse_views
 from keras_sentemb.augment.adversarial_perturbation import adversarial_perturbation
-from keras_sentemb.augment.views import VIEW_NAMES
 from keras_sentemb.augment.views import make_view
 from keras_sentemb.losses.classification import pair_features
 from keras_sentemb.losses.classification import softmax_classification_loss
@@ -17,8 +20,6 @@ from keras_sentemb.models.pooling import parse_pooling
 from keras_sentemb.trainers.base_trainer import BaseTrainer
 
 CONSERT_MODES = ("unsup", "sup", "joint")
-CONSERT_FIT_MODES = ("unsup", "sup", "joint", "sup_unsup", "joint_unsup")
-ADVERSARIAL = "adversarial"
 
 
 @keras.saving.register_keras_serializable(package="keras_sentemb")
@@ -52,27 +53,26 @@ class ConSERT(BaseTrainer):
     `{"premise": packed, "hypothesis": packed, "label": int [B]}` where
     `packed` is `SentenceEncoder.preprocess` output.
 
+    The defaults are the method's (`ConSERTConfig`, in `config.py` beside
+    this module), with the paper's mean pooling.
+
     Args:
         encoder: `SentenceEncoder`. Trained in place; kept as `.encoder`.
         views: pair of str. The two views, from `"none"`, `"shuffle"`,
             `"token_cutoff"`, `"feature_cutoff"`, `"span_cutoff"`,
             `"dropout"` (and `"adversarial"` in supervised modes).
-            Defaults to `("shuffle", "feature_cutoff")` (the paper's best).
         view_rates: pair of float or None. Rates of the two views (`None`:
             the registry default, e.g. 0.2 for feature cutoff). Defaults to
             `(None, None)`.
-        temperature: float. NT-Xent temperature. Defaults to `0.1`.
-        pooling: str. Pooling used in training. Defaults to `"mean"` (the
-            paper's).
+        temperature: float. NT-Xent temperature.
+        pooling: str. Pooling used in training.
         encoder_dropout: bool. Keep the backbone's own dropout on in
-            training. Defaults to `False`.
-        mode: str. `"unsup"`, `"sup"` or `"joint"`. Defaults to `"unsup"`.
+            training.
+        mode: str. `"unsup"`, `"sup"` or `"joint"`.
         alpha: float. Weight of the contrastive loss in `"joint"` mode.
-            Defaults to `0.15`.
         num_labels: int. Classes of the supervised classifier. Defaults to
             `3` (entailment, neutral, contradiction).
         noise_norm: float. Per-token norm of the adversarial perturbation.
-            Defaults to `1.0`.
         seed: int or None. Seed of the view layers. Defaults to `None`.
         mini_batch_size: int or None. GradCache chunk size in `"unsup"` mode
             (see `BaseTrainer`). Defaults to `None` (off).
@@ -98,15 +98,15 @@ class ConSERT(BaseTrainer):
     def __init__(
         self,
         encoder,
-        views=("shuffle", "feature_cutoff"),
+        views=parse_views(ConSERTConfig.views),
         view_rates=(None, None),
-        temperature=0.1,
-        pooling="mean",
-        encoder_dropout=False,
-        mode="unsup",
-        alpha=0.15,
+        temperature=ConSERTConfig.temperature,
+        pooling=PAPER_POOLING,
+        encoder_dropout=ConSERTConfig.encoder_dropout,
+        mode=ConSERTConfig.mode,
+        alpha=ConSERTConfig.alpha,
         num_labels=3,
-        noise_norm=1.0,
+        noise_norm=ConSERTConfig.noise_norm,
         seed=None,
         **kwargs,
     ):
@@ -274,14 +274,3 @@ class ConSERT(BaseTrainer):
         return LossOutput(ce + self.alpha * contrastive, extras)
 
 
-def parse_views(views):
-    if isinstance(views, str):
-        views = [v.strip() for v in views.split(",")]
-    views = tuple(views) if views is not None else ()
-    valid = VIEW_NAMES + (ADVERSARIAL,)
-    if len(views) != 2 or any(v not in valid for v in views):
-        raise ValueError(
-            f"`views` must be two view names from {list(valid)} (a pair or "
-            f"'a,b'). Received: {views!r}."
-        )
-    return views

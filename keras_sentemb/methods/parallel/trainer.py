@@ -8,13 +8,17 @@ from keras_sentemb.losses.distributed import gather_with_offset
 from keras_sentemb.losses.info_nce import info_nce_loss
 from keras_sentemb.losses.loss_output import LossOutput
 from keras_sentemb.losses.similarity import l2_normalize
+from keras_sentemb.methods.parallel.config import MODES
+from keras_sentemb.methods.parallel.config import PAPER_POOLING
+from keras_sentemb.methods.parallel.config import ParallelConfig
+from keras_sentemb.methods.parallel.config import resolve_temperature
 from keras_sentemb.models.logit_scale import LogitScale
 from keras_sentemb.models.pooling import parse_pooling
 from keras_sentemb.models.projection_mlp import ProjectionMLP
+from keras_sentemb.pipelines.plan import resolve_training_mlp
 from keras_sentemb.trainers.base_trainer import BaseTrainer
 from keras_sentemb.models.memory_queue import MemoryQueue
 
-MODES = ("frozen_teacher", "dual", "shared")
 
 
 def set_trainable(encoder, value):
@@ -26,21 +30,6 @@ def set_trainable(encoder, value):
     """
     encoder.trainable = not value
     encoder.trainable = value
-
-
-def resolve_temperature(temperature):
-    """`"learnable"` -> None, a positive number (or its string) -> float."""
-    if isinstance(temperature, str):
-        if temperature.strip().lower() == "learnable":
-            return None
-        try:
-            temperature = float(temperature)
-        except ValueError:
-            raise ValueError(
-                "`temperature` must be 'learnable' or a positive float, "
-                f"received {temperature!r}."
-            ) from None
-    return validation.positive_float(temperature, "temperature")
 
 
 def _check_teacher(mode, teacher, student):
@@ -128,23 +117,23 @@ class ParallelContrastive(BaseTrainer):
       source embeddings.
     - `"shared"`: one encoder (the student) embeds both languages.
 
-    The kept encoder (`.encoder`, also `.student`) is the student.
+    The kept encoder (`.encoder`, also `.student`) is the student. The
+    defaults are the method's (`ParallelConfig`, in `config.py` beside this
+    module): the paper's [CLS] pooling, and its `mlp="auto"` resolved for
+    that pooling (`"train"`).
 
     Args:
         student: `SentenceEncoder`. The trained target-language encoder.
         teacher: `SentenceEncoder` or None. The source-language encoder;
             required unless `mode="shared"` (where it must be None).
-        mode: str. `"frozen_teacher"`, `"dual"` or `"shared"`. Defaults to
-            `"frozen_teacher"`.
+        mode: str. `"frozen_teacher"`, `"dual"` or `"shared"`.
         queue_size: int. Rows of the memory queue; `0` disables it (in-batch
-            negatives only). Defaults to `10000`.
-        temperature: `"learnable"` or float. Defaults to `"learnable"`.
+            negatives only).
+        temperature: `"learnable"` or float.
         init_temperature: float. Initial temperature of the learnable scale.
-            Defaults to `0.07` (CLIP).
-        max_logit_scale: float. Upper clamp of the learnable scale. Defaults
-            to `100`.
-        pooling: str. The trained side's pooling. Defaults to `"cls"`.
-        mlp: str. `"train"` or `"none"`. Defaults to `"train"`.
+        max_logit_scale: float. Upper clamp of the learnable scale.
+        pooling: str. The trained side's pooling.
+        mlp: str. `"train"` or `"none"`.
         mini_batch_size: int or None. GradCache chunk size (see
             `BaseTrainer`). Defaults to `None` (off).
 
@@ -170,14 +159,14 @@ class ParallelContrastive(BaseTrainer):
     def __init__(
         self,
         encoder,
-        teacher=None,
-        mode="frozen_teacher",
-        queue_size=10000,
-        temperature="learnable",
-        init_temperature=0.07,
-        max_logit_scale=100.0,
-        pooling="cls",
-        mlp="train",
+        teacher=ParallelConfig.teacher,
+        mode=ParallelConfig.mode,
+        queue_size=ParallelConfig.queue_size,
+        temperature=ParallelConfig.temperature,
+        init_temperature=ParallelConfig.init_temperature,
+        max_logit_scale=ParallelConfig.max_logit_scale,
+        pooling=PAPER_POOLING,
+        mlp=resolve_training_mlp(ParallelConfig.mlp, PAPER_POOLING),
         **kwargs,
     ):
         super().__init__(encoder, **kwargs)

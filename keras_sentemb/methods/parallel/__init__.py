@@ -16,80 +16,29 @@ from keras_sentemb.evaluation.alignment_uniformity import AlignmentUniformityTra
 from keras_sentemb.evaluation.retrieval import evaluate_bitext_retrieval
 from keras_sentemb.methods.method import ALL_OPTIONAL
 from keras_sentemb.methods.method import Method
-from keras_sentemb.methods.options import MethodConfig
-from keras_sentemb.methods.options import option
 from keras_sentemb.methods.registry import register_method
-from keras_sentemb.methods.runner import fit
 from keras_sentemb.methods.runner import fit_function
 from keras_sentemb.models.projection_head import with_projection_head
 from keras_sentemb.models.sentence_encoder import SentenceEncoder
-from keras_sentemb.models.vocabulary import INITS
 from keras_sentemb.models.vocabulary import can_extend
 from keras_sentemb.models.vocabulary import extend_vocabulary as grow_vocabulary
 from keras_sentemb.models.vocabulary import unknown_token_share
 from keras_sentemb.pipelines.callbacks import DevSelection
 from keras_sentemb.pipelines.plan import RunPlan
 from keras_sentemb.pipelines.schedules import warmup_cosine_decay
-from keras_sentemb.trainers.parallel import MODES
-from keras_sentemb.trainers.parallel import ParallelContrastive
-from keras_sentemb.trainers.parallel import resolve_temperature
-from keras_sentemb.trainers.parallel import set_trainable
+from keras_sentemb.methods.parallel.config import PAPER_POOLING
+from keras_sentemb.methods.parallel.config import PRESETS
+from keras_sentemb.methods.parallel.config import ParallelConfig
+from keras_sentemb.methods.parallel.trainer import ParallelContrastive
+from keras_sentemb.methods.parallel.trainer import set_trainable
 from keras_sentemb.trainers.torch_adamw import TorchAdamW
 
 logger = logging.getLogger(__name__)
 
-PAPER = "parallel-translation paper, ACL ARR 2022"
 RETRIEVAL_DEV = "retrieval"
 PAIR_COLUMNS = ("source", "target")
 # Streamed pairs: the held-out pairs and the vocabulary sample come from this many first rows.
 STREAM_SAMPLE = 20_000
-EncoderSpec = typing.Optional[typing.Union[str, os.PathLike, SentenceEncoder]]
-
-
-@dataclasses.dataclass(frozen=True)
-class ParallelConfig(MethodConfig):
-    """`fit_parallel`'s options."""
-
-    teacher: EncoderSpec = option(
-        None, "The source-side encoder: in the paper a trained sentence encoder "
-        "(SimCSE-RoBERTa-large for step A); `None` is `model`, with a warning in "
-        "`\"frozen_teacher\"` mode (the student would learn from its own starting point).")
-    student: EncoderSpec = option(None, "The student's initialisation; `None` is a copy of "
-                                  "`model`.")
-    mode: str = option("frozen_teacher", "`\"frozen_teacher\"` (only the student is trained), "
-                       "`\"dual\"` (both encoders are trained) or `\"shared\"` (one encoder for "
-                       "both languages).", choices=MODES, source=f"{PAPER}, section 3.2")
-    queue_size: int = option(10000, "Memory queue rows (0: in-batch only).", minimum=0,
-                             source=f"{PAPER}, section 4.2.2")
-    temperature: typing.Union[str, float] = option(
-        "learnable", "`\"learnable\"` or a fixed positive temperature.",
-        check=resolve_temperature, source=f"{PAPER}, section 4.2.2 and Table 1")
-    init_temperature: float = option(0.07, "Starting value of a learnable temperature.")
-    max_logit_scale: float = option(100.0, "Upper bound of a learnable logit scale "
-                                    "(1 / temperature).")
-    mlp: str = option("auto", "`\"auto\"` (a training-only MLP head exactly when pooling is "
-                      "[CLS]), `\"train\"` or `\"none\"`.", choices=("auto", "train", "none"),
-                      source=f"{PAPER}, section 4.2")
-    weight_decay: float = option(0.01, "AdamW weight decay.", minimum=0.0)
-    warmup_ratio: float = option(0.1, "Fraction of steps of linear warmup (then cosine decay).")
-    eval_size: int = option(1000, "Held-out test pairs.", minimum=0)
-    dev_size: int = option(500, "Held-out dev pairs for `dev=\"retrieval\"`.", minimum=0)
-    track_alignment: bool = option(True, "Log alignment/uniformity of the student on the test "
-                                   "pairs.")
-    track_every: int = option(0, "Steps between tracking points (`0`: steps // 10).")
-    plot: typing.Optional[typing.Union[str, os.PathLike]] = option(
-        None, "PNG path of the alignment/uniformity plot; `None` is "
-        "`output/alignment_uniformity.png` when `output` is given.")
-    extend_vocabulary: int = option(10000, "At most this many new tokens for the student, "
-                                    "learned on the training targets (`0`: keep its "
-                                    "vocabulary).", minimum=0)
-    vocabulary_min_count: int = option(2, "Minimum occurrences of a new token in the training "
-                                       "targets.", minimum=1)
-    vocabulary_init: str = option("aligned", "Initial embedding rows of new tokens: "
-                                  "`\"aligned\"` (the rows of the source tokens each new token "
-                                  "is aligned with in the training pairs, by IBM Model 1), "
-                                  "`\"mean\"`, `\"pieces\"` or `\"normal\"` (see "
-                                  "`add_vocabulary`).", choices=INITS)
 
 
 class RetrievalDevEvaluation(DevSelection):
@@ -141,7 +90,7 @@ class _Setup:
 
 
 @register_method("parallel")
-class Parallel(Method):
+class ParallelMethod(Method):
     """Train a target-language student from a frozen source-language teacher.
 
     Contrastive learning on translation pairs (see `ParallelContrastive`):
@@ -199,22 +148,23 @@ class Parallel(Method):
     """
 
     config_class = ParallelConfig
-    paper_pooling = "cls"
+    paper_pooling = PAPER_POOLING
     in_batch = True
     custom_dev = (RETRIEVAL_DEV,)
     optional = ALL_OPTIONAL
     run_defaults = {"steps": 1000, "batch_size": 64, "learning_rate": 3e-5, "max_length": 64,
                     "dev": RETRIEVAL_DEV, "eval_every": 250}
     run_docs = {
-        "model": "str or `SentenceEncoder`. Initialises both the teacher and the student unless "
-                 "`teacher` / `student` say otherwise. Defaults to `\"default\"`.",
-        "pooling": "str. The student's pooling, `\"auto\"` or a name.",
-        "dev": "`\"retrieval\"`, `\"stsb\"`, an STS-B path, pairs or None. Defaults to "
-               "`\"retrieval\"`.",
+        "model": "Initialises both the teacher and the student unless `teacher` / `student` "
+                 "say otherwise (see the shared `model`).",
+        "pooling": "The student's pooling, `\"auto\"` or a name.",
+        "dev": "`\"retrieval\"`, `\"stsb\"`, an STS-B path, pairs or None.",
     }
     data_doc = ("TSV path (`source<TAB>target[<TAB>...]`), list of (source, target), or "
                 "`tf.data.Dataset` of pairs; a glob of files, `keras_sentemb.streamed(...)` or a "
                 "`Mixture` is streamed (held-out pairs from its first 20,000 rows).")
+
+    presets = PRESETS
 
     def train(self, run, data, config):
         split = self._split_pairs(run, data, config)
@@ -320,7 +270,7 @@ class Parallel(Method):
         elif mode == "dual":
             teacher = teacher.clone(name="teacher")
             set_trainable(teacher, True)
-        plan = run.resolve(start, examples=None if split.stream is not None else len(split.train),
+        plan = run.plan(start, examples=None if split.stream is not None else len(split.train),
                            mlp=config.mlp)
         kept_head = None
         if (mode == "frozen_teacher" and student.projection is None
@@ -435,6 +385,8 @@ class Parallel(Method):
         return encoder
 
 
+# The literal signature, for editors: `fit_function` checks it against the method's
+# config and run defaults, and makes the function (its docstring is the method's).
 def fit_parallel(data, model="default", steps=1000, batch_size=64, learning_rate=3e-5,
                  max_length=64, pooling="auto", dev="retrieval", eval_every=250, output=None,
                  strategy=None, callbacks=None, seed=0, verbose="auto", teacher=None,
@@ -444,8 +396,8 @@ def fit_parallel(data, model="default", steps=1000, batch_size=64, learning_rate
                  track_every=0, plot=None, extend_vocabulary=10000, vocabulary_min_count=2,
                  vocabulary_init="aligned", precision="float32", mini_batch_size=None,
                  matryoshka_dims=None, max_grad_norm=None, matryoshka_weights=None,
-                 dev_retrieval=None, dev_select="auto", max_skipped=0.01):
-    return fit("parallel", **locals())
+                 dev_retrieval=None, dev_select="auto", max_skipped=0.01, preset=None):
+    ...
 
 
-fit_function("parallel", fit_parallel)
+fit_parallel = fit_function("parallel", fit_parallel)

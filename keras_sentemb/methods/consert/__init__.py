@@ -1,13 +1,9 @@
 """ConSERT's unsupervised, supervised and two-stage recipes: `fit_consert`."""
 
-import dataclasses
 import logging
-import os
-import typing
 
 import tensorflow as tf
 
-from keras_sentemb import validation
 from keras_sentemb.data.labeled_streams import PAIR_COLUMNS
 from keras_sentemb.data.labeled_streams import as_labeled_pairs
 from keras_sentemb.data.labeled_streams import check_rows
@@ -19,71 +15,23 @@ from keras_sentemb.data.nli import triplets_to_nli_pairs
 from keras_sentemb.data.stream_batches import as_stream
 from keras_sentemb.methods.method import ALL_OPTIONAL
 from keras_sentemb.methods.method import Method
-from keras_sentemb.methods.options import MethodConfig
-from keras_sentemb.methods.options import option
 from keras_sentemb.methods.registry import register_method
-from keras_sentemb.methods.runner import fit
 from keras_sentemb.methods.runner import fit_function
-from keras_sentemb.models.pooling import parse_pooling
 from keras_sentemb.pipelines.callbacks import STSDevEvaluation
 from keras_sentemb.pipelines.schedules import adamw_linear_decay
-from keras_sentemb.trainers.consert import ADVERSARIAL
-from keras_sentemb.trainers.consert import CONSERT_FIT_MODES
-from keras_sentemb.trainers.consert import ConSERT as ConSERTTrainer
-from keras_sentemb.trainers.consert import parse_views
+from keras_sentemb.methods.consert.config import ADVERSARIAL
+from keras_sentemb.methods.consert.config import ConSERTConfig
+from keras_sentemb.methods.consert.config import LABEL_SAMPLE
+from keras_sentemb.methods.consert.config import PAPER_POOLING
+from keras_sentemb.methods.consert.config import PRESETS
+from keras_sentemb.methods.consert.config import UNSUP_VIEWS
+from keras_sentemb.methods.consert.config import parse_views
+from keras_sentemb.methods.consert.trainer import ConSERT as ConSERTTrainer
 
 logger = logging.getLogger(__name__)
 
-PAPER = "Yan et al. 2021"
-# Streamed labelled pairs: rows read to count the classes.
-LABEL_SAMPLE = 10_000
-UNSUP_VIEWS = ("shuffle", "feature_cutoff")
-
-
-def _fraction(name):
-    return lambda value: validation.fraction(value, name)
-
-
-@dataclasses.dataclass(frozen=True)
-class ConSERTConfig(MethodConfig):
-    """ConSERT's options."""
-
-    mode: str = option("unsup", "`\"unsup\"`, `\"sup\"`, `\"joint\"`, `\"sup_unsup\"` or "
-                       "`\"joint_unsup\"`.", choices=CONSERT_FIT_MODES)
-    supervised: typing.Union[str, os.PathLike, list, tuple, None] = option(
-        None, "NLI / labelled-pair data of the two-stage modes (a path or a list of rows).")
-    views: typing.Union[str, typing.Tuple[str, ...]] = option(
-        "shuffle,feature_cutoff", "The two views, e.g. `\"shuffle,feature_cutoff\"` or "
-        "`\"token_cutoff,dropout_exact\"` (a pair or `\"a,b\"`).", check=parse_views,
-        source=f"{PAPER}, section 5.2")
-    view_rates: typing.Union[str, typing.Tuple[typing.Optional[float], ...], None] = option(
-        None, "Rates of the two views, e.g. `\"0.1,0.2\"`; None is each view's default rate "
-        "(`none` for one of them, e.g. `\"none,0.2\"`).")
-    temperature: float = option(0.1, "Temperature of the NT-Xent loss.", above=0.0,
-                                source=f"{PAPER}, section 4.1")
-    encoder_dropout: bool = option(False, "Keep the encoder's own dropout on (the paper "
-                                   "removes it).", source=f"{PAPER}, section 4.1")
-    alpha: float = option(0.15, "Contrastive weight in joint modes.", minimum=0.0,
-                          source=f"{PAPER}, section 4.1")
-    noise_norm: float = option(1.0, "Adversarial view strength.", above=0.0)
-    supervised_steps: typing.Optional[int] = option(
-        None, "Steps of the supervised stage of the two-stage modes; None is one epoch of the "
-        "supervised data.", minimum=1)
-    supervised_learning_rate: float = option(2e-5, "Learning rate of the supervised stage of "
-                                             "the two-stage modes.", above=0.0)
-    epochs: int = option(10, "Passes over the data when `steps` is None (ConSERT's "
-                         "unsupervised setting, `scripts/unsup-consert-base.sh`).", minimum=1)
-    warmup_ratio: float = option(0.1, "Share of each stage's steps of linear warm-up.",
-                                 check=_fraction("warmup_ratio"), source=f"{PAPER}, section 4.1")
-    patience: typing.Optional[int] = option(10, "Dev evaluations without improvement before "
-                                            "stopping; None never stops early.", minimum=1)
-    dev_pooling: typing.Optional[str] = option(
-        None, "The pooling the dev set is scored with (e.g. `\"mean_last2\"`, the paper's "
-        "evaluation); None scores with the training pooling.", check=parse_pooling)
-
-
 @register_method("consert")
-class ConSERT(Method):
+class ConSERTMethod(Method):
     """Trains a sentence encoder with ConSERT and returns it.
 
     Unsupervised (default): the sentences of `data` — ideally the unlabeled
@@ -133,7 +81,7 @@ class ConSERT(Method):
     """
 
     config_class = ConSERTConfig
-    paper_pooling = "mean"
+    paper_pooling = PAPER_POOLING
     in_batch = True
     parallel_passes = True
     optional = ALL_OPTIONAL
@@ -141,16 +89,18 @@ class ConSERT(Method):
                     "eval_every": 200, "seed": 42, "max_grad_norm": 1.0}
     run_docs = {
         "steps": (
-            "int or None. Steps of the unsupervised stage (of the only stage in"
-            ' `"sup"` / `"joint"`). Defaults to `epochs` epochs.'
+            "Steps of the unsupervised stage (of the only stage in"
+            ' `"sup"` / `"joint"`); None is `epochs` epochs.'
         ),
-        "learning_rate": "float. Defaults to `5e-7` (ConSERT, unsupervised).",
+        "learning_rate": "Peak learning rate (ConSERT's unsupervised setting by default).",
     }
     data_doc = ("list of str, text file, `tf.data.Dataset` or TFDS name (the unlabeled "
                 "sentences), or, in modes `\"sup\"` / `\"joint\"`, the supervised file or rows. "
                 "Both stream (a glob of files, `keras_sentemb.streamed(...)`, a `.jsonl` file, a "
                 "`tf.data.Dataset`): supervised rows are `sent0`, `sent1`, `hard_neg` triplets or "
                 "`sentence1`, `sentence2`, `label` pairs (see the large-corpora guide).")
+
+    presets = PRESETS
 
     def train(self, run, data, config):
         mode = config.mode
@@ -179,7 +129,7 @@ class ConSERT(Method):
         if not supervised_only:
             sentences, stream, n = run.read_sentences(data)
         # The run's steps and learning rate are the last stage's.
-        plan = run.resolve(encoder, examples=supervised.count if supervised_only else n,
+        plan = run.plan(encoder, examples=supervised.count if supervised_only else n,
                            epochs=config.epochs)
         common["pooling"] = plan.pooling
         if mode != "unsup":
@@ -323,6 +273,8 @@ def _dev_selection(run, dev_pooling, patience):
     return STSDevEvaluation(run.dev_pairs, pooling=dev_pooling, patience=patience)
 
 
+# The literal signature, for editors: `fit_function` checks it against the method's
+# config and run defaults, and makes the function (its docstring is the method's).
 def fit_consert(data, model="default", steps=None, batch_size=96, learning_rate=5e-7,
                 max_length=64, pooling="auto", dev="stsb", eval_every=200, output=None,
                 strategy=None, callbacks=None, seed=42, verbose="auto", mode="unsup",
@@ -332,8 +284,8 @@ def fit_consert(data, model="default", steps=None, batch_size=96, learning_rate=
                 warmup_ratio=0.1, patience=10, dev_pooling=None, precision="float32",
                 mini_batch_size=None, matryoshka_dims=None, max_grad_norm=1.0,
                 matryoshka_weights=None,
-                dev_retrieval=None, dev_select="auto", max_skipped=0.01):
-    return fit("consert", **locals())
+                dev_retrieval=None, dev_select="auto", max_skipped=0.01, preset=None):
+    ...
 
 
-fit_function("consert", fit_consert)
+fit_consert = fit_function("consert", fit_consert)

@@ -8,10 +8,14 @@ from keras_sentemb.losses.info_nce import info_nce_loss
 from keras_sentemb.losses.loss_output import LossOutput
 from keras_sentemb.losses.paraphrase import paraphrase_loss
 from keras_sentemb.models.pooling import parse_pooling
+from keras_sentemb.methods.simcse.config import PAPER_POOLING
+from keras_sentemb.methods.simcse.config import SIMCSE_MODES
+from keras_sentemb.methods.simcse.config import SimCSEConfig
 from keras_sentemb.models.projection_mlp import ProjectionMLP
+from keras_sentemb.pipelines.plan import resolve_training_mlp
 from keras_sentemb.trainers.base_trainer import BaseTrainer
 
-SIMCSE_MODES = ("unsup", "sup", "pairs", "paraphrase")
+# The trainer takes a resolved head: `"auto"` becomes one of these for a pooling.
 MLP_MODES = ("train", "none")
 
 
@@ -48,19 +52,22 @@ class SimCSE(BaseTrainer):
     `{"sent0", "sent1", "hard_neg"}` (sup), `{"sent0", "sent1"}` (pairs) or `{"sentence1", "sentence2":
     packed, "label": int [B]}` (paraphrase).
 
+    The defaults are the method's (`SimCSEConfig`, in `config.py` beside
+    this module): the paper's [CLS] pooling, and its `mlp="auto"` resolved
+    for that pooling (`"train"`).
+
     Args:
         encoder: `SentenceEncoder`. Trained in place; kept as `.encoder`.
         mode: str. `"unsup"`, `"sup"`, `"pairs"` or `"paraphrase"`.
-            Defaults to `"unsup"`.
-        temperature: float. Defaults to `0.05`.
-        pooling: str. The pooling trained. Defaults to `"cls"` (the paper's).
+        temperature: float. The InfoNCE temperature.
+        pooling: str. The pooling trained.
         mlp: str. `"train"` (MLP head in training only) or `"none"`.
-            Defaults to `"train"`.
-        hard_negative_weight: float. Defaults to `0.0`.
+        hard_negative_weight: float. Added to each anchor's logit of its own
+            hard negative (`"sup"`).
         negative_weight: float. Weight of the push-down term of
-            `"paraphrase"`. Defaults to `1.0`.
+            `"paraphrase"`.
         negative_margin: float. Cosine below which a not-paraphrase pair is
-            no longer pushed. Defaults to `0.0`.
+            no longer pushed.
         mini_batch_size: int or None. GradCache chunk size (see
             `BaseTrainer`): batches of any size in the memory of this many
             rows. Defaults to `None` (off).
@@ -82,13 +89,13 @@ class SimCSE(BaseTrainer):
     def __init__(
         self,
         encoder,
-        mode="unsup",
-        temperature=0.05,
-        pooling="cls",
-        mlp="train",
-        hard_negative_weight=0.0,
-        negative_weight=1.0,
-        negative_margin=0.0,
+        mode=SimCSEConfig.mode,
+        temperature=SimCSEConfig.temperature,
+        pooling=PAPER_POOLING,
+        mlp=resolve_training_mlp(SimCSEConfig.mlp, PAPER_POOLING),
+        hard_negative_weight=SimCSEConfig.hard_negative_weight,
+        negative_weight=SimCSEConfig.negative_weight,
+        negative_margin=SimCSEConfig.negative_margin,
         **kwargs,
     ):
         super().__init__(encoder, **kwargs)
