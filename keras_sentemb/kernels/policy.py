@@ -38,7 +38,7 @@ this order:
 4. `"auto"`: the row of `MEASURED` for this CPU's instruction set (`cpu_isa()`: AVX-512,
    AVX2 or other, from the CPU flags read once).
 
-`kernel_report()` (in `kernel_report.py`; also `keras_sentemb.kernel_report()` and `--verbose` on
+`kernel_report()` (in `report.py`; also `keras_sentemb.kernel_report()` and `--verbose` on
 `keras-sentemb encode` / `train`) lists each op's choice on this CPU and why.
 Besides the policy and the environment, a trace reads only the declared kind
 of the graph it builds: a property of that graph, not of the thread or the
@@ -320,7 +320,7 @@ def declare_graph(forward_only=False, plain=False, int8=False, serving=False):
     ```python
     @tf.function
     def encode(inputs):
-        kernels.declare_graph(forward_only=True)
+        declare_graph(forward_only=True)
         return encoder(inputs, training=False)
     ```
     """

@@ -2,20 +2,20 @@
 
 The layer's class and config stay as they are, so saving, cloning and
 `from_config` see Keras' own layer; only the object's `call` changes.
-`kernels.install_kernels` is the one place that installs them for an encoder.
+`install.install_kernels` is the one place that installs them for an encoder.
 """
 
 import types
 
 from keras_sentemb import compat
-from keras_sentemb.models import kernels
+from keras_sentemb.kernels import policy as kernel_policy
 
 
 def patch_calls(model, applies, call, policy=None):
     """Bind `call` as the `call` of every layer of `model` for which `applies(layer)`.
 
-    `policy` (a `kernels.KernelPolicy`, or None) is attached to each such
-    layer for `call` to read (`kernels.policy_of`). Idempotent: a layer
+    `policy` (a `kernel_policy.KernelPolicy`, or None) is attached to each such
+    layer for `call` to read (`kernel_policy.policy_of`). Idempotent: a layer
     already running `call` is skipped (its policy is updated). Returns how
     many layers were patched.
     """
@@ -24,7 +24,7 @@ def patch_calls(model, applies, call, policy=None):
         if not applies(layer):
             continue
         if policy is not None:
-            kernels.attach(layer, policy)
+            kernel_policy.attach(layer, policy)
         if not is_patched(layer, call):
             layer.call = types.MethodType(call, layer)
             count += 1

@@ -39,9 +39,9 @@ import numpy as np
 import tensorflow as tf
 
 from keras_sentemb import compat
-from keras_sentemb.models import kernels
-from keras_sentemb.models import unpadded_transformer
-from keras_sentemb.models.fused_gelu import gelu_form
+from keras_sentemb.kernels import policy as kernel_policy
+from keras_sentemb.kernels import unpadded_transformer
+from keras_sentemb.kernels.fused_gelu import gelu_form
 
 # Where a layer quantizes its activations: the input of the Q/K/V projection, of
 # the attention output projection, of the feed-forward layer, and the feed-forward
@@ -217,7 +217,7 @@ def use_int8(layer, inputs, padding_mask, training, return_attention_scores):
     """Whether `layer` runs `int8_call` on these inputs: a graph declared int8, int8 weights."""
     return (not training and not return_attention_scores and padding_mask is not None
             and isinstance(inputs, tf.Tensor) and inputs.dtype == tf.float32
-            and inputs.shape.rank == 3 and kernels.graph_kind().int8
+            and inputs.shape.rank == 3 and kernel_policy.graph_kind().int8
             and weights_of(layer) is not None)
 
 
@@ -268,7 +268,7 @@ def calibration_ranges(encoder, batches):
 
     @tf.function(input_signature=[spec, spec], autograph=False)
     def ranges_of(token_ids, padding_mask):
-        kernels.declare_graph(forward_only=True)
+        kernel_policy.declare_graph(forward_only=True)
         x = encoder.adapter.embed(token_ids, None, None)
         keep = tf.reshape(tf.cast(padding_mask, tf.bool), [-1])
         out = []
