@@ -47,7 +47,6 @@ contain no XLA-compiled calls (TF Serving builds need not have XLA). `KERAS_SENT
 """
 
 import math
-import types
 
 import keras
 import tensorflow as tf
@@ -55,6 +54,8 @@ import tensorflow as tf
 from keras_sentemb import compat
 from keras_sentemb.kernels import policy as kernel_policy
 from keras_sentemb.kernels.bfloat16_bits import narrow, widen
+from keras_sentemb.kernels.layer_calls import bind_call
+from keras_sentemb.kernels.layer_calls import unbind_call
 
 _SQRT_2_OVER_PI = math.sqrt(2.0 / math.pi)
 _CUBIC = 0.044715
@@ -338,7 +339,7 @@ def fuse_gelu(transformer_layers, policy=None):
         kind = _gelu_kind(dense.activation)
         if kind is not None:
             dense.activation = FusedGelu(dense.activation, approximate=kind, policy=policy)
-            dense.call = types.MethodType(_dense_call, dense)
+            bind_call(dense, _dense_call)
             count += 1
     return count
 
@@ -349,6 +350,6 @@ def unfuse_gelu(transformer_layers):
     for dense in _feedforward_denses(transformer_layers):
         if isinstance(dense.activation, FusedGelu):
             dense.activation = dense.activation.original
-            dense.__dict__.pop("call", None)
+            unbind_call(dense)
             count += 1
     return count

@@ -45,8 +45,6 @@ never reach a sentence vector. `KERAS_SENTEMB_PLAIN_TRANSFORMER=1` keeps
 keras-hub's layer everywhere.
 """
 
-import types
-
 import keras
 import keras_hub
 import tensorflow as tf
@@ -55,6 +53,8 @@ from keras_sentemb import compat
 from keras_sentemb.kernels import int8_transformer
 from keras_sentemb.kernels import policy as kernel_policy
 from keras_sentemb.kernels import unpadded_transformer
+from keras_sentemb.kernels.layer_calls import bind_call
+from keras_sentemb.kernels.layer_calls import unbind_call
 from keras_sentemb.kernels.unpadded_transformer import supports
 
 # Set to "1" to run keras-hub's Transformer layer everywhere (`kernel_policy.ENVIRONMENT`).
@@ -129,8 +129,7 @@ def install_fused_transformer(transformer_layers, policy=None):
     count = 0
     for layer in transformer_layers:
         if supports(layer):
-            kernel_policy.attach(layer, policy)
-            layer.call = types.MethodType(_layer_call, layer)
+            bind_call(layer, _layer_call, policy)
             count += 1
     return count
 
@@ -139,6 +138,6 @@ def uninstall_fused_transformer(transformer_layers):
     """Puts keras-hub's own `call` back; returns how many layers had the fused one."""
     count = 0
     for layer in transformer_layers:
-        if layer.__dict__.pop("call", None) is not None:
+        if unbind_call(layer):
             count += 1
     return count

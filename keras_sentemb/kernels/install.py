@@ -1,10 +1,11 @@
 """`install_kernels`: the one place that fits an encoder's backbone with its kernel policy.
 
 Each fused kernel replaces the `call` of the layer objects it applies to
-(their class and config stay keras-hub's / Keras', so saving, loading and
-cloning see the stock layers) and binds the `KernelPolicy` to them; while a
-graph is traced, each layer asks `kernel_policy.decide` whether to take its fused
-form. Ops a policy makes "plain" are not installed at all.
+(`layer_calls`: their class and config stay keras-hub's / Keras', so saving,
+loading and cloning see the stock layers) and binds the `KernelPolicy` to
+them; while a graph is traced, each layer asks `kernel_policy.decide` whether
+to take its fused form, so an op the policy makes "plain" runs the layer's own
+call.
 """
 
 from keras_sentemb.kernels import policy as kernel_policy

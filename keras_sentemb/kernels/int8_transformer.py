@@ -252,24 +252,27 @@ class _CalibrationOps:
         return self._dense(hidden, "ffout") + residual
 
 
-def calibration_ranges(encoder, batches):
+def calibration_ranges(embed, layers, batches):
     """Each Transformer layer's site ranges, from float32 forward passes over `batches`.
 
     Args:
-        encoder: a float32 `SentenceEncoder` whose layers `supports_int8`.
+        embed: callable. Token ids `[batch, length]` (int32 tensor) -> the
+            embedding output `[batch, length, width]` that the first layer
+            takes (a float32 encoder's `adapter.embed`).
+        layers: list of the float32 Transformer layers that follow it, each
+            `supports_int8`.
         batches: iterable of `(token_ids, padding_mask)` int32 arrays.
 
     Returns:
         list (one per layer) of dict site -> `(low, high)`: the mean over the
         batches of each batch's range.
     """
-    layers = encoder.adapter.transformer_layers
     spec = tf.TensorSpec([None, None], tf.int32)
 
     @tf.function(input_signature=[spec, spec], autograph=False)
     def ranges_of(token_ids, padding_mask):
         kernel_policy.declare_graph(forward_only=True)
-        x = encoder.adapter.embed(token_ids, None, None)
+        x = embed(token_ids)
         keep = tf.reshape(tf.cast(padding_mask, tf.bool), [-1])
         out = []
         for layer in layers:

@@ -88,7 +88,8 @@ def prepare_int8(encoder):
         int8_transformer.attach(layer, None)
     batches = [(ids, mask) for _, ids, mask in
                target.packed_batches(list(sentences), CALIBRATION_BATCH_SIZE, target.max_length)]
-    ranges = int8_transformer.calibration_ranges(target, batches)
+    ranges = int8_transformer.calibration_ranges(
+        lambda token_ids: target.adapter.embed(token_ids, None, None), layers, batches)
     for index, (layer, layer_ranges) in enumerate(zip(layers, ranges)):
         weights = int8_transformer.Int8Weights(layer, layer_ranges, name=f"int8_layer_{index}")
         int8_transformer.attach(layer, weights)
