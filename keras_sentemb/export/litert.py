@@ -131,15 +131,13 @@ def convert(encoder, length, quantize="float32", truncate_dim=None):
     """
     import tensorflow as tf
 
+    from keras_sentemb import compat
     from keras_sentemb.export.huggingface import NotExportableError
-
-    from tensorflow.python.framework.convert_to_constants import (
-        convert_variables_to_constants_v2)
 
     # Weights as constants: left as resource variables (READ_VARIABLE ops)
     # they would need an initialisation call that MediaPipe never makes.
     traced = _serving_function(encoder, length, truncate_dim)
-    frozen = convert_variables_to_constants_v2(traced)
+    frozen = compat.frozen_function(traced)
 
     @tf.function(input_signature=traced.structured_input_signature[0])
     def serve(input_word_ids, input_mask, input_type_ids):  # keeps the output's name
