@@ -532,7 +532,7 @@ def onednn_layer_norm(x, gamma, beta, epsilon, name="LayerNorm"):
 
 
 def tflite_schema():
-    """TensorFlow's Python classes for the TFLite flatbuffer schema (`Model`, `ModelT`, `BufferT`, ...).
+    """TensorFlow's Python classes of the TFLite flatbuffer schema (`Model`, `ModelT`, ...).
 
     `tensorflow.lite.python.schema_py_generated`, generated from
     tensorflow/compiler/mlir/lite/schema/schema.fbs (not exported under `tf.lite`).

@@ -26,7 +26,8 @@ import pytest
 PACKAGE = Path(__file__).resolve().parents[1] / "keras_sentemb"
 ALLOWED = {PACKAGE / "compat.py"}
 PRIVATE_MODULES = ("tensorflow.python", "tensorflow.core", "tensorflow.lite.python",
-                   "tensorflow.compiler", "tensorflow.tsl", "keras.src", "keras_hub.src", "tf_keras")
+                   "tensorflow.compiler", "tensorflow.tsl", "keras.src", "keras_hub.src",
+                   "tf_keras")
 ROOTS = ("tf", "tensorflow", "keras", "keras_hub")
 PRIVATE_COMPONENTS = ("src", "python", "__internal__")
 # TensorFlow's private ops and graph attributes are CamelCase names with a leading underscore.

@@ -98,14 +98,16 @@ def kernel_report(policy=None, isa=None, precision=None):
         policy = getattr(policy, "kernels", policy)
     policy = kernel_policy.KernelPolicy.of(policy)
     if isa is not None and isa not in kernel_policy.MEASURED:
-        raise ValueError(f"`isa` must be one of {sorted(kernel_policy.MEASURED)}, received {isa!r}.")
+        raise ValueError(
+            f"`isa` must be one of {sorted(kernel_policy.MEASURED)}, received {isa!r}.")
     isa = kernel_policy.cpu_isa() if isa is None else isa
     ops = {}
     for op, what in kernel_policy.OPS.items():
         kernel, why = policy.choice(op, isa)
         no_xla = os.environ.get(kernel_policy.NO_XLA_ENV, "") == "1"
         if kernel == "fused" and op in kernel_policy.NEEDS_XLA and no_xla:
-            kernel, why = "plain", f"environment {kernel_policy.NO_XLA_ENV}=1 (no XLA-compiled kernels)"
+            kernel = "plain"
+            why = f"environment {kernel_policy.NO_XLA_ENV}=1 (no XLA-compiled kernels)"
         ops[op] = {"kernel": kernel, "why": why, "applies": what}
     enabled, why = kernel_policy.onednn_status()
     return KernelReport(isa=isa, cpu_flags_read=kernel_policy.cpu_flag_set() is not None, ops=ops,
