@@ -216,20 +216,20 @@ def configure_ours(threads=None, plain_gelu=False, parallel_batches=None):
     (None: as `keras-sentemb encode` runs, `cpu_threads.configure_encode_threads`:
     `parallel_batches` batches side by side, each on its share of the cores).
     `plain_gelu`: keras-hub's composed GELU ops instead of the fused kernels
-    (`keras_sentemb.models.fused_gelu`). TensorFlow's oneDNN kernels are
+    (`keras_sentemb.kernels.fused_gelu`). TensorFlow's oneDNN kernels are
     turned on where the command line turns them on
-    (`models.onednn_opts.enable_onednn_opts`; a `TF_ENABLE_ONEDNN_OPTS` in the
+    (`kernels.onednn_opts.enable_onednn_opts`; a `TF_ENABLE_ONEDNN_OPTS` in the
     environment is kept). Returns the `parallel_batches` to pass to `encode`.
     """
     if plain_gelu:
         os.environ["KERAS_SENTEMB_PLAIN_GELU"] = "1"
-    from keras_sentemb.models.onednn_opts import enable_onednn_opts
+    from keras_sentemb.kernels.onednn_opts import enable_onednn_opts
 
     enable_onednn_opts()
     import tensorflow as tf
 
-    from keras_sentemb.models.cpu_threads import check_parallel_batches
-    from keras_sentemb.models.cpu_threads import configure_encode_threads
+    from keras_sentemb.kernels.cpu_threads import check_parallel_batches
+    from keras_sentemb.kernels.cpu_threads import configure_encode_threads
 
     if threads:
         tf.config.threading.set_intra_op_parallelism_threads(threads)

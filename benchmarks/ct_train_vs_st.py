@@ -174,7 +174,7 @@ def main():
     configure_ours(args.threads, args.plain_gelu, parallel_batches=1)
     if not (args.threads or args.intra_op_threads or args.inter_op_threads
             or args.tf_default_threads):
-        from keras_sentemb.models.cpu_threads import configure_train_threads
+        from keras_sentemb.kernels.cpu_threads import configure_train_threads
 
         configure_train_threads()  # as `keras-sentemb train ct|simcse|consert`
     if args.intra_op_threads or args.inter_op_threads:

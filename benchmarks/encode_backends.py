@@ -83,8 +83,8 @@ def command(side, inp, outp, args):
 PROBE = """
 import json
 import tensorflow
-from keras_sentemb.models import native_bfloat16
-from keras_sentemb.models.kernel_report import kernel_report
+from keras_sentemb.kernels import native_bfloat16
+from keras_sentemb.kernels.report import kernel_report
 report = kernel_report()
 print(json.dumps({"auto": report["precision"], "int8": report["int8"],
                   "native_bfloat16": native_bfloat16.has_native_bfloat16()}))

@@ -53,7 +53,7 @@ def main():
     sentences = read_lines(path, args.n)
 
     from keras_sentemb import SentenceEncoder
-    from keras_sentemb.models.cpu_threads import check_max_batch_tokens
+    from keras_sentemb.kernels.cpu_threads import check_max_batch_tokens
 
     encoder = SentenceEncoder.from_preset("default")
     max_batch_tokens = check_max_batch_tokens(args.max_batch_tokens)

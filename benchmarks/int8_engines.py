@@ -79,7 +79,7 @@ def timed(fn, ids, mask, repeats):
 
 def tf_engines(encoder, keras_int8):
     """name -> a `(token_ids, padding_mask) -> vectors` function."""
-    from keras_sentemb.models.native_bfloat16 import has_native_bfloat16
+    from keras_sentemb.kernels.native_bfloat16 import has_native_bfloat16
 
     engines = {"tf-float32": encoder._encode_fn("mean", False)}
     if has_native_bfloat16():
@@ -95,7 +95,7 @@ def litert_files(encoder, batch, length, folder):
     import tensorflow as tf
 
     from keras_sentemb import compat
-    from keras_sentemb.models.kernels import declare_graph
+    from keras_sentemb.kernels.policy import declare_graph
 
     spec = [tf.TensorSpec([batch, length], tf.int32, name=n) for n in ("token_ids", "padding_mask")]
 

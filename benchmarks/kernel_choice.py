@@ -2,7 +2,7 @@
 
     python benchmarks/kernel_choice.py --output benchmarks/results/kernel_choice_avx2.json
 
-The measurement behind `keras_sentemb.models.kernels.MEASURED` (the per-instruction-set
+The measurement behind `keras_sentemb.kernels.policy.MEASURED` (the per-instruction-set
 table that `KernelPolicy("auto")` reads). For every kernel the policy chooses, it times the
 fused form and the plain form on the default model's shapes (width 384, feed-forward 1,536,
 12 heads) at the batch sizes and lengths training and encoding use (`--shapes`, default
@@ -98,8 +98,8 @@ def cases(tf, keras, shapes, dtypes):
     import keras_hub
 
     from keras_sentemb import compat
-    from keras_sentemb.models import fast_dropout, fused_gelu, fused_layer_norm
-    from keras_sentemb.models import fused_transformer, unpadded_transformer
+    from keras_sentemb.kernels import fast_dropout, fused_gelu, fused_layer_norm
+    from keras_sentemb.kernels import fused_transformer, unpadded_transformer
 
     gelu = compat.keras_hub_gelu_approximate()
     for dtype_name in dtypes:
@@ -262,7 +262,7 @@ def main():
 
     if args.threads:
         tf.config.threading.set_intra_op_parallelism_threads(args.threads)
-    from keras_sentemb.models import kernels
+    from keras_sentemb.kernels import policy as kernel_policy
 
     results = []
     for kernel, mode, dtype, batch, length, fused, plain, fn_args in cases(tf, keras, shapes, dtypes):
@@ -277,8 +277,8 @@ def main():
     record = {
         "benchmark": "kernel_choice",
         **cpu_info(),
-        "isa": kernels.cpu_isa(),
-        "cpu_flags_all": sorted(kernels.cpu_flag_set() or ()),
+        "isa": kernel_policy.cpu_isa(),
+        "cpu_flags_all": sorted(kernel_policy.cpu_flag_set() or ()),
         "tensorflow": tf.__version__,
         "keras": keras.__version__,
         "python": platform.python_version(),

@@ -20,7 +20,7 @@ optimizer's update).
 
 It found the GELU (about 20 element-wise ops forward and backward on the
 largest activation, where PyTorch runs two kernels), now one fused kernel
-each way (`keras_sentemb.models.fused_gelu`), and a finiteness check that
+each way (`keras_sentemb.kernels.fused_gelu`), and a finiteness check that
 turned the embedding's sparse gradient into a dense vocabulary-sized tensor.
 """
 
@@ -98,7 +98,7 @@ def main():
     if args.plain_gelu:
         os.environ["KERAS_SENTEMB_PLAIN_GELU"] = "1"
     if args.train_threads:
-        from keras_sentemb.models.cpu_threads import configure_train_threads
+        from keras_sentemb.kernels.cpu_threads import configure_train_threads
 
         configure_train_threads()
 

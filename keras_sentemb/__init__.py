@@ -14,8 +14,8 @@ from keras_sentemb.version import __version__  # noqa: F401
 _PUBLIC = {
     "SentenceEncoder": "keras_sentemb.models.sentence_encoder",
     "SentencePooling": "keras_sentemb.models.pooling",
-    "KernelPolicy": "keras_sentemb.models.kernels",
-    "kernel_report": "keras_sentemb.models.kernel_report",
+    "KernelPolicy": "keras_sentemb.kernels.policy",
+    "kernel_report": "keras_sentemb.kernels.report",
     "evaluate_sts": "keras_sentemb.evaluation.sts",
     "evaluate_transfer": "keras_sentemb.evaluation.transfer",
     "evaluate_retrieval": "keras_sentemb.evaluation.beir",

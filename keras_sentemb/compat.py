@@ -3,7 +3,11 @@
 Each function names the internal it relies on; `tests/test_compat.py` checks
 that each still exists with the expected shape, so a Keras or TensorFlow
 upgrade that moves one fails there, loudly, instead of deep inside training.
-`setup.py` bounds the versions these were checked against.
+Every internal here was checked against the versions `CHECKED_VERSIONS` bounds,
+which `setup.py` requires (a test holds the two equal). No other module of the
+package imports `tensorflow.python`, `keras.src` or `keras_hub.src`, reads a
+private attribute of a Keras / TensorFlow object or overrides a private Keras
+method (`tests/test_compat.py` fails when one does).
 """
 
 import collections
@@ -16,6 +20,16 @@ import tensorflow as tf
 from keras_hub.src.tokenizers import word_piece_tokenizer as wp
 from keras_hub.src.utils.keras_utils import gelu_approximate
 from tensorflow.core.protobuf import saved_model_pb2
+
+# The releases the internals below are known to hold in: `setup.py` requires these
+# ranges (tests/test_compat.py holds the two equal and checks every internal on the
+# installed releases); raise an upper bound after that test passes on a newer release.
+CHECKED_VERSIONS = {
+    "keras": ">=3.10,<3.16",
+    "tensorflow": ">=2.18,<2.22",
+    "keras-hub": ">=0.21,<0.33",
+    "tensorflow-text": ">=2.18,<2.22",
+}
 
 
 def require_tensorflow_backend():
@@ -81,13 +95,37 @@ def backup_start_epoch(callback):
 def symbolic_build_method_name():
     """The `keras.Model` method Keras 3 calls to trace a model before `fit`.
 
-    `BaseTrainer` overrides it (see there); the name is checked in the tests.
+    `Trainer._maybe_symbolic_build(iterator=None, data_batch=None)`
+    (keras/src/trainers/trainer.py); `replace_symbolic_build` overrides it.
     """
     return "_maybe_symbolic_build"
 
 
 def has_symbolic_build():
+    """Whether `keras.Model` still has the method `replace_symbolic_build` overrides."""
     return hasattr(keras.Model, symbolic_build_method_name())
+
+
+def replace_symbolic_build(cls):
+    """Class decorator: `fit` calls `model.build_before_fit()` instead of Keras' symbolic build.
+
+    Before training, Keras 3 calls `_maybe_symbolic_build` (see
+    `symbolic_build_method_name`), which under a strategy takes the first
+    distributed batch, reduces it across replicas and traces the model on it.
+    A model whose weights and optimizer are built already needs none of
+    that; `cls` must define `build_before_fit(self)`, which runs instead.
+
+    Args:
+        cls: a `keras.Model` subclass with a `build_before_fit` method.
+
+    Returns:
+        `cls`.
+    """
+    def _maybe_symbolic_build(self, iterator=None, data_batch=None):
+        self.build_before_fit()
+
+    setattr(cls, symbolic_build_method_name(), _maybe_symbolic_build)
+    return cls
 
 
 def wordpiece_words(tokenizer, text):
@@ -356,6 +394,25 @@ def optimizer_strategy(optimizer):
     return getattr(optimizer, "_distribution_strategy", None)
 
 
+# TensorFlow marks a function that XLA must compile (`tf.function(jit_compile=True)`)
+# with this attribute, on its `FunctionDef` and on the nodes that call it
+# (tensorflow/compiler/jit/defs.cc, `kXlaMustCompileAttr`).
+XLA_MUST_COMPILE_ATTR = "_XlaMustCompile"
+
+
+def calls_xla_compiled_function(concrete_function):
+    """Whether the graph of a traced `tf.function` calls a function that XLA must compile.
+
+    Reads `XLA_MUST_COMPILE_ATTR` on the functions of the graph's library and
+    on every node of the graph and of those functions.
+    """
+    graph_def = concrete_function.graph.as_graph_def()
+    functions = graph_def.library.function
+    nodes = [graph_def.node] + [function.node_def for function in functions]
+    return (any(function.attr[XLA_MUST_COMPILE_ATTR].b for function in functions)
+            or any(node.attr[XLA_MUST_COMPILE_ATTR].b for group in nodes for node in group))
+
+
 def onednn_enabled():
     """Whether TensorFlow runs its oneDNN CPU kernels in this process.
 
@@ -472,6 +529,17 @@ def onednn_layer_norm(x, gamma, beta, epsilon, name="LayerNorm"):
     op = graph._create_op_internal(LAYER_NORM_OP, inputs, dtypes=[x.dtype], attrs=attrs,
                                    name=name)
     return op.outputs[0]
+
+
+def tflite_schema():
+    """TensorFlow's Python classes of the TFLite flatbuffer schema (`Model`, `ModelT`, ...).
+
+    `tensorflow.lite.python.schema_py_generated`, generated from
+    tensorflow/compiler/mlir/lite/schema/schema.fbs (not exported under `tf.lite`).
+    """
+    from tensorflow.lite.python import schema_py_generated
+
+    return schema_py_generated
 
 
 def frozen_function(concrete_function):

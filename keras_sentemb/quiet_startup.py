@@ -18,7 +18,7 @@ passed on unchanged, line by line. After that window stderr is the process'
 own again, and `TF_CPP_MIN_LOG_LEVEL=2` keeps TensorFlow's later INFO and
 WARNING lines away. `TF_ENABLE_ONEDNN_OPTS` is not a logging matter: the
 command line and the recipes set it before this runs, where it measured
-faster (`models.onednn_opts`).
+faster (`kernels.onednn_opts`).
 
 Nothing is filtered when the user asked for the logs (`--verbose`) or chose a
 level themselves (`TF_CPP_MIN_LOG_LEVEL` set in the environment).

@@ -32,7 +32,7 @@ import sys
 import time
 from pathlib import Path
 
-from keras_sentemb.models.onednn_opts import enable_onednn_opts
+from keras_sentemb.kernels.onednn_opts import enable_onednn_opts
 from keras_sentemb.quiet_startup import add_verbose_flag, run_quietly
 
 os.environ.setdefault("KERAS_BACKEND", "tensorflow")

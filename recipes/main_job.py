@@ -28,7 +28,7 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 import keras_sentemb  # noqa: E402
 from keras_sentemb.data.resources import bundled_corpus, bundled_sts_dir  # noqa: E402
-from keras_sentemb.models.onednn_opts import enable_onednn_opts  # noqa: E402
+from keras_sentemb.kernels.onednn_opts import enable_onednn_opts  # noqa: E402
 from keras_sentemb.quiet_startup import add_verbose_flag, run_quietly  # noqa: E402
 
 
@@ -54,7 +54,7 @@ def main(argv=None):
     start = time.time()
     # CT's two towers run side by side, each on its share of the cores (and
     # the STS evaluations' two batches likewise), as `keras-sentemb train ct`.
-    from keras_sentemb.models.cpu_threads import configure_train_threads
+    from keras_sentemb.kernels.cpu_threads import configure_train_threads
 
     configure_train_threads()
 

@@ -48,7 +48,7 @@ os.environ.setdefault("KERAS_BACKEND", "tensorflow")
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _paper import Setting, paper_parser, paper_value, preset_table  # noqa: E402
-from keras_sentemb.models.onednn_opts import enable_onednn_opts  # noqa: E402
+from keras_sentemb.kernels.onednn_opts import enable_onednn_opts  # noqa: E402
 from keras_sentemb.quiet_startup import run_quietly  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]

@@ -43,7 +43,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _paper import (  # noqa: E402
     Setting, add_row_args, emit_row, paper_parser, paper_value, preset_table, table_row,
 )
-from keras_sentemb.models.onednn_opts import enable_onednn_opts  # noqa: E402
+from keras_sentemb.kernels.onednn_opts import enable_onednn_opts  # noqa: E402
 from keras_sentemb.quiet_startup import run_quietly  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]

@@ -31,7 +31,7 @@ from _paper import (  # noqa: E402
     Setting, add_row_args, add_seeds, average_rows, emit_row, paper_parser, paper_value,
     preset_table, summarize_seeds, table_row,
 )
-from keras_sentemb.models.onednn_opts import enable_onednn_opts  # noqa: E402
+from keras_sentemb.kernels.onednn_opts import enable_onednn_opts  # noqa: E402
 from keras_sentemb.quiet_startup import run_quietly  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]

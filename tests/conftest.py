@@ -88,7 +88,7 @@ def run_in_graph(fn, **kind):
     """
     import tensorflow as tf
 
-    from keras_sentemb.models import kernels
+    from keras_sentemb.kernels import policy as kernels
 
     @tf.function(autograph=False)
     def graph():

@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 from keras_sentemb import cli
-from keras_sentemb import models
+from keras_sentemb.kernels import cpu_threads
 from keras_sentemb.data.resources import bundled_sts_dir
 from keras_sentemb.models import SentenceEncoder
 from tests.conftest import REPO
@@ -228,7 +228,7 @@ def test_bad_data_is_refused_with_a_line_naming_it(tiny_model, tmp_path, capsys)
                                            ("mlm", False), ("sts", False)])
 def test_train_splits_the_cores_only_for_two_pass_methods(method, splits, monkeypatch, capsys):
     calls = []
-    monkeypatch.setattr(models.cpu_threads, "configure_train_threads",
+    monkeypatch.setattr(cpu_threads, "configure_train_threads",
                         lambda: calls.append(method) or True)
     assert cli.main(["train", method, "--train-file", "no-such-file.txt", "--output", "x"]) == 2
     assert "train file not found" in capsys.readouterr().err

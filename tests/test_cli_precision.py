@@ -9,7 +9,8 @@ import numpy as np
 import pytest
 
 from keras_sentemb import cli
-from keras_sentemb.models import SentenceEncoder, cpu_threads, native_bfloat16, precision
+from keras_sentemb.kernels import cpu_threads, native_bfloat16, precision
+from keras_sentemb.models import SentenceEncoder
 from tests.conftest import make_tiny_encoder
 
 LINES = ["a man plays the guitar", "the cat sits on the mat", "hello"]

@@ -323,3 +323,84 @@ def test_the_quantized_matmul_op_is_core_tensorflow():
     layer_norm = op_def_registry.get(compat.LAYER_NORM_OP)
     assert [arg.name for arg in layer_norm.input_arg] == ["x", "scale", "offset"]
     assert {attr.name for attr in layer_norm.attr} == {"T", "epsilon"}
+
+
+def test_checked_versions_are_what_setup_requires_and_what_is_installed():
+    import ast
+    import importlib.metadata
+    from pathlib import Path
+
+    from packaging.requirements import Requirement
+    from packaging.specifiers import SpecifierSet
+
+    setup = ast.parse((Path(__file__).resolve().parents[1] / "setup.py").read_text())
+    required = next(keyword.value for node in ast.walk(setup) if isinstance(node, ast.Call)
+                    for keyword in node.keywords if keyword.arg == "install_requires")
+    requirements = {r.name: r.specifier for r in map(Requirement, ast.literal_eval(required))}
+    for name, spec in compat.CHECKED_VERSIONS.items():
+        assert requirements[name] == SpecifierSet(spec), (name, requirements[name], spec)
+        assert importlib.metadata.version(name) in SpecifierSet(spec), name
+
+
+def test_replace_symbolic_build_runs_the_models_own_build_before_fit():
+    import inspect
+
+    keras_build = getattr(keras.Model, compat.symbolic_build_method_name())
+    assert list(inspect.signature(keras_build).parameters) == ["self", "iterator", "data_batch"]
+    calls = []
+
+    @compat.replace_symbolic_build
+    class Model(keras.Model):
+        def __init__(self):
+            super().__init__()
+            self.dense = keras.layers.Dense(1)
+            self.dense.build((None, 2))
+
+        def call(self, x):
+            return self.dense(x)
+
+        def train_step(self, data):
+            x, y = data
+            with tf.GradientTape() as tape:
+                loss = tf.reduce_mean(tf.square(self(x) - y))
+            self.optimizer.apply(tape.gradient(loss, self.trainable_variables),
+                                 self.trainable_variables)
+            return {"loss": loss}
+
+        def build_before_fit(self):
+            calls.append(self.optimizer.built)
+            self.optimizer.build(self.trainable_variables)
+
+    model = Model()
+    model.compile(optimizer="sgd")
+    x = tf.ones((4, 2))
+    for _ in range(2):
+        model.fit(x, x[:, :1], epochs=2, batch_size=2, verbose=0)
+    assert calls == [False, True]  # once before each fit, instead of Keras' build
+    assert Model._maybe_symbolic_build is not keras_build
+
+
+def test_calls_xla_compiled_function_sees_jit_compiled_calls_only():
+    spec = tf.TensorSpec([None], tf.float32)
+    compiled = tf.function(lambda x: x * 2.0, jit_compile=True)
+    calling = tf.function(lambda x: compiled(x) + 1.0)
+    plain = tf.function(lambda x: x * 2.0 + 1.0)
+    assert compat.XLA_MUST_COMPILE_ATTR == "_XlaMustCompile"
+    assert compat.calls_xla_compiled_function(calling.get_concrete_function(spec))
+    assert not compat.calls_xla_compiled_function(plain.get_concrete_function(spec))
+
+
+def test_frozen_function_holds_the_weights_as_constants():
+    weight = tf.Variable([2.0])
+    traced = tf.function(lambda x: x * weight,
+                         input_signature=[tf.TensorSpec([None], tf.float32)])
+    frozen = compat.frozen_function(traced.get_concrete_function())
+    assert "ReadVariableOp" not in {op.type for op in frozen.graph.get_operations()}
+    np.testing.assert_allclose(tf.nest.flatten(frozen(tf.constant([3.0])))[0], [6.0])
+
+
+def test_tflite_schema_has_the_classes_the_litert_export_reads():
+    schema = compat.tflite_schema()
+    for name in ("Model", "ModelT", "BufferT", "MetadataT"):
+        assert hasattr(schema, name), name
+    assert hasattr(schema.Model, "GetRootAsModel")

@@ -5,7 +5,9 @@ lower layers' modules, never a higher one's):
 
 1. `version`, `compat`, `io_utils`, `validation`, `lazy_exports`, `quiet_startup`,
    `missing_dependency`: no keras_sentemb imports but each other.
-2. `augment`, `losses`, `model_card`: functions and layers on tensors.
+2. `augment`, `losses`, `model_card`: functions and layers on tensors; `kernels`: which
+   kernel each op of an encoder runs, its precision and threads (it takes the layers it
+   works on as arguments and never imports the encoder).
 3. `models`: the encoder and its parts.
 4. `data`: tf.data pipelines (they tokenize with an encoder).
 5. `trainers`, `evaluation`, `export`, `beam`, `quantization`, `hard_negatives`: what is done
@@ -29,7 +31,7 @@ PACKAGE = Path(__file__).resolve().parents[1] / "keras_sentemb"
 LAYERS = {
     "version": 1, "compat": 1, "io_utils": 1, "validation": 1, "lazy_exports": 1, "quiet_startup": 1,
     "missing_dependency": 1,
-    "augment": 2, "losses": 2, "model_card": 2,
+    "augment": 2, "losses": 2, "model_card": 2, "kernels": 2,
     "models": 3,
     "data": 4,
     "trainers": 5, "evaluation": 5, "export": 5, "beam": 5, "quantization": 5,

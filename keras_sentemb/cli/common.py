@@ -4,6 +4,7 @@ import argparse
 import os
 import sys
 
+from keras_sentemb import kernels
 from keras_sentemb import methods
 from keras_sentemb import models
 
@@ -105,8 +106,8 @@ def load_encoder(model, pooling=None, max_length=None, num_layers=None, precisio
     """
     dtype = None
     if precision is not None:
-        precision = models.precision.resolve_encode_precision(precision)
-        dtype = models.precision.INFERENCE_POLICIES[precision]
+        precision = kernels.precision.resolve_encode_precision(precision)
+        dtype = kernels.precision.INFERENCE_POLICIES[precision]
     encoder = models.SentenceEncoder.from_preset(model, max_length=max_length,
                                                  num_layers=num_layers, dtype=dtype)
     if pooling is not None:

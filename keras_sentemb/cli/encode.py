@@ -6,6 +6,7 @@ import sys
 
 import numpy as np
 
+from keras_sentemb import kernels
 from keras_sentemb import models
 from keras_sentemb.cli.common import UsageError
 from keras_sentemb.cli.common import load_encoder
@@ -14,8 +15,8 @@ from keras_sentemb.cli.common import positive_int
 from keras_sentemb.cli.common import read_calibration
 from keras_sentemb.cli.common import read_lines
 from keras_sentemb.io_utils import save_npy
-from keras_sentemb.models.precision import ENCODE_PRECISIONS
 from keras_sentemb.io_utils import write_file_atomic
+from keras_sentemb.kernels.precision import ENCODE_PRECISIONS
 
 
 def add_parser(sub):
@@ -70,8 +71,8 @@ def cmd_encode_shards(args):
 
 def cmd_encode(args):
     # This process only encodes: two batches side by side, each on its share
-    # of the cores, beat one batch on all of them (keras_sentemb.models.cpu_threads).
-    models.cpu_threads.configure_encode_threads()
+    # of the cores, beat one batch on all of them (keras_sentemb.kernels.cpu_threads).
+    kernels.cpu_threads.configure_encode_threads()
     if args.shard_size is not None:
         return cmd_encode_shards(args)
     out_dir = os.path.dirname(os.path.abspath(args.output))
@@ -112,7 +113,7 @@ def load_precision_encoder(args):
             raise UsageError("--calibration applies to --precision int8")
         calibration = read_calibration(args.calibration)
     if args.precision == "int8":
-        from keras_sentemb.models.int8_transformer import int8_available
+        from keras_sentemb.kernels.int8_transformer import int8_available
 
         available, why = int8_available()
         if not available:
@@ -128,7 +129,7 @@ def load_precision_encoder(args):
 def show_kernels(args, encoder, precision=None):
     """With `--verbose`: which kernel each op uses on this CPU and why (stderr)."""
     if getattr(args, "show_kernels", False):
-        from keras_sentemb.models.kernel_report import kernel_report
+        from keras_sentemb.kernels.report import kernel_report
 
         print(kernel_report(encoder, precision=precision), file=sys.stderr)
 

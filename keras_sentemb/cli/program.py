@@ -15,7 +15,7 @@ from keras_sentemb.cli import export
 from keras_sentemb.cli import train
 from keras_sentemb.cli.common import report_error
 from keras_sentemb.cli.errors import one_line_error
-from keras_sentemb.models.onednn_opts import enable_onednn_opts
+from keras_sentemb.kernels.onednn_opts import enable_onednn_opts
 from keras_sentemb.quiet_startup import quiet_tensorflow_startup
 from keras_sentemb.quiet_startup import start_tensorflow
 from keras_sentemb.quiet_startup import take_verbose_flag
@@ -137,7 +137,7 @@ def main(argv=None):
     args.show_kernels = verbose
     if verbose and args.command == "train":
         # The models train with the default kernel policy ("auto"; encode reports its model's).
-        from keras_sentemb.models.kernel_report import kernel_report
+        from keras_sentemb.kernels.report import kernel_report
 
         print(kernel_report(), file=sys.stderr)
     commands = {"encode": encode, "evaluate": evaluate, "analyze": analyze, "export": export}

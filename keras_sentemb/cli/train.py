@@ -8,8 +8,8 @@ import re
 import sys
 import typing
 
+from keras_sentemb import kernels
 from keras_sentemb import methods
-from keras_sentemb import models
 from keras_sentemb import pipelines
 from keras_sentemb.cli.common import FIXED_RUN_ARGUMENTS
 from keras_sentemb.cli.common import UsageError
@@ -244,8 +244,8 @@ def cmd_train(args, extra):
     parser, method = method_option_parser(args.method)
     if method.parallel_passes:
         # Their steps run two independent encoder passes: one per share of the
-        # cores beats every op split over all of them (models.cpu_threads).
-        models.cpu_threads.configure_train_threads()
+        # cores beats every op split over all of them (kernels.cpu_threads).
+        kernels.cpu_threads.configure_train_threads()
     # Dev-set evaluations and the kept checkpoint are reported through logging.
     logging.basicConfig(level=logging.INFO, format="%(name)s: %(message)s", stream=sys.stderr)
     options, unknown = parser.parse_known_args(extra)

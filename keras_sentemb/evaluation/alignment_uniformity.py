@@ -9,7 +9,7 @@ import numpy as np
 from keras_sentemb.evaluation import _plotting
 from keras_sentemb.evaluation.readers import load_stsb_pairs
 from keras_sentemb.evaluation.sts_spread import encode_pairs
-from keras_sentemb.models.precision import reproducible
+from keras_sentemb.kernels.precision import reproducible
 
 logger = logging.getLogger(__name__)
 

@@ -32,7 +32,7 @@ from keras_sentemb.evaluation.search import check_similarity
 from keras_sentemb.evaluation.search import exact_search
 from keras_sentemb.evaluation.search import recall_at_k
 from keras_sentemb.missing_dependency import import_optional
-from keras_sentemb.models.precision import reproducible
+from keras_sentemb.kernels.precision import reproducible
 
 SPLITS = ("test", "dev", "train")
 # Reported metric name -> (trec_eval measure, key in its output, run cut-off).

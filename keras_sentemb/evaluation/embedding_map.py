@@ -23,7 +23,7 @@ from keras_sentemb.evaluation import transfer_readers as readers
 from keras_sentemb.evaluation.readers import load_stsb_pairs
 from keras_sentemb.evaluation.sts_spread import bucket_edges
 from keras_sentemb.evaluation.sts_spread import score_buckets
-from keras_sentemb.models.precision import reproducible
+from keras_sentemb.kernels.precision import reproducible
 
 METHODS = ("tsne", "pca")
 

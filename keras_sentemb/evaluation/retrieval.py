@@ -3,7 +3,7 @@
 import numpy as np
 
 from keras_sentemb import validation
-from keras_sentemb.models.precision import reproducible
+from keras_sentemb.kernels.precision import reproducible
 
 
 def _normalize(x):

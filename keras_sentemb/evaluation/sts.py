@@ -34,7 +34,7 @@ import numpy as np
 from scipy import stats
 
 from keras_sentemb.evaluation import readers
-from keras_sentemb.models.precision import reproducible
+from keras_sentemb.kernels.precision import reproducible
 
 STS_YEAR_TASKS = ("STS12", "STS13", "STS14", "STS15", "STS16")
 # SimCSE's reporting order: the seven tasks of the papers' STS tables.

@@ -32,7 +32,7 @@ import numpy as np
 from keras_sentemb.evaluation import _plotting
 from keras_sentemb.evaluation.readers import load_stsb_pairs
 from keras_sentemb.evaluation.sts import cosine_scores
-from keras_sentemb.models.precision import reproducible
+from keras_sentemb.kernels.precision import reproducible
 
 def _check_range(num_buckets, score_range):
     if isinstance(num_buckets, bool) or not isinstance(num_buckets, (int, np.integer)) or num_buckets < 1:

@@ -16,7 +16,7 @@ from safetensors.numpy import save_file
 
 from keras_sentemb import compat
 from keras_sentemb.models.backbone_adapter import BackboneAdapter
-from keras_sentemb.models.fused_gelu import gelu_form
+from keras_sentemb.kernels.fused_gelu import gelu_form
 
 # RoBERTa's reserved position rows (`padding_idx + 1`).
 ROBERTA_POSITION_OFFSET = 2

@@ -41,7 +41,7 @@ from keras_sentemb.export.litert_check import verify_litert
 from keras_sentemb.export.parity import check_tolerance
 from keras_sentemb.io_utils import DISK_FULL_CAUSES
 from keras_sentemb.io_utils import disk_full_cause
-from keras_sentemb.models.kernels import declare_graph
+from keras_sentemb.kernels.policy import declare_graph
 
 QUANTIZE_MODES = ("float32", "float16", "int8")
 # Largest relative error of a row against `encode()`, per weight format (on
@@ -105,7 +105,7 @@ def _serving_function(encoder, length, truncate_dim):
     @tf.function(input_signature=specs)
     def serve(input_word_ids, input_mask, input_type_ids):
         # Plain TensorFlow ops: the fused GELU, layer norm and dropout kernels are XLA
-        # functions the LiteRT converter cannot lower to builtin ops (`kernels.GraphKind`).
+        # functions the LiteRT converter cannot lower to builtin ops (`kernels.policy.GraphKind`).
         declare_graph(plain=True)
         out = encoder({"token_ids": input_word_ids, "padding_mask": input_mask,
                        "segment_ids": input_type_ids}, training=False)
@@ -131,15 +131,13 @@ def convert(encoder, length, quantize="float32", truncate_dim=None):
     """
     import tensorflow as tf
 
+    from keras_sentemb import compat
     from keras_sentemb.export.huggingface import NotExportableError
-
-    from tensorflow.python.framework.convert_to_constants import (
-        convert_variables_to_constants_v2)
 
     # Weights as constants: left as resource variables (READ_VARIABLE ops)
     # they would need an initialisation call that MediaPipe never makes.
     traced = _serving_function(encoder, length, truncate_dim)
-    frozen = convert_variables_to_constants_v2(traced)
+    frozen = compat.frozen_function(traced)
 
     @tf.function(input_signature=traced.structured_input_signature[0])
     def serve(input_word_ids, input_mask, input_type_ids):  # keeps the output's name

@@ -50,8 +50,9 @@ def _interpreter(model_content):
 
 def operator_codes(model):
     """`(builtin codes, custom op names)` of a `.tflite` flatbuffer (bytes)."""
-    from tensorflow.lite.python import schema_py_generated as schema
+    from keras_sentemb import compat
 
+    schema = compat.tflite_schema()
     root = schema.Model.GetRootAsModel(bytearray(model), 0)
     builtins, custom = set(), set()
     for i in range(root.OperatorCodesLength()):
@@ -66,8 +67,9 @@ def operator_codes(model):
 
 def subgraph_input_names(model):
     """The input names of the `serving_default` signature in subgraph input order."""
-    from tensorflow.lite.python import schema_py_generated as schema
+    from keras_sentemb import compat
 
+    schema = compat.tflite_schema()
     root = schema.Model.GetRootAsModel(bytearray(model), 0)
     subgraph = root.Subgraphs(0)
     signature = root.SignatureDefs(0)

@@ -148,8 +148,9 @@ def attach_metadata(model, metadata, files):
     Returns:
         bytes.
     """
-    from tensorflow.lite.python import schema_py_generated as schema
+    from keras_sentemb import compat
 
+    schema = compat.tflite_schema()
     tree = schema.ModelT.InitFromObj(schema.Model.GetRootAsModel(bytearray(model), 0))
     if any(m.name in (METADATA_NAME, METADATA_NAME.encode()) for m in tree.metadata or []):
         raise ValueError(f"The model already has {METADATA_NAME}.")
@@ -216,8 +217,9 @@ def read_metadata(data):
         and `files` (name -> bytes of the appended zip archive); None when
         the model has no `TFLITE_METADATA`.
     """
-    from tensorflow.lite.python import schema_py_generated as schema
+    from keras_sentemb import compat
 
+    schema = compat.tflite_schema()
     model = schema.Model.GetRootAsModel(bytearray(data), 0)
     index = None
     for i in range(model.MetadataLength()):

@@ -43,7 +43,7 @@ from keras_sentemb.model_card import build_model_card
 from keras_sentemb.model_card import write_model_card
 from keras_sentemb.models.int8_encoder import DEFAULT_CALIBRATION_SIZE
 from keras_sentemb.models.int8_encoder import prepare_int8
-from keras_sentemb.models.kernels import declare_graph
+from keras_sentemb.kernels.policy import declare_graph
 from keras_sentemb.models.sentence_encoder import SentenceEncoder
 from keras_sentemb.models.truncation import check_truncate_dim
 from keras_sentemb.version import __version__
@@ -320,7 +320,7 @@ def build_export_archive(
     `token_embeddings` (strings -> token-level outputs). Call
     `archive.write_out(path)` to write a SavedModel; `export_saved_model`
     does that and verifies the result. The endpoints declare their graphs
-    as serving graphs (`kernels.declare_graph(forward_only=True, serving=True)`):
+    as serving graphs (`kernels.policy.declare_graph(forward_only=True, serving=True)`):
     TensorFlow ops only, no XLA-compiled call, which a TF Serving build
     without XLA could not run; the fused Transformer layer and the matmul +
     bias + GELU pattern oneDNN fuses apply, as in `encode`.

@@ -17,15 +17,15 @@ import keras
 import numpy as np
 import tensorflow as tf
 
-from keras_sentemb.models.cpu_threads import check_max_batch_tokens
-from keras_sentemb.models.cpu_threads import run_batches
-from keras_sentemb.models.kernels import compiles_per_shape
-from keras_sentemb.models.kernels import declare_graph
+from keras_sentemb.kernels.cpu_threads import check_max_batch_tokens
+from keras_sentemb.kernels.cpu_threads import run_batches
+from keras_sentemb.kernels.policy import compiles_per_shape
+from keras_sentemb.kernels.policy import declare_graph
 from keras_sentemb.models.int8_encoder import int8_target
 from keras_sentemb.models.int8_encoder import prepare_int8
-from keras_sentemb.models.precision import INFERENCE_POLICIES
-from keras_sentemb.models.precision import check_precision
-from keras_sentemb.models.precision import resolve_encode_precision
+from keras_sentemb.kernels.precision import INFERENCE_POLICIES
+from keras_sentemb.kernels.precision import check_precision
+from keras_sentemb.kernels.precision import resolve_encode_precision
 from keras_sentemb.models import sharded_encoding
 from keras_sentemb.models.text_normalization import normalize_text
 from keras_sentemb.models.truncation import check_truncate_dim
@@ -45,7 +45,7 @@ BUCKETS = (8, 16, 24, 32, 40, 48, 56, 64, 80, 96, 112, 128, 160, 192, 224,
 # and the forward passes take 8.9 % less time (145.2 -> 132.3 s on a 2-core
 # AVX2 CPU) for 36 shapes instead of 11.
 ENCODE_BUCKETS = tuple(range(2, 129, 2)) + tuple(b for b in BUCKETS if b > 128)
-# ... and when it compiles nothing per shape (`kernels.compiles_per_shape`): every
+# ... and when it compiles nothing per shape (`kernels.policy.compiles_per_shape`): every
 # length up to 128, where padding is only what sentences of a batch differ by
 # (0.4 % of the tokens of those 26,000 sentences, against 1.9 % at even lengths).
 EXACT_BUCKETS = tuple(range(2, 129)) + tuple(b for b in BUCKETS if b > 128)
@@ -190,7 +190,7 @@ class EncodingEngine:
             @tf.function(input_signature=[spec, spec], reduce_retracing=True, autograph=False)
             def fn(token_ids, padding_mask):
                 # A graph that never runs backward: fused matmul + GELU, fused
-                # Transformer layers (`kernels.GraphKind`).
+                # Transformer layers (`kernels.policy.GraphKind`).
                 declare_graph(forward_only=True, int8=int8)
                 inputs = {"token_ids": token_ids, "padding_mask": padding_mask}
                 states = self.hidden_states(inputs, training=False)
@@ -253,7 +253,7 @@ class EncodingEngine:
             precision: str or None. What the forward pass computes in:
                 `"auto"` (the default, also `None`): bfloat16 on a CPU that
                 computes it natively (AVX512-BF16, AMX), float32 elsewhere
-                and on GPUs (`keras_sentemb.models.precision.auto_precision`;
+                and on GPUs (`keras_sentemb.kernels.precision.auto_precision`;
                 `KERAS_SENTEMB_PRECISION=float32` pins it for the process);
                 `"float32"`; `"bfloat16"` (a copy of this encoder with its
                 current weights in bfloat16, Keras' `bfloat16` policy; layer
@@ -261,13 +261,13 @@ class EncodingEngine:
                 without native bfloat16 computes float32 instead, with a
                 one-line notice); `"int8"`: int8 matrix multiplies with
                 ranges calibrated on `int8_calibration` sentences
-                (`keras_sentemb.models.int8_transformer`; TensorFlow's oneDNN
+                (`keras_sentemb.kernels.int8_transformer`; TensorFlow's oneDNN
                 kernels must be on). Every precision returns float32 vectors.
             postprocess: bool. Apply the post-processing layer (if any);
                 `False` returns the vectors it takes (what it was fitted
                 on). Defaults to `True`.
             parallel_batches: int or None. Batches computed at the same time
-                (on Python threads; see `keras_sentemb.models.cpu_threads`).
+                (on Python threads; see `keras_sentemb.kernels.cpu_threads`).
                 Defaults to `None`: 2 on a host without GPU or TPU, else 1.
                 The vectors do not depend on it.
             truncate_dim: int or None. Keep only the first `truncate_dim`

@@ -3,7 +3,7 @@
 `prepare_int8(encoder)` measures each Transformer layer's activation ranges
 on calibration sentences (`int8_transformer.calibration_ranges`) and binds
 int8 weights (`Int8Weights`) to every layer; graphs declared int8
-(`kernels.declare_graph(int8=True)`) then compute each layer through
+(`kernels.policy.declare_graph(int8=True)`) then compute each layer through
 `int8_transformer.int8_call`, and every other graph as before. The int8
 weights are built again when the encoder's weights or its calibration
 sentences change. An encoder that does not compute in float32 (a bfloat16
@@ -19,7 +19,7 @@ import zlib
 
 import numpy as np
 
-from keras_sentemb.models import int8_transformer
+from keras_sentemb.kernels import int8_transformer
 
 DEFAULT_CALIBRATION_SIZE = 128
 CALIBRATION_BATCH_SIZE = 64
@@ -88,7 +88,8 @@ def prepare_int8(encoder):
         int8_transformer.attach(layer, None)
     batches = [(ids, mask) for _, ids, mask in
                target.packed_batches(list(sentences), CALIBRATION_BATCH_SIZE, target.max_length)]
-    ranges = int8_transformer.calibration_ranges(target, batches)
+    ranges = int8_transformer.calibration_ranges(
+        lambda token_ids: target.adapter.embed(token_ids, None, None), layers, batches)
     for index, (layer, layer_ranges) in enumerate(zip(layers, ranges)):
         weights = int8_transformer.Int8Weights(layer, layer_ranges, name=f"int8_layer_{index}")
         int8_transformer.attach(layer, weights)

@@ -19,8 +19,8 @@ import keras_hub
 import numpy as np
 
 from keras_sentemb.models import presets
-from keras_sentemb.models.deferred_init import initializers_deferred
-from keras_sentemb.models.fused_gelu import HF_HIDDEN_ACT
+from keras_sentemb.kernels.deferred_init import initializers_deferred
+from keras_sentemb.kernels.fused_gelu import HF_HIDDEN_ACT
 from keras_sentemb.models.presets import is_cached_preset
 from keras_sentemb.models.roberta_keys import prefixed_view
 from keras_sentemb.models.st_modules import read_dense_modules

@@ -8,11 +8,11 @@ from keras_sentemb.models.backbone_adapter import BackboneAdapter
 from keras_sentemb.models.encoder_forward import EncoderForward
 from keras_sentemb.models.encoder_persistence import EncoderPersistence
 from keras_sentemb.models.encoding_engine import EncodingEngine
-from keras_sentemb.models.fused_gelu import check_gelu_form
+from keras_sentemb.kernels.fused_gelu import check_gelu_form
 from keras_sentemb.models.int8_encoder import check_calibration
-from keras_sentemb.models.fused_gelu import set_gelu_form
-from keras_sentemb.models.kernel_install import install_kernels
-from keras_sentemb.models.kernels import KernelPolicy
+from keras_sentemb.kernels.fused_gelu import set_gelu_form
+from keras_sentemb.kernels.install import install_kernels
+from keras_sentemb.kernels.policy import KernelPolicy
 from keras_sentemb.models.loading import register_serializable_classes
 from keras_sentemb.models.pooling import parse_pooling
 from keras_sentemb.models.post_processing import PostProcessing
@@ -112,7 +112,7 @@ class SentenceEncoder(EncoderPersistence, EncodingEngine, EncoderForward, keras.
         self.feedforward_gelu = check_gelu_form(feedforward_gelu)
         if feedforward_gelu is not None:
             set_gelu_form(self.adapter.transformer_layers, feedforward_gelu)
-        # Which fused kernels the backbone may run, bound to its layers (see models/kernels).
+        # Which fused kernels the backbone may run, bound to its layers (see kernels/policy.py).
         self._kernels = KernelPolicy.of(kernels)
         install_kernels(backbone, self.adapter.transformer_layers, self._kernels)
         self.text_normalization = check_mode(text_normalization)

@@ -29,7 +29,7 @@ import tensorflow as tf
 
 from keras_sentemb import validation
 from keras_sentemb.models.pooling import parse_pooling
-from keras_sentemb.models.precision import resolve_encode_precision
+from keras_sentemb.kernels.precision import resolve_encode_precision
 
 MANIFEST = "manifest.json"
 FORMATS = ("npy", "tfrecord")

@@ -15,7 +15,7 @@ from keras_sentemb.data.stream_batches import Mixture
 from keras_sentemb.data.stream_batches import as_stream
 from keras_sentemb.pipelines.callbacks import pair_sentences
 from keras_sentemb.pipelines.callbacks import vectors_spearman
-from keras_sentemb.models.precision import reproducible
+from keras_sentemb.kernels.precision import reproducible
 
 logger = logging.getLogger(__name__)
 

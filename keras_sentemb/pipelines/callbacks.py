@@ -11,7 +11,7 @@ import numpy as np
 
 from keras_sentemb import validation
 from keras_sentemb.evaluation.sts import cosine_scores
-from keras_sentemb.models.precision import reproducible
+from keras_sentemb.kernels.precision import reproducible
 
 logger = logging.getLogger(__name__)
 

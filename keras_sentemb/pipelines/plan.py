@@ -14,13 +14,12 @@ import dataclasses
 import logging
 import os
 
-
 from keras_sentemb import validation
 from keras_sentemb.evaluation.readers import load_stsb_pairs
 from keras_sentemb.io_utils import check_new_folder
-from keras_sentemb.models.native_bfloat16 import effective_precision
+from keras_sentemb.kernels.native_bfloat16 import effective_precision
+from keras_sentemb.kernels.precision import check_precision
 from keras_sentemb.models.pooling import parse_pooling
-from keras_sentemb.models.precision import check_precision
 from keras_sentemb.pipelines.arguments import RUN_ARGUMENTS
 
 logger = logging.getLogger(__name__)
@@ -208,7 +207,7 @@ class RunPlan:
         mlp: str or None. The training-only MLP head (`"train"`,
             `"none"`, `"keep"`), or None for a method without one.
         precision: str. `"float32"` or `"bfloat16"` (what the hardware
-            computes; see `keras_sentemb.models.native_bfloat16`).
+            computes; see `keras_sentemb.kernels.native_bfloat16`).
         encoder_max_length: int. The encoder's own token limit.
     """
     pooling: str

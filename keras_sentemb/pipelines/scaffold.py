@@ -55,7 +55,7 @@ from keras_sentemb.data.stream_batches import as_stream
 from keras_sentemb.data.stream_batches import stream_batches
 from keras_sentemb.data.stream_batches import worker_shard
 from keras_sentemb.models import SentenceEncoder
-from keras_sentemb.models.precision import PRECISIONS
+from keras_sentemb.kernels.precision import PRECISIONS
 from keras_sentemb.pipelines.plan import RunConfig
 from keras_sentemb.pipelines.plan import resolve
 from keras_sentemb.pipelines.callbacks import BeirDevEvaluation

@@ -102,6 +102,7 @@ def all_finite(loss, grads, loss_scaled):
     return all_replicas_agree(finite)  # one replica's NaN skips the step everywhere
 
 
+@compat.replace_symbolic_build
 class BaseTrainer(GradCacheMixin, MatryoshkaMixin, keras.Model):
     """Base class of the method trainers: loss in, guarded update out.
 
@@ -247,7 +248,7 @@ class BaseTrainer(GradCacheMixin, MatryoshkaMixin, keras.Model):
         if optimizer is not None and not optimizer.built:
             optimizer.build(self.trainable_variables)
 
-    def _maybe_symbolic_build(self, iterator=None, data_batch=None):
+    def build_before_fit(self):
         """Skip Keras' symbolic build from a first, cross-replica-reduced batch.
 
         Under a strategy Keras 3 takes the first distributed batch, reduces it
@@ -255,8 +256,8 @@ class BaseTrainer(GradCacheMixin, MatryoshkaMixin, keras.Model):
         trainer needs none of that (its weights exist from `__init__`, its
         optimizer is built in `compile`, it has no compiled loss or metrics),
         and the reduction fails on nested dict batches under
-        `MultiWorkerMirroredStrategy`. (Overrides a private Keras method; see
-        `keras_sentemb.compat`.)
+        `MultiWorkerMirroredStrategy`. Keras calls this instead of its own
+        build (`compat.replace_symbolic_build`).
         """
         if self.optimizer is not None and not self.optimizer.built:
             with self.distribute_strategy.scope():

@@ -330,7 +330,7 @@ def test_hidden_act_names_the_form_every_layer_computes_and_refuses_others():
     import keras
 
     from keras_sentemb.export.hf_weights import hidden_act
-    from keras_sentemb.models.fused_gelu import unfuse_gelu
+    from keras_sentemb.kernels.fused_gelu import unfuse_gelu
     from tests.conftest import make_tiny_encoder
 
     assert hidden_act(make_tiny_encoder().backbone) == "gelu_new"

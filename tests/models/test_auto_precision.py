@@ -7,12 +7,12 @@ pin and fake the CPU's flags, so each CPU class is checked on any machine.
 import numpy as np
 import pytest
 
-from keras_sentemb.models import cpu_threads
-from keras_sentemb.models import kernels
-from keras_sentemb.models.kernel_report import kernel_report
-from keras_sentemb.models import native_bfloat16
-from keras_sentemb.models import precision
-from keras_sentemb.models.precision import auto_precision
+from keras_sentemb.kernels import cpu_threads
+from keras_sentemb.kernels import policy as kernels
+from keras_sentemb.kernels.report import kernel_report
+from keras_sentemb.kernels import native_bfloat16
+from keras_sentemb.kernels import precision
+from keras_sentemb.kernels.precision import auto_precision
 from tests.numeric import cosines
 
 SENTENCES = ["a man plays the guitar", "the cat sits on the mat", "hello world", "x"]

@@ -1,9 +1,9 @@
-"""bfloat16 <-> float32 conversions on the bits (`models/bfloat16_bits.py`): exactly `tf.cast`."""
+"""bfloat16 <-> float32 conversions on the bits (`kernels/bfloat16_bits.py`): exactly `tf.cast`."""
 
 import numpy as np
 import tensorflow as tf
 
-from keras_sentemb.models.bfloat16_bits import narrow, widen
+from keras_sentemb.kernels.bfloat16_bits import narrow, widen
 
 narrow_xla = tf.function(lambda y: narrow(y, tf.bfloat16), jit_compile=True, autograph=False)
 widen_xla = tf.function(widen, jit_compile=True, autograph=False)

@@ -1,4 +1,4 @@
-"""Concurrent encode batches (`keras_sentemb.models.cpu_threads`) and outlier-aware batching."""
+"""Concurrent encode batches (`keras_sentemb.kernels.cpu_threads`) and outlier-aware batching."""
 
 import os
 import subprocess
@@ -10,12 +10,12 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from keras_sentemb.models import cpu_threads
-from keras_sentemb.models.cpu_threads import check_max_batch_tokens
-from keras_sentemb.models.cpu_threads import check_parallel_batches
-from keras_sentemb.models.cpu_threads import configure_encode_threads
-from keras_sentemb.models.cpu_threads import configure_train_threads
-from keras_sentemb.models.cpu_threads import run_batches
+from keras_sentemb.kernels import cpu_threads
+from keras_sentemb.kernels.cpu_threads import check_max_batch_tokens
+from keras_sentemb.kernels.cpu_threads import check_parallel_batches
+from keras_sentemb.kernels.cpu_threads import configure_encode_threads
+from keras_sentemb.kernels.cpu_threads import configure_train_threads
+from keras_sentemb.kernels.cpu_threads import run_batches
 from keras_sentemb.models.encoding_engine import bucket_length
 from tests.conftest import REPO
 from tests.numeric import assert_close_vectors
@@ -115,7 +115,7 @@ def run_fresh(code):
 def test_a_fresh_process_splits_the_cores_between_two_batches():
     code = (
         "import os, tensorflow as tf\n"
-        "from keras_sentemb.models.cpu_threads import configure_encode_threads\n"
+        "from keras_sentemb.kernels.cpu_threads import configure_encode_threads\n"
         "applied = configure_encode_threads(2)\n"
         "t = tf.config.threading\n"
         "print(applied, t.get_intra_op_parallelism_threads(), t.get_inter_op_parallelism_threads(),"
@@ -129,7 +129,7 @@ def test_a_fresh_process_splits_the_cores_between_two_batches():
 def test_a_users_thread_setting_is_kept():
     code = (
         "import tensorflow as tf\n"
-        "from keras_sentemb.models.cpu_threads import configure_encode_threads\n"
+        "from keras_sentemb.kernels.cpu_threads import configure_encode_threads\n"
         "tf.config.threading.set_intra_op_parallelism_threads(3)\n"
         "print(configure_encode_threads(2), tf.config.threading.get_intra_op_parallelism_threads())\n"
     )
@@ -139,7 +139,7 @@ def test_a_users_thread_setting_is_kept():
 def test_a_fresh_process_splits_the_cores_between_two_training_passes():
     code = (
         "import os, tensorflow as tf\n"
-        "from keras_sentemb.models.cpu_threads import configure_train_threads\n"
+        "from keras_sentemb.kernels.cpu_threads import configure_train_threads\n"
         "applied = configure_train_threads()\n"
         "t = tf.config.threading\n"
         "print(applied, t.get_intra_op_parallelism_threads(), t.get_inter_op_parallelism_threads(),"
@@ -156,7 +156,7 @@ def test_a_fresh_process_splits_the_cores_between_two_training_passes():
 def test_train_threads_keep_a_users_setting_and_a_running_tensorflow():
     code = (
         "import tensorflow as tf\n"
-        "from keras_sentemb.models.cpu_threads import configure_train_threads\n"
+        "from keras_sentemb.kernels.cpu_threads import configure_train_threads\n"
         "tf.config.threading.set_inter_op_parallelism_threads(3)\n"
         "print(configure_train_threads(), tf.config.threading.get_intra_op_parallelism_threads())\n"
     )

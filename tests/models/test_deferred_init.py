@@ -8,9 +8,9 @@ import numpy as np
 import pytest
 
 from keras_sentemb import compat
-from keras_sentemb.models import deferred_init
+from keras_sentemb.kernels import deferred_init
 from keras_sentemb.models import SentenceEncoder
-from keras_sentemb.models.deferred_init import initializers_deferred
+from keras_sentemb.kernels.deferred_init import initializers_deferred
 from tests.conftest import make_tiny_encoder
 from tests.models.test_hf_folders import write_hf_bert
 

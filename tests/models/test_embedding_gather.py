@@ -1,11 +1,11 @@
-"""Embedding rows gathered from the stored table, then cast (`models/embedding_gather.py`)."""
+"""Embedding rows gathered from the stored table, then cast (`kernels/embedding_gather.py`)."""
 
 import keras
 import numpy as np
 import pytest
 import tensorflow as tf
 
-from keras_sentemb.models.embedding_gather import install_embedding_gather
+from keras_sentemb.kernels.embedding_gather import install_embedding_gather
 from tests.conftest import make_tiny_encoder
 from tests.models.test_forward import make_tiny_roberta
 

@@ -5,12 +5,12 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from keras_sentemb.models import fast_dropout
-from keras_sentemb.models.fast_dropout import DISABLE_ENV
-from keras_sentemb.models.fast_dropout import drop_threshold
-from keras_sentemb.models.fast_dropout import dropout
-from keras_sentemb.models.fast_dropout import install_fast_dropout
-from keras_sentemb.models.fast_dropout import random_uint16
+from keras_sentemb.kernels import fast_dropout
+from keras_sentemb.kernels.fast_dropout import DISABLE_ENV
+from keras_sentemb.kernels.fast_dropout import drop_threshold
+from keras_sentemb.kernels.fast_dropout import dropout
+from keras_sentemb.kernels.fast_dropout import install_fast_dropout
+from keras_sentemb.kernels.fast_dropout import random_uint16
 from tests.conftest import make_tiny_encoder, run_in_graph, spy_calls
 from tests.models.test_forward import make_tiny_roberta
 

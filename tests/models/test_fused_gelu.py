@@ -7,16 +7,16 @@ import tensorflow as tf
 from keras_hub.src.utils.keras_utils import gelu_approximate
 
 from keras_sentemb import compat
-from keras_sentemb.models import kernels
-from keras_sentemb.models.fused_gelu import DISABLE_ENV
-from keras_sentemb.models.fused_gelu import FusedGelu
-from keras_sentemb.models.fused_gelu import bias_gelu
-from keras_sentemb.models.fused_gelu import fuse_gelu
-from keras_sentemb.models.fused_gelu import fused_gelu_approximate
-from keras_sentemb.models.fused_gelu import fused_gelu_exact
-from keras_sentemb.models.fused_gelu import gelu_form
-from keras_sentemb.models.fused_gelu import set_gelu_form
-from keras_sentemb.models.fused_gelu import unfuse_gelu
+from keras_sentemb.kernels import policy as kernels
+from keras_sentemb.kernels.fused_gelu import DISABLE_ENV
+from keras_sentemb.kernels.fused_gelu import FusedGelu
+from keras_sentemb.kernels.fused_gelu import bias_gelu
+from keras_sentemb.kernels.fused_gelu import fuse_gelu
+from keras_sentemb.kernels.fused_gelu import fused_gelu_approximate
+from keras_sentemb.kernels.fused_gelu import fused_gelu_exact
+from keras_sentemb.kernels.fused_gelu import gelu_form
+from keras_sentemb.kernels.fused_gelu import set_gelu_form
+from keras_sentemb.kernels.fused_gelu import unfuse_gelu
 from tests.conftest import make_tiny_encoder, run_in_graph, spy_calls
 from tests.models.test_forward import make_tiny_roberta
 from tests.numeric import assert_close_vectors
@@ -200,7 +200,7 @@ def test_encode_runs_the_fused_matmul_gelu_pattern_with_the_same_vectors(make, d
 
 
 def test_inference_pattern_is_only_for_forward_graphs(monkeypatch):
-    from keras_sentemb.models import fused_gelu
+    from keras_sentemb.kernels import fused_gelu
 
     encoder = make_tiny_encoder().clone(dtype="bfloat16")
     dense = encoder.backbone.transformer_layers[0]._feedforward_intermediate_dense
@@ -271,7 +271,7 @@ def test_bias_gelu_in_bfloat16_rounds_once_and_sums_the_bias_gradient_in_float32
 
 
 def test_training_runs_the_bias_and_gelu_as_one_kernel(monkeypatch):
-    from keras_sentemb.models import fused_gelu
+    from keras_sentemb.kernels import fused_gelu
 
     encoder = make_tiny_encoder()
     calls = spy_calls(monkeypatch, fused_gelu, "_bias_gelu_forward")

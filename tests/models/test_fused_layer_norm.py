@@ -1,12 +1,12 @@
-"""Layer normalisation as one fused kernel each way in training (`models/fused_layer_norm.py`)."""
+"""Layer normalisation as one fused kernel each way in training (`kernels/fused_layer_norm.py`)."""
 
 import keras
 import numpy as np
 import pytest
 import tensorflow as tf
 
-from keras_sentemb.models import fused_layer_norm
-from keras_sentemb.models.fused_layer_norm import install_fused_layer_norm, is_fused, layer_norm
+from keras_sentemb.kernels import fused_layer_norm
+from keras_sentemb.kernels.fused_layer_norm import install_fused_layer_norm, is_fused, layer_norm
 from tests.conftest import make_tiny_encoder, run_in_graph, spy_calls
 from tests.models.test_forward import make_tiny_roberta
 

@@ -6,12 +6,12 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from keras_sentemb.models import fused_transformer
-from keras_sentemb.models.fused_transformer import DISABLE_ENV
-from keras_sentemb.models.fused_transformer import fused_call
-from keras_sentemb.models.fused_transformer import install_fused_transformer
-from keras_sentemb.models.fused_transformer import supports
-from keras_sentemb.models.fused_transformer import uninstall_fused_transformer
+from keras_sentemb.kernels import fused_transformer
+from keras_sentemb.kernels.fused_transformer import DISABLE_ENV
+from keras_sentemb.kernels.fused_transformer import fused_call
+from keras_sentemb.kernels.fused_transformer import install_fused_transformer
+from keras_sentemb.kernels.fused_transformer import supports
+from keras_sentemb.kernels.fused_transformer import uninstall_fused_transformer
 from tests.conftest import make_tiny_encoder, run_in_graph
 from tests.models.test_forward import make_tiny_roberta
 from tests.models.test_fused_gelu import _graph_ops

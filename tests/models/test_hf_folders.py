@@ -15,7 +15,7 @@ from safetensors.numpy import save_file
 
 from keras_sentemb.export.hf_weights import hidden_act
 from keras_sentemb.models import SentenceEncoder
-from keras_sentemb.models.fused_gelu import gelu_form
+from keras_sentemb.kernels.fused_gelu import gelu_form
 from tests.conftest import TINY_VOCAB, make_tiny_encoder
 from tests.numeric import assert_close_vectors
 

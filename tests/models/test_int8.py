@@ -16,8 +16,8 @@ from scipy.special import erf
 
 from keras_sentemb import compat
 from keras_sentemb.models import int8_encoder
-from keras_sentemb.models import int8_transformer
-from keras_sentemb.models.int8_transformer import quantize_kernel
+from keras_sentemb.kernels import int8_transformer
+from keras_sentemb.kernels.int8_transformer import quantize_kernel
 from tests.conftest import make_tiny_encoder
 from tests.numeric import cosines
 from tests.numeric import relative_errors

@@ -8,8 +8,9 @@ import tensorflow as tf
 
 import keras_sentemb
 from keras_sentemb import compat
-from keras_sentemb.models import fast_dropout, fused_gelu, fused_layer_norm, kernels
-from keras_sentemb.models.kernels import KernelPolicy
+from keras_sentemb.kernels import fast_dropout, fused_gelu, fused_layer_norm
+from keras_sentemb.kernels import policy as kernels
+from keras_sentemb.kernels.policy import KernelPolicy
 from tests.conftest import make_tiny_encoder, spy_calls, while_tracing
 
 SENTS = ["a man plays a guitar .", "the cat sits on the mat !"]

@@ -5,8 +5,9 @@ import threading
 import pytest
 import tensorflow as tf
 
-from keras_sentemb.models import fused_gelu, fused_layer_norm, kernels
-from keras_sentemb.models.kernels import UNDECLARED, GraphKind
+from keras_sentemb.kernels import fused_gelu, fused_layer_norm
+from keras_sentemb.kernels import policy as kernels
+from keras_sentemb.kernels.policy import UNDECLARED, GraphKind
 from tests.conftest import make_tiny_encoder, run_in_graph, spy_calls, while_tracing
 from tests.models.test_fused_gelu import xla_compiled_functions
 from tests.models.test_kernels import no_overrides  # noqa: F401 (autouse: no environment overrides)

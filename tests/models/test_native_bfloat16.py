@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 
-from keras_sentemb.models import native_bfloat16
+from keras_sentemb.kernels import native_bfloat16
 from tests.conftest import make_tiny_encoder
 
 AVX2_ONLY = "fpu sse sse2 avx avx2 fma f16c"

@@ -6,9 +6,9 @@ import subprocess
 import sys
 
 import keras_sentemb
-from keras_sentemb.models import kernels
-from keras_sentemb.models.onednn_opts import ENV
-from keras_sentemb.models.onednn_opts import enable_onednn_opts
+from keras_sentemb.kernels import policy as kernels
+from keras_sentemb.kernels.onednn_opts import ENV
+from keras_sentemb.kernels.onednn_opts import enable_onednn_opts
 
 
 def _without_tensorflow(monkeypatch):
@@ -58,7 +58,8 @@ def test_the_report_says_whether_it_runs(monkeypatch):
 PROBE = """
 import json, os, sys
 from keras_sentemb.quiet_startup import run_quietly
-from keras_sentemb.models import kernels, onednn_opts
+from keras_sentemb.kernels import onednn_opts
+from keras_sentemb.kernels import policy as kernels
 kernels.cpu_isa = lambda: sys.argv[1]
 onednn_opts.enable_onednn_opts()
 run_quietly(lambda argv: print(json.dumps([os.environ.get(onednn_opts.ENV),

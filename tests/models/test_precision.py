@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from keras_sentemb import cli
-from keras_sentemb.models import native_bfloat16
+from keras_sentemb.kernels import native_bfloat16
 from keras_sentemb.models import SentenceEncoder
 from keras_sentemb.methods.simcse import fit_simcse
 from tests.conftest import make_tiny_encoder

@@ -5,10 +5,10 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from keras_sentemb.models import unpadded_transformer
-from keras_sentemb.models.kernel_install import install_kernels
-from keras_sentemb.models.kernels import KernelPolicy
-from keras_sentemb.models.unpadded_transformer import unpadded_call
+from keras_sentemb.kernels import unpadded_transformer
+from keras_sentemb.kernels.install import install_kernels
+from keras_sentemb.kernels.policy import KernelPolicy
+from keras_sentemb.kernels.unpadded_transformer import unpadded_call
 from tests.conftest import make_tiny_encoder, spy_calls
 from tests.models.test_forward import make_tiny_roberta
 from tests.models.test_fused_transformer import _inputs, _layer

@@ -31,7 +31,7 @@ class SimCSE(BaseTrainer):
       side by side (on a CPU host each pass's activations also stay closer
       to the cache): 4-5 % faster per step with TensorFlow's default
       threads, 7-10 % with the cores split between the passes
-      (`keras_sentemb.models.cpu_threads.configure_train_threads`).
+      (`keras_sentemb.kernels.cpu_threads.configure_train_threads`).
     - `"sup"`: `(anchor, positive, hard negative)` triplets, e.g. (premise,
       entailment, contradiction) or a sentence and its back-translation; the
       positive is the second column, every third column of the batch a

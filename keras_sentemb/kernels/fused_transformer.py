@@ -33,7 +33,7 @@ projections 509 -> 499 ms); `encode` of 8,000 wiki sentences as the command
 runs it: 41.7 -> 38.6 s (`benchmarks/kernel_choice.py` has the per-layer
 figures).
 
-It runs only in forward-only graphs (`encode`'s, `kernels.GraphKind`;
+It runs only in forward-only graphs (`encode`'s, `kernel_policy.GraphKind`;
 training keeps keras-hub's layer, whose dropout and gradients it would
 otherwise have to reproduce), on float32, bfloat16 or float16 inputs, with a padding mask, and when the layer is the plain keras-hub
 layer it expects (no gate, no sliding window, no quantization or LoRA, biases
@@ -45,19 +45,19 @@ never reach a sentence vector. `KERAS_SENTEMB_PLAIN_TRANSFORMER=1` keeps
 keras-hub's layer everywhere.
 """
 
-import types
-
 import keras
 import keras_hub
 import tensorflow as tf
 
 from keras_sentemb import compat
-from keras_sentemb.models import int8_transformer
-from keras_sentemb.models import kernels
-from keras_sentemb.models import unpadded_transformer
-from keras_sentemb.models.unpadded_transformer import supports
+from keras_sentemb.kernels import int8_transformer
+from keras_sentemb.kernels import policy as kernel_policy
+from keras_sentemb.kernels import unpadded_transformer
+from keras_sentemb.kernels.layer_calls import bind_call
+from keras_sentemb.kernels.layer_calls import unbind_call
+from keras_sentemb.kernels.unpadded_transformer import supports
 
-# Set to "1" to run keras-hub's Transformer layer everywhere (`kernels.ENVIRONMENT`).
+# Set to "1" to run keras-hub's Transformer layer everywhere (`kernel_policy.ENVIRONMENT`).
 DISABLE_ENV = "KERAS_SENTEMB_PLAIN_TRANSFORMER"
 
 # Input dtypes it runs on (float64 keeps keras-hub's layer).
@@ -68,7 +68,7 @@ def _use_fused(layer, inputs, padding_mask, training, return_attention_scores):
     return (not training and not return_attention_scores and padding_mask is not None
             and isinstance(inputs, tf.Tensor) and inputs.dtype in _DTYPES
             and inputs.shape.rank == 3 and inputs.shape[-1] is not None
-            and kernels.decide("transformer", kernels.policy_of(layer)))
+            and kernel_policy.decide("transformer", kernel_policy.policy_of(layer)))
 
 
 def _attention(attention, rows, batch, length, bias, residual):
@@ -121,16 +121,15 @@ def install_fused_transformer(transformer_layers, policy=None):
     """Lets each supported layer take `fused_call` in forward-only graphs.
 
     Whether it does is decided while a graph is traced, by `policy` (a
-    `kernels.KernelPolicy`; default "auto") through `kernels.decide`.
+    `kernel_policy.KernelPolicy`; default "auto") through `kernel_policy.decide`.
     Returns how many layers it was installed on. Idempotent; installing
     again binds the new policy.
     """
-    policy = kernels.KernelPolicy.of(policy)
+    policy = kernel_policy.KernelPolicy.of(policy)
     count = 0
     for layer in transformer_layers:
         if supports(layer):
-            kernels.attach(layer, policy)
-            layer.call = types.MethodType(_layer_call, layer)
+            bind_call(layer, _layer_call, policy)
             count += 1
     return count
 
@@ -139,6 +138,6 @@ def uninstall_fused_transformer(transformer_layers):
     """Puts keras-hub's own `call` back; returns how many layers had the fused one."""
     count = 0
     for layer in transformer_layers:
-        if layer.__dict__.pop("call", None) is not None:
+        if unbind_call(layer):
             count += 1
     return count

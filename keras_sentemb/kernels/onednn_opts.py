@@ -31,10 +31,10 @@ what this process runs.
 import os
 import sys
 
-from keras_sentemb.models import kernels
-from keras_sentemb.models.kernels import ONEDNN_ENV as ENV
-from keras_sentemb.models.kernels import ONEDNN_FOR as TURN_ON_FOR
-from keras_sentemb.models.kernels import onednn_status  # noqa: F401  (part of this module's API)
+from keras_sentemb.kernels import policy as kernel_policy
+from keras_sentemb.kernels.policy import ONEDNN_ENV as ENV
+from keras_sentemb.kernels.policy import ONEDNN_FOR as TURN_ON_FOR
+from keras_sentemb.kernels.policy import onednn_status  # noqa: F401  (part of this module's API)
 
 
 def enable_onednn_opts(isa=None):
@@ -46,15 +46,15 @@ def enable_onednn_opts(isa=None):
 
     Args:
         isa: str or None. The CPU's instruction-set class; defaults to
-            `kernels.cpu_isa()`.
+            `kernel_policy.cpu_isa()`.
 
     Returns:
         bool: whether the variable was set.
     """
     if ENV in os.environ or "tensorflow" in sys.modules:
         return False
-    if (kernels.cpu_isa() if isa is None else isa) not in TURN_ON_FOR:
+    if (kernel_policy.cpu_isa() if isa is None else isa) not in TURN_ON_FOR:
         return False
     os.environ[ENV] = "1"
-    kernels.ONEDNN_SET_HERE.append(True)
+    kernel_policy.ONEDNN_SET_HERE.append(True)
     return True

@@ -12,8 +12,8 @@ notice; on GPUs/TPUs and native CPUs it stays bfloat16.
 import os
 import sys
 
-from keras_sentemb.models.cpu_threads import has_accelerator
-from keras_sentemb.models.kernels import cpu_flag_set
+from keras_sentemb.kernels.cpu_threads import has_accelerator
+from keras_sentemb.kernels.policy import cpu_flag_set
 
 # /proc/cpuinfo flags (x86 "flags", Arm "Features") that mean native bfloat16 math.
 NATIVE_BFLOAT16_FLAGS = frozenset({"avx512_bf16", "amx_bf16", "bf16"})

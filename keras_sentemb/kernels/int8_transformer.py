@@ -39,9 +39,9 @@ import numpy as np
 import tensorflow as tf
 
 from keras_sentemb import compat
-from keras_sentemb.models import kernels
-from keras_sentemb.models import unpadded_transformer
-from keras_sentemb.models.fused_gelu import gelu_form
+from keras_sentemb.kernels import policy as kernel_policy
+from keras_sentemb.kernels import unpadded_transformer
+from keras_sentemb.kernels.fused_gelu import gelu_form
 
 # Where a layer quantizes its activations: the input of the Q/K/V projection, of
 # the attention output projection, of the feed-forward layer, and the feed-forward
@@ -217,7 +217,7 @@ def use_int8(layer, inputs, padding_mask, training, return_attention_scores):
     """Whether `layer` runs `int8_call` on these inputs: a graph declared int8, int8 weights."""
     return (not training and not return_attention_scores and padding_mask is not None
             and isinstance(inputs, tf.Tensor) and inputs.dtype == tf.float32
-            and inputs.shape.rank == 3 and kernels.graph_kind().int8
+            and inputs.shape.rank == 3 and kernel_policy.graph_kind().int8
             and weights_of(layer) is not None)
 
 
@@ -252,24 +252,27 @@ class _CalibrationOps:
         return self._dense(hidden, "ffout") + residual
 
 
-def calibration_ranges(encoder, batches):
+def calibration_ranges(embed, layers, batches):
     """Each Transformer layer's site ranges, from float32 forward passes over `batches`.
 
     Args:
-        encoder: a float32 `SentenceEncoder` whose layers `supports_int8`.
+        embed: callable. Token ids `[batch, length]` (int32 tensor) -> the
+            embedding output `[batch, length, width]` that the first layer
+            takes (a float32 encoder's `adapter.embed`).
+        layers: list of the float32 Transformer layers that follow it, each
+            `supports_int8`.
         batches: iterable of `(token_ids, padding_mask)` int32 arrays.
 
     Returns:
         list (one per layer) of dict site -> `(low, high)`: the mean over the
         batches of each batch's range.
     """
-    layers = encoder.adapter.transformer_layers
     spec = tf.TensorSpec([None, None], tf.int32)
 
     @tf.function(input_signature=[spec, spec], autograph=False)
     def ranges_of(token_ids, padding_mask):
-        kernels.declare_graph(forward_only=True)
-        x = encoder.adapter.embed(token_ids, None, None)
+        kernel_policy.declare_graph(forward_only=True)
+        x = embed(token_ids)
         keep = tf.reshape(tf.cast(padding_mask, tf.bool), [-1])
         out = []
         for layer in layers:

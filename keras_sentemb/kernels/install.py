@@ -1,18 +1,19 @@
 """`install_kernels`: the one place that fits an encoder's backbone with its kernel policy.
 
 Each fused kernel replaces the `call` of the layer objects it applies to
-(their class and config stay keras-hub's / Keras', so saving, loading and
-cloning see the stock layers) and binds the `KernelPolicy` to them; while a
-graph is traced, each layer asks `kernels.decide` whether to take its fused
-form. Ops a policy makes "plain" are not installed at all.
+(`layer_calls`: their class and config stay keras-hub's / Keras', so saving,
+loading and cloning see the stock layers) and binds the `KernelPolicy` to
+them; while a graph is traced, each layer asks `kernel_policy.decide` whether
+to take its fused form, so an op the policy makes "plain" runs the layer's own
+call.
 """
 
-from keras_sentemb.models import kernels
-from keras_sentemb.models.embedding_gather import install_embedding_gather
-from keras_sentemb.models.fast_dropout import install_fast_dropout
-from keras_sentemb.models.fused_gelu import fuse_gelu
-from keras_sentemb.models.fused_layer_norm import install_fused_layer_norm
-from keras_sentemb.models.fused_transformer import install_fused_transformer
+from keras_sentemb.kernels import policy as kernel_policy
+from keras_sentemb.kernels.embedding_gather import install_embedding_gather
+from keras_sentemb.kernels.fast_dropout import install_fast_dropout
+from keras_sentemb.kernels.fused_gelu import fuse_gelu
+from keras_sentemb.kernels.fused_layer_norm import install_fused_layer_norm
+from keras_sentemb.kernels.fused_transformer import install_fused_transformer
 
 
 def install_kernels(backbone, transformer_layers, policy=None):
@@ -22,12 +23,12 @@ def install_kernels(backbone, transformer_layers, policy=None):
         backbone: the keras-hub backbone (every Dropout and LayerNormalization
             inside it).
         transformer_layers: its Transformer layers (GELU, fused layer).
-        policy: a `kernels.KernelPolicy` or what `KernelPolicy.of` takes.
+        policy: a `kernel_policy.KernelPolicy` or what `KernelPolicy.of` takes.
             Defaults to "auto".
 
     Idempotent; calling it again with another policy rebinds that policy.
     """
-    policy = kernels.KernelPolicy.of(policy)
+    policy = kernel_policy.KernelPolicy.of(policy)
     return {
         # One fused XLA kernel per GELU forward / backward (fused_gelu).
         "gelu": fuse_gelu(transformer_layers, policy),

@@ -29,12 +29,12 @@ padding are masked, and pooling skips padding rows.
 Values and gradients at real tokens equal keras-hub's to float rounding
 (tests/models/test_unpadded_transformer.py); dropout draws other random
 numbers (the tensors have other shapes), at the same rates. It applies in
-graphs that may compute gradients (`kernels.GraphKind`, not `forward_only`:
+graphs that may compute gradients (`kernel_policy.GraphKind`, not `forward_only`:
 `encode` already batches sentences of similar length), to the plain keras-hub
 layer `fused_transformer.supports` accepts, with a padding mask and no
 attention mask, outside graphs that XLA compiles as a whole (`jit_compile=True`,
 TPUs: the count of real tokens is known only when the graph runs); elsewhere
-keras-hub's own call runs. `kernels.KernelPolicy`'s
+keras-hub's own call runs. `kernel_policy.KernelPolicy`'s
 `unpadded` op and `KERAS_SENTEMB_PLAIN_TRANSFORMER=1` switch it off.
 """
 
@@ -45,7 +45,7 @@ import keras_hub
 import tensorflow as tf
 
 from keras_sentemb import compat
-from keras_sentemb.models import kernels
+from keras_sentemb.kernels import policy as kernel_policy
 
 # The row count is rounded up to a multiple of batch * length / ROW_STEPS (at least MIN_ROW_STEP).
 ROW_STEPS = 16
@@ -89,7 +89,7 @@ def use_unpadded(layer, inputs, padding_mask, attention_mask, return_attention_s
     return (not return_attention_scores and padding_mask is not None and attention_mask is None
             and isinstance(inputs, tf.Tensor) and inputs.shape.rank == 3
             and inputs.shape[-1] is not None
-            and kernels.decide("unpadded", kernels.policy_of(layer))
+            and kernel_policy.decide("unpadded", kernel_policy.policy_of(layer))
             # The real tokens' count is known only when the graph runs.
             and not compat.in_xla_compiled_graph())
 

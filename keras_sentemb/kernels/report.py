@@ -6,7 +6,7 @@ read TensorFlow's state only once it is imported.
 
 import os
 
-from keras_sentemb.models import kernels
+from keras_sentemb.kernels import policy as kernel_policy
 
 
 class KernelReport(dict):
@@ -29,10 +29,10 @@ class KernelReport(dict):
 def precision_status(precision=None):
     """`{"asked", "computes", "why"}`: what an encode in `precision` computes in here, and why.
 
-    `precision` defaults to `"auto"` (`keras_sentemb.models.precision.auto_precision`).
+    `precision` defaults to `"auto"` (`keras_sentemb.kernels.precision.auto_precision`).
     """
-    from keras_sentemb.models import precision as precisions
-    from keras_sentemb.models.native_bfloat16 import falls_back
+    from keras_sentemb.kernels import precision as precisions
+    from keras_sentemb.kernels.native_bfloat16 import falls_back
 
     asked = precisions.check_encode_precision(precision)
     if asked == "auto":
@@ -51,7 +51,7 @@ def int8_status():
 
     if "tensorflow" not in sys.modules:
         return {"available": None, "why": "TensorFlow not imported yet"}
-    from keras_sentemb.models.int8_transformer import int8_available
+    from keras_sentemb.kernels.int8_transformer import int8_available
 
     available, why = int8_available()
     return {"available": available, "why": why}
@@ -64,7 +64,7 @@ def kernel_report(policy=None, isa=None, precision=None):
     training and in encoding, the layer norm, the dropout): `"fused"` or
     `"plain"`, and the reason: an environment override
     (`KERAS_SENTEMB_PLAIN_*=1`), the policy's explicit choice, or the measured
-    table row of this CPU's instruction set (`kernels.MEASURED`, from
+    table row of this CPU's instruction set (`kernel_policy.MEASURED`, from
     `benchmarks/kernel_choice.py`). Where an op applies at all (e.g. the fused
     Transformer layer only in encoding) is in `applies`.
 
@@ -72,7 +72,7 @@ def kernel_report(policy=None, isa=None, precision=None):
         policy: a `KernelPolicy`, `"auto"`, `"fused"`, `"plain"`, a dict op ->
             choice, or a `SentenceEncoder` (its policy). Defaults to `"auto"`.
         isa: str or None. `"avx512"`, `"avx2"` or `"other"`, to see another CPU
-            class's choices. Defaults to this CPU's (`kernels.cpu_isa()`).
+            class's choices. Defaults to this CPU's (`kernel_policy.cpu_isa()`).
         precision: str or None. The precision an encode asks for (`"auto"`,
             `"float32"`, `"bfloat16"`, `"int8"`), for the `precision` entry.
             Defaults to `"auto"`.
@@ -94,20 +94,22 @@ def kernel_report(policy=None, isa=None, precision=None):
     keras_sentemb.kernel_report()["ops"]["layer_norm"]["kernel"]  # "fused" or "plain"
     ```
     """
-    if policy is not None and not isinstance(policy, (kernels.KernelPolicy, str, dict)):
+    if policy is not None and not isinstance(policy, (kernel_policy.KernelPolicy, str, dict)):
         policy = getattr(policy, "kernels", policy)
-    policy = kernels.KernelPolicy.of(policy)
-    if isa is not None and isa not in kernels.MEASURED:
-        raise ValueError(f"`isa` must be one of {sorted(kernels.MEASURED)}, received {isa!r}.")
-    isa = kernels.cpu_isa() if isa is None else isa
+    policy = kernel_policy.KernelPolicy.of(policy)
+    if isa is not None and isa not in kernel_policy.MEASURED:
+        raise ValueError(
+            f"`isa` must be one of {sorted(kernel_policy.MEASURED)}, received {isa!r}.")
+    isa = kernel_policy.cpu_isa() if isa is None else isa
     ops = {}
-    for op, what in kernels.OPS.items():
+    for op, what in kernel_policy.OPS.items():
         kernel, why = policy.choice(op, isa)
-        no_xla = os.environ.get(kernels.NO_XLA_ENV, "") == "1"
-        if kernel == "fused" and op in kernels.NEEDS_XLA and no_xla:
-            kernel, why = "plain", f"environment {kernels.NO_XLA_ENV}=1 (no XLA-compiled kernels)"
+        no_xla = os.environ.get(kernel_policy.NO_XLA_ENV, "") == "1"
+        if kernel == "fused" and op in kernel_policy.NEEDS_XLA and no_xla:
+            kernel = "plain"
+            why = f"environment {kernel_policy.NO_XLA_ENV}=1 (no XLA-compiled kernels)"
         ops[op] = {"kernel": kernel, "why": why, "applies": what}
-    enabled, why = kernels.onednn_status()
-    return KernelReport(isa=isa, cpu_flags_read=kernels.cpu_flag_set() is not None, ops=ops,
+    enabled, why = kernel_policy.onednn_status()
+    return KernelReport(isa=isa, cpu_flags_read=kernel_policy.cpu_flag_set() is not None, ops=ops,
                         onednn={"enabled": enabled, "why": why},
                         precision=precision_status(precision), int8=int8_status())

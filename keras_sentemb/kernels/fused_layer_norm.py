@@ -17,7 +17,7 @@ inside an autocast scope, rounds them to bfloat16 first; their gradients come
 back as float32 without a cast.
 
 Used where a layer is being trained or evaluated in a graph that computes
-gradients. Forward-only graphs (`encode`'s, `kernels.GraphKind`) take
+gradients. Forward-only graphs (`encode`'s, `kernel_policy.GraphKind`) take
 oneDNN's layer normalisation kernel instead where TensorFlow's oneDNN kernels
 are on (`compat.onednn_layer_norm`, op `layer_norm_encode`): one pass where
 Keras' layer runs seven ops, and no XLA compile per batch shape; on a
@@ -33,11 +33,11 @@ import keras
 import tensorflow as tf
 
 from keras_sentemb import compat
-from keras_sentemb.models import kernels
-from keras_sentemb.models.bfloat16_bits import narrow, widen
-from keras_sentemb.models.layer_calls import is_patched, patch_calls
+from keras_sentemb.kernels import policy as kernel_policy
+from keras_sentemb.kernels.bfloat16_bits import narrow, widen
+from keras_sentemb.kernels.layer_calls import is_patched, patch_calls
 
-# Set to "1" to keep Keras' layer normalisation everywhere (`kernels.ENVIRONMENT`).
+# Set to "1" to keep Keras' layer normalisation everywhere (`kernel_policy.ENVIRONMENT`).
 DISABLE_ENV = "KERAS_SENTEMB_PLAIN_LAYER_NORM"
 
 # Rows per partial sum of the scale / offset gradients (`block_sums`).
@@ -126,14 +126,14 @@ def _last_axis(layer, inputs):
 def _fused_call(self, inputs):
     if (isinstance(inputs, tf.Tensor) and inputs.dtype in _DTYPES and _last_axis(self, inputs)
             and inputs.shape[-1] is not None and inputs.shape.rank in (2, 3)
-            and kernels.decide("layer_norm_encode", kernels.policy_of(self))):
+            and kernel_policy.decide("layer_norm_encode", kernel_policy.policy_of(self))):
         with compat.no_autocast():
             gamma, beta = tf.convert_to_tensor(self.gamma), tf.convert_to_tensor(self.beta)
         x = tf.cast(inputs, self.compute_dtype)
         return compat.onednn_layer_norm(x, gamma, beta, self.epsilon)
     if (isinstance(inputs, tf.Tensor) and inputs.dtype in _DTYPES and _last_axis(self, inputs)
             and inputs.shape[-1] is not None
-            and kernels.decide("layer_norm", kernels.policy_of(self))):
+            and kernel_policy.decide("layer_norm", kernel_policy.policy_of(self))):
         with compat.no_autocast():
             gamma, beta = tf.convert_to_tensor(self.gamma), tf.convert_to_tensor(self.beta)
         return layer_norm(inputs, gamma, beta, self.epsilon, dtype=self.compute_dtype)
@@ -148,7 +148,7 @@ def install_fused_layer_norm(model, policy=None):
     decided then by `policy` (default "auto", see `kernels`). Idempotent
     (installing again binds the new policy). Returns how many were patched.
     """
-    policy = kernels.KernelPolicy.of(policy)
+    policy = kernel_policy.KernelPolicy.of(policy)
     return patch_calls(model, _fusable, _fused_call, policy)
 
 

@@ -88,9 +88,9 @@ def auto_precision(flags=None):
     """
     # Here, not at the top: they load TensorFlow, which `reproducible`'s callers
     # (evaluation of any encoder) need not.
-    from keras_sentemb.models.cpu_threads import has_accelerator
-    from keras_sentemb.models.native_bfloat16 import NATIVE_BFLOAT16_FLAGS
-    from keras_sentemb.models.native_bfloat16 import cpu_flags
+    from keras_sentemb.kernels.cpu_threads import has_accelerator
+    from keras_sentemb.kernels.native_bfloat16 import NATIVE_BFLOAT16_FLAGS
+    from keras_sentemb.kernels.native_bfloat16 import cpu_flags
 
     pinned = pinned_precision()
     if pinned is not None:
@@ -112,7 +112,7 @@ def resolve_encode_precision(precision):
     `"bfloat16"` asked for on a CPU without native bfloat16 computes float32
     (with a one-line notice; `native_bfloat16`).
     """
-    from keras_sentemb.models.native_bfloat16 import effective_precision
+    from keras_sentemb.kernels.native_bfloat16 import effective_precision
 
     precision = check_encode_precision(precision)
     if precision == "auto":

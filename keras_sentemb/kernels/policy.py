@@ -38,7 +38,7 @@ this order:
 4. `"auto"`: the row of `MEASURED` for this CPU's instruction set (`cpu_isa()`: AVX-512,
    AVX2 or other, from the CPU flags read once).
 
-`kernel_report()` (in `kernel_report.py`; also `keras_sentemb.kernel_report()` and `--verbose` on
+`kernel_report()` (in `report.py`; also `keras_sentemb.kernel_report()` and `--verbose` on
 `keras-sentemb encode` / `train`) lists each op's choice on this CPU and why.
 Besides the policy and the environment, a trace reads only the declared kind
 of the graph it builds: a property of that graph, not of the thread or the
@@ -320,7 +320,7 @@ def declare_graph(forward_only=False, plain=False, int8=False, serving=False):
     ```python
     @tf.function
     def encode(inputs):
-        kernels.declare_graph(forward_only=True)
+        declare_graph(forward_only=True)
         return encoder(inputs, training=False)
     ```
     """
@@ -356,7 +356,6 @@ def xla_allowed():
     return not (kind.plain or kind.serving) and os.environ.get(NO_XLA_ENV, "") != "1"
 
 
-# Ops that exist only in forward-only graphs (True) or only in gradient graphs (False).
 def compiles_per_shape(concrete_function):
     """Whether a traced graph calls an XLA-compiled function.
 
@@ -364,12 +363,12 @@ def compiles_per_shape(concrete_function):
     graph run on many batch shapes pays one compilation per shape; a graph
     without one runs any shape at no extra cost.
     """
-    graph_def = concrete_function.graph.as_graph_def()
-    nodes = [graph_def.node] + [function.node_def for function in graph_def.library.function]
-    return (any(function.attr["_XlaMustCompile"].b for function in graph_def.library.function)
-            or any(node.attr["_XlaMustCompile"].b for group in nodes for node in group))
+    from keras_sentemb import compat
+
+    return compat.calls_xla_compiled_function(concrete_function)
 
 
+# Ops that exist only in forward-only graphs (True) or only in gradient graphs (False).
 _FORWARD_ONLY = {"transformer": True, "gelu_encode": True, "gelu": False, "layer_norm": False,
                  "unpadded": False, "layer_norm_encode": True}
 NEEDS_XLA = ("gelu", "gelu_encode", "layer_norm")

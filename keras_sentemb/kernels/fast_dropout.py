@@ -19,7 +19,7 @@ the level and scales or zeroes the activation (the incoming gradient) in one
 pass, bfloat16 through `bfloat16_bits`, instead of a comparison, a product,
 a zeros tensor and a select as separate ops. Same masks; the product is
 computed in float32 and rounded once. Graphs declared plain (the SavedModel
-and LiteRT exports', `kernels.GraphKind`) keep the separate ops (no XLA in
+and LiteRT exports', `kernel_policy.GraphKind`) keep the separate ops (no XLA in
 served graphs).
 
 What changes: the drop probability is `round(rate * 65536) / 65536` (0.1
@@ -38,12 +38,12 @@ without a `noise_shape`; `KERAS_SENTEMB_PLAIN_DROPOUT=1` keeps Keras' own.
 import keras
 import tensorflow as tf
 
-from keras_sentemb.models import kernels
-from keras_sentemb.models.bfloat16_bits import narrow, widen
-from keras_sentemb.models.layer_calls import is_patched
-from keras_sentemb.models.layer_calls import patch_calls
+from keras_sentemb.kernels import policy as kernel_policy
+from keras_sentemb.kernels.bfloat16_bits import narrow, widen
+from keras_sentemb.kernels.layer_calls import is_patched
+from keras_sentemb.kernels.layer_calls import patch_calls
 
-# Set to "1" to keep Keras' dropout everywhere (`kernels.ENVIRONMENT`).
+# Set to "1" to keep Keras' dropout everywhere (`kernel_policy.ENVIRONMENT`).
 DISABLE_ENV = "KERAS_SENTEMB_PLAIN_DROPOUT"
 
 _LEVELS = 1 << 16
@@ -91,7 +91,7 @@ def dropout(x, rate, seed):
     """
     threshold = drop_threshold(rate)
     scale = _LEVELS / (_LEVELS - threshold)
-    if not kernels.xla_allowed() or x.dtype not in (tf.float32, tf.bfloat16):
+    if not kernel_policy.xla_allowed() or x.dtype not in (tf.float32, tf.bfloat16):
         keep = random_uint16(tf.shape(x), seed) >= tf.constant(threshold, tf.uint16)
         return _masked(x, keep, scale)
     size = tf.size(x)
@@ -143,7 +143,7 @@ def _masked_by_words(x, words, threshold, scale):
 
 def _fast_call(self, inputs, training=False):
     if (training and 0 < self.rate < 1 and self.noise_shape is None
-            and kernels.decide("dropout", kernels.policy_of(self))):
+            and kernel_policy.decide("dropout", kernel_policy.policy_of(self))):
         return dropout(inputs, self.rate, self.seed_generator.next())
     return type(self).call(self, inputs, training=training)
 
@@ -156,7 +156,7 @@ def install_fast_dropout(model, policy=None):
     16-bit masks is decided then by `policy` (default "auto", see `kernels`).
     Idempotent (installing again binds the new policy).
     """
-    policy = kernels.KernelPolicy.of(policy)
+    policy = kernel_policy.KernelPolicy.of(policy)
     return patch_calls(model, lambda layer: isinstance(layer, keras.layers.Dropout), _fast_call,
                        policy)
 

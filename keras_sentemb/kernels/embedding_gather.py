@@ -19,7 +19,7 @@ multiplies by the whole table and wants it in the compute dtype.
 import keras
 
 from keras_sentemb import compat
-from keras_sentemb.models.layer_calls import patch_calls
+from keras_sentemb.kernels.layer_calls import patch_calls
 
 
 def _gather_call(self, inputs, *args, **kwargs):

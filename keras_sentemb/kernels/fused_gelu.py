@@ -27,7 +27,7 @@ bias' gradient summed in float32), so neither a separate bias add nor a
 separate bias-gradient reduction runs: forward + backward on a `[2048, 1536]`
 activation, one core, 3.5 -> 2.3 ms in bfloat16, 4.3 -> 3.1 ms in float32.
 
-Forward-only graphs (`encode`'s, declared `kernels.declare_graph(forward_only=True)`) take
+Forward-only graphs (`encode`'s, declared `kernel_policy.declare_graph(forward_only=True)`) take
 another route:
 the feed-forward layer runs as a 2-D matmul, `bias_add` and TensorFlow's own
 GELU, the pattern TensorFlow's graph optimizer turns into one oneDNN matmul
@@ -41,20 +41,21 @@ keeps the XLA kernel in float32: oneDNN's tanh-GELU post-op took 40.5 ms there.
 `SentenceEncoder` installs the fused activation on every Transformer layer
 whose feed-forward activation is keras-hub's GELU (tanh approximation, as
 BERT) or Keras' exact GELU (as RoBERTa). `FusedGelu` falls back to the
-original function in graphs declared plain (`kernels.declare_graph(plain=True)`),
+original function in graphs declared plain (`kernel_policy.declare_graph(plain=True)`),
 as the SavedModel and LiteRT exports declare theirs, so that exported graphs
 contain no XLA-compiled calls (TF Serving builds need not have XLA). `KERAS_SENTEMB_PLAIN_GELU=1` does the same everywhere.
 """
 
 import math
-import types
 
 import keras
 import tensorflow as tf
 
 from keras_sentemb import compat
-from keras_sentemb.models import kernels
-from keras_sentemb.models.bfloat16_bits import narrow, widen
+from keras_sentemb.kernels import policy as kernel_policy
+from keras_sentemb.kernels.bfloat16_bits import narrow, widen
+from keras_sentemb.kernels.layer_calls import bind_call
+from keras_sentemb.kernels.layer_calls import unbind_call
 
 _SQRT_2_OVER_PI = math.sqrt(2.0 / math.pi)
 _CUBIC = 0.044715
@@ -62,7 +63,7 @@ _INV_SQRT_2 = 1.0 / math.sqrt(2.0)
 _INV_SQRT_2PI = 1.0 / math.sqrt(2.0 * math.pi)
 
 # Set to "1" to run keras-hub's own GELU, and no XLA-compiled kernel, everywhere
-# (e.g. where XLA is missing; `kernels.ENVIRONMENT`).
+# (e.g. where XLA is missing; `kernel_policy.ENVIRONMENT`).
 DISABLE_ENV = "KERAS_SENTEMB_PLAIN_GELU"
 
 
@@ -168,21 +169,21 @@ class FusedGelu:
         original: the layer's own activation function (kept for plain graphs
             and for `unfuse_gelu`).
         approximate: bool. Whether `original` is the tanh approximation.
-        policy: a `kernels.KernelPolicy` (or what `KernelPolicy.of` takes).
+        policy: a `kernel_policy.KernelPolicy` (or what `KernelPolicy.of` takes).
             Its `gelu` (graphs with gradients) or `gelu_encode` (forward-only
-            graphs) decides, through `kernels.decide`. Defaults to "auto".
+            graphs) decides, through `kernel_policy.decide`. Defaults to "auto".
     """
 
     def __init__(self, original, approximate, policy=None):
         self.original = original
         self.approximate = bool(approximate)
-        self.policy = kernels.KernelPolicy.of(policy)
+        self.policy = kernel_policy.KernelPolicy.of(policy)
         self._fused = fused_gelu_approximate if approximate else fused_gelu_exact
         self.__name__ = f"fused_{getattr(original, '__name__', 'gelu')}"
 
     def __call__(self, x):
         if (not isinstance(x, (tf.Tensor, tf.Variable)) or not x.dtype.is_floating
-                or not kernels.decide(_gelu_op(), self.policy)):
+                or not kernel_policy.decide(_gelu_op(), self.policy)):
             return self.original(x)
         return self._fused(x)
 
@@ -193,7 +194,7 @@ class FusedGelu:
 
 def _gelu_op():
     """The policy op of a GELU traced now: `gelu_encode` in forward-only graphs, else `gelu`."""
-    return "gelu_encode" if kernels.graph_kind().forward_only else "gelu"
+    return "gelu_encode" if kernel_policy.graph_kind().forward_only else "gelu"
 
 
 def _gelu_kind(activation):
@@ -224,10 +225,10 @@ def _dense_call(self, inputs, training=None):
             and isinstance(inputs, tf.Tensor) and inputs.dtype.is_floating):
         op, policy = _gelu_op(), self.activation.policy
         if op == "gelu":
-            if kernels.decide(op, policy):
+            if kernel_policy.decide(op, policy):
                 return _matmul_then_bias_gelu(self, inputs)
         elif ((inputs.dtype in (tf.bfloat16, tf.float16) or not self.activation.approximate)
-              and kernels.decide(op, policy, xla=False)):
+              and kernel_policy.decide(op, policy, xla=False)):
             return _matmul_bias_gelu(self, inputs)
     return type(self).call(self, inputs, training=training)
 
@@ -330,7 +331,7 @@ def fuse_gelu(transformer_layers, policy=None):
     while a graph is traced, by `policy` (default "auto"). Idempotent
     (installing again binds the new policy).
     """
-    policy = kernels.KernelPolicy.of(policy)
+    policy = kernel_policy.KernelPolicy.of(policy)
     count = 0
     for dense in _feedforward_denses(transformer_layers):
         if isinstance(dense.activation, FusedGelu):
@@ -338,7 +339,7 @@ def fuse_gelu(transformer_layers, policy=None):
         kind = _gelu_kind(dense.activation)
         if kind is not None:
             dense.activation = FusedGelu(dense.activation, approximate=kind, policy=policy)
-            dense.call = types.MethodType(_dense_call, dense)
+            bind_call(dense, _dense_call)
             count += 1
     return count
 
@@ -349,6 +350,6 @@ def unfuse_gelu(transformer_layers):
     for dense in _feedforward_denses(transformer_layers):
         if isinstance(dense.activation, FusedGelu):
             dense.activation = dense.activation.original
-            dense.__dict__.pop("call", None)
+            unbind_call(dense)
             count += 1
     return count
