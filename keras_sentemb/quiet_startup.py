@@ -29,6 +29,7 @@ same way through `run_quietly`, and take the same `--verbose`
 """
 
 import contextlib
+import logging
 import os
 import re
 import sys
@@ -163,6 +164,37 @@ def quiet_tensorflow_startup(verbose=False):
         pump.join()
         os.close(read_fd)
         os.close(saved)
+
+
+@contextlib.contextmanager
+def quiet_tensorflow_info():
+    """Holds TensorFlow's Python logger at WARNING inside the block.
+
+    TensorFlow reports some of its steps through the Python logger named
+    `tensorflow` at INFO level: writing a SavedModel logs "Assets written
+    to: FOLDER/assets", once through TensorFlow's own handler and once more
+    through the root logger's when the program configured logging at INFO
+    (as the command line and the recipes do). The folder named is the
+    export's temporary one, renamed when the export is verified, so the
+    line says nothing useful. Inside the block such INFO records are
+    dropped; warnings and errors pass, and the logger's level is restored
+    afterwards.
+
+    Examples:
+
+    ```python
+    with quiet_tensorflow_info():
+        tf.saved_model.save(module, folder)
+    ```
+    """
+    tf_logger = logging.getLogger("tensorflow")
+    level = tf_logger.level
+    if tf_logger.getEffectiveLevel() < logging.WARNING:
+        tf_logger.setLevel(logging.WARNING)
+    try:
+        yield
+    finally:
+        tf_logger.setLevel(level)
 
 
 def start_tensorflow():

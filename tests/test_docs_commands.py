@@ -17,6 +17,11 @@ resolves for a user with the repository only: `default`, a keras-hub preset
 name, a `kaggle://` / `hf://` handle, a placeholder, or a folder that the same
 page creates (`--output` of a `train` or `export` command, `output=` or
 `.save(...)` in Python) or that the Data page creates when the page links to it.
+
+A page's commands run in order as written: a `train` (or an `export` to a
+Hugging Face folder or a LiteRT file) whose `--output` an earlier command or
+Python block of the same page already wrote stops with exit 2 unless it says
+`--overwrite`, so a page must not do that.
 """
 
 import argparse
@@ -349,6 +354,55 @@ def _normal(path):
     return os.path.normpath(path.rstrip("/"))
 
 
+def _python_writes(text):
+    """`(line, folder)` of every folder the page's Python writes (`output=`, `.save`, exports)."""
+    return [(text.count("\n", 0, m.start()) + 1, _normal(m.group("path")))
+            for m in _PY_OUTPUT.finditer(text)]
+
+
+def _refuses_existing_output(args):
+    """The folder a parsed command writes and refuses when it exists, else None.
+
+    `train` refuses a folder that holds a model, `export` a Hugging Face folder
+    or LiteRT file that exists; both unless `--overwrite`. A SavedModel export
+    adds a version instead.
+    """
+    command = getattr(args, "command", None)
+    if getattr(args, "overwrite", False) or command not in ("train", "export"):
+        return None
+    if command == "export" and args.format == "saved-model":
+        return None
+    output = getattr(args, "output", None)
+    if not isinstance(output, str) or _PLACEHOLDER.match(output) or _PLACEHOLDER_PART.search(output):
+        return None
+    return _normal(output)
+
+
+def _rewritten_outputs(commands, parsed, text):
+    """Adds a problem to each command whose `--output` an earlier step of the page wrote.
+
+    `parsed` maps `id(command)` to its parsed arguments; steps are the page's
+    block commands and its Python writes, in the order of their lines.
+    """
+    steps = [(line, "python", folder) for line, folder in _python_writes(text)]
+    steps += [(c.line, "command", c) for c in commands if not c.inline and id(c) in parsed]
+    written = {}
+    for line, kind, what in sorted(steps, key=lambda step: step[0]):
+        if kind == "python":
+            written.setdefault(what, line)
+            continue
+        args = parsed[id(what)]
+        folder = _refuses_existing_output(args)
+        if folder is not None and folder in written:
+            what.problems.append(
+                f"--output {folder} was already written at line {written[folder]} of this page: "
+                f"`{args.command}` refuses it without --overwrite (exit 2), so the page's "
+                "commands do not run in order")
+        output = getattr(args, "output", None)
+        if args.command in ("train", "export") and isinstance(output, str):
+            written.setdefault(_normal(output), line)
+
+
 def _links_to_data_page(page, text):
     if Path(page) == DATA_PAGE:
         return True
@@ -376,6 +430,7 @@ def check(page, text=None, data_made=None):
     if _links_to_data_page(page, text):
         made |= data_made
     commands = extract(page, text)
+    parsed = {}
     for command in commands:
         words, elided = _tokens(command.text)
         words = words[1:] if words[0] == "keras-sentemb" else words[3:]
@@ -398,6 +453,7 @@ def check(page, text=None, data_made=None):
             continue
         if args is None:
             continue
+        parsed[id(command)] = args
         for flag in _abbreviated_common_flags(words, args):
             command.problems.append(
                 f"{flag} is read by keras-sentemb as an abbreviation of a common flag, "
@@ -411,6 +467,7 @@ def check(page, text=None, data_made=None):
                         f"model {v!r} does not resolve: not 'default', not a keras-hub preset, "
                         "and no command on this page (or on the Data page it links to) creates it"
                     )
+    _rewritten_outputs(commands, parsed, text)
     return commands
 
 
@@ -504,6 +561,37 @@ def test_the_checker_accepts_good_commands(tmp_path):
     commands = check(page, data_made=set())
     assert len(commands) == 7
     assert not [c.problems for c in commands if c.problems]
+
+
+REWRITING_PAGE = """\
+```python
+encoder = keras_sentemb.fit_ct("t.txt", steps=4, output="runs/ct")
+```
+
+```
+keras-sentemb train ct --model default --train-file t.txt --output runs/ct
+keras-sentemb train simcse --model default --train-file t.txt --output runs/simcse
+keras-sentemb train simcse --model default --train-file t.txt --output runs/simcse --steps 9
+keras-sentemb train simcse --model default --train-file t.txt --output runs/simcse --overwrite
+keras-sentemb export --model runs/simcse --output saved_models/simcse
+keras-sentemb export --model runs/simcse --output saved_models/simcse
+keras-sentemb export --model runs/simcse --output hf/simcse --format sentence-transformers
+keras-sentemb export --model runs/simcse --output hf/simcse --format sentence-transformers
+keras-sentemb train ct --model default --train-file t.txt --output O
+keras-sentemb train ct --model default --train-file t.txt --output O
+```
+"""
+
+
+def test_the_checker_reports_an_output_written_twice(tmp_path):
+    page = tmp_path / "rewrite.md"
+    page.write_text(REWRITING_PAGE, encoding="utf-8")
+    commands = check(page, data_made=set())
+    rewritten = [c.line for c in commands if any("already written" in p for p in c.problems)]
+    # The Python block's folder, a second train into a folder, a second Hugging Face
+    # export; not --overwrite, a second SavedModel version, or a placeholder.
+    assert rewritten == [6, 8, 13]
+    assert "line 2 of this page" in " ".join(commands[0].problems)
 
 
 @pytest.mark.parametrize("text, words", [

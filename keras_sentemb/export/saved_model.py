@@ -46,6 +46,7 @@ from keras_sentemb.models.int8_encoder import prepare_int8
 from keras_sentemb.kernels.policy import declare_graph
 from keras_sentemb.models.sentence_encoder import SentenceEncoder
 from keras_sentemb.models.truncation import check_truncate_dim
+from keras_sentemb.quiet_startup import quiet_tensorflow_info
 from keras_sentemb.version import __version__
 
 SERVING_SIGNATURE = "serving_default"
@@ -683,7 +684,8 @@ def export_saved_model(
     try:
         archive = build_export_archive(encoder, token_signature, chunk_size, truncate_dim,
                                        precision=precision)
-        archive.write_out(str(tmp), verbose=False)
+        with quiet_tensorflow_info():  # TensorFlow's "Assets written to" lines
+            archive.write_out(str(tmp), verbose=False)
         del archive
         report = None
         if verify:

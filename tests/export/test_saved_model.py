@@ -2,6 +2,7 @@
 versions, verification, robustness, keras-free loading, saved_model_cli."""
 
 import json
+import logging
 import os
 import shutil
 import subprocess
@@ -242,6 +243,20 @@ def test_invalid_arguments(tmp_path, tiny_encoder):
     with pytest.raises(TypeError, match="SentenceEncoder"):
         export_saved_model(object(), tmp_path / "m")
     assert not (tmp_path / "m").exists()
+
+
+def test_export_logs_no_tensorflow_info(tmp_path, tiny_encoder, caplog):
+    # A program that logs at INFO (the recipes, the README's main job among
+    # them) got TensorFlow's "Assets written to: .../.tmp-export-.../assets"
+    # from every export, twice.
+    tf_logger = logging.getLogger("tensorflow")
+    level = tf_logger.level
+    caplog.set_level(logging.INFO)
+    export_saved_model(tiny_encoder, tmp_path / "m", verify=False)
+    tensorflow_info = [r.getMessage() for r in caplog.records
+                       if r.name == "tensorflow" and r.levelno < logging.WARNING]
+    assert not tensorflow_info, tensorflow_info
+    assert tf_logger.level == level  # restored
 
 
 def test_accepts_a_trainer_with_an_encoder(tiny_encoder):
