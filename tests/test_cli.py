@@ -19,8 +19,8 @@ from keras_sentemb.data.resources import bundled_sts_dir
 from keras_sentemb.models import SentenceEncoder
 from tests.conftest import REPO
 from tests.conftest import make_tiny_encoder
+from tests.helpers.corpora import CORPUS
 from tests.numeric import assert_close_vectors
-from tests.trainers.test_contrastive_tension import CORPUS
 
 
 @pytest.fixture(scope="module")
@@ -164,8 +164,8 @@ def test_num_layers_on_every_model_command(tiny_model, tmp_path):
 
 
 def test_evaluate_transfer_and_all_from_the_command_line(tiny_model, tmp_path, capsys):
-    from tests.evaluation.test_sts import STSB_TEST, write_stsb
-    from tests.evaluation.test_transfer import write_downstream
+    from tests.helpers.corpora import STSB_TEST
+    from tests.helpers.files import write_downstream, write_stsb
 
     root = write_downstream(tmp_path / "downstream", n=24)
     write_stsb(root / "STS" / "STSBenchmark", {"test": STSB_TEST})

@@ -43,7 +43,8 @@ from pathlib import Path
 sys.path.insert(0, {repo!r})
 from keras_sentemb import cli
 from tests.conftest import make_tiny_encoder
-from tests.trainers.test_multitask import WORDS, _write_folder
+from tests.helpers.corpora import MULTITASK_SENTENCES as WORDS
+from tests.helpers.files import write_multitask_folder
 
 root = Path({root!r})
 make_tiny_encoder().save(root / "tiny")
@@ -55,7 +56,7 @@ sentences = [f"{{WORDS[i % 8]}} and {{WORDS[(i * 3) % 8]}} {{i}} ." for i in ran
 (root / "sts.csv").write_text("".join(
     f"main-captions\\tMSRvid\\t2012test\\t{{i:04d}}\\t{{i % 6}}.000\\t{{a}}\\t{{b}}\\n"
     for i, (a, b) in enumerate(zip(sentences, sentences[2:]))), encoding="utf-8")
-_write_folder(root / "multitask_data")
+write_multitask_folder(root / "multitask_data")
 codes = {{}}
 for method, (data, extra) in {runs!r}.items():
     codes[method] = cli.main([

@@ -35,7 +35,7 @@ def loaded(names, prefixes):
 
 def test_import_loads_no_heavy_modules(tmp_path):
     from tests.conftest import make_tiny_encoder
-    from tests.models.test_hf_folders import write_hf_bert
+    from tests.helpers.files import write_hf_bert
 
     hf_folder = str(write_hf_bert(make_tiny_encoder(), tmp_path / "hf"))
     result = subprocess.run(

@@ -9,7 +9,7 @@ from keras_sentemb import cli
 from keras_sentemb import model_card
 from keras_sentemb.models import SentenceEncoder
 from tests.conftest import make_tiny_encoder
-from tests.trainers.test_contrastive_tension import CORPUS, DEV
+from tests.helpers.corpora import CORPUS, DEV
 
 
 @pytest.fixture(scope="module")

@@ -11,8 +11,8 @@ from keras_sentemb import cli
 from keras_sentemb.models import SentenceEncoder
 from keras_sentemb.pipelines import callbacks as pipeline_callbacks
 from tests.conftest import REPO, make_tiny_encoder
+from tests.helpers.corpora import CORPUS
 from tests.numeric import assert_close_vectors
-from tests.trainers.test_contrastive_tension import CORPUS
 
 
 @pytest.fixture(scope="module")

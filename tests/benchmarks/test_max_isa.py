@@ -5,11 +5,12 @@ import sys
 
 import pytest
 
-from tests.benchmarks.test_methods_table import REPO, load
+from tests.conftest import REPO
+from tests.helpers.processes import load_benchmark
 
 
 def test_capped_run_restarts_with_every_library_capped(monkeypatch):
-    common = load("_common")
+    common = load_benchmark("_common")
     calls = []
     monkeypatch.setattr(common.os, "execve", lambda exe, argv, env: calls.append((argv, env)))
     monkeypatch.delenv(common.MAX_ISA_MARK, raising=False)
@@ -49,7 +50,7 @@ def _assembled_disassembly(tmp_path, instruction):
 
 
 def test_the_register_scan_tells_avx512_from_avx2_code(tmp_path):
-    common = load("_common")
+    common = load_benchmark("_common")
     assert common.widest_vector_registers(
         _assembled_disassembly(tmp_path, "vaddps %zmm1, %zmm2, %zmm3")) == "zmm"
     assert common.widest_vector_registers(
@@ -64,7 +65,7 @@ def test_xla_code_under_the_avx2_cap_has_no_avx512_registers():
 
     if shutil.which("objdump") is None:
         pytest.skip("needs binutils' objdump")
-    common = load("_common")
+    common = load_benchmark("_common")
     env = dict(__import__("os").environ)
     env["XLA_FLAGS"] = common.MAX_ISA_ENV["avx2"]["XLA_FLAGS"]
     assert common.xla_vector_registers(env) in ("ymm", "xmm")

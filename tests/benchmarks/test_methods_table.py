@@ -1,27 +1,13 @@
 """benchmarks/methods_table.py: what it tries per method and how it names the choice; cpu_info."""
 
-import importlib.util
-import sys
-
 import pytest
 
-from tests.conftest import REPO
-
-
-def load(name):
-    sys.path.insert(0, str(REPO / "benchmarks"))
-    try:
-        spec = importlib.util.spec_from_file_location(name, REPO / "benchmarks" / f"{name}.py")
-        module = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(module)
-        return module
-    finally:
-        sys.path.remove(str(REPO / "benchmarks"))
+from tests.helpers.processes import load_benchmark
 
 
 @pytest.fixture(scope="module")
 def table():
-    return load("methods_table")
+    return load_benchmark("methods_table")
 
 
 def test_every_variant_is_tried_by_default_and_can_be_narrowed(table):
@@ -58,7 +44,7 @@ def test_markdown_names_the_dev_chosen_variant_and_the_reference(table):
 
 
 def test_cpu_info_names_the_vector_instructions():
-    info = load("_common").cpu_info()
+    info = load_benchmark("_common").cpu_info()
     assert info["cpus"] >= 1
     assert set(info["cpu_flags"]) == {
         "avx2", "avx512f", "avx512_vnni", "avx_vnni", "avx512_bf16", "amx_bf16", "amx_int8", "amx_tile"

@@ -7,12 +7,8 @@ from keras_sentemb.data.batching import pad_to_bucket
 from keras_sentemb.data.batching import shuffled_batches
 from keras_sentemb.data.batching import tokenize_columns
 from tests.conftest import make_tiny_encoder
+from tests.helpers.corpora import UNEVEN_CORPUS as CORPUS
 from tests.numeric import assert_close_vectors
-
-CORPUS = [
-    "a man", "the cat sits on the mat and the dog sits on the mat too", "hello world", "x",
-    "the woman plays the piano in the park", "a dog runs", "the man is playing a guitar",
-] * 4
 
 
 def test_bucket_widths_are_capped_at_max_length():

@@ -11,8 +11,8 @@ import sys
 import pytest
 
 from tests.conftest import REPO
-from tests.trainers.test_multi_worker import _free_ports
-from tests.trainers.test_multi_worker import run_two_workers
+from tests.helpers.processes import free_ports
+from tests.helpers.processes import run_two_workers
 
 SCRIPT = REPO / "tests" / "data" / "multi_worker_stream_check.py"
 
@@ -23,7 +23,7 @@ def test_two_workers_read_their_own_files_once_per_epoch(tmp_path):
     for f in range(4):
         (tmp_path / f"part-{f}.txt").write_text("\n".join(texts[f * 16:(f + 1) * 16]) + "\n")
     batch, steps = 8, len(texts) // 8  # one pass: 8 global batches of 8
-    ports = ",".join(map(str, _free_ports(2)))
+    ports = ",".join(map(str, free_ports(2)))
     outs = [tmp_path / f"worker{i}.json" for i in range(2)]
     run_two_workers(lambda i: [sys.executable, str(SCRIPT), str(tmp_path), str(outs[i]), str(i),
                                ports, str(steps), str(batch)])

@@ -1,26 +1,11 @@
 """Translation pairs: reading TSV / lists / datasets, and the leak-free held-out split."""
 
-import numpy as np
 import pytest
 import tensorflow as tf
 
 from keras_sentemb.data.parallel import load_parallel_pairs
 from keras_sentemb.data.parallel import split_pairs
-
-WORDS = ["a", "the", "man", "woman", "is", "playing", "guitar", "piano", "dog",
-         "cat", "runs", "sits", "on", "mat", "park", "in", "and"]
-
-
-def make_pairs(n, seed=0):
-    """`n` (English, pseudo-target) pairs with unique sources and targets."""
-    rng = np.random.default_rng(seed)
-    pairs = []
-    for i in range(n):
-        words = rng.choice(WORDS, size=rng.integers(2, 7))
-        src = " ".join(words) + f" {i}"  # unique sources
-        tgt = " ".join(["中" if w in ("a", "the", "is") else "文" for w in words] + list(words[::-1]))
-        pairs.append((src, tgt + f" {i}"))
-    return pairs
+from tests.helpers.corpora import make_pairs
 
 
 def test_load_pairs_tsv_with_extra_columns_list_and_dataset(tmp_path):

@@ -19,9 +19,8 @@ from keras_sentemb.evaluation.sts_alignment_uniformity_tracker import STSAlignme
 from keras_sentemb.evaluation.token_removal import frequent_token_removal
 from keras_sentemb.evaluation.token_removal import token_frequencies
 from tests.conftest import make_tiny_encoder
-from tests.evaluation.test_sts import write_stsb
-from tests.evaluation.test_sts_spread import PAIRS, SENTENCES
-from tests.trainers.test_contrastive_tension import CORPUS
+from tests.helpers.corpora import CORPUS, STS_PAIRS as PAIRS, STS_SENTENCES as SENTENCES
+from tests.helpers.files import write_stsb
 
 # Scores on 0-5 with several pairs >= 4.
 SCORED = [(a, b, 5.0 * ((i * 7) % 11) / 10) for i, (a, b, _) in enumerate(PAIRS)]
@@ -115,7 +114,7 @@ def test_pca_and_tsne_separate_clusters():
 
 
 def test_embedding_map_sts_and_task(tmp_path):
-    from tests.evaluation.test_transfer import write_downstream
+    from tests.helpers.files import write_downstream
 
     encoder = make_tiny_encoder()
     sts = embedding_map(encoder, SCORED, method="pca", path=tmp_path / "sts.png")

@@ -10,7 +10,7 @@ from keras_sentemb.evaluation.layer_survey import layer_survey
 from keras_sentemb.evaluation.layer_survey import plot_layer_survey
 from keras_sentemb.evaluation.sts import cosine_scores
 from tests.conftest import make_tiny_encoder
-from tests.evaluation.test_sts_spread import PAIRS, SENTENCES
+from tests.helpers.corpora import STS_PAIRS as PAIRS, STS_SENTENCES as SENTENCES
 from tests.numeric import assert_close_vectors
 
 

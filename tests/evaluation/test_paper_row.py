@@ -8,10 +8,10 @@ import pytest
 from keras_sentemb.evaluation.paper_row import STSB_ONLY, paper_row, write_row
 from keras_sentemb.evaluation.readers import load_stsb_pairs
 from keras_sentemb.evaluation.sts import evaluate_sts
-from tests.evaluation.test_sts import FakeEncoder, downstream  # noqa: F401 (fixture)
+from tests.helpers.models import FakeEncoder
 
 
-def test_row_holds_the_papers_tasks_with_all_aggregation(downstream):  # noqa: F811
+def test_row_holds_the_papers_tasks_with_all_aggregation(downstream):
     encoder = FakeEncoder()
     row = paper_row(encoder, "A paper, Table 1", protocol={"name": "paper", "steps": 3},
                     sts_data=downstream, pooling="cls")
@@ -33,7 +33,7 @@ def test_row_holds_the_papers_tasks_with_all_aggregation(downstream):  # noqa: F
     json.dumps(row)
 
 
-def test_average_over_the_papers_tasks(downstream):  # noqa: F811
+def test_average_over_the_papers_tasks(downstream):
     row = paper_row(FakeEncoder(), "p", sts_data=downstream,
                     sts_tasks=["STS12", "STSBenchmark", "SICKRelatedness"],
                     avg_tasks=["STS12", "SICKRelatedness"])
@@ -77,7 +77,7 @@ def test_write_row_prints_one_line_and_writes_file_or_folder(tmp_path, capsys):
 
 
 def test_transfer_tasks_beside_the_sts_tasks(tmp_path):
-    from tests.evaluation.test_transfer import write_downstream
+    from tests.helpers.files import write_downstream
 
     root = write_downstream(tmp_path / "downstream", n=20)
     (root / "MR" / "rt-polarity.pos").unlink()  # MR incomplete: reported missing

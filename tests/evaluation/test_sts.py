@@ -17,53 +17,13 @@ from keras_sentemb.evaluation.readers import read_stsb
 from keras_sentemb.evaluation.sts import cosine_scores
 from keras_sentemb.evaluation.sts import evaluate_sts
 from keras_sentemb.evaluation.sts import load_sts_pairs
+from tests.helpers.corpora import SICK_TEST, SICK_TRIAL, STS12_A, STS12_B, STSB_DEV, STSB_TEST, STSB_TRAIN
+from tests.helpers.files import write_sick, write_sts_year, write_stsb
+from tests.helpers.models import DIM, FakeEncoder, bag_of_chars
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 SHARED_STS = (REPO_ROOT / ".." / "shared" / "data" / "STS").resolve()
 PACKAGED_STS = REPO_ROOT / "keras_sentemb" / "resources" / "STS"  # shipped: STS-B dev + test
-
-DIM = 64
-
-
-def bag_of_chars(sentence):
-    """Deterministic embedding: character counts hashed into DIM buckets."""
-    vector = np.zeros(DIM, dtype=np.float32)
-    for ch in sentence:
-        vector[ord(ch) % DIM] += 1.0
-    return vector
-
-
-class FakeEncoder:
-    """Has SentenceEncoder's `encode` signature; records every call."""
-
-    pooling = "mean"
-
-    def __init__(self):
-        self.calls = []
-        self.seen = []
-
-    def encode(
-        self,
-        sentences,
-        batch_size=128,
-        max_length=None,
-        pooling=None,
-        normalize=False,
-        show_progress=None,
-    ):
-        assert isinstance(sentences, list)
-        self.calls.append(
-            {
-                "n": len(sentences),
-                "batch_size": batch_size,
-                "max_length": max_length,
-                "pooling": pooling,
-            }
-        )
-        self.seen.extend(sentences)
-        if not sentences:
-            return np.zeros((0, DIM), dtype=np.float32)
-        return np.stack([bag_of_chars(s) for s in sentences])
 
 
 def expected_correlations(pairs):
@@ -87,38 +47,6 @@ def assert_corr(result, pairs):
 
 # --- tiny datasets --------------------------------------------------------
 
-STSB_TEST = [
-    ("a girl is styling her hair .", "a girl is brushing her hair .", 2.5),
-    ("a man plays the guitar .", "a man is playing a guitar .", 4.8),
-    ("the cat sat on the mat .", "dogs run in the park .", 0.2),
-    ('he said "no" .', "he said yes .", 1.4),
-    ("a woman slices onions .", "a woman is cutting an onion .", 4.2),
-    ("stocks fell sharply today .", "a child rides a bike .", 0.0),
-]
-STSB_DEV = [
-    ("a dog barks .", "a dog is barking .", 4.9),
-    ("a man cooks .", "a girl sings loudly .", 0.5),
-    ("two kids play ball .", "two children are playing with a ball .", 4.4),
-]
-STSB_TRAIN = [
-    ("birds fly south .", "birds migrate south in winter .", 3.7),
-    ("a car drives fast .", "the moon is bright .", 0.1),
-    ("a man reads a book .", "a person is reading .", 3.2),
-    ("zebra quartz vex .", "a man reads a book .", 0.3),
-]
-
-
-def write_stsb(folder, splits):
-    folder.mkdir(parents=True, exist_ok=True)
-    for split, pairs in splits.items():
-        lines = [
-            f"main-captions\tMSRvid\t2012test\t{i:04d}\t{score:.3f}\t{s1}\t{s2}"
-            for i, (s1, s2, score) in enumerate(pairs)
-        ]
-        (folder / f"sts-{split}.csv").write_text(
-            "\n".join(lines) + "\n", encoding="utf-8"
-        )
-
 
 def write_stsb_original(folder):
     """Original-release style: 7, 8 and 9 column lines, quotes, no header."""
@@ -134,75 +62,8 @@ def write_stsb_original(folder):
     (folder / "sts-test.csv").write_text("\n".join(lines) + "\n", encoding="utf-8")
 
 
-STS12_A = [  # 4 lines, one unscored -> 3 pairs
-    ("the president spoke today .", "the president gave a speech .", 4.0),
-    ("a cat eats fish .", "markets rallied on friday .", 0.5),
-    ("UNSCORED pair one .", "UNSCORED pair two .", None),
-    ("a boy jumps .", "a boy is jumping high .", 3.5),
-]
-STS12_B = [  # 6 pairs
-    ("rain falls .", "it is raining .", 4.5),
-    ("a plane lands .", "cheese is made of milk .", 0.0),
-    ("a man plays the guitar .", "a man is playing a guitar .", 5.0),
-    ("she writes a letter .", "she is writing .", 3.0),
-    ("the sun sets .", "taxes rise again .", 0.8),
-    ("kids swim in a pool .", "children are swimming .", 4.1),
-]
-
-
-def write_sts_year(folder, subsets, prefix="STS"):
-    folder.mkdir(parents=True, exist_ok=True)
-    (folder / "00-readme.txt").write_text("readme\n", encoding="utf-8")
-    for name, pairs in subsets.items():
-        inputs = "".join(f"{s1}\t{s2}\n" for s1, s2, _ in pairs)
-        golds = "".join("\n" if g is None else f"{g}\n" for _, _, g in pairs)
-        (folder / f"{prefix}.input.{name}.txt").write_text(inputs, encoding="utf-8")
-        (folder / f"{prefix}.gs.{name}.txt").write_text(golds, encoding="utf-8")
-
-
-SICK_TEST = [
-    ("A man is playing a flute", "A man is playing a flute loudly", 4.6),
-    ("A dog is running", "A cat is sleeping", 1.8),
-    ("Two women are dancing", "Two women are dancing on a stage", 4.3),
-    ("A chef is cooking", "Nobody is cooking", 2.9),
-    ("A boy is riding a horse", "The sky is blue", 1.0),
-]
-SICK_TRIAL = [
-    ("A woman is slicing a tomato", "A woman is cutting a tomato", 4.9),
-    ("A man is sleeping", "A girl is jumping rope", 1.1),
-    ("Kids are playing", "Children are playing outside", 4.0),
-]
-
-
-def write_sick(folder):
-    folder.mkdir(parents=True, exist_ok=True)
-    header = "pair_ID\tsentence_A\tsentence_B\trelatedness_score\tentailment_judgment\n"
-    for name, pairs in (
-        ("SICK_test_annotated.txt", SICK_TEST),
-        ("SICK_trial.txt", SICK_TRIAL),
-        ("SICK_train.txt", SICK_TRIAL[:2] + SICK_TEST[:2]),
-    ):
-        body = "".join(
-            f"{i + 1}\t{a}\t{b}\t{s}\tNEUTRAL\n" for i, (a, b, s) in enumerate(pairs)
-        )
-        (folder / name).write_text(header + body, encoding="utf-8")
-
-
 def scored(pairs):
     return [p for p in pairs if p[2] is not None]
-
-
-@pytest.fixture
-def downstream(tmp_path):
-    """A SentEval-style downstream/ folder with STS/ and SICK/."""
-    root = tmp_path / "downstream"
-    write_stsb(
-        root / "STS" / "STSBenchmark",
-        {"train": STSB_TRAIN, "dev": STSB_DEV, "test": STSB_TEST},
-    )
-    write_sts_year(root / "STS" / "STS12-en-test", {"A": STS12_A, "B": STS12_B})
-    write_sick(root / "SICK")
-    return root
 
 
 # --- cosine ---------------------------------------------------------------

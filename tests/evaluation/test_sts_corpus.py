@@ -3,8 +3,8 @@
 import pytest
 
 from keras_sentemb.evaluation.sts_corpus import sts_unlabeled_texts
-from tests.evaluation.test_sts import (
-    SICK_TEST, SICK_TRIAL, STS12_A, STS12_B, STSB_DEV, STSB_TEST, STSB_TRAIN, downstream,  # noqa: F401
+from tests.helpers.corpora import (
+    SICK_TEST, SICK_TRIAL, STS12_A, STS12_B, STSB_DEV, STSB_TEST, STSB_TRAIN,
 )
 
 
@@ -17,7 +17,7 @@ def _sentences(*pair_lists):
     return list(dict.fromkeys(out))
 
 
-def test_every_split_of_every_set_without_labels(downstream):  # noqa: F811
+def test_every_split_of_every_set_without_labels(downstream):
     sentences, counts = sts_unlabeled_texts(downstream)
     assert set(counts) == {"STS12", "STSBenchmark", "SICKRelatedness"}
     assert counts["STS12"] == {"splits": ["test"], "sentences": 2 * (3 + 6)}
@@ -30,7 +30,7 @@ def test_every_split_of_every_set_without_labels(downstream):  # noqa: F811
     assert "UNSCORED pair one ." not in sentences  # SentEval skips unscored pairs
 
 
-def test_missing_sets(tmp_path, downstream):  # noqa: F811
+def test_missing_sets(tmp_path, downstream):
     only_stsb, counts = sts_unlabeled_texts(downstream, tasks=["stsb"])
     assert list(counts) == ["STSBenchmark"] and len(only_stsb) == len(
         _sentences(STSB_TRAIN, STSB_DEV, STSB_TEST))

@@ -14,15 +14,7 @@ from keras_sentemb.evaluation.sts_spread import score_buckets
 from keras_sentemb.evaluation.sts_spread import spread_statistics
 from keras_sentemb.evaluation.sts_spread import sts_spread
 from tests.conftest import make_tiny_encoder
-
-SENTENCES = [
-    "a man is playing a guitar .", "the cat sits on the mat", "a woman plays piano",
-    "hello world", "the dog runs in the park", "a dog sits on the mat",
-]
-PAIRS = [
-    (SENTENCES[i], SENTENCES[j], float((3 * i + j) % 11) * 0.5)
-    for i in range(len(SENTENCES)) for j in range(len(SENTENCES)) if i < j
-]
+from tests.helpers.corpora import STS_PAIRS as PAIRS, STS_SENTENCES as SENTENCES
 
 
 def test_score_buckets_edges():

@@ -13,8 +13,8 @@ from keras_sentemb.evaluation.training_curves import plot_training_curves
 from keras_sentemb.evaluation.training_curves import training_curves
 from keras_sentemb.pipelines.callbacks import LossHistory
 from tests.conftest import make_tiny_encoder
-from tests.trainers.test_contrastive_tension import CORPUS
-from tests.trainers.test_contrastive_tension import DEV
+from tests.helpers.corpora import CORPUS
+from tests.helpers.corpora import DEV
 
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 

@@ -12,45 +12,7 @@ from keras_sentemb.evaluation.transfer import evaluate_transfer
 from keras_sentemb.evaluation.transfer import f1_binary
 from keras_sentemb.evaluation.transfer import pair_features
 from tests.evaluation import reference_transfer as reference
-
-WORDS = "good bad fine awful great poor nice dull warm cold happy sad bright dark".split()
-
-
-def sentence(i, polarity):
-    """A deterministic sentence whose words lean to one polarity."""
-    rng = np.random.default_rng(i)
-    pool = WORDS[0::2] if polarity else WORDS[1::2]
-    words = [pool[j] for j in rng.integers(0, len(pool), 3)] + [WORDS[j] for j in rng.integers(0, len(WORDS), 2)]
-    return " ".join(words) + f" {i}"
-
-
-def write_downstream(root, n=40):
-    """All seven tasks in SentEval's layout, with its quirks: Latin-1 bytes, empty lines, a BOM."""
-    for task, (folder, pos, neg) in readers.BINARY_TASKS.items():
-        (root / folder).mkdir(parents=True)
-        lines = [sentence(i, 1) for i in range(n)]
-        body = "\n".join(lines[:2]) + "\n\n" + "\n".join(lines[2:]) + "\n"
-        (root / folder / pos).write_bytes(body.encode("latin-1") + b"caf\xe9  cr\xe8me\n")
-        (root / folder / neg).write_text("\r\n".join(sentence(i, 0) for i in range(n, 2 * n)) + "\r\n")
-    sst = root / "SST" / "binary"
-    sst.mkdir(parents=True)
-    for k, split in enumerate(("train", "dev", "test")):
-        rows = [f"{sentence(1000 * k + i, i % 2)} \t{i % 2}" for i in range(n)]
-        (sst / f"sentiment-{split}").write_text("\n".join(rows) + "\n\n")
-    trec = root / "TREC"
-    trec.mkdir()
-    for split, count in (("train_5500", 3 * n), ("TREC_10", n)):
-        rows = [f"{readers.TREC_CLASSES[i % 3 * 2]}:x {sentence(i, i % 2)} {'what who where'.split()[i % 3]} ?"
-                for i in range(count)]
-        (trec / f"{split}.label").write_bytes("\n".join(rows).encode() + b"\nHUM:ind Who met his sister\xf0city ?\n")
-    mrpc = root / "MRPC"
-    mrpc.mkdir()
-    header = "\ufeffQuality\t#1 ID\t#2 ID\t#1 String\t#2 String\n"
-    for split in ("train", "test"):
-        rows = [f"{i % 2}\t{i}\t{i + 1}\t{sentence(i, 1)}\t{sentence(i + (0 if i % 2 else 7), 1)}"
-                for i in range(n)]
-        (mrpc / f"msr_paraphrase_{split}.txt").write_text(header + "\n".join(rows) + "\n", encoding="utf-8")
-    return root
+from tests.helpers.files import transfer_sentence, write_downstream
 
 
 # --- readers ---------------------------------------------------------------
@@ -63,16 +25,16 @@ def test_readers_follow_senteval(tmp_path):
     sentences, labels = readers.read_binary_task(root, "mr")["all"]
     assert len(sentences) == 81 and labels == [1] * 41 + [0] * 40  # empty line skipped
     assert sentences[40] == "café crème"  # Latin-1 line, whitespace normalised
-    assert sentences[41] == sentence(40, 0)  # \r\n line ends
+    assert sentences[41] == transfer_sentence(40, 0)  # \r\n line ends
     subj = readers.read_binary_task(root, "SUBJ")["all"]
     assert subj[1][0] == 1  # subj.objective is class 1, as in SentEval
     sst = readers.read_sst2(root)
     assert [len(sst[s][0]) for s in ("train", "dev", "test")] == [40, 40, 40]
-    assert sst["dev"][0][1] == sentence(1001, 1) and sst["dev"][1][:2] == [0, 1]
+    assert sst["dev"][0][1] == transfer_sentence(1001, 1) and sst["dev"][1][:2] == [0, 1]
     trec = readers.read_trec(root)
     assert len(trec["train"][0]) == 121 and trec["train"][1][:3] == [0, 2, 4]
     assert trec["train"][0][-1] == "Who met his sisterðcity ?" and trec["train"][1][-1] == 3
-    assert trec["train"][0][0].startswith(sentence(0, 0))  # the fine label is dropped
+    assert trec["train"][0][0].startswith(transfer_sentence(0, 0))  # the fine label is dropped
     mrpc = readers.read_mrpc(root)
     assert len(mrpc["train"][0]) == 40 and mrpc["test"][2][:2] == [0, 1]  # BOM header skipped
 

@@ -24,8 +24,8 @@ from tests.conftest import REPO
 from tests.conftest import TINY_VOCAB
 from tests.conftest import make_tiny_encoder
 from tests.export.hf_helpers import make_tiny_roberta
-from tests.export.test_saved_model_postprocess import _whitening
-from tests.trainers.test_contrastive_tension import CORPUS
+from tests.helpers.corpora import CORPUS
+from tests.helpers.models import make_whitening
 
 LENGTH = 16
 ASCII = ["a man is playing the guitar .", "the cat sits on the mat", "hello world !",
@@ -124,7 +124,7 @@ def test_quantized_files_are_smaller_and_close(exported, mode, min_cosine):
 
 def test_post_processing_and_truncate_dim_run_inside(tmp_path):
     encoder = make_tiny_encoder(pooling="cls", projection_dim=16, projection_activation="tanh")
-    encoder.postprocess = _whitening(encoder.encode(CORPUS))
+    encoder.postprocess = make_whitening(encoder.encode(CORPUS))
     report = export_litert(encoder, tmp_path / "w.tflite", max_length=LENGTH, truncate_dim=4)
     assert report["output_dim"] == 4 and report["max_rel_diff"] <= 1e-4
     ids, mask = check.pack_ids(encoder, ASCII, LENGTH)

@@ -11,16 +11,12 @@ from keras_sentemb.export import saved_model as sm
 from keras_sentemb.export.saved_model import export_saved_model
 from keras_sentemb.export.standalone import run_standalone
 from keras_sentemb.models.glow_flow import GlowFlow
-from keras_sentemb.models.whitening import Whitening
 from tests.conftest import make_tiny_encoder
+from tests.helpers.corpora import CORPUS
+from tests.helpers.models import make_whitening
 from tests.numeric import assert_close_vectors
-from tests.trainers.test_contrastive_tension import CORPUS
 
 SENTS = ["a man is playing a guitar .", "", "the cat sits on the mat", "résumé café 中文"]
-
-
-def _whitening(raw):
-    return Whitening.from_vectors(raw, dim=8, pooling="mean")
 
 
 def _flow(raw):
@@ -33,7 +29,7 @@ def _flow(raw):
     return flow
 
 
-@pytest.mark.parametrize("make_layer,dim", [(_whitening, 8), (_flow, 32)], ids=["whitening", "flow"])
+@pytest.mark.parametrize("make_layer,dim", [(make_whitening, 8), (_flow, 32)], ids=["whitening", "flow"])
 def test_export_applies_the_post_processing(make_layer, dim, tmp_path):
     encoder = make_tiny_encoder(normalize=True)
     layer = make_layer(encoder.encode(CORPUS))
@@ -64,7 +60,7 @@ def test_the_gate_is_scale_aware_on_whitened_vectors(tmp_path):
     # gate compares relative errors, so the export passes, and a relative
     # error above the caller's tolerance is refused with nothing left behind.
     encoder = make_tiny_encoder()
-    layer = _whitening(encoder.encode(CORPUS))
+    layer = make_whitening(encoder.encode(CORPUS))
     mean, kernel = layer.get_weights()
     layer.set_weights([mean, kernel * 1e4])
     encoder.postprocess = layer

@@ -7,66 +7,7 @@ from keras_sentemb.losses.self_guided import sg_base_loss
 from keras_sentemb.losses.self_guided import sg_opt1_loss
 from keras_sentemb.losses.self_guided import sg_opt2_loss
 from keras_sentemb.losses.self_guided import sg_opt3_loss
-
-TAU = 0.1
-
-
-# ------------------------------------------------------------ numpy references
-def _cos(a, b):
-    a = np.asarray(a, np.float64)
-    b = np.asarray(b, np.float64)
-    return a @ b / (np.linalg.norm(a) * np.linalg.norm(b))
-
-
-def _phi(a, b, tau=TAU):
-    return np.exp(_cos(a, b) / tau)
-
-
-def ref_base(c, h, tau=TAU):
-    x = list(c) + list(h)
-    b = len(c)
-    total = 0.0
-    for m in range(2 * b):
-        pos = x[(m + b) % (2 * b)]
-        den = sum(_phi(x[m], x[k], tau) for k in range(2 * b) if k != m)
-        total += -np.log(_phi(x[m], pos, tau) / den)
-    return total / (2 * b)
-
-
-def ref_opt1(c, h, tau=TAU):
-    b = len(c)
-    total = 0.0
-    for i in range(b):
-        num = _phi(c[i], h[i], tau)
-        den = num + sum(
-            _phi(c[i], c[j], tau) + _phi(c[i], h[j], tau) for j in range(b) if j != i
-        )
-        total += -np.log(num / den)
-    return total / b
-
-
-def ref_opt2(c, h, tau=TAU):
-    b = len(c)
-    total = 0.0
-    for i in range(b):
-        num = _phi(c[i], h[i], tau)
-        den = sum(_phi(c[i], h[j], tau) for j in range(b))
-        total += -np.log(num / den)
-    return total / b
-
-
-def ref_opt3(c, hv, tau=TAU):
-    b, v = hv.shape[:2]
-    total = 0.0
-    for i in range(b):
-        for k in range(v):
-            num = _phi(c[i], hv[i, k], tau)
-            den = num + sum(
-                _phi(c[i], hv[m, n], tau) for m in range(b) if m != i for n in range(v)
-            )
-            total += -np.log(num / den)
-    return total / (b * v)
-
+from tests.helpers.self_guided_reference import TAU, ref_base, ref_opt1, ref_opt2, ref_opt3
 
 # Hand-made vectors: 3 sentences, 4 dims, 2 views each.
 C = np.array([[1.0, 0.0, 0.0, 0.5], [0.0, 2.0, 0.0, 0.0], [1.0, 1.0, 1.0, -1.0]], np.float32)

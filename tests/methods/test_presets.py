@@ -18,6 +18,7 @@ from keras_sentemb.methods.registry import BUILTIN_METHODS
 from keras_sentemb.methods.registry import builtin_declarations
 from keras_sentemb.methods.runner import split_options
 from tests.conftest import REPO
+from tests.helpers.plugins import installed_plugin
 
 
 def _each_preset():
@@ -114,17 +115,6 @@ def test_a_method_dropped_into_the_package_is_found(tmp_path):
     assert functions == {"fit_mean_shift": "pkg.methods.mean_shift"}
 
 
-def _installed_plugin(folder, name, module_source):
-    """A distribution `NAME-plugin 0.1` in `folder` whose entry point `NAME` is module `NAME_mod`."""
-    (folder / f"{name}_mod.py").write_text(module_source, encoding="utf-8")
-    info = folder / f"{name}_plugin-0.1.dist-info"
-    info.mkdir()
-    (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {name}-plugin\nVersion: 0.1\n",
-                                   encoding="utf-8")
-    (info / "entry_points.txt").write_text(
-        f"[keras_sentemb.methods]\n{name} = {name}_mod\n", encoding="utf-8")
-
-
 MISNAMED = textwrap.dedent('''
     from keras_sentemb.methods import Method, register_method
 
@@ -139,7 +129,7 @@ MISNAMED = textwrap.dedent('''
 
 
 def test_an_entry_point_must_register_the_name_it_is_listed_under(tmp_path, monkeypatch, capsys):
-    _installed_plugin(tmp_path, "listed", MISNAMED)
+    installed_plugin(tmp_path, "listed", MISNAMED)
     monkeypatch.syspath_prepend(str(tmp_path))
     assert "listed" in list_methods()
     expected = ("entry point listed = listed_mod (distribution listed-plugin 0.1) registers "

@@ -22,6 +22,7 @@ from keras_sentemb.methods import register_method
 from keras_sentemb.methods.registry import BUILTIN_METHODS
 from tests.conftest import REPO
 from tests.conftest import make_tiny_encoder
+from tests.helpers.plugins import installed_plugin
 
 CORPUS = [f"the {a} {b} in the park ." for a in ("man", "woman", "dog", "cat")
           for b in ("runs", "sits", "is playing", "plays the piano")] * 2
@@ -211,22 +212,11 @@ def test_an_installed_plugin_is_found_through_its_entry_point(tmp_path):
     assert out.stdout.splitlines()[-2:] == ["shift_plugin False", "('trained', 2.0, 3)"]
 
 
-def _installed_plugin(folder, name, module_source):
-    """A distribution `NAME-plugin 0.1` in `folder` whose entry point `NAME` is module `NAME_mod`."""
-    (folder / f"{name}_mod.py").write_text(module_source, encoding="utf-8")
-    info = folder / f"{name}_plugin-0.1.dist-info"
-    info.mkdir()
-    (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {name}-plugin\nVersion: 0.1\n",
-                                   encoding="utf-8")
-    (info / "entry_points.txt").write_text(
-        f"[keras_sentemb.methods]\n{name} = {name}_mod\n", encoding="utf-8")
-
-
 def test_a_plugin_that_fails_to_load_names_itself_and_hides_nothing(tmp_path, monkeypatch):
     from keras_sentemb.methods import PluginError
 
-    _installed_plugin(tmp_path, "broken", 'raise ImportError("failed on purpose")\n')
-    _installed_plugin(tmp_path, "silent", "VALUE = 1  # registers nothing\n")
+    installed_plugin(tmp_path, "broken", 'raise ImportError("failed on purpose")\n')
+    installed_plugin(tmp_path, "silent", "VALUE = 1  # registers nothing\n")
     monkeypatch.syspath_prepend(str(tmp_path))
     assert list_methods()[:10] == list(BUILTIN_METHODS)
     assert {"broken", "silent"} <= set(list_methods())

@@ -12,7 +12,7 @@ from keras_sentemb.kernels import deferred_init
 from keras_sentemb.models import SentenceEncoder
 from keras_sentemb.kernels.deferred_init import initializers_deferred
 from tests.conftest import make_tiny_encoder
-from tests.models.test_hf_folders import write_hf_bert
+from tests.helpers.files import write_hf_bert
 
 
 def tiny_backbone():

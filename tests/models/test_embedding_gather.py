@@ -7,7 +7,7 @@ import tensorflow as tf
 
 from keras_sentemb.kernels.embedding_gather import install_embedding_gather
 from tests.conftest import make_tiny_encoder
-from tests.models.test_forward import make_tiny_roberta
+from tests.helpers.models import make_tiny_roberta
 
 SENTS = ["a man is playing the guitar", "the dog runs in the park", "a"]
 

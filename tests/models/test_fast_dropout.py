@@ -12,7 +12,7 @@ from keras_sentemb.kernels.fast_dropout import dropout
 from keras_sentemb.kernels.fast_dropout import install_fast_dropout
 from keras_sentemb.kernels.fast_dropout import random_uint16
 from tests.conftest import make_tiny_encoder, run_in_graph, spy_calls
-from tests.models.test_forward import make_tiny_roberta
+from tests.helpers.models import make_tiny_roberta
 
 SEED = tf.constant([7, 11], tf.int32)
 

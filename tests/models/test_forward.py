@@ -1,7 +1,6 @@
 """The one forward pass: hooks, the backbone adapter (BERT / RoBERTa), declared pooling."""
 
 import keras
-import keras_hub
 import numpy as np
 import pytest
 import tensorflow as tf
@@ -12,21 +11,10 @@ from keras_sentemb.models.backbone_adapter import BackboneAdapter
 from keras_sentemb.pipelines.plan import resolve_pooling
 from keras_sentemb.pipelines.plan import resolve_training_mlp
 from tests.conftest import TINY_VOCAB, make_tiny_encoder
+from tests.helpers.models import make_tiny_roberta
 from tests.numeric import assert_close_vectors
 
 SENTS = ["a man is playing a guitar .", "the cat sits on the mat", "hello"]
-
-
-def make_tiny_roberta():
-    keras.utils.set_random_seed(0)
-    vocab = {t: i for i, t in enumerate(["<s>", "<pad>", "</s>", "<unk>", "a", "Ġ", "Ġa", "man",
-                                          "Ġman", "cat", "Ġcat", "Ġsits", "hello", "Ġthe", "<mask>"])}
-    tokenizer = keras_hub.models.RobertaTokenizer(vocabulary=vocab, merges=["Ġ a"])
-    backbone = keras_hub.models.RobertaBackbone(
-        vocabulary_size=len(vocab), num_layers=2, num_heads=2, hidden_dim=16,
-        intermediate_dim=32, max_sequence_length=32,
-    )
-    return SentenceEncoder(backbone, tokenizer, max_length=32)
 
 
 @pytest.mark.parametrize("make", [make_tiny_encoder, make_tiny_roberta], ids=["bert", "roberta"])

@@ -18,26 +18,9 @@ from keras_sentemb.kernels.fused_gelu import gelu_form
 from keras_sentemb.kernels.fused_gelu import set_gelu_form
 from keras_sentemb.kernels.fused_gelu import unfuse_gelu
 from tests.conftest import make_tiny_encoder, run_in_graph, spy_calls
-from tests.models.test_forward import make_tiny_roberta
+from tests.helpers.graphs import graph_ops, xla_compiled_functions
+from tests.helpers.models import make_tiny_roberta
 from tests.numeric import assert_close_vectors
-
-
-def xla_compiled_functions(path):
-    """Names of functions / call nodes in a SavedModel marked for XLA compilation."""
-    from tensorflow.core.protobuf import saved_model_pb2
-
-    proto = saved_model_pb2.SavedModel()
-    proto.ParseFromString((path / "saved_model.pb").read_bytes() if hasattr(path, "read_bytes")
-                          else open(f"{path}/saved_model.pb", "rb").read())
-    marked = []
-    for meta_graph in proto.meta_graphs:
-        library = meta_graph.graph_def.library
-        for function in library.function:
-            if function.attr["_XlaMustCompile"].b:
-                marked.append(function.signature.name)
-            marked += [n.name for n in function.node_def if n.attr["_XlaMustCompile"].b]
-        marked += [n.name for n in meta_graph.graph_def.node if n.attr["_XlaMustCompile"].b]
-    return marked
 
 
 def value_and_grad(fn, x, dy):
@@ -161,13 +144,6 @@ def test_export_graph_has_no_xla_compiled_function(tmp_path):
                       .activation, FusedGelu)
 
 
-def _graph_ops(concrete):
-    ops = [op.type for op in concrete.graph.get_operations()]
-    for function in concrete.graph._functions.values():
-        ops += [node.op for node in function.definition.node_def]
-    return ops
-
-
 @pytest.mark.parametrize("make", [make_tiny_encoder, make_tiny_roberta], ids=["bert", "roberta"])
 @pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
 def test_encode_runs_the_fused_matmul_gelu_pattern_with_the_same_vectors(make, dtype):
@@ -187,7 +163,7 @@ def test_encode_runs_the_fused_matmul_gelu_pattern_with_the_same_vectors(make, d
     fn = encoder._encode_fn(encoder._resolve_pooling("mean"), False, True)
     concrete = fn.get_concrete_function(tf.TensorSpec([None, None], tf.int32),
                                         tf.TensorSpec([None, None], tf.int32))
-    ops = _graph_ops(concrete)
+    ops = graph_ops(concrete)
     marked = [function.name for function in concrete.graph._functions.values()
               if function.definition.attr["_XlaMustCompile"].b
               or any(node.attr["_XlaMustCompile"].b for node in function.definition.node_def)]

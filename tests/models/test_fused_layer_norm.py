@@ -8,7 +8,7 @@ import tensorflow as tf
 from keras_sentemb.kernels import fused_layer_norm
 from keras_sentemb.kernels.fused_layer_norm import install_fused_layer_norm, is_fused, layer_norm
 from tests.conftest import make_tiny_encoder, run_in_graph, spy_calls
-from tests.models.test_forward import make_tiny_roberta
+from tests.helpers.models import make_tiny_roberta
 
 SENTS = ["a man is playing the guitar", "the dog runs in the park", "a"]
 

@@ -13,32 +13,18 @@ from keras_sentemb.kernels.fused_transformer import install_fused_transformer
 from keras_sentemb.kernels.fused_transformer import supports
 from keras_sentemb.kernels.fused_transformer import uninstall_fused_transformer
 from tests.conftest import make_tiny_encoder, run_in_graph
-from tests.models.test_forward import make_tiny_roberta
-from tests.models.test_fused_gelu import _graph_ops
+from tests.helpers.graphs import graph_ops
+from tests.helpers.models import make_tiny_roberta, make_transformer_layer, transformer_inputs
 from tests.numeric import assert_close_vectors
 
 SENTENCES = ["the man plays the guitar .", "a dog sits on the mat", "hello"]
 
 
-def _layer(normalize_first, width=16):
-    keras.utils.set_random_seed(1)
-    layer = keras_hub.layers.TransformerEncoder(
-        intermediate_dim=2 * width, num_heads=2, dropout=0.1, normalize_first=normalize_first)
-    layer.build([None, None, width])
-    return layer
-
-
-def _inputs(width=16, dtype="float32"):
-    x = tf.cast(tf.random.stateless_normal([3, 5, width], [3, 4]), dtype)
-    padding = tf.constant([[1, 1, 1, 1, 1], [1, 1, 1, 0, 0], [1, 0, 0, 0, 0]])
-    return x, padding
-
-
 @pytest.mark.parametrize("normalize_first", [False, True], ids=["post_ln", "pre_ln"])
 @pytest.mark.parametrize("causal", [False, True], ids=["padding", "padding_and_attention"])
 def test_fused_call_equals_keras_hub_in_float32(normalize_first, causal):
-    layer = _layer(normalize_first)
-    x, padding = _inputs()
+    layer = make_transformer_layer(normalize_first)
+    x, padding = transformer_inputs()
     attention = (tf.linalg.band_part(tf.ones([3, 5, 5], tf.int32), -1, 0) if causal else None)
     expected = layer(x, padding_mask=padding, attention_mask=attention, training=False)
     got = fused_call(layer, x, padding, attention)
@@ -59,10 +45,10 @@ def test_installed_on_every_layer_of_bert_and_roberta(make):
 
 def test_layers_it_cannot_reproduce_are_left_alone():
     assert not supports(keras.layers.Dense(4))
-    layer = _layer(False)
+    layer = make_transformer_layer(False)
     layer._feedforward_output_dense.activation = keras.activations.relu
     assert not supports(layer)
-    gated = _layer(False)
+    gated = make_transformer_layer(False)
     gated._self_attention_layer._use_gate = True
     assert not supports(gated)
 
@@ -78,15 +64,15 @@ def test_bfloat16_encode_runs_it_with_keras_hubs_vectors(make):
     assert_close_vectors(encoder.encode(SENTENCES, pooling="mean"), keras_hubs, rtol=2e-2)
     # encode's graph: one QKV matmul per layer, no einsum projections.
     fn = encoder._encode_fn(encoder._resolve_pooling("mean"), False, True)
-    ops = _graph_ops(fn.get_concrete_function(tf.TensorSpec([None, None], tf.int32),
-                                              tf.TensorSpec([None, None], tf.int32)))
+    ops = graph_ops(fn.get_concrete_function(tf.TensorSpec([None, None], tf.int32),
+                                             tf.TensorSpec([None, None], tf.int32)))
     assert "Einsum" not in ops and ops.count("BatchMatMulV2") >= 2 * encoder.num_layers
 
 
 def _encode_graph_ops(encoder):
     fn = encoder._encode_fn(encoder._resolve_pooling("mean"), False, True)
-    return _graph_ops(fn.get_concrete_function(tf.TensorSpec([None, None], tf.int32),
-                                               tf.TensorSpec([None, None], tf.int32)))
+    return graph_ops(fn.get_concrete_function(tf.TensorSpec([None, None], tf.int32),
+                                              tf.TensorSpec([None, None], tf.int32)))
 
 
 @pytest.mark.parametrize("make", [make_tiny_encoder, make_tiny_roberta], ids=["bert", "roberta"])
@@ -105,7 +91,7 @@ def test_float64_keeps_keras_hubs_layer(monkeypatch):
     calls = []
     real = fused_transformer.fused_call
     monkeypatch.setattr(fused_transformer, "fused_call", lambda *a, **k: calls.append(1) or real(*a, **k))
-    x, padding = _inputs()
+    x, padding = transformer_inputs()
     for dtype in ("float64", "float32"):
         layer = keras_hub.layers.TransformerEncoder(intermediate_dim=32, num_heads=2, dtype=dtype)
         layer.build([None, None, 16])
@@ -122,7 +108,7 @@ def test_only_forward_only_graphs_take_it(monkeypatch, dtype):
     calls = []
     real = fused_transformer.fused_call
     monkeypatch.setattr(fused_transformer, "fused_call", lambda *a, **k: calls.append(1) or real(*a, **k))
-    x, padding = _inputs(width=32, dtype=dtype)
+    x, padding = transformer_inputs(width=32, dtype=dtype)
     layer(x, padding_mask=padding, training=False)
     assert calls == []  # not forward-only
     run_in_graph(lambda: layer(x, padding_mask=padding, training=False))  # undeclared graph
@@ -144,8 +130,8 @@ def test_only_forward_only_graphs_take_it(monkeypatch, dtype):
 
 
 def test_a_row_of_pure_padding_gives_finite_values():
-    layer = _layer(False)
-    x, _ = _inputs()
+    layer = make_transformer_layer(False)
+    x, _ = transformer_inputs()
     padding = tf.constant([[1, 1, 0, 0, 0], [0, 0, 0, 0, 0], [1, 1, 1, 1, 1]])
     for dtype in ("bfloat16", "float16"):
         out = fused_call(layer, tf.cast(x, dtype), padding)
@@ -159,7 +145,7 @@ def test_lora_enabled_after_install_falls_back(monkeypatch):
     calls = []
     real = fused_transformer.fused_call
     monkeypatch.setattr(fused_transformer, "fused_call", lambda *a, **k: calls.append(1) or real(*a, **k))
-    x, padding = _inputs(width=32, dtype="bfloat16")
+    x, padding = transformer_inputs(width=32, dtype="bfloat16")
     run_in_graph(lambda: (layer(x, padding_mask=padding, training=False),
                           encoder.backbone.transformer_layers[1](x, padding_mask=padding,
                                                                 training=False)),

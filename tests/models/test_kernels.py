@@ -12,14 +12,14 @@ from keras_sentemb.kernels import fast_dropout, fused_gelu, fused_layer_norm
 from keras_sentemb.kernels import policy as kernels
 from keras_sentemb.kernels.policy import KernelPolicy
 from tests.conftest import make_tiny_encoder, spy_calls, while_tracing
+from tests.helpers.graphs import clear_kernel_overrides
 
 SENTS = ["a man plays a guitar .", "the cat sits on the mat !"]
 
 
 @pytest.fixture(autouse=True)
 def no_overrides(monkeypatch):
-    for name in kernels.ENVIRONMENT:
-        monkeypatch.delenv(name, raising=False)
+    clear_kernel_overrides(monkeypatch)
 
 
 def test_policy_values_are_validated_with_one_line_errors():

@@ -9,13 +9,17 @@ from keras_sentemb.kernels import fused_gelu, fused_layer_norm
 from keras_sentemb.kernels import policy as kernels
 from keras_sentemb.kernels.policy import UNDECLARED, GraphKind
 from tests.conftest import make_tiny_encoder, run_in_graph, spy_calls, while_tracing
-from tests.models.test_fused_gelu import xla_compiled_functions
-from tests.models.test_kernels import no_overrides  # noqa: F401 (autouse: no environment overrides)
+from tests.helpers.graphs import clear_kernel_overrides, xla_compiled_functions
 
 FUSED = kernels.KernelPolicy.of("fused")
 FORWARD_ONLY = GraphKind(forward_only=True)
 PLAIN = GraphKind(plain=True)
 SENTS = ["a man plays a guitar .", "the cat sits on the mat !"]
+
+
+@pytest.fixture(autouse=True)
+def no_overrides(monkeypatch):
+    clear_kernel_overrides(monkeypatch)
 
 
 def seen_here():

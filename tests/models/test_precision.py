@@ -15,8 +15,8 @@ from keras_sentemb.kernels import native_bfloat16
 from keras_sentemb.models import SentenceEncoder
 from keras_sentemb.methods.simcse import fit_simcse
 from tests.conftest import make_tiny_encoder
+from tests.helpers.corpora import CORPUS
 from tests.numeric import assert_close_vectors
-from tests.trainers.test_contrastive_tension import CORPUS
 
 SENTENCES = ["a man plays the guitar", "the cat sits on the mat", "hello world", "x"]
 

@@ -10,8 +10,7 @@ from keras_sentemb.kernels.install import install_kernels
 from keras_sentemb.kernels.policy import KernelPolicy
 from keras_sentemb.kernels.unpadded_transformer import unpadded_call
 from tests.conftest import make_tiny_encoder, spy_calls
-from tests.models.test_forward import make_tiny_roberta
-from tests.models.test_fused_transformer import _inputs, _layer
+from tests.helpers.models import make_tiny_roberta, make_transformer_layer, transformer_inputs
 from tests.numeric import assert_close_vectors
 
 SENTENCES = ["the man plays the guitar in the park .", "a dog sits on the mat", "hello",
@@ -25,8 +24,8 @@ def _real_rows(tensor, padding):
 
 @pytest.mark.parametrize("normalize_first", [False, True], ids=["post_ln", "pre_ln"])
 def test_unpadded_call_equals_keras_hub_at_real_tokens_and_zero_at_padding(normalize_first):
-    layer = _layer(normalize_first)
-    x, padding = _inputs()
+    layer = make_transformer_layer(normalize_first)
+    x, padding = transformer_inputs()
     expected = layer(x, padding_mask=padding, training=False)
     got = unpadded_call(layer, x, padding, training=False)
     assert got.shape == expected.shape
@@ -108,7 +107,7 @@ def test_it_runs_only_in_training_graphs_and_under_its_policy(monkeypatch):
 def test_dropout_keeps_its_rates_on_the_rows(monkeypatch):
     """With dropout on, every dropout of the layer runs, at keras-hub's rates."""
     keras.utils.set_random_seed(3)
-    layer = _layer(False, width=64)
+    layer = make_transformer_layer(False, width=64)
     rates = []
     real_call = keras.layers.Dropout.call
 

@@ -15,7 +15,7 @@ from keras_sentemb.models.vocabulary import unknown_token_share
 from keras_sentemb.models.vocabulary import unknown_words
 from tests.conftest import TINY_VOCAB
 from tests.conftest import make_tiny_encoder
-from tests.models.test_forward import make_tiny_roberta
+from tests.helpers.models import make_tiny_roberta
 from tests.numeric import assert_close_vectors
 
 # 猫 x3, 狗 x2, "。" x1 (unknown single characters); αβγ x2, αβδ x1 (an

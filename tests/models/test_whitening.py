@@ -11,8 +11,8 @@ from keras_sentemb.models import SentenceEncoder
 from keras_sentemb.models.whitening import Whitening
 from keras_sentemb.models.whitening import whitening_weights
 from tests.conftest import make_tiny_encoder
+from tests.helpers.corpora import CORPUS
 from tests.numeric import assert_close_vectors
-from tests.trainers.test_contrastive_tension import CORPUS
 
 RNG = np.random.default_rng(0)
 X = RNG.normal(size=(400, 6)) @ RNG.normal(size=(6, 6)) + RNG.normal(size=6)

@@ -12,7 +12,7 @@ from keras_sentemb.pipelines.backup import TrainingBackup
 from keras_sentemb.pipelines.backup import inspect_backup
 from keras_sentemb.pipelines.backup import output_lock
 from tests.conftest import make_tiny_encoder
-from tests.trainers.test_contrastive_tension import CORPUS
+from tests.helpers.corpora import CORPUS
 
 
 def _simcse(callbacks=(), **kw):

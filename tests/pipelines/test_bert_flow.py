@@ -12,8 +12,8 @@ from keras_sentemb.models.glow_flow import GlowFlow
 from keras_sentemb.pipelines.callbacks import sts_spearman
 from keras_sentemb.methods.bert_flow.trainer import BertFlow
 from tests.conftest import make_tiny_encoder
+from tests.helpers.corpora import CORPUS, DEV
 from tests.numeric import assert_close_vectors
-from tests.trainers.test_contrastive_tension import CORPUS, DEV
 
 FLOW = {"levels": 2, "depth": 1, "coupling_width": 8}
 

@@ -8,8 +8,8 @@ import keras_sentemb
 from keras_sentemb.models import SentenceEncoder
 from keras_sentemb.pipelines.callbacks import sts_spearman
 from tests.conftest import make_tiny_encoder
+from tests.helpers.corpora import SENTENCES, SHORT_DEV as DEV, TRIPLETS
 from tests.numeric import assert_close_vectors
-from tests.trainers.test_consert import DEV, SENTENCES, TRIPLETS
 
 
 def test_fit_consert_unsup_selects_on_dev_and_saves(tmp_path):

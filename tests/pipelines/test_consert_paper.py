@@ -8,8 +8,7 @@ from keras_sentemb.augment.views import make_view
 from keras_sentemb.pipelines.callbacks import sts_spearman
 from keras_sentemb.methods.consert.trainer import ConSERT
 from tests.conftest import make_tiny_encoder
-from tests.trainers.test_consert import SENTENCES
-from tests.trainers.test_contrastive_tension import CORPUS
+from tests.helpers.corpora import CORPUS, SENTENCES
 
 _RNG = np.random.default_rng(1)
 # 60 pairs on which mean and mean_last2 rank differently for the tiny encoder.

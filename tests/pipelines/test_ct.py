@@ -5,8 +5,8 @@ import pytest
 import keras_sentemb
 from keras_sentemb.pipelines.callbacks import sts_spearman
 from tests.conftest import make_tiny_encoder
+from tests.helpers.corpora import CORPUS, DEV
 from tests.numeric import assert_close_vectors
-from tests.trainers.test_contrastive_tension import CORPUS, DEV
 
 
 def test_fit_ct_keeps_the_best_tower_on_dev(tmp_path):

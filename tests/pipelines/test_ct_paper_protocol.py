@@ -9,7 +9,7 @@ from keras_sentemb.data.ct_sampler import ct_pair_dataset
 from keras_sentemb.pipelines.callbacks import sts_spearman
 from keras_sentemb.methods.contrastive_tension.trainer import ContrastiveTension
 from tests.conftest import make_tiny_encoder
-from tests.trainers.test_contrastive_tension import CORPUS, DEV
+from tests.helpers.corpora import CORPUS, DEV
 
 
 def test_keep_worst_trains_without_validation_and_keeps_the_lower_tower():

@@ -15,12 +15,12 @@ from keras_sentemb.methods.multitask.three_given import stage_steps
 from keras_sentemb.methods.multitask.three_given import three_given_stages
 from keras_sentemb.methods.multitask.trainer import MultitaskModel
 from tests.conftest import make_tiny_encoder
-from tests.trainers.test_multitask import _write_folder
+from tests.helpers.files import write_multitask_folder
 
 
 @pytest.fixture
 def folder(tmp_path):
-    return _write_folder(tmp_path / "multitask")
+    return write_multitask_folder(tmp_path / "multitask")
 
 
 def test_three_given_schedule_is_supervised_quora_then_sst_then_sts(folder):

@@ -14,9 +14,9 @@ from keras_sentemb.pipelines.scaffold import NOT_HYPERPARAMETERS
 from keras_sentemb.methods.parallel.trainer import ParallelContrastive
 from tests.conftest import TINY_VOCAB
 from tests.conftest import make_tiny_encoder
-from tests.data.test_parallel import make_pairs
+from tests.helpers.batches import translation_batch
+from tests.helpers.corpora import make_pairs
 from tests.numeric import assert_close_vectors
-from tests.trainers.test_parallel import batch
 
 
 def test_fit_parallel_end_to_end(tmp_path):
@@ -74,7 +74,7 @@ def test_the_student_learns_the_teachers_space():
     def loss(encoder):
         probe = ParallelContrastive(encoder, teacher, queue_size=0, temperature=0.05,
                                     pooling="mean", mlp="none")
-        return float(probe.compute_loss_terms(batch(probe, pairs[:16]), training=False).loss)
+        return float(probe.compute_loss_terms(translation_batch(probe, pairs[:16]), training=False).loss)
 
     before, after = loss(teacher.clone()), loss(student)  # the student started as a copy
     assert after < 0.9 * before, (before, after)

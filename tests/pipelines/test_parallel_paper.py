@@ -10,7 +10,7 @@ from keras_sentemb.evaluation.sts_alignment_uniformity_tracker import STSAlignme
 from keras_sentemb.models import SentenceEncoder
 from keras_sentemb.models.projection_head import with_projection_head
 from tests.conftest import make_tiny_encoder
-from tests.data.test_parallel import make_pairs
+from tests.helpers.corpora import make_pairs
 from tests.numeric import assert_close_vectors
 
 SELF_TEACHER = "the frozen teacher is the student's own starting model"

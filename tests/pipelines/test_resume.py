@@ -12,8 +12,9 @@ import pytest
 
 import keras_sentemb
 from tests.conftest import make_tiny_encoder
+from tests.helpers.corpora import CORPUS, DEV
+from tests.helpers.training import StepRecorder
 from tests.numeric import assert_close_vectors
-from tests.trainers.test_contrastive_tension import CORPUS, DEV
 
 PAIRS = [(CORPUS[i], CORPUS[i + 1], float(i % 6)) for i in range(0, 120)]
 TRIPLETS = [(CORPUS[i], CORPUS[i + 1], CORPUS[i + 2]) for i in range(0, 120)]
@@ -55,15 +56,6 @@ class Kill(keras.callbacks.Callback):
             raise RuntimeError("killed")
 
 
-class Steps(keras.callbacks.Callback):
-    def __init__(self):
-        super().__init__()
-        self.seen = []
-
-    def on_train_batch_begin(self, batch, logs=None):
-        self.seen.append(int(self.model.optimizer.iterations))
-
-
 def _run(method, callbacks=()):
     dev = "retrieval" if method == "parallel" else DEV
     return METHODS[method](model=make_tiny_encoder(), steps=6, eval_every=3, dev=dev,
@@ -86,7 +78,7 @@ def test_killed_run_resumes_where_it_stopped(method, tmp_path):
     backup = keras.callbacks.BackupAndRestore(str(tmp_path / "backup"))
     with pytest.raises(RuntimeError, match="killed"):
         _run(method, [backup, Kill()])
-    steps = Steps()
+    steps = StepRecorder()
     resumed = _run(method, [backup, steps])
     assert steps.seen == [3, 4, 5]  # from the step-3 backup, to exactly 6 steps
     assert resumed.training_report.steps_trained == 6
@@ -116,7 +108,7 @@ def test_killed_run_resumes_from_the_atomic_backup(method, tmp_path):
         _run(method, [TrainingBackup(tmp_path / "backup"), Kill()])
     assert sorted(p.name for p in (tmp_path / "backup").iterdir() if "weights" in p.name) == [
         "epoch-1.weights.h5"]
-    steps = Steps()
+    steps = StepRecorder()
     resumed = _run(method, [TrainingBackup(tmp_path / "backup"), steps])
     assert steps.seen == [3, 4, 5]
     for a, b in zip(full.get_weights(), resumed.get_weights()):

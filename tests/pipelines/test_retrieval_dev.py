@@ -12,9 +12,9 @@ from keras_sentemb.evaluation.beir import evaluate_retrieval
 from keras_sentemb.pipelines import callbacks as callbacks_module
 from keras_sentemb.pipelines.callbacks import BeirDevEvaluation
 from tests.conftest import make_tiny_encoder
+from tests.helpers.corpora import CORPUS
+from tests.helpers.corpora import DEV
 from tests.numeric import assert_close_vectors
-from tests.trainers.test_contrastive_tension import CORPUS
-from tests.trainers.test_contrastive_tension import DEV
 
 pytest.importorskip("pytrec_eval")
 

@@ -9,8 +9,8 @@ import pytest
 import keras_sentemb
 from keras_sentemb.models import SentenceEncoder
 from tests.conftest import make_tiny_encoder
+from tests.helpers.corpora import GUIDED_SENTENCES as SENTENCES
 from tests.numeric import assert_close_vectors
-from tests.trainers.test_self_guided import SENTENCES
 
 DEV = [
     ("a man is playing guitar", "a man plays guitar", 4.0),

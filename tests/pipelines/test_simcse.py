@@ -12,10 +12,9 @@ from keras_sentemb.pipelines.callbacks import sts_spearman
 from keras_sentemb.pipelines.scaffold import NOT_HYPERPARAMETERS
 from keras_sentemb.methods.simcse.trainer import SimCSE
 from tests.conftest import make_tiny_encoder
+from tests.helpers.batches import paraphrase_batch, triplet_batch
+from tests.helpers.corpora import CORPUS, DEV, TRIPLETS
 from tests.numeric import assert_close_vectors
-from tests.trainers.test_consert import TRIPLETS
-from tests.trainers.test_contrastive_tension import CORPUS, DEV
-from tests.trainers.test_simcse import paraphrase_batch, triplet_batch
 
 
 class Capture(keras.callbacks.Callback):

@@ -13,7 +13,7 @@ import pytest
 
 import keras_sentemb
 from tests.conftest import make_tiny_encoder
-from tests.trainers.test_contrastive_tension import CORPUS
+from tests.helpers.corpora import CORPUS
 
 ROWS = 20  # rows in the two files together; one full batch
 
@@ -172,9 +172,9 @@ def test_multitask_streams_each_task(tmp_path, monkeypatch):
     from keras_sentemb.data.multitask import multitask_batches
     from keras_sentemb.data.multitask_streams import streamed_multitask_batches
     from keras_sentemb.data.multitask_streams import task_streams
-    from tests.trainers.test_multitask import _write_folder
+    from tests.helpers.files import write_multitask_folder
 
-    folder = _write_folder(tmp_path / "multitask")
+    folder = write_multitask_folder(tmp_path / "multitask")
     train = load_multitask_data(folder, verbose=False)["train"]
     similarity = train["similarity"]
     glob = write_jsonl(tmp_path, "sts", similarity, ("sentence1", "sentence2", "label"))

@@ -9,8 +9,8 @@ import pytest
 import keras_sentemb
 from keras_sentemb.pipelines.backup import TrainingBackup
 from tests.conftest import make_tiny_encoder
-from tests.pipelines.test_resume import Steps
-from tests.trainers.test_contrastive_tension import CORPUS
+from tests.helpers.corpora import CORPUS
+from tests.helpers.training import StepRecorder
 
 
 @pytest.fixture(scope="module")
@@ -99,7 +99,7 @@ def test_killed_run_of_a_stream_resumes_at_the_same_position(corpus_glob, tmp_pa
     full = _run(corpus_glob).get_weights()
     with pytest.raises(RuntimeError, match="killed"):
         _run(corpus_glob, [TrainingBackup(tmp_path / "backup"), KillAt(3)])
-    steps = Steps()
+    steps = StepRecorder()
     resumed = _run(corpus_glob, [TrainingBackup(tmp_path / "backup"), steps]).get_weights()
     assert steps.seen == [2, 3]
     change = np.sqrt(sum(np.sum((a - s) ** 2) for a, s in zip(full, start)))
@@ -142,7 +142,7 @@ def test_consert_self_guided_and_mlm_train_on_streams(corpus_glob, tmp_path):
 
 
 def test_parallel_streams_pairs_and_holds_out_the_first_rows(tmp_path):
-    from tests.data.test_parallel import make_pairs
+    from tests.helpers.corpora import make_pairs
 
     pairs = make_pairs(80)
     for k in range(2):
@@ -175,12 +175,12 @@ def test_killed_run_by_sigkill_resumes_on_a_stream(corpus_glob, tmp_path):
     import time
 
     from keras_sentemb.models import SentenceEncoder
-    from tests.trainers.test_multi_worker import _env
+    from tests.helpers.processes import worker_env
 
     make_tiny_encoder().save(tmp_path / "tiny")
     model = str(tmp_path / "tiny")
     whole, killed = tmp_path / "whole", tmp_path / "killed"
-    env = _env()
+    env = worker_env()
     subprocess.run(_train_command(model, corpus_glob, whole), env=env, check=True,
                    capture_output=True, timeout=600)
     proc = subprocess.Popen(_train_command(model, corpus_glob, killed), env=env,

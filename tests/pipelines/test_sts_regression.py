@@ -15,9 +15,9 @@ from keras_sentemb.methods.sts_regression import model_specific_lower_bound
 from keras_sentemb.methods.sts_regression import resolve_train_pairs
 from keras_sentemb.methods.sts_regression.trainer import STSRegression
 from tests.conftest import make_tiny_encoder
-from tests.evaluation.test_sts_spread import PAIRS
+from tests.helpers.batches import pair_batch
+from tests.helpers.corpora import STS_PAIRS as PAIRS
 from tests.numeric import assert_close_vectors
-from tests.trainers.test_sts_regression import pair_batch
 
 
 def test_lowest_bucket_mean_on_hand_made_cosines():

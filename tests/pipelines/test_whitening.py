@@ -12,8 +12,8 @@ from keras_sentemb.models.whitening import Whitening
 from keras_sentemb.pipelines.callbacks import sts_spearman
 from keras_sentemb.methods.whitening import parse_dims
 from tests.conftest import make_tiny_encoder
+from tests.helpers.corpora import CORPUS, DEV
 from tests.numeric import assert_close_vectors
-from tests.trainers.test_contrastive_tension import CORPUS, DEV
 
 
 def test_fit_keeps_the_best_dev_dim_and_whitens_the_fitting_set(tmp_path):

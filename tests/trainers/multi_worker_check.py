@@ -6,7 +6,7 @@ once with `--single` for the single-device reference on the global batch. Each
 run writes a JSON file: per-step `nonfinite` logs, the starting and the trained weights.
 
 Cases:
-- `quadratic`: `tests.trainers.test_base_trainer.Quadratic` on data whose
+- `quadratic`: `tests.helpers.training.Quadratic` on data whose
   second global batch has a NaN in one worker's shard only.
 - `ct_in_batch`: Contrastive Tension with in-batch negatives on a tiny BERT;
   candidates are gathered across the workers.
@@ -39,7 +39,7 @@ assert single or strategy.num_replicas_in_sync == 2
 
 with strategy.scope():
     if case == "quadratic":
-        from tests.trainers.test_base_trainer import DATA, Quadratic
+        from tests.helpers.training import QUADRATIC_DATA as DATA, Quadratic
 
         trainer = Quadratic()
         trainer.compile(optimizer=keras.optimizers.AdamW(1e-2, weight_decay=0.1))
@@ -50,7 +50,7 @@ with strategy.scope():
         from keras_sentemb.data.ct_sampler import ct_pair_dataset
         from keras_sentemb.methods.contrastive_tension.trainer import ContrastiveTension
         from tests.conftest import make_tiny_encoder
-        from tests.trainers.test_contrastive_tension import CORPUS
+        from tests.helpers.corpora import CORPUS
 
         encoder = make_tiny_encoder()
         trainer = ContrastiveTension(encoder, negatives="in_batch")

@@ -10,30 +10,13 @@ import pytest
 import tensorflow as tf
 
 from keras_sentemb.losses.loss_output import LossOutput
-from keras_sentemb.trainers.base_trainer import BaseTrainer
 from keras_sentemb.trainers.base_trainer import all_finite
 from keras_sentemb.trainers.base_trainer import apply_if_finite
 from keras_sentemb.trainers.grad_cache import CHUNK_STRIDE
 from keras_sentemb.trainers.grad_cache import SEED_STRIDE
 from keras_sentemb.pipelines.callbacks import NonFiniteGuard
 from tests.conftest import REPO
-
-# Rows of the global batches; batch 2 (rows 4-7) has a NaN in its last row only,
-# so under two replicas only replica 1's shard is non-finite.
-DATA = np.arange(48, dtype=np.float32).reshape(12, 4) / 10.0
-DATA[7, 0] = np.nan
-
-class Quadratic(BaseTrainer):
-    """A linear 'encoder' with a per-replica (non-gathered) loss."""
-
-    def __init__(self, dtype=None):
-        super().__init__(
-            keras.layers.Dense(3, kernel_initializer="ones", dtype=dtype, name="dense")
-        )
-        self.encoder.build((None, 4))
-
-    def compute_loss_terms(self, data, training=True):
-        return LossOutput(tf.reduce_mean(tf.square(tf.cast(self.encoder(data), tf.float32) - 1.0)))
+from tests.helpers.training import QUADRATIC_DATA as DATA, Quadratic
 
 
 class Metered(Quadratic):
@@ -222,7 +205,7 @@ MIRRORED = textwrap.dedent(
     cpu = tf.config.list_physical_devices("CPU")[0]
     tf.config.set_logical_device_configuration(cpu, [tf.config.LogicalDeviceConfiguration()] * 2)
     import keras, numpy as np
-    from tests.trainers.test_base_trainer import DATA, Quadratic
+    from tests.helpers.training import QUADRATIC_DATA as DATA, Quadratic
 
     def run(strategy):
         with strategy.scope():

@@ -12,25 +12,9 @@ from keras_sentemb.models.pooling import masked_mean
 from keras_sentemb.methods.consert import trainer as consert_module
 from keras_sentemb.methods.consert.trainer import ConSERT
 from tests.conftest import make_tiny_encoder
+from tests.helpers.batches import packed
+from tests.helpers.corpora import SENTENCES, TRIPLETS
 from tests.numeric import assert_close_vectors, relative_errors
-
-SENTENCES = [
-    "a man is playing a guitar .", "the cat sits on the mat", "a woman plays piano",
-    "the dog runs in the park", "hello world", "a man and a woman are playing",
-    "the cat runs", "a dog sits on the mat",
-]
-TRIPLETS = [
-    ("a man is playing a guitar", "a man plays", "a cat sits"),
-    ("the dog runs in the park", "a dog runs", "the dog sits"),
-    ("a woman plays piano", "a woman is playing", "a man sits"),
-    ("hello world", "hello", "the cat runs"),
-]
-DEV = [("a man is playing a guitar .", "a man plays guitar", 4.0),
-       ("the cat sits", "a dog runs", 0.5), ("hello world", "hello", 3.0)]
-
-
-def packed(encoder, sentences=SENTENCES):
-    return encoder.preprocess(tf.constant(sentences), 16)
 
 
 def mean_pool(encoder, inputs):

@@ -12,12 +12,7 @@ from keras_sentemb.data.ct_sampler import ct_pair_dataset
 from keras_sentemb.losses.loss_output import LossOutput
 from keras_sentemb.methods.contrastive_tension.trainer import ContrastiveTension
 from tests.conftest import REPO, make_tiny_encoder
-
-WORDS = ["a", "the", "man", "woman", "dog", "cat", "plays", "guitar", "piano",
-         "runs", "sits", "on", "mat", "park", "in", "hello", "world"]
-RNG = np.random.default_rng(0)
-CORPUS = [" ".join(RNG.choice(WORDS, size=RNG.integers(2, 9))) for _ in range(300)]
-DEV = [(CORPUS[i], CORPUS[i + 1], float(i % 5)) for i in range(0, 40, 2)]
+from tests.helpers.corpora import CORPUS
 
 
 def ct_data(encoder, k=7, batch=16, sentences=CORPUS):

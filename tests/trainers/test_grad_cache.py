@@ -11,60 +11,17 @@ import subprocess
 import sys
 import textwrap
 
-import keras
-import numpy as np
 import pytest
 import tensorflow as tf
 
 from keras_sentemb.methods.consert.trainer import ConSERT
-from keras_sentemb.methods.contrastive_tension.trainer import ContrastiveTension
-from keras_sentemb.methods.parallel.trainer import ParallelContrastive
 from keras_sentemb.methods.self_guided.trainer import SelfGuided
 from keras_sentemb.methods.simcse.trainer import SimCSE
 from tests.conftest import REPO, make_tiny_encoder
+from tests.helpers.training import assert_sgd_step, make_grad_cache_trainer
 from tests.trainers.grad_cache_reference import largest_gradient
 from tests.trainers.grad_cache_reference import max_gradient_difference
 from tests.trainers.grad_cache_reference import reference_loss_and_gradients
-
-SENTENCES = [
-    "a man plays the guitar", "the cat sits on the mat", "hello world",
-    "a dog runs in the park", "the woman plays piano", "a cat", "the man sits",
-    "world", "a woman runs", "the dog sits on the mat",
-]
-
-
-def packed(encoder, sentences):
-    return encoder.preprocess(tf.constant(sentences))
-
-
-def make(kind, size):
-    enc = make_tiny_encoder()
-    if kind == "simcse_unsup":
-        trainer = SimCSE(enc, pooling="cls", mlp="train", mini_batch_size=size)
-        data = {"sentence": packed(enc, SENTENCES[:8])}
-    elif kind == "simcse_sup":
-        trainer = SimCSE(enc, mode="sup", pooling="mean", mlp="none",
-                         hard_negative_weight=0.5, mini_batch_size=size)
-        data = {k: packed(enc, SENTENCES[i:i + 8]) for i, k in
-                enumerate(("sent0", "sent1", "hard_neg"))}
-    elif kind == "consert":
-        trainer = ConSERT(enc, views=("token_cutoff", "feature_cutoff"),
-                          encoder_dropout=True, seed=3, mini_batch_size=size)
-        data = {"sentence": packed(enc, SENTENCES[:8])}
-    elif kind == "ct_in_batch":
-        trainer = ContrastiveTension(enc, negatives="in_batch", dropout=True,
-                                     mini_batch_size=size)
-        data = {"left": packed(enc, SENTENCES[:8]), "right": packed(enc, SENTENCES[:8])}
-    elif kind == "parallel":
-        student = make_tiny_encoder(num_layers=1)
-        trainer = ParallelContrastive(student, enc, mode="dual", queue_size=6,
-                                      mini_batch_size=size)
-        trainer.queue.enqueue(tf.math.l2_normalize(tf.random.normal([4, 32], seed=1), -1))
-        data = {"source": packed(enc, SENTENCES[:8]), "target": packed(student, SENTENCES[2:10])}
-    else:
-        raise ValueError(kind)
-    trainer.compile(optimizer=keras.optimizers.SGD(0.1))
-    return trainer, data
 
 
 KINDS = ["simcse_unsup", "simcse_sup", "consert", "ct_in_batch", "parallel"]
@@ -73,7 +30,7 @@ KINDS = ["simcse_unsup", "simcse_sup", "consert", "ct_in_batch", "parallel"]
 @pytest.mark.parametrize("size", [2, 3])
 @pytest.mark.parametrize("kind", KINDS)
 def test_loss_and_gradients_equal_one_tape_over_the_batch(kind, size):
-    trainer, data = make(kind, size)
+    trainer, data = make_grad_cache_trainer(kind, size)
     ref_loss, ref_grads = reference_loss_and_gradients(trainer, data, size)
     trainer._reseed()
     out, grads = trainer.grad_cache_gradients(data)
@@ -88,7 +45,7 @@ def test_loss_and_gradients_equal_one_tape_over_the_batch(kind, size):
 def test_other_masks_give_other_gradients():
     # The check above can fail: the same reference with the chunks' draws
     # shifted (masks not replayed) is far from GradCache's gradients.
-    trainer, data = make("simcse_unsup", 2)
+    trainer, data = make_grad_cache_trainer("simcse_unsup", 2)
     _, shifted = reference_loss_and_gradients(trainer, data, 2, chunk_ids=[1, 2, 3, 4])
     trainer._reseed()
     _, grads = trainer.grad_cache_gradients(data)
@@ -98,7 +55,7 @@ def test_other_masks_give_other_gradients():
 def test_without_dropout_grad_cache_equals_the_plain_step():
     # No random draws: chunking changes nothing, so GradCache equals the
     # unchunked computation of the plain train_step.
-    trainer, data = make("ct_in_batch", 3)
+    trainer, data = make_grad_cache_trainer("ct_in_batch", 3)
     trainer.dropout = False
     trainer._reseed()
     with tf.GradientTape() as tape:
@@ -110,26 +67,10 @@ def test_without_dropout_grad_cache_equals_the_plain_step():
     assert max_gradient_difference(grads, plain_grads) <= 1e-5 * largest_gradient(plain_grads)
 
 
-def assert_sgd_step(before, variables, grads, lr, rtol=1e-5):
-    """Each weight moved by `-lr * grad`, within `rtol` of the largest step.
-
-    The gradient's scale is the model's, not the test's; the weights' own
-    rounding (a few float32 ulps of each weight) is allowed on top.
-    """
-    step_scale = lr * largest_gradient(grads)
-    worst = 0.0
-    for b, v, g in zip(before, variables, grads):
-        expected = b if g is None else b - lr * tf.convert_to_tensor(g).numpy()
-        rounding = 4 * np.finfo(np.float32).eps * np.abs(b)
-        worst = max(worst, float(np.max((np.abs(np.asarray(v) - expected) - rounding))))
-    assert worst <= rtol * step_scale, (worst, step_scale)
-    return worst / step_scale
-
-
 def test_fit_with_grad_cache_traces_and_equals_the_reference_update():
     # Inside Keras fit (a tf.function, the while loops compiled): one SGD step
     # moves every weight by -lr * the reference gradient.
-    trainer, data = make("simcse_unsup", 3)
+    trainer, data = make_grad_cache_trainer("simcse_unsup", 3)
     _, ref_grads = reference_loss_and_gradients(trainer, data, 3)
     before = [v.numpy() for v in trainer.trainable_variables]
     ds = tf.data.Dataset.from_tensors(data).repeat()
@@ -139,13 +80,13 @@ def test_fit_with_grad_cache_traces_and_equals_the_reference_update():
 
 
 def test_queue_and_metrics_follow_the_grad_cache_step():
-    trainer, data = make("parallel", 3)
+    trainer, data = make_grad_cache_trainer("parallel", 3)
     trainer.fit(tf.data.Dataset.from_tensors(data).repeat(), steps_per_epoch=2, epochs=1, verbose=0)
     assert int(trainer.queue.count.numpy()) == 6  # 4 + 8 + 8 rows, capped at 6
 
 
 def test_config_round_trip_and_unsupported_trainers():
-    trainer, _ = make("ct_in_batch", 4)
+    trainer, _ = make_grad_cache_trainer("ct_in_batch", 4)
     config = trainer.get_config()
     assert config["mini_batch_size"] == 4
     assert type(trainer).from_config(config).mini_batch_size == 4
@@ -167,17 +108,17 @@ MIRRORED = textwrap.dedent(
     cpu = tf.config.list_physical_devices("CPU")[0]
     tf.config.set_logical_device_configuration(cpu, [tf.config.LogicalDeviceConfiguration()] * 2)
     import numpy as np, keras
-    from tests.trainers.test_grad_cache import assert_sgd_step, make
+    from tests.helpers.training import assert_sgd_step, make_grad_cache_trainer
     from tests.trainers.grad_cache_reference import reference_loss_and_gradients
     kind = sys.argv[1]
     # Single-device reference: the same weights and seeds; each replica
     # numbers its chunks from 0, so the global batch's chunks are seeded
     # [0, 1, 0, 1] (4 local rows per replica, chunks of 2).
-    ref, data = make(kind, 2)
+    ref, data = make_grad_cache_trainer(kind, 2)
     ref_loss, ref_grads = reference_loss_and_gradients(ref, data, 2, chunk_ids=[0, 1, 0, 1])
     strategy = tf.distribute.MirroredStrategy(["/cpu:0", "/cpu:1"])
     with strategy.scope():
-        trainer, _ = make(kind, 2)
+        trainer, _ = make_grad_cache_trainer(kind, 2)
         trainer.compile(optimizer=keras.optimizers.SGD(1.0))
     for a, b in zip(trainer.variables, ref.variables):
         a.assign(b)

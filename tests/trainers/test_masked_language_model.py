@@ -10,8 +10,8 @@ from keras_sentemb.models import SentenceEncoder
 from keras_sentemb.methods.masked_language_model.trainer import MaskedLanguageModel
 from keras_sentemb.methods.masked_language_model.trainer import mask_tokens
 from tests.conftest import make_tiny_encoder
+from tests.helpers.corpora import CORPUS
 from tests.numeric import assert_close_vectors
-from tests.trainers.test_contrastive_tension import CORPUS
 
 
 def _packed(encoder, sentences=CORPUS[:32]):

@@ -12,7 +12,8 @@ from keras_sentemb.methods.multitask.trainer import MultitaskModel
 from keras_sentemb.methods.parallel.trainer import ParallelContrastive
 from keras_sentemb.methods.simcse.trainer import SimCSE
 from tests.conftest import make_tiny_encoder
-from tests.trainers.test_consert import SENTENCES, TRIPLETS, packed
+from tests.helpers.batches import packed
+from tests.helpers.corpora import SENTENCES, TRIPLETS
 
 DIMS, WEIGHTS = (32, 16, 4), (1.0, 0.5, 2.0)
 
@@ -107,7 +108,7 @@ def test_refusals():
 
 
 def test_fit_simcse_and_ct_train_with_matryoshka(tmp_path):
-    from tests.trainers.test_contrastive_tension import CORPUS
+    from tests.helpers.corpora import CORPUS
 
     model = keras_sentemb.fit_simcse(
         CORPUS[:64], model=make_tiny_encoder(pooling="mean"), steps=3, batch_size=8, dev=None,
@@ -126,7 +127,7 @@ def test_train_command_takes_matryoshka_dims(tmp_path, capsys):
     import json
 
     from keras_sentemb import cli
-    from tests.trainers.test_contrastive_tension import CORPUS
+    from tests.helpers.corpora import CORPUS
 
     make_tiny_encoder(pooling="mean").save(tmp_path / "tiny")
     (tmp_path / "train.txt").write_text("\n".join(CORPUS[:32]) + "\n")
@@ -144,12 +145,12 @@ def test_train_command_takes_matryoshka_dims(tmp_path, capsys):
 
 @pytest.mark.parametrize("kind", ["simcse_sup", "ct_in_batch", "consert"])
 def test_grad_cache_with_matryoshka_equals_one_tape(kind):
+    from tests.helpers.training import make_grad_cache_trainer
     from tests.trainers.grad_cache_reference import largest_gradient
     from tests.trainers.grad_cache_reference import max_gradient_difference
     from tests.trainers.grad_cache_reference import reference_loss_and_gradients
-    from tests.trainers.test_grad_cache import make
 
-    trainer, data = make(kind, 3)
+    trainer, data = make_grad_cache_trainer(kind, 3)
     trainer.set_matryoshka((32, 8), (1.0, 0.5))
     ref_loss, ref_grads = reference_loss_and_gradients(trainer, data, 3)
     trainer._reseed()

@@ -7,8 +7,6 @@ TF_CONFIG each, one CPU replica per worker, gRPC collectives over localhost.
 """
 
 import json
-import os
-import socket
 import subprocess
 import sys
 
@@ -16,47 +14,18 @@ import numpy as np
 import pytest
 
 from tests.conftest import REPO
+from tests.helpers.processes import free_ports, run_two_workers, worker_env
 from tests.numeric import assert_moved_alike
 
 SCRIPT = REPO / "tests" / "trainers" / "multi_worker_check.py"
 
 
-def _free_ports(n):
-    sockets = [socket.socket() for _ in range(n)]
-    for s in sockets:
-        s.bind(("localhost", 0))
-    ports = [s.getsockname()[1] for s in sockets]
-    for s in sockets:
-        s.close()
-    return ports
-
-
-def _env():
-    env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join([str(REPO)] + [p for p in [env.get("PYTHONPATH")] if p])
-    env["CUDA_VISIBLE_DEVICES"] = ""
-    return env
-
-
-def run_two_workers(argv_of):
-    """Starts `argv_of(i)` for workers 0 and 1 together; fails with the stderr of one that fails."""
-    procs = [subprocess.Popen(argv_of(i), env=_env(), stdout=subprocess.PIPE,
-                              stderr=subprocess.PIPE, text=True) for i in range(2)]
-    try:
-        results = [p.communicate(timeout=300) for p in procs]
-    finally:
-        for p in procs:
-            p.kill()
-    for p, (_, err) in zip(procs, results):
-        assert p.returncode == 0, err[-4000:]
-
-
 def _run(case, tmp_path):
     single = tmp_path / "single.json"
     ref = subprocess.run([sys.executable, str(SCRIPT), case, str(single), "--single"],
-                         env=_env(), capture_output=True, text=True, timeout=300)
+                         env=worker_env(), capture_output=True, text=True, timeout=300)
     assert ref.returncode == 0, ref.stderr[-4000:]
-    ports = ",".join(map(str, _free_ports(2)))
+    ports = ",".join(map(str, free_ports(2)))
     outs = [tmp_path / f"worker{i}.json" for i in range(2)]
     run_two_workers(lambda i: [sys.executable, str(SCRIPT), case, str(outs[i]), str(i), ports])
     load = lambda path: json.loads(path.read_text())  # noqa: E731

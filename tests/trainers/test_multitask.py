@@ -34,57 +34,16 @@ from keras_sentemb.trainers.pcgrad import pcgrad_combine
 from keras_sentemb.trainers.pcgrad import pcgrad_project
 from keras_sentemb.trainers.pcgrad import unflatten_gradients
 from tests.conftest import REPO
-from tests.conftest import TINY_VOCAB
 from tests.conftest import make_tiny_encoder
+from tests.helpers.corpora import MULTITASK_SENTENCES as WORDS
+from tests.helpers.files import write_multitask_folder
+from tests.helpers.models import make_still_encoder
 from tests.numeric import assert_close_vectors
-
-WORDS = ["a man is playing guitar", "the woman plays piano", "a dog runs in the park",
-         "the cat sits on the mat", "hello world", "a man plays piano",
-         "the dog sits", "a woman is playing guitar"]
-
-
-def _write_folder(root):
-    """A tiny multitask folder with malformed rows in every file type."""
-    root.mkdir(parents=True, exist_ok=True)
-    sst = ["\tid\tsentence\tsentiment"]
-    for i in range(24):
-        sst.append(f"{i}\ts{i}\t {WORDS[i % 8]} .\t{i % 5}")
-    sst_train = sst + ["99\tbad\t the cat .\t", "100\tbad2\tonly three fields"]
-    (root / "ids-sst-train.csv").write_text("\n".join(sst_train) + "\n")
-    (root / "ids-sst-dev.csv").write_text("\n".join(sst[:13]) + "\n")
-    pairs = ["\tid\tsentence1\tsentence2\tsimilarity"]
-    for i in range(24):
-        pairs.append(f"{i}\tp{i}\t{WORDS[i % 8]}\t{WORDS[(i + 1) % 8]}\t{(i % 6) * 1.0}")
-    (root / "sts-train.csv").write_text("\n".join(pairs + ["7\tx\ta\tb\tnot-a-number"]) + "\n")
-    (root / "sts-dev.csv").write_text("\n".join(pairs[:13]) + "\n")
-    quora = ["\tid\tsentence1\tsentence2\tis_duplicate"]
-    for i in range(60):
-        quora.append(f"{i}\tq{i}\t{WORDS[i % 8]} ?\t{WORDS[(i * 3) % 8]} ?\t{float(i % 2)}")
-    quora.append('61\tq61\t"a man ?\t""the dog ?"\t')  # quotes as upstream, no label
-    quora.append("62\tq62\tthe cat\thello\t")
-    (root / "quora-dev.csv").write_text("\n".join(quora) + "\n")
-    return root
 
 
 @pytest.fixture
 def folder(tmp_path):
-    return _write_folder(tmp_path / "multitask")
-
-
-def _still_encoder(num_layers=1, hidden_dim=32):
-    """A tiny random BERT without dropout (deterministic gradients)."""
-    import keras_hub
-
-    from keras_sentemb.models import SentenceEncoder
-
-    keras.utils.set_random_seed(0)
-    backbone = keras_hub.models.BertBackbone(
-        vocabulary_size=len(TINY_VOCAB), num_layers=num_layers, num_heads=2,
-        hidden_dim=hidden_dim, intermediate_dim=2 * hidden_dim, max_sequence_length=64,
-        dropout=0.0,
-    )
-    tokenizer = keras_hub.models.BertTokenizer(vocabulary=TINY_VOCAB, lowercase=True)
-    return SentenceEncoder(backbone, tokenizer, max_length=64)
+    return write_multitask_folder(tmp_path / "multitask")
 
 
 def _element(encoder, sentiment=None, paraphrase=None, similarity=None, size=3):
@@ -421,7 +380,7 @@ def _task_gradients(model, element, variables):
 
 
 def test_round_robin_step_leaves_inactive_heads_untouched():
-    encoder = _still_encoder()
+    encoder = make_still_encoder()
     model = MultitaskModel(encoder, hidden_dim=8, dropout=0.0, pooling="mean")
     lr, head_lr, wd = 1e-3, 1e-2, 0.01
     model.compile(keras.optimizers.AdamW(lr, weight_decay=wd),
@@ -467,7 +426,7 @@ def test_round_robin_step_leaves_inactive_heads_untouched():
 
 
 def test_pcgrad_step_equals_hand_computation_on_conflicting_tasks():
-    encoder = _still_encoder()
+    encoder = make_still_encoder()
     lr = 0.5
     model = MultitaskModel(encoder, hidden_dim=8, dropout=0.0, pooling="mean",
                            pcgrad=True, pcgrad_shuffle=False)
@@ -522,7 +481,7 @@ def test_the_step_is_the_base_template_and_only_the_seeding_differs():
 
 
 def test_fusion_trains_only_on_similarity_steps():
-    encoder = _still_encoder()
+    encoder = make_still_encoder()
     reference = MultitaskModel(encoder.clone(), hidden_dim=8, dropout=0.0, pooling="mean")
     model = MultitaskModel(encoder, hidden_dim=8, dropout=0.0, pooling="mean", fusion=True)
     for m in (reference, model):
@@ -588,10 +547,11 @@ MIRRORED = textwrap.dedent(
     tf.config.set_logical_device_configuration(cpu, [tf.config.LogicalDeviceConfiguration()] * 2)
     from pathlib import Path
     import numpy as np, keras
-    from tests.trainers.test_multitask import _still_encoder, _write_folder
+    from tests.helpers.files import write_multitask_folder
+    from tests.helpers.models import make_still_encoder
     from keras_sentemb.data.multitask import load_multitask_data, multitask_batches, tokenize_multitask
     from keras_sentemb.methods.multitask.trainer import MultitaskModel
-    train = load_multitask_data(_write_folder(Path({folder!r})), verbose=False)["train"]
+    train = load_multitask_data(write_multitask_folder(Path({folder!r})), verbose=False)["train"]
     procedure = "batch_round_robin"
     class Trail(keras.callbacks.Callback):  # weights and running loss after every step
         def on_train_begin(self, logs=None):
@@ -601,7 +561,7 @@ MIRRORED = textwrap.dedent(
             self.losses.append(float(logs["loss"]))
     def run(strategy):
         with strategy.scope():
-            enc = _still_encoder()
+            enc = make_still_encoder()
             # PCGrad on the all-reduced task gradients, fusion, and groups
             # of heads switched on and off by the round-robin masks.
             m = MultitaskModel(enc, hidden_dim=8, dropout=0.0, pcgrad=True, fusion=True)

@@ -13,7 +13,8 @@ import tensorflow as tf
 from keras_sentemb.models.memory_queue import MemoryQueue
 from keras_sentemb.methods.parallel.trainer import ParallelContrastive
 from tests.conftest import REPO, make_tiny_encoder
-from tests.data.test_parallel import make_pairs
+from tests.helpers.batches import translation_batch
+from tests.helpers.corpora import make_pairs
 
 
 def make_trainer(**kwargs):
@@ -21,13 +22,6 @@ def make_trainer(**kwargs):
     student = teacher.clone(name="student")
     mode = kwargs.get("mode", "frozen_teacher")
     return ParallelContrastive(student, None if mode == "shared" else teacher, **kwargs)
-
-
-def batch(trainer, pairs):
-    return {
-        "source": trainer.teacher.preprocess(tf.constant([a for a, _ in pairs])),
-        "target": trainer.student.preprocess(tf.constant([b for _, b in pairs])),
-    }
 
 
 def compile_trainer(trainer, lr=1e-3):
@@ -38,7 +32,7 @@ def run_steps(trainer, n, batch_size=8, seed=0):
     """Eager train steps (no tf.function tracing: fast for tiny encoders)."""
     pairs = make_pairs(n * batch_size, seed=seed)
     for i in range(n):
-        trainer.train_step(batch(trainer, pairs[i * batch_size : (i + 1) * batch_size]))
+        trainer.train_step(translation_batch(trainer, pairs[i * batch_size : (i + 1) * batch_size]))
 
 
 def no_dropout(encoder):
@@ -116,7 +110,7 @@ def _unit(x):
 def test_loss_equals_closed_form_with_queue(pooling, mlp, training):
     trainer = make_trainer(queue_size=5, temperature=0.05, pooling=pooling, mlp=mlp)
     no_dropout(trainer.student)
-    data = batch(trainer, make_pairs(4))
+    data = translation_batch(trainer, make_pairs(4))
     # The frozen teacher encodes with its own pooling (mean: it declares none).
     t = _unit(trainer.teacher(data["source"]).numpy())
     s = trainer.student(data["target"], pooling=pooling)
@@ -141,7 +135,7 @@ def test_loss_equals_closed_form_with_queue(pooling, mlp, training):
 def test_train_step_enqueues_teacher_embeddings_after_loss():
     trainer = make_trainer(queue_size=6, temperature=0.05)
     compile_trainer(trainer)
-    data = batch(trainer, make_pairs(4))
+    data = translation_batch(trainer, make_pairs(4))
     logs = trainer.train_step(data)
     assert float(logs["queue_fill"]) == 0.0  # loss saw an empty queue
     t = _unit(trainer.teacher(data["source"]).numpy())
@@ -158,7 +152,7 @@ def test_teacher_stays_bit_identical_and_the_loss_goes_down():
     teacher_ids = {id(v) for v in trainer.teacher.weights}
     assert not teacher_ids & {id(v) for v in trainer.trainable_variables}
     compile_trainer(trainer, lr=1e-2)
-    data = batch(trainer, make_pairs(8))
+    data = translation_batch(trainer, make_pairs(8))
     before = eval_loss(trainer, data)
     for _ in range(5):
         logs = trainer.train_step(data)
@@ -212,7 +206,7 @@ def test_dual_mode_trains_both_sides_and_lowers_the_loss():
     assert all(id(v) in trainable for v in trainer.teacher.trainable_weights)
     assert all(id(v) in trainable for v in trainer.student.trainable_weights)
     compile_trainer(trainer, lr=1e-2)
-    data = batch(trainer, make_pairs(8))
+    data = translation_batch(trainer, make_pairs(8))
     before = eval_loss(trainer, data)
     # lr 1e-2 on the tiny model: the first steps may overshoot (which ones
     # depends on the dropout masks); ten steps settle well below the start.
@@ -273,7 +267,7 @@ MIRRORED = textwrap.dedent(
     tf.config.set_logical_device_configuration(cpu, [tf.config.LogicalDeviceConfiguration()] * 2)
     import keras, numpy as np
     from tests.conftest import make_tiny_encoder
-    from tests.data.test_parallel import make_pairs
+    from tests.helpers.corpora import make_pairs
     from keras_sentemb.methods.parallel.trainer import ParallelContrastive
 
     def run(strategy, mode):

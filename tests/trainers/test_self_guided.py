@@ -9,14 +9,9 @@ from keras_sentemb.models.pooling import masked_max
 from keras_sentemb.models.pooling import masked_mean
 from keras_sentemb.methods.self_guided.trainer import SelfGuided
 from tests.conftest import make_tiny_encoder
-from tests.losses.test_self_guided import ref_opt3
+from tests.helpers.corpora import GUIDED_SENTENCES as SENTENCES
+from tests.helpers.self_guided_reference import ref_opt3
 from tests.numeric import assert_close_vectors
-
-SENTENCES = [
-    "a man is playing guitar", "the dog runs in the park", "a cat sits on the mat",
-    "the woman plays piano", "a man plays the piano", "the cat runs",
-    "hello world", "a dog sits in the cafe",
-]
 
 
 def _batch(encoder, sentences=SENTENCES):

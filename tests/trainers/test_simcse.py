@@ -3,18 +3,15 @@
 import keras
 import numpy as np
 import pytest
-import tensorflow as tf
 
 from keras_sentemb.losses import info_nce_loss
 from keras_sentemb.losses import paraphrase_loss
 from keras_sentemb.methods.simcse.trainer import SimCSE
 from tests.conftest import make_tiny_encoder
+from tests.helpers.batches import TRIPLET_COLUMNS as COLUMNS
+from tests.helpers.batches import packed, paraphrase_batch, triplet_batch
+from tests.helpers.corpora import SENTENCES
 from tests.numeric import relative_errors
-from tests.trainers.test_consert import SENTENCES
-from tests.trainers.test_consert import TRIPLETS
-from tests.trainers.test_consert import packed
-
-COLUMNS = ("sent0", "sent1", "hard_neg")
 
 
 def no_dropout(encoder):
@@ -23,20 +20,6 @@ def no_dropout(encoder):
         if isinstance(layer, keras.layers.Dropout):
             layer.rate = 0.0
     return encoder
-
-
-def triplet_batch(encoder, rows=TRIPLETS):
-    return {k: encoder.preprocess(tf.constant([t[i] for t in rows]), 16)
-            for i, k in enumerate(COLUMNS)}
-
-
-def paraphrase_batch(encoder):
-    rows = [(a, b, i % 2) for i, (a, b, _) in enumerate(TRIPLETS)]
-    return {
-        "sentence1": encoder.preprocess(tf.constant([r[0] for r in rows]), 16),
-        "sentence2": encoder.preprocess(tf.constant([r[1] for r in rows]), 16),
-        "label": tf.constant([r[2] for r in rows]),
-    }
 
 
 def test_unsup_eval_loss_is_info_nce_of_identical_views_without_the_mlp():

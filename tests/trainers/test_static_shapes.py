@@ -12,7 +12,7 @@ from keras_sentemb.data.batching import shuffled_batches
 from keras_sentemb.data.batching import tokenize_columns
 from keras_sentemb.methods.simcse.trainer import SimCSE
 from tests.conftest import REPO, make_tiny_encoder
-from tests.data.test_batching import CORPUS
+from tests.helpers.corpora import UNEVEN_CORPUS as CORPUS
 
 
 class CountingSimCSE(SimCSE):
@@ -45,7 +45,7 @@ XLA = textwrap.dedent(
     sys.path.insert(0, {repo!r})
     import keras
     from tests.conftest import make_tiny_encoder
-    from tests.data.test_batching import CORPUS
+    from tests.helpers.corpora import UNEVEN_CORPUS as CORPUS
     from keras_sentemb.data.batching import shuffled_batches, tokenize_columns
     from keras_sentemb.methods.simcse.trainer import SimCSE
 

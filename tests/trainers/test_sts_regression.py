@@ -2,20 +2,11 @@
 
 import keras
 import numpy as np
-import tensorflow as tf
 
-from keras_sentemb.methods.sts_regression import map_scores
 from keras_sentemb.methods.sts_regression.trainer import STSRegression
 from tests.conftest import make_tiny_encoder
-from tests.evaluation.test_sts_spread import PAIRS
-
-
-def pair_batch(encoder, pairs=PAIRS, lower=0.4):
-    return {
-        "sentence1": encoder.preprocess(tf.constant([p[0] for p in pairs]), 16),
-        "sentence2": encoder.preprocess(tf.constant([p[1] for p in pairs]), 16),
-        "label": tf.constant(map_scores([p[2] for p in pairs], lower)),
-    }
+from tests.helpers.batches import pair_batch
+from tests.helpers.corpora import STS_PAIRS as PAIRS
 
 
 def _cosines(a, b):
