@@ -46,6 +46,10 @@ _PUBLIC = {
     "GlowFlow": "keras_sentemb.models.glow_flow",
     "TrainingReport": "keras_sentemb.pipelines.scaffold",
     "extend_vocabulary": "keras_sentemb.models.vocabulary",
+    "StaticEncoder": "keras_sentemb.models.static_encoder",
+    "distill_static": "keras_sentemb.models.static_distill",
+    "fit_static": "keras_sentemb.methods.static",
+    "export_static": "keras_sentemb.export.static_formats",
 }
 
 __getattr__, __dir__, __all__ = lazy_exports(__name__, _PUBLIC)

@@ -40,6 +40,7 @@ BUILTIN_METHODS = {
     "mlm": "keras_sentemb.methods.masked_language_model",
     "whitening": "keras_sentemb.methods.whitening",
     "flow": "keras_sentemb.methods.bert_flow",
+    "static": "keras_sentemb.methods.static",
 }
 
 _NAME = re.compile(r"^[a-z][a-z0-9_-]*$")
