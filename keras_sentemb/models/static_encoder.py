@@ -15,7 +15,6 @@ from keras_sentemb.models.truncation import truncate_embeddings
 TRAINING_REPORT = "training_report.json"
 
 
-@keras.saving.register_keras_serializable(package="keras_sentemb")
 class StaticEncoder(keras.Model):
     """A static sentence encoder: a token-vector table, per-token weights, mean pooling.
 
@@ -113,6 +112,7 @@ class StaticEncoder(keras.Model):
     # ------------------------------------------------------------ interface
     pooling = "mean"
     declared_pooling = "mean"
+    postprocess = None  # no post-processing layer (whitening, flow) on a static encoder
 
     @property
     def output_dim(self):
