@@ -93,6 +93,9 @@ def export(args):
                         ("--calibration", args.calibration), ("--num-layers", args.num_layers)):
         if value is not None:
             raise UsageError(f"{flag} applies to Transformer models, not to a static model")
+    if args.truncate_dim is not None:
+        raise UsageError("--truncate-dim is not supported for static exports; train with --dims "
+                         "D (or --matryoshka-dims) and export the model at that size")
     if args.format not in ("saved-model", "litert") and args.version is not None:
         raise UsageError(f"--version applies to --format saved-model, not {args.format}")
     if args.format != "litert" and args.quantize is not None:

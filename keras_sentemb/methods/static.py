@@ -120,7 +120,8 @@ class StaticConfig(MethodConfig):
         "None keeps the teacher's size.", minimum=1, source="model2vec's default (pca_dims=256)")
     weighting: str = option(
         "zipf", "Per-token weights of the distillation: `zipf` (SIF on Zipf-estimated "
-        "frequencies), `sif` (SIF on frequencies counted on the training sentences) or `none`.",
+        "frequencies), `sif` (SIF on frequencies counted on the training sentences; on the "
+        "bundled Wikipedia sentences when the data streams) or `none`.",
         choices=WEIGHTINGS, source="model2vec's default (sif_coefficient=1e-4)")
     objective: str = option(
         "distill", "`distill` (cosine to the teacher's sentence vectors), `contrastive` "
