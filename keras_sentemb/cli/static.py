@@ -96,7 +96,7 @@ def export(args):
     if args.truncate_dim is not None:
         raise UsageError("--truncate-dim is not supported for static exports; train with --dims "
                          "D (or --matryoshka-dims) and export the model at that size")
-    if args.format not in ("saved-model", "litert") and args.version is not None:
+    if args.format != "saved-model" and args.version is not None:
         raise UsageError(f"--version applies to --format saved-model, not {args.format}")
     if args.format != "litert" and args.quantize is not None:
         raise UsageError(f"--quantize applies to --format litert, not {args.format}")
