@@ -79,9 +79,13 @@ class StaticTrainer(keras.Model):
         self._loss = MatryoshkaLoss(self.base_loss, dims, weights,
                                     full_dim=self.encoder.output_dim)
 
-    def targets(self, inputs):
-        """The teacher's vectors of packed inputs, in the table's space."""
-        vectors = tf.stop_gradient(tf.cast(self.teacher(inputs, training=False), tf.float32))
+    def targets(self, data):
+        """The teacher's vectors of a batch (given, or of its packed inputs), in the table's space."""
+        if "target" in data:  # encoded once before training (data held in memory)
+            vectors = tf.cast(data["target"], tf.float32)
+        else:
+            vectors = tf.stop_gradient(tf.cast(self.teacher(data["sentence"], training=False),
+                                               tf.float32))
         if self.encoder.pca is not None:
             mean, components = self.encoder.pca
             vectors = tf.matmul(vectors - mean, components)
@@ -92,8 +96,7 @@ class StaticTrainer(keras.Model):
         if self.objective == "pairs":
             return {"predicted": self.encoder(data["sent0"]),
                     "target": self.encoder(data["sent1"])}
-        return {"predicted": self.encoder(data["sentence"]),
-                "target": self.targets(data["sentence"])}
+        return {"predicted": self.encoder(data["sentence"]), "target": self.targets(data)}
 
     def base_loss(self, embeddings):
         predicted, target = embeddings["predicted"], embeddings["target"]
@@ -151,6 +154,18 @@ def _data(run, data, objective):
     return columns, None, count
 
 
+def _teacher_targets(teacher, columns, plan):
+    """The teacher's vectors of sentences held in memory, encoded once (not at every epoch).
+
+    None for pairs (no teacher) and streams (encoded batch by batch as they are read).
+    """
+    if "sentence" not in columns:
+        return None
+    vectors = teacher.encode(columns["sentence"], max_length=plan.training_max_length,
+                             precision="float32", show_progress=False)
+    return {"target": vectors}
+
+
 @register_method("static")
 class Static(Method):
     """Distils a static (token-vector) encoder from the model and trains it on sentences.
@@ -160,8 +175,9 @@ class Static(Method):
     the table is trained on `data` with the objective: by default towards
     the teacher's sentence vectors (cosine; model2vec's tokenlearn step),
     or contrastively (InfoNCE) with the teacher's vectors or a second
-    column as positives. The teacher runs on every batch (frozen); only the
-    table is trained. The kept encoder is the best on STS-B dev, the
+    column as positives. The teacher is frozen: it encodes sentences held
+    in memory once, before training, and a stream's batches as they are
+    read; only the table is trained. The kept encoder is the best on STS-B dev, the
     distilled one included. The result encodes tens of times faster than
     the teacher, with no Transformer (see docs/guides/static.md).
 
@@ -209,7 +225,8 @@ class Static(Method):
             make_dataset = run.stream_batches(teacher, stream, names, plan,
                                               no_duplicates=config.objective != "distill")
         else:
-            make_dataset = run.batches(teacher, columns, plan)
+            make_dataset = run.batches(teacher, columns, plan,
+                                       extra=_teacher_targets(teacher, columns, plan))
         run.fit(trainer, make_dataset, plan)
         return run.finish(trainer.encoder, plan, extras={"static": student.static_config()})
 

@@ -219,9 +219,12 @@ class StaticEncoder(keras.Model):
         """The float32 table with the per-token weights multiplied in (`[V, d]`).
 
         What the export formats store: sentence-transformers'
-        `StaticEmbedding` and model2vec average plain token vectors.
+        `StaticEmbedding` and model2vec average plain token vectors. The
+        special tokens' rows are zero: such a token typed in the text then
+        adds nothing, and normalised vectors keep their direction.
         """
-        return self.embeddings.numpy() * self.token_weights.numpy()[:, None]
+        scale = self.token_weights.numpy() * self.keep.numpy()
+        return self.embeddings.numpy() * scale[:, None]
 
     def static_config(self):
         """The settings written to `sentemb_static.json`."""

@@ -1,5 +1,6 @@
 """Every static export loads in its consumer and reproduces `encode`."""
 
+import json
 import os
 import subprocess
 import sys
@@ -57,12 +58,15 @@ def test_the_litert_file_keeps_the_transformers_contract(static, tmp_path, quant
     assert meta["outputs"] == ["embedding"] and "vocab.txt" in meta["files"]
 
 
-def test_a_failed_verification_leaves_nothing(static, tmp_path):
+def test_a_failed_verification_leaves_nothing(static, tmp_path, monkeypatch):
     from keras_sentemb.export.parity import ExportVerificationError
+    from keras_sentemb.models.static_encoder import StaticEncoder
 
-    with pytest.raises(ExportVerificationError):
-        keras_sentemb.export_static(static, tmp_path / "out", format="model2vec",
-                                    tolerance=1e-30, probe_sentences=["cat"] * 3)
+    table = static.folded_table()
+    monkeypatch.setattr(StaticEncoder, "folded_table", lambda self: table[:, ::-1].copy())
+    for fmt in ("model2vec", "sentence-transformers"):
+        with pytest.raises(ExportVerificationError):
+            keras_sentemb.export_static(static, tmp_path / "out", format=fmt)
     assert os.listdir(tmp_path) == []
 
 
@@ -91,3 +95,20 @@ def test_the_command_line_exports_a_static_folder(static, tmp_path):
     assert (tmp_path / "m2v" / "config.json").is_file()
     assert main(["export", "--model", str(tmp_path / "static"), "--format", "litert",
                  "--precision", "int8", "--output", str(tmp_path / "x.tflite")]) == 2
+
+
+def test_mediapipe_text_embedder_embeds_raw_text_with_the_static_file(static, tmp_path):
+    runtime = REPO / "tests" / "export" / "litert_runtime.py"
+    check = subprocess.run([sys.executable, str(runtime), "check"], capture_output=True,
+                           text=True, timeout=300)
+    if check.returncode != 0 or not all(json.loads(check.stdout).values()):
+        pytest.skip("the LiteRT test extra (ai-edge-litert, mediapipe) is not installed")
+    path = tmp_path / "static.tflite"
+    keras_sentemb.export_static(static, path, format="litert", quantize="int8", max_length=16)
+    (tmp_path / "request.json").write_text(json.dumps(TINY_SENTENCES), encoding="utf-8")
+    result = subprocess.run([sys.executable, str(runtime), "mediapipe", str(path),
+                             str(tmp_path / "request.json"), str(tmp_path / "out.npy")],
+                            capture_output=True, text=True, timeout=600)
+    assert result.returncode == 0, result.stderr[-3000:]
+    got = np.load(tmp_path / "out.npy")
+    assert cosines(got, static.encode(TINY_SENTENCES, max_length=14)).min() >= 0.999
