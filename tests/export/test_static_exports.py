@@ -10,6 +10,7 @@ import pytest
 import tensorflow as tf
 
 import keras_sentemb
+from keras_sentemb.export.litert_check import INPUT_NAMES
 from keras_sentemb.export.litert_check import run_litert
 from keras_sentemb.export.litert_metadata import read_metadata
 from keras_sentemb.export.static_serving import pack_probe_ids
@@ -53,6 +54,12 @@ def test_the_litert_file_keeps_the_transformers_contract(static, tmp_path, quant
     got = run_litert(content, ids, mask)
     assert got.shape == (len(TINY_SENTENCES), 8)
     assert cosines(got, static.encode(TINY_SENTENCES, max_length=14)).min() >= floor
+    runner = tf.lite.Interpreter(model_content=content).get_signature_runner("serving_default")
+    inputs = {k: (tuple(v["shape"]), np.dtype(v["dtype"]).name)
+              for k, v in runner.get_input_details().items()}
+    assert inputs == {name: ((1, 16), "int32") for name in INPUT_NAMES}
+    outputs = runner.get_output_details()
+    assert list(outputs) == ["embedding"] and tuple(outputs["embedding"]["shape"]) == (1, 8)
     meta = read_metadata(content)
     assert meta["tokenizer"]["type"] == "BertTokenizerOptions"
     assert meta["outputs"] == ["embedding"] and "vocab.txt" in meta["files"]
