@@ -15,10 +15,10 @@ from keras_sentemb.export.litert_check import run_litert
 from keras_sentemb.export.litert_metadata import read_metadata
 from keras_sentemb.export.static_serving import pack_probe_ids
 from tests.conftest import REPO
-from tests.static_helpers import TINY_SENTENCES
-from tests.static_helpers import consumer_vectors
-from tests.static_helpers import cosines
-from tests.static_helpers import tiny_static
+from tests.static_fixtures import TINY_SENTENCES
+from tests.static_fixtures import consumer_vectors
+from tests.static_fixtures import cosines
+from tests.static_fixtures import tiny_static
 
 
 @pytest.fixture(scope="module")

@@ -7,9 +7,9 @@ import tensorflow as tf
 from keras_sentemb.models import static_distill
 from keras_sentemb.models.static_encoder import StaticEncoder
 from keras_sentemb.models.static_runtime import StaticTable
-from tests.static_helpers import TINY_SENTENCES
-from tests.static_helpers import cosines
-from tests.static_helpers import tiny_static
+from tests.static_fixtures import TINY_SENTENCES
+from tests.static_fixtures import cosines
+from tests.static_fixtures import tiny_static
 
 
 def test_zipf_weights_are_sif_of_rank_probabilities_without_reserved_tokens():
