@@ -218,6 +218,7 @@ class Static(Method):
             corpus = (columns or {}).get("sentence") if config.weighting == "sif" else None
             student = distill_static(teacher, dims=config.dims, weighting=config.weighting,
                                      corpus=corpus, table_dtype=config.table_dtype)
+            trainable = teacher.trainable  # frozen while it teaches; the caller's flag after
             trainer = StaticTrainer(student, teacher, config.objective, config.temperature)
         run.compile(trainer, adamw_linear_decay(plan.learning_rate, plan.steps))
         names = COLUMNS[config.objective]
@@ -228,6 +229,7 @@ class Static(Method):
             make_dataset = run.batches(teacher, columns, plan,
                                        extra=_teacher_targets(teacher, columns, plan))
         run.fit(trainer, make_dataset, plan)
+        teacher.trainable = trainable
         return run.finish(trainer.encoder, plan, extras={"static": student.static_config()})
 
 
