@@ -216,8 +216,10 @@ class Static(Method):
                                        pooling_reason="a static encoder averages token vectors")
             run.report.pooling, run.report.pooling_reason = plan.pooling, plan.pooling_reason
             corpus = (columns or {}).get("sentence") if config.weighting == "sif" else None
+            # The teacher's output space: the training targets are its output vectors.
             student = distill_static(teacher, dims=config.dims, weighting=config.weighting,
-                                     corpus=corpus, table_dtype=config.table_dtype)
+                                     corpus=corpus, vectors="output",
+                                     table_dtype=config.table_dtype)
             trainable = teacher.trainable  # frozen while it teaches; the caller's flag after
             trainer = StaticTrainer(student, teacher, config.objective, config.temperature)
         run.compile(trainer, adamw_linear_decay(plan.learning_rate, plan.steps))

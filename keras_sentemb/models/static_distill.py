@@ -181,7 +181,7 @@ def token_weights(tokenizer, tokens, weighting, sif_coefficient, corpus):
 
 
 def distill_static(teacher="default", dims=256, weighting="zipf", sif_coefficient=1e-4,
-                   corpus=None, vectors="output", normalize=True, table_dtype="float32",
+                   corpus=None, vectors="pooled", normalize=True, table_dtype="float32",
                    batch_size=1024):
     """A `StaticEncoder` distilled from `teacher` in one pass over its vocabulary.
 
@@ -205,10 +205,12 @@ def distill_static(teacher="default", dims=256, weighting="zipf", sif_coefficien
             `1e-4` (model2vec's).
         corpus: sentences for `"sif"`: list of str or a text file. Defaults
             to the bundled 10,000 Wikipedia sentences.
-        vectors: str. `"output"` (the teacher's vectors as `encode` returns
-            them) or `"pooled"` (pooled hidden states, not normalised).
-            Defaults to `"output"`: the teacher's own output space, which
-            is what training later distils towards.
+        vectors: str. `"pooled"` (the teacher's pooled hidden states, not
+            normalised, as model2vec takes them) or `"output"` (the
+            teacher's vectors as `encode` returns them, L2-normalised:
+            the space `train static` distils towards, so it starts from
+            these). Defaults to `"pooled"`: 1.1 points better on STS-B dev
+            for the default model at 256 dimensions (79.1 against 78.0).
         normalize: bool. The static encoder L2-normalises. Defaults to `True`.
         table_dtype: str. How the table is saved: `"float32"`, `"float16"`
             or `"int8"`. Defaults to `"float32"`.

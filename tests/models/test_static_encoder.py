@@ -40,8 +40,8 @@ def test_distilled_table_is_the_teachers_token_vectors_through_pca_with_zipf_wei
     ids = np.arange(size, dtype=np.int32)
     packed = np.stack([np.full_like(ids, teacher.start_token_id), ids,
                        np.full_like(ids, teacher.end_token_id)], 1)
-    vectors = teacher({"token_ids": packed, "padding_mask": np.ones_like(packed, bool),
-                       "segment_ids": np.zeros_like(packed)}).numpy()
+    vectors = teacher.sentence_vectors({"token_ids": packed, "segment_ids": np.zeros_like(packed),
+                                        "padding_mask": np.ones_like(packed, bool)}).numpy()
     expected, _, _ = static_distill.pca(vectors, 4)
     np.testing.assert_allclose(static.embeddings.numpy(), expected, atol=1e-4)
     tokens = teacher.tokenizer.get_vocabulary()
