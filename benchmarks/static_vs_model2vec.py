@@ -1,7 +1,7 @@
 """Static encoders side by side: ours distilled, ours trained, model2vec, from the same teacher.
 
     ST_PYTHON=/work/venv-st/bin/python python benchmarks/static_vs_model2vec.py \\
-        --sentences /work/shared/data/wiki/wiki100k.txt --steps 300
+        --sentences /work/shared/data/wiki/wiki100k.txt --steps 200
     python benchmarks/static_vs_model2vec.py --ablation      # each distillation step on STS-B dev
 
 The side by side distils ours (`distill_static`, dims 256) and model2vec's
@@ -201,7 +201,7 @@ def main():
     p.add_argument("--sentences", default="/work/shared/data/wiki/wiki100k.txt")
     p.add_argument("--n", type=int, default=26000)
     p.add_argument("--dims", type=int, default=256)
-    p.add_argument("--steps", type=int, default=300)
+    p.add_argument("--steps", type=int, default=200)
     p.add_argument("--ablation", action="store_true")
     p.add_argument("--output", default=None)
     args = p.parse_args()

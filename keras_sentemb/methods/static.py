@@ -189,7 +189,7 @@ class Static(Method):
     Examples:
 
     ```python
-    static = keras_sentemb.fit_static("wiki10k.txt", model="default", dims=256, steps=600)
+    static = keras_sentemb.fit_static("wiki10k.txt", model="default", dims=256, steps=200)
     static.encode(["A man is playing a guitar."]).shape   # (1, 256)
     ```
 
