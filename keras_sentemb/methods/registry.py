@@ -193,7 +193,8 @@ def list_methods(verbose=False):
 
     ```python
     keras_sentemb.list_methods()
-    # ['ct', 'simcse', 'consert', 'sg', 'parallel', 'multitask', 'sts', 'mlm', 'whitening', 'flow']
+    # ['ct', 'simcse', 'consert', 'sg', 'parallel', 'multitask', 'sts', 'mlm', 'whitening', 'flow',
+    #  'static']
     keras_sentemb.list_methods(verbose=True)["simcse"]
     # 'built-in (keras_sentemb.methods.simcse)'
     ```
