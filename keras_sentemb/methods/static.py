@@ -65,6 +65,7 @@ class StaticTrainer(keras.Model):
         self.objective = objective
         self.temperature = float(temperature)
         self._loss = self.base_loss
+        self.built = True  # its encoders are built (a backup saves it before any call)
 
     def candidates(self):
         """The encoders the dev selection scores."""
