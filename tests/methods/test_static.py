@@ -58,3 +58,17 @@ def test_training_beats_the_distilled_encoder_on_sts_b_dev():
                             split="dev")["STSBenchmark"]["dev"]["spearman"]
 
     assert dev(trained) > dev(distilled) + 1.0
+
+
+def test_train_static_on_the_command_line_saves_a_folder_that_loads(tmp_path):
+    from keras_sentemb import cli
+
+    make_tiny_encoder(pooling="mean", normalize=True).save(tmp_path / "tiny")
+    (tmp_path / "corpus.txt").write_text("\n".join(SENTENCES) + "\n", encoding="utf-8")
+    code = cli.main(["train", "static", "--model", str(tmp_path / "tiny"), "--train-file",
+                     str(tmp_path / "corpus.txt"), "--output", str(tmp_path / "out"),
+                     "--steps", "4", "--batch-size", "8", "--dims", "8", "--eval-every", "2",
+                     "--verbose", "0"])
+    assert code == 0
+    loaded = keras_sentemb.SentenceEncoder.from_preset(str(tmp_path / "out"))
+    assert isinstance(loaded, StaticEncoder) and loaded.encode(SENTENCES[:2]).shape == (2, 8)
