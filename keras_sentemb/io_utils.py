@@ -9,7 +9,8 @@ import uuid
 from pathlib import Path
 
 # Files that mark a folder as a model (keras_sentemb, Hugging Face or keras-hub).
-MODEL_MARKERS = ("sentemb_config.json", "config.json", "saved_model.pb")
+MODEL_MARKERS = ("sentemb_config.json", "config.json", "saved_model.pb", "sentemb_static.json",
+                 "modules.json")
 
 
 def looks_like_model(folder):

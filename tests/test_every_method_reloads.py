@@ -35,6 +35,7 @@ RUNS = {
     "whitening": ("corpus.txt", []),
     "flow": ("corpus.txt", []),
     "sts": ("sts.csv", []),
+    "static": ("corpus.txt", ["--dims", "8"]),
 }
 
 TRAIN = """

@@ -104,6 +104,12 @@ def load_encoder(model, pooling=None, max_length=None, num_layers=None, precisio
     Built in the precision's dtype once, not built in float32 and then copied;
     an int8 encoder is a float32 one that holds int8 weights too.
     """
+    from keras_sentemb.models.static_runtime import is_static_folder
+
+    if is_static_folder(model):  # a static folder: its own class, no precision
+        from keras_sentemb.models.static_encoder import StaticEncoder
+
+        return StaticEncoder.from_preset(model, max_length=max_length)
     dtype = None
     if precision is not None:
         precision = kernels.precision.resolve_encode_precision(precision)

@@ -1,6 +1,7 @@
 """`keras-sentemb export`: a SavedModel for TF Serving, a Hugging Face folder, or a LiteRT file."""
 
 from keras_sentemb import export
+from keras_sentemb.cli import static
 from keras_sentemb.cli.common import UsageError
 from keras_sentemb.cli.common import load_encoder
 from keras_sentemb.cli.common import model_args
@@ -15,7 +16,8 @@ def add_parser(sub):
     model_args(p)
     p.add_argument("--output", required=True, help="saved_models/NAME (a SavedModel), FILE.tflite (litert), else the folder")
     p.add_argument("--version", type=positive_int, default=None)
-    p.add_argument("--format", choices=["saved-model", "sentence-transformers", "transformers", "litert"],
+    p.add_argument("--format", choices=["saved-model", "sentence-transformers", "transformers", "litert",
+                                        "model2vec"],
                    default="saved-model")
     p.add_argument("--overwrite", action="store_true",
                    help="replace an existing export (SavedModel version or folder), atomically")
@@ -69,6 +71,10 @@ def _precision_options(args, saved_model):
 
 
 def cmd_export(args):
+    if static.is_static_model(args.model):
+        return static.export(args)
+    if args.format == "model2vec":
+        raise UsageError("--format model2vec exports a static model (keras-sentemb train static)")
     if args.format == "litert":
         if args.precision is not None:
             raise UsageError("--precision applies to --format saved-model; use --quantize "

@@ -12,6 +12,7 @@ from keras_sentemb.cli import analyze
 from keras_sentemb.cli import encode
 from keras_sentemb.cli import evaluate
 from keras_sentemb.cli import export
+from keras_sentemb.cli import static
 from keras_sentemb.cli import train
 from keras_sentemb.cli.common import report_error
 from keras_sentemb.cli.errors import one_line_error
@@ -130,6 +131,8 @@ def main(argv=None):
         args, extra = parser.parse_known_args(argv)
         if extra and args.command != "train":
             parser.error(f"unrecognized arguments: {' '.join(extra)}")
+        if args.command == "encode" and static.is_static_model(args.model):
+            return static.run_encode(args)  # numpy only: TensorFlow is never imported
         if args.command in ("encode", "export"):
             import_keras_without_extras(local_model=is_local_model(args.model))
         start_tensorflow()

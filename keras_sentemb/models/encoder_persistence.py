@@ -22,6 +22,7 @@ from keras_sentemb.model_card import build_model_card
 from keras_sentemb.model_card import read_model_card
 from keras_sentemb.model_card import write_model_card
 from keras_sentemb.models import presets
+from keras_sentemb.models import static_runtime
 from keras_sentemb.models.backbone_adapter import truncate_backbone
 from keras_sentemb.models.loading import POSTPROCESS_FORMAT_VERSION
 from keras_sentemb.models.loading import POSTPROCESS_WEIGHTS
@@ -164,9 +165,12 @@ class EncoderPersistence:
                 stored policy. Defaults to the stored one, else `"auto"`.
 
         Returns:
-            A `SentenceEncoder`.
+            A `SentenceEncoder` (a `StaticEncoder` for a static folder).
         """
+        if static_runtime.is_static_folder(preset):  # `keras-sentemb train static`'s output
+            from keras_sentemb.models.static_encoder import StaticEncoder
 
+            return StaticEncoder.from_preset(preset, normalize=normalize, max_length=max_length)
         resolved = presets.resolve_model(preset)
         parts = load_components(resolved, dtype=dtype)
         if num_layers is not None:

@@ -573,7 +573,9 @@ class FitScaffold:
         An encoder trained in bfloat16 comes back as a float32 encoder
         (its float32 weights, a float32 policy).
         """
-        if encoder.backbone.dtype_policy.name != "float32" and self.config.precision != "float32":
+        backbone = getattr(encoder, "backbone", None)  # a StaticEncoder has none
+        if (backbone is not None and backbone.dtype_policy.name != "float32"
+                and self.config.precision != "float32"):
             encoder = encoder.clone(name=encoder.name, dtype="float32")
         encoder.pooling = plan.pooling
         report = self.report
