@@ -16,7 +16,6 @@ from keras_sentemb.methods.method import STREAMED
 from keras_sentemb.methods.options import MethodConfig
 from keras_sentemb.methods.options import option
 from keras_sentemb.methods.registry import register_method
-from keras_sentemb.methods.runner import fit
 from keras_sentemb.methods.runner import fit_function
 from keras_sentemb.models.static_distill import WEIGHTINGS
 from keras_sentemb.models.static_distill import distill_static
@@ -168,7 +167,7 @@ def _teacher_targets(teacher, columns, plan):
 
 
 @register_method("static")
-class Static(Method):
+class StaticMethod(Method):
     """Distils a static (token-vector) encoder from the model and trains it on sentences.
 
     The model is the teacher: `distill_static` first makes the static
@@ -241,8 +240,8 @@ def fit_static(data, model="default", steps=None, batch_size=128, learning_rate=
                strategy=None, callbacks=None, seed=0, verbose="auto", dims=256,
                weighting="zipf", objective="distill", temperature=0.05, table_dtype="float32",
                matryoshka_dims=None, max_grad_norm=None, matryoshka_weights=None,
-               max_skipped=0.01):
-    return fit("static", **locals())
+               max_skipped=0.01, preset=None):
+    ...
 
 
-fit_function("static", fit_static)
+fit_static = fit_function("static", fit_static)
