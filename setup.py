@@ -37,14 +37,15 @@ setup(
         # folders with the real libraries (the package never imports them);
         # pytrec-eval-terrier and faiss-cpu are the retrieval extra's;
         # ai-edge-litert and mediapipe run exported LiteRT files (in a process
-        # of their own; the package never imports them).
+        # of their own; the package never imports them); model2vec loads
+        # exported static models (in a process without TensorFlow).
         "test": [
             "pytest>=7", "pytest-xdist>=3.5", "apache-beam>=2.77,<2.78",
             "mkdocs>=1.6,<2", "mkdocs-material>=9.5,<10", "mkdocstrings[python]>=0.26",
             "nbclient>=0.10", "nbformat>=5.10", "ipykernel>=6.29",
             "torch", "transformers", "sentence-transformers", "tokenizers",
             "pytrec-eval-terrier>=0.5.6", "faiss-cpu>=1.8",
-            "ai-edge-litert>=2.3", "mediapipe>=1.2.3",
+            "ai-edge-litert>=2.3", "mediapipe>=1.2.3", "model2vec>=0.9,<0.10",
         ],
         # The documentation site: `mkdocs serve`, `mkdocs build --strict`.
         "docs": ["mkdocs>=1.6,<2", "mkdocs-material>=9.5,<10", "mkdocstrings[python]>=0.26"],

@@ -1,7 +1,7 @@
 """Static encoders side by side: ours distilled, ours trained, model2vec, from the same teacher.
 
-    ST_PYTHON=/work/venv-st/bin/python python benchmarks/static_vs_model2vec.py \\
-        --sentences /work/shared/data/wiki/wiki100k.txt --steps 200
+    ST_PYTHON=PYTHON_WITH_MODEL2VEC python benchmarks/static_vs_model2vec.py \\
+        --sentences data/wiki.txt --steps 200
     python benchmarks/static_vs_model2vec.py --ablation      # each distillation step on STS-B dev
 
 The side by side distils ours (`distill_static`, dims 256) and model2vec's
@@ -177,7 +177,7 @@ def side_by_side(args):
 def ablation(args):
     """STS-B dev Spearman of each distillation variant (token vectors computed once per kind)."""
     import keras_sentemb
-    from keras_sentemb.models import static_distill as sd
+    from keras_sentemb.methods.static import distill as sd
     from keras_sentemb.models.static_encoder import StaticEncoder
 
     teacher = keras_sentemb.SentenceEncoder.from_preset("default")
@@ -201,7 +201,7 @@ def ablation(args):
 
 def main():
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--sentences", default="/work/shared/data/wiki/wiki100k.txt")
+    p.add_argument("--sentences", default="data/wiki.txt")
     p.add_argument("--n", type=int, default=26000)
     p.add_argument("--dims", type=int, default=256)
     p.add_argument("--steps", type=int, default=200)

@@ -38,7 +38,7 @@ _PUBLIC = {
     "TrainingReport": "keras_sentemb.pipelines.scaffold",
     "extend_vocabulary": "keras_sentemb.models.vocabulary",
     "StaticEncoder": "keras_sentemb.models.static_encoder",
-    "distill_static": "keras_sentemb.models.static_distill",
+    "distill_static": "keras_sentemb.methods.static.distill",
     "export_static": "keras_sentemb.export.static_formats",
     # fit_ct, fit_simcse, ...: each built-in method's own module declares its fit_* function.
     **BUILTIN_FIT_FUNCTIONS,

@@ -20,7 +20,7 @@ TINY_SENTENCES = [
 
 def tiny_static(dims=8, **kwargs):
     """A static encoder distilled from the tiny random BERT of `tests.conftest`."""
-    from keras_sentemb.models.static_distill import distill_static
+    from keras_sentemb.methods.static.distill import distill_static
     from tests.conftest import make_tiny_encoder
 
     teacher = make_tiny_encoder(pooling="mean", normalize=True)
@@ -29,7 +29,7 @@ def tiny_static(dims=8, **kwargs):
 
 def consumer_python():
     """The interpreter with sentence-transformers and model2vec (`ST_PYTHON`), or None."""
-    candidates = [os.environ.get("ST_PYTHON"), "/work/venv-st/bin/python", sys.executable]
+    candidates = [os.environ.get("ST_PYTHON"), sys.executable]
     return next((c for c in candidates if c and os.path.isfile(c)), None)
 
 

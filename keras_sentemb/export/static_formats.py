@@ -33,18 +33,11 @@ from keras_sentemb.export.parity import check_tolerance
 from keras_sentemb.export.parity import compare
 from keras_sentemb.io_utils import atomic_folder
 from keras_sentemb.models import static_runtime
+from keras_sentemb.models.static_runtime import PROBES
 from keras_sentemb.version import __version__
 
 FORMATS = ("sentence-transformers", "model2vec", "saved-model", "litert")
 ST_MODULE = "0_StaticEmbedding"
-PROBES = (
-    "A man is playing a guitar.",
-    "The quick brown fox jumps over the lazy dog!",
-    "Static embeddings average one vector per token.",
-    "Tokyo's population exceeds 13 million people (2023).",
-    "a",
-    "An UPPER-case sentence, with punctuation; and numbers: 42, 3.14.",
-)
 DEFAULT_TOLERANCE = 1e-4
 
 

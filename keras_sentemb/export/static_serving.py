@@ -30,7 +30,7 @@ import numpy as np
 from keras_sentemb.export.huggingface import NotExportableError
 from keras_sentemb.export.parity import check_tolerance
 from keras_sentemb.export.parity import compare
-from keras_sentemb.export.static_formats import PROBES
+from keras_sentemb.models.static_runtime import PROBES
 from keras_sentemb.io_utils import atomic_folder
 from keras_sentemb.models import static_runtime
 

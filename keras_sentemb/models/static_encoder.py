@@ -31,8 +31,8 @@ class StaticEncoder(keras.Model):
     token ids (`token_ids`, `padding_mask`, as the `SentenceEncoder`
     takes them) runs the same computation in TensorFlow, for training and
     for export (SavedModel, LiteRT). It has the `SentenceEncoder` interface
-    for use: `encode`, `evaluate_sts`, `evaluate_retrieval`, `save`, and
-    `from_preset` (or `--model DIR` on the command line) to load a folder.
+    for use: `encode` (which `keras_sentemb.evaluate_sts` and `evaluate_retrieval` call),
+    `save`, and `from_preset` (or `--model DIR` on the command line) to load a folder.
 
     Args:
         table: float array `[V, d]`. One vector per token id.
@@ -201,18 +201,6 @@ class StaticEncoder(keras.Model):
             truncate_dim = check_truncate_dim(truncate_dim, self.output_dim)
             out = truncate_embeddings(out, truncate_dim, self.normalize or bool(normalize))
         return out[0] if single else out
-
-    def evaluate_sts(self, data_dir, **kwargs):
-        """`keras_sentemb.evaluate_sts(self, data_dir, **kwargs)`."""
-        from keras_sentemb.evaluation.sts import evaluate_sts
-
-        return evaluate_sts(self, data_dir, **kwargs)
-
-    def evaluate_retrieval(self, data, **kwargs):
-        """`keras_sentemb.evaluate_retrieval(self, data, **kwargs)`."""
-        from keras_sentemb.evaluation.beir import evaluate_retrieval
-
-        return evaluate_retrieval(self, data, **kwargs)
 
     # --------------------------------------------------------- save / load
     def folded_table(self):

@@ -29,6 +29,17 @@ from pathlib import Path
 
 import numpy as np
 
+
+# The sentences every static export is checked on against `encode` before it appears.
+PROBES = (
+    "A man is playing a guitar.",
+    "The quick brown fox jumps over the lazy dog!",
+    "Static embeddings average one vector per token.",
+    "Tokyo's population exceeds 13 million people (2023).",
+    "a",
+    "An UPPER-case sentence, with punctuation; and numbers: 42, 3.14.",
+)
+
 STATIC_CONFIG = "sentemb_static.json"
 TABLE_FILE = "model.safetensors"
 TOKENIZER_FILE = "tokenizer.json"

@@ -88,7 +88,7 @@ def test_train_with_an_unknown_preset_exits_with_one_line(tmp_path, capsys):
 
 def test_the_builtin_methods_and_their_fit_functions_are_read_from_their_own_modules():
     assert set(BUILTIN_METHODS) == {"ct", "simcse", "consert", "sg", "parallel", "multitask",
-                                    "sts", "mlm", "whitening", "flow"}
+                                    "sts", "mlm", "whitening", "flow", "static"}
     for name, module in BUILTIN_METHODS.items():
         assert get_method(name).__module__ == module
     fits = {n for n in keras_sentemb.__all__ if n.startswith("fit_")}

@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from keras_sentemb.models import static_distill
+from keras_sentemb.methods.static import distill as static_distill
 from keras_sentemb.models.static_encoder import StaticEncoder
 from keras_sentemb.models.static_runtime import StaticTable
 from tests.static_fixtures import TINY_SENTENCES

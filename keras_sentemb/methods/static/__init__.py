@@ -17,8 +17,8 @@ from keras_sentemb.methods.options import MethodConfig
 from keras_sentemb.methods.options import option
 from keras_sentemb.methods.registry import register_method
 from keras_sentemb.methods.runner import fit_function
-from keras_sentemb.models.static_distill import WEIGHTINGS
-from keras_sentemb.models.static_distill import distill_static
+from keras_sentemb.methods.static.distill import WEIGHTINGS
+from keras_sentemb.methods.static.distill import distill_static
 from keras_sentemb.models.static_runtime import TABLE_DTYPES
 from keras_sentemb.pipelines.schedules import adamw_linear_decay
 
