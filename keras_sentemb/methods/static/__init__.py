@@ -222,7 +222,11 @@ class StaticMethod(Method):
                                      table_dtype=config.table_dtype)
             trainable = teacher.trainable  # frozen while it teaches; the caller's flag after
             trainer = StaticTrainer(student, teacher, config.objective, config.temperature)
-        run.compile(trainer, adamw_linear_decay(plan.learning_rate, plan.steps))
+        # The plain AdamW update: the fused kernels, cached across runs and
+        # traced inside a static trainer's step, kept an earlier run's
+        # variables (a second fit in one process failed); one table gains
+        # nothing from fusing.
+        run.compile(trainer, adamw_linear_decay(plan.learning_rate, plan.steps, fused=False))
         names = COLUMNS[config.objective]
         if stream is not None:
             make_dataset = run.stream_batches(teacher, stream, names, plan,
