@@ -175,7 +175,9 @@ def _flag_type(argument):
         cast, what = _CASTS.get(typing.get_args(base)[0], (str, "value"))
         parse = _comma_list(cast, what)
         return {"type": _optional(parse, f"comma-separated {what}s") if argument.optional else parse}
-    if base is str or str in typing.get_args(base) or (
+    members = typing.get_args(base)
+    numeric = int in members or float in members  # e.g. temperature: a number or "learnable"
+    if base is str or (str in members and not numeric) or (
             base is object and isinstance(argument.default, str)):
         kwargs = {"type": str}  # e.g. --dev stsb | FILE | none, read by the method
         if argument.choices is not None:

@@ -108,6 +108,7 @@ class Argument:
         received.
         """
         name = self.name
+        value = _comma_separated(value, self.type)
         if not _matches(value, self.type):
             raise ValueError(f"`{name}` must be {_describe(self.type)}. "
                              f"Received: {name}={value!r}.")
@@ -182,6 +183,22 @@ def _matches(value, tp):
     if typing.get_origin(tp) is typing.Callable or tp is typing.Callable:
         return callable(value)
     return isinstance(value, tp)
+
+
+def _comma_separated(value, tp):
+    """`"32,16"` as `(32, 16)` for a tuple-of-numbers argument (as the command line writes it);
+    any other value unchanged."""
+    if not isinstance(value, str):
+        return value
+    members = typing.get_args(tp) if _is_union(tp) else (tp,)
+    for member in members:
+        if typing.get_origin(member) is tuple and typing.get_args(member)[0] in (int, float):
+            cast = typing.get_args(member)[0]
+            try:
+                return tuple(cast(item) for item in value.split(",") if item.strip())
+            except ValueError:
+                return value
+    return value
 
 
 def _normalized(value, tp):

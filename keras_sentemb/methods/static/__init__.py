@@ -11,6 +11,7 @@ from keras_sentemb.data.stream_batches import as_stream
 from keras_sentemb.losses.info_nce import info_nce_loss
 from keras_sentemb.losses.matryoshka import MatryoshkaLoss
 from keras_sentemb.losses.matryoshka import check_matryoshka
+from keras_sentemb.methods.method import DEV_RETRIEVAL
 from keras_sentemb.methods.method import Method
 from keras_sentemb.methods.method import STREAMED
 from keras_sentemb.methods.options import MethodConfig
@@ -202,7 +203,7 @@ class StaticMethod(Method):
     config_class = StaticConfig
     paper_pooling = "mean"
     in_batch = True
-    optional = ("matryoshka_dims", "matryoshka_weights", "max_grad_norm") + STREAMED
+    optional = ("matryoshka_dims", "matryoshka_weights", "max_grad_norm") + DEV_RETRIEVAL + STREAMED
     run_defaults = {"batch_size": 128, "learning_rate": 5e-3, "max_length": 128,
                     "eval_every": 50}
     returns_doc = "The trained `StaticEncoder` (with a dev set: the kept checkpoint)."
@@ -244,7 +245,7 @@ def fit_static(data, model="default", steps=None, batch_size=128, learning_rate=
                strategy=None, callbacks=None, seed=0, verbose="auto", dims=256,
                weighting="zipf", objective="distill", temperature=0.05, table_dtype="float32",
                matryoshka_dims=None, max_grad_norm=None, matryoshka_weights=None,
-               max_skipped=0.01, preset=None):
+               dev_retrieval=None, dev_select="auto", max_skipped=0.01, preset=None):
     ...
 
 
