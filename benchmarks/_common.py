@@ -14,6 +14,16 @@ DEFAULT_SENTENCES = REPO / "data" / "wiki.txt"
 BUNDLED_SENTENCES = REPO / "keras_sentemb" / "resources" / "wiki" / "wiki10k.txt"
 
 
+def shown_path(path):
+    """`path` as a result file records it: inside the repository relative to it, else its last
+    two parts (a model folder in site-packages, a data file): nothing of one machine's layout."""
+    path = Path(path).resolve()
+    try:
+        return str(path.relative_to(REPO))
+    except ValueError:
+        return str(Path(*path.parts[-2:]))
+
+
 def sentences_file(path=None):
     if path:
         return Path(path)

@@ -44,6 +44,7 @@ from scipy import stats
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from _common import (  # noqa: E402
     REPO, add_max_isa_argument, apply_max_isa, cpu_info, measure, read_lines, sentences_file,
+    shown_path,
 )
 
 HERE = Path(__file__).resolve().parent
@@ -178,6 +179,16 @@ def parse_args():
     return p, p.parse_args()
 
 
+def recorded(prepared):
+    """The prepared peer models' description as the result records it (paths shown portably)."""
+    out = {k: v for k, v in prepared.items() if k != "backends"}
+    if out.get("source_model"):
+        out["source_model"] = shown_path(out["source_model"])
+    if isinstance(out.get("calibration"), dict) and out["calibration"].get("file"):
+        out["calibration"] = {**out["calibration"], "file": shown_path(out["calibration"]["file"])}
+    return out
+
+
 def main():
     parser, args = parse_args()
     apply_max_isa(args.max_isa)
@@ -205,8 +216,7 @@ def main():
     reference = scores.get("ours-float32")
     result = {"benchmark": "encode_backends", "n": len(lines), "rounds": args.rounds,
               "cold_n": args.cold_n, "cold_rounds": args.cold_rounds,
-              "st_batch_size": args.st_batch_size, **cpu_info(), "ours": probe, "theirs": prepared and {k: v for k, v in prepared.items()
-                                                         if k != "backends"},
+              "st_batch_size": args.st_batch_size, **cpu_info(), "ours": probe, "theirs": prepared and recorded(prepared),
               "loadavg_before": [round(x, 2) for x in load_before],
               "loadavg_after": [round(x, 2) for x in os.getloadavg()], "sides": {}}
     for side in sides:

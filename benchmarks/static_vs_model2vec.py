@@ -37,6 +37,7 @@ sys.path.insert(0, str(REPO))
 
 from benchmarks._common import cpu_info  # noqa: E402
 from benchmarks._common import read_lines  # noqa: E402
+from benchmarks._common import shown_path  # noqa: E402
 from benchmarks._common import st_python  # noqa: E402
 
 STS = REPO / "keras_sentemb" / "resources" / "STS"
@@ -170,8 +171,8 @@ def side_by_side(args):
     rows["ours_trained_int8_table"] = {
         "sts_b_test": spearman(keras_sentemb.StaticEncoder.from_preset(Path(tmp) / "trained_int8")),
         "folder_mib": folder_mib(Path(tmp) / "trained_int8")}
-    return {"sentences": args.n, "source": str(args.sentences), "dims": args.dims,
-            "train_steps": args.steps, "teacher": teacher_dir, "rows": rows, **cpu_info()}
+    return {"sentences": args.n, "source": shown_path(args.sentences), "dims": args.dims,
+            "train_steps": args.steps, "teacher": shown_path(teacher_dir), "rows": rows, **cpu_info()}
 
 
 def ablation(args):
