@@ -5,12 +5,6 @@ from pathlib import Path
 
 os.environ.setdefault("KERAS_BACKEND", "tensorflow")
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-# `encode` computes in "auto" precision: bfloat16 on CPUs that have it natively. The
-# suite's references (float32 closed forms, sentence-transformers, exports) are
-# float32 on every CPU, so the suite pins "auto" to float32, as a user comparing
-# vectors across machines does; tests of "auto" itself unset it (tests/models/
-# test_auto_precision.py). Processes the tests start inherit it.
-os.environ.setdefault("KERAS_SENTEMB_PRECISION", "float32")
 
 
 def _cores():

@@ -51,7 +51,7 @@ def test_bfloat16_where_native_float32_elsewhere(tiny_model, tmp_path, monkeypat
 
 
 def test_auto_is_the_default_and_follows_the_cpu(tiny_model, tmp_path, monkeypatch, capsys):
-    monkeypatch.delenv(precision.PIN_ENV)
+    monkeypatch.delenv(precision.PIN_ENV, raising=False)
     monkeypatch.setattr(cpu_threads, "has_accelerator", lambda: False)
     monkeypatch.setattr(native_bfloat16, "has_native_bfloat16", lambda flags=None: True)
     monkeypatch.setattr(native_bfloat16, "cpu_flags", lambda path=None: frozenset({"avx512_bf16"}))

@@ -94,7 +94,9 @@ class SentenceEncoderModelHandler(ModelHandler):
         pooling: str or None. Defaults to the encoder's.
         normalize: bool. Defaults to `False`.
         precision: str. `"float32"` or `"bfloat16"`. Defaults to
-            `"float32"`.
+            `"float32"`, not `encode()`'s `"auto"`: a pipeline's workers
+            may run on different CPUs, and `"auto"` would give bfloat16
+            rows on some and float32 rows on others in one output.
 
     Examples:
 

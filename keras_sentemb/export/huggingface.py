@@ -26,6 +26,7 @@ from keras_sentemb.export.parity import DEFAULT_TOLERANCE
 from keras_sentemb.export.parity import ExportVerificationError
 from keras_sentemb.export.parity import check_tolerance
 from keras_sentemb.export.parity import compare
+from keras_sentemb.export.parity import reference_vectors
 from keras_sentemb.export.saved_model import PROBE_SENTENCES
 from keras_sentemb.export.saved_model import _as_encoder
 from keras_sentemb.io_utils import atomic_folder
@@ -224,7 +225,11 @@ def verify_huggingface(path, encoder, format="sentence-transformers", sentences=
     if format == "sentence-transformers":
         loaded = SentenceEncoder.from_preset(os.fspath(path))
         try:
-            report = compare(loaded.encode(probes), encoder.encode(probes), tolerance, what, probes)
+            # sentence-transformers computes the folder in float32: both sides
+            # encode in float32, whatever this process's `encode()` defaults to.
+            report = compare(reference_vectors(loaded, probes, "float32"),
+                             reference_vectors(encoder, probes, "float32"), tolerance, what,
+                             probes)
         except ExportVerificationError as e:
             if encoder.text_normalization is None and encoder.adapter.family == "bert":
                 raise ExportVerificationError(f"{e} {_NORMALIZATION_HINT}") from None
@@ -240,6 +245,8 @@ def verify_huggingface(path, encoder, format="sentence-transformers", sentences=
             )
         mask = ours["padding_mask"].numpy().reshape(-1).astype(bool)
         dim = encoder.hidden_dim
+        # Token vectors of the float32 twin and of the folder loaded in
+        # float32 (its stored policy): transformers computes float32.
         report = compare(
             np.asarray(loaded.hidden_states(theirs)[-1], np.float32).reshape(-1, dim)[mask],
             np.asarray(encoder.hidden_states(ours)[-1], np.float32).reshape(-1, dim)[mask],

@@ -2,7 +2,7 @@
 
 `verify_litert` runs a `.tflite` file's bytes in the LiteRT interpreter on
 probe sentences tokenized by the encoder and compares each vector with
-`encoder.encode(max_length=L)` (relative error, see
+`encoder.encode(max_length=L, precision="float32")` (relative error, see
 `keras_sentemb.export.parity`); `operator_codes` and `subgraph_input_names`
 read the file's flatbuffer with TensorFlow's generated TFLite schema.
 """
@@ -13,6 +13,7 @@ import numpy as np
 
 from keras_sentemb.export.parity import ExportVerificationError
 from keras_sentemb.export.parity import compare
+from keras_sentemb.export.parity import reference_vectors
 
 INPUT_NAMES = ("input_word_ids", "input_mask", "input_type_ids")
 OUTPUT_NAME = "embedding"
@@ -148,7 +149,11 @@ def verify_litert(model_content, encoder, length, tolerance, truncate_dim=None, 
     probes = list(PROBE_SENTENCES) + list(ASCII_PROBES) + list(sentences or [])
     ids, mask = pack_ids(encoder, probes, length)
     vectors = run_litert(model_content, ids, mask)
-    ref = encoder.encode(probes, max_length=length, truncate_dim=truncate_dim)
+    # Every LiteRT file computes float32 (float16 and int8 files store smaller
+    # weights, dequantized in the graph), so the reference is float32 whatever
+    # this process's `encode()` defaults to.
+    ref = reference_vectors(encoder, probes, "float32", max_length=length,
+                            truncate_dim=truncate_dim)
     report = compare(vectors, ref, tolerance, "The LiteRT file", probes)
     report["mean_cosine"] = float(relative_errors(vectors, ref)[1].mean())
     report["num_probes"] = len(probes)

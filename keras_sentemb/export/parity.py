@@ -5,6 +5,11 @@ row by their relative error `||got - ref|| / ||ref||` (and report the
 cosine): a whitened model's vectors have norms of tens, a normalized
 model's of one, and float rounding differs between CPUs, so an absolute
 tolerance either fails on correct exports or passes broken ones.
+
+Every gate compares an artifact with `encode()` in the precision the artifact
+computes in (`reference_vectors`), never in the process's default: `encode()`
+defaults to `"auto"`, bfloat16 on a CPU that computes it natively, while a
+float32 LiteRT file or a Hugging Face folder computes float32 on every CPU.
 """
 
 import numpy as np
@@ -13,6 +18,29 @@ import numpy as np
 # correct pipelines is ~1e-6 relative; a wrong weight, tokenizer or pooling
 # is ~1e-1.
 DEFAULT_TOLERANCE = 1e-4
+
+
+def reference_vectors(encoder, sentences, precision="float32", **kwargs):
+    """`encoder.encode(sentences, **kwargs)` in `precision`, whatever this process defaults to.
+
+    The reference an export's gate compares its artifact with: `precision`
+    is what the artifact computes in, so a gate gives
+    the same verdict on a CPU with native bfloat16 (where `encode()`
+    defaults to bfloat16) as on one without, and under any
+    `KERAS_SENTEMB_PRECISION`.
+
+    Args:
+        encoder: a `SentenceEncoder` or `StaticEncoder` (a static encoder
+            computes float32 whatever `precision` says).
+        sentences: list of str.
+        precision: str. `"float32"`, `"bfloat16"` or `"int8"`. Defaults to
+            `"float32"`.
+        **kwargs: other `encode` arguments (`max_length`, `truncate_dim`).
+
+    Returns:
+        float32 numpy array `[n, dim]`.
+    """
+    return encoder.encode(sentences, precision=precision, show_progress=False, **kwargs)
 
 
 class ExportVerificationError(ValueError):

@@ -36,7 +36,7 @@ def test_direct_runner_writes_the_shards_of_encode_to_files(corpus, tmp_path, sh
     ids, vectors = read_embedding_shards(out)
     expected_ids = [[0, i] for i in range(len(FILE_A))] + [[1, i] for i in range(len(FILE_B))]
     np.testing.assert_array_equal(ids, expected_ids)
-    assert_close_vectors(vectors, encoder.encode(FILE_A + FILE_B), rtol=1e-5)
+    assert_close_vectors(vectors, encoder.encode(FILE_A + FILE_B, precision="float32"), rtol=1e-5)
     manifest = read_manifest(out)
     assert manifest["complete"] and manifest["rows"] == 7
     assert [s["name"] for s in manifest["shards"]] == [
@@ -57,4 +57,4 @@ def test_command_line_passes_runner_flags_to_beam(corpus, tmp_path):
                  "--runner", "DirectRunner", "--direct_num_workers", "1"]) == 0
     ids, vectors = read_embedding_shards(out)
     np.testing.assert_array_equal(ids, [[0, 0], [0, 1]])
-    assert_close_vectors(vectors, encoder.encode(FILE_B, normalize=True), rtol=1e-5)
+    assert_close_vectors(vectors, encoder.encode(FILE_B, normalize=True, precision="float32"), rtol=1e-5)

@@ -20,7 +20,7 @@ def test_encode_all_layers_equals_layer_pooling():
     got = encode_all_layers(encoder, sentences, batch_size=3)
     assert got.shape == (4, len(sentences), encoder.output_dim)
     for k in range(4):
-        want = encoder.encode(sentences, pooling=f"layer:{k}", batch_size=3)
+        want = encoder.encode(sentences, pooling=f"layer:{k}", batch_size=3, precision="float32")
         assert_close_vectors(got[k], want, rtol=1e-5)
     assert encode_all_layers(encoder, []).shape == (4, 0, encoder.output_dim)
 
@@ -35,7 +35,7 @@ def test_layer_survey_matches_separate_evaluation(tmp_path):
     gold = [p[2] for p in PAIRS]
     index = {s: i for i, s in enumerate(SENTENCES)}
     for entry in result["layers"]:
-        vectors = encoder.encode(SENTENCES, pooling=entry["pooling"])
+        vectors = encoder.encode(SENTENCES, pooling=entry["pooling"], precision="float32")
         a = vectors[[index[p[0]] for p in PAIRS]]
         b = vectors[[index[p[1]] for p in PAIRS]]
         want = spearmanr(cosine_scores(a, b), gold).correlation * 100
@@ -48,9 +48,9 @@ def test_layer_survey_matches_separate_evaluation(tmp_path):
 def test_cls_and_max_per_layer_from_one_pass(tmp_path):
     encoder = make_tiny_encoder(num_layers=2)
     got = encode_all_layers(encoder, SENTENCES, batch_size=3, poolings=("cls", "max", "mean"))
-    assert_close_vectors(got["cls"][-1], encoder.encode(SENTENCES, pooling="cls"), rtol=1e-5)
-    assert_close_vectors(got["max"][-1], encoder.encode(SENTENCES, pooling="max"), rtol=1e-5)
-    assert_close_vectors(got["mean"][1], encoder.encode(SENTENCES, pooling="layer:1"), rtol=1e-5)
+    assert_close_vectors(got["cls"][-1], encoder.encode(SENTENCES, pooling="cls", precision="float32"), rtol=1e-5)
+    assert_close_vectors(got["max"][-1], encoder.encode(SENTENCES, pooling="max", precision="float32"), rtol=1e-5)
+    assert_close_vectors(got["mean"][1], encoder.encode(SENTENCES, pooling="layer:1", precision="float32"), rtol=1e-5)
     # Earlier layers: the first token / masked max of that layer's states.
     inputs = encoder.preprocess(SENTENCES)
     states = encoder.hidden_states(inputs)

@@ -64,7 +64,7 @@ def test_sts_spread_on_tiny_encoder_writes_png(tmp_path):
     json.dumps(result)
     assert path.exists() and path.stat().st_size > 1000
     assert path.read_bytes()[:4] == b"\x89PNG"
-    vectors = encoder.encode(SENTENCES)
+    vectors = encoder.encode(SENTENCES, precision="float32")
     index = {s: i for i, s in enumerate(SENTENCES)}
     cos = cosine_scores(vectors[[index[p[0]] for p in PAIRS]], vectors[[index[p[1]] for p in PAIRS]])
     np.testing.assert_allclose(pair_cosines(encoder, PAIRS), cos, atol=1e-6)

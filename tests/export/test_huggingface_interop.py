@@ -28,7 +28,7 @@ def _min_cosine(a, b):
 def _whitened(encoder):
     corpus = [f"{a} {b} ." for a in ("a man", "the cat", "a dog", "the woman", "x")
               for b in ("sits on the mat", "runs", "is playing", "plays the piano", "z y")]
-    encoder.postprocess = Whitening.from_vectors(encoder.encode(corpus), dim=8,
+    encoder.postprocess = Whitening.from_vectors(encoder.encode(corpus, precision="float32"), dim=8,
                                                  pooling=encoder.pooling)
     return encoder
 
@@ -65,7 +65,7 @@ def test_sentence_transformers_encodes_as_encode(case, tmp_path, request, torch_
         encoder = CASES[case]()
     export_huggingface(encoder, tmp_path / "m", verify=False)
     theirs = torch_worker.st_encode(tmp_path / "m", SENTS)
-    ours = encoder.encode(SENTS)
+    ours = encoder.encode(SENTS, precision="float32")
     assert theirs.shape == ours.shape
     assert _min_cosine(theirs, ours) >= 0.99999
     np.testing.assert_allclose(np.linalg.norm(theirs, axis=1), np.linalg.norm(ours, axis=1),
@@ -81,7 +81,7 @@ def test_extended_vocabulary_encodes_chinese_as_encode(tmp_path, torch_worker):
         n = int(ours["padding_mask"][i].numpy().sum())
         assert theirs[f"ids_{i}"].tolist() == ours["token_ids"][i, :n].numpy().tolist()
     assert _min_cosine(torch_worker.st_encode(tmp_path / "m", CHINESE),
-                       grown.encode(CHINESE)) >= 0.99999
+                       grown.encode(CHINESE, precision="float32")) >= 0.99999
 
 
 @pytest.mark.parametrize("family", ["bert", "roberta"])
@@ -109,7 +109,7 @@ def test_default_model_round_trips_through_sentence_transformers(default_encoder
     sentences = list(dict.fromkeys(s for pair in pairs[:150] for s in pair[:2]))
     export_huggingface(default_encoder, tmp_path / "minilm")
     theirs = torch_worker.st_encode(tmp_path / "minilm", sentences)
-    assert _min_cosine(theirs, default_encoder.encode(sentences)) >= 0.99999
+    assert _min_cosine(theirs, default_encoder.encode(sentences, precision="float32")) >= 0.99999
 
 
 @pytest.mark.integration
@@ -136,5 +136,5 @@ def test_cli_train_export_loads_in_sentence_transformers(method, extra, tmp_path
     assert capsys.readouterr().out.strip() == str(tmp_path / "hf")
     pairs = read_stsb(bundled_sts_dir(), "test")
     sentences = list(dict.fromkeys(s for pair in pairs[:100] for s in pair[:2]))
-    ours = SentenceEncoder.from_preset(str(tmp_path / "model")).encode(sentences)
+    ours = SentenceEncoder.from_preset(str(tmp_path / "model")).encode(sentences, precision="float32")
     assert _min_cosine(torch_worker.st_encode(tmp_path / "hf", sentences), ours) >= 0.99999

@@ -7,8 +7,6 @@ and are skipped where the test extra is not installed.
 
 import json
 import os
-import subprocess
-import sys
 
 import numpy as np
 import pytest
@@ -20,17 +18,17 @@ from keras_sentemb.export.huggingface import NotExportableError
 from keras_sentemb.export.litert import export_litert
 from keras_sentemb.export.litert_metadata import read_metadata
 from keras_sentemb.export.parity import ExportVerificationError
-from tests.conftest import REPO
 from tests.conftest import TINY_VOCAB
 from tests.conftest import make_tiny_encoder
 from tests.export.hf_helpers import make_tiny_roberta
 from tests.helpers.corpora import CORPUS
+from tests.helpers.litert_runtimes import run_runtime
+from tests.helpers.litert_runtimes import runtimes
 from tests.helpers.models import make_whitening
 
 LENGTH = 16
 ASCII = ["a man is playing the guitar .", "the cat sits on the mat", "hello world !",
          "a dog runs in the park , and a woman plays the piano ."]
-RUNTIME = REPO / "tests" / "export" / "litert_runtime.py"
 
 
 def _cosines(a, b):
@@ -49,20 +47,6 @@ def exported(encoder, tmp_path_factory):
     return {mode: (folder / f"{mode}.tflite",
                    export_litert(encoder, folder / f"{mode}.tflite", quantize=mode, max_length=LENGTH))
             for mode in litert.QUANTIZE_MODES}
-
-
-def _runtimes():
-    out = subprocess.run([sys.executable, str(RUNTIME), "check"], capture_output=True, text=True)
-    return json.loads(out.stdout) if out.returncode == 0 else {}
-
-
-def _run_runtime(mode, model, request, tmp_path):
-    (tmp_path / "request.json").write_text(json.dumps(request), encoding="utf-8")
-    result = subprocess.run(
-        [sys.executable, str(RUNTIME), mode, str(model), str(tmp_path / "request.json"),
-         str(tmp_path / "out.npy")], capture_output=True, text=True, timeout=600)
-    assert result.returncode == 0, result.stderr[-3000:]
-    return result.stdout, np.load(tmp_path / "out.npy")
 
 
 # ------------------------------------------------------------- the file
@@ -89,9 +73,9 @@ def test_file_embeds_like_encode_including_truncation(exported, encoder):
     ids, mask = check.pack_ids(encoder, sentences, LENGTH)
     assert ids.shape == (len(sentences), LENGTH) and mask[-1].all()
     got = check.run_litert(path.read_bytes(), ids, mask)
-    assert _cosines(got, encoder.encode(sentences, max_length=LENGTH)).min() >= 0.99999
+    assert _cosines(got, encoder.encode(sentences, max_length=LENGTH, precision="float32")).min() >= 0.99999
     # Against the full-length encoding the long sentence differs: truncation is real.
-    assert _cosines(got, encoder.encode(sentences))[-1] < 0.9999
+    assert _cosines(got, encoder.encode(sentences, precision="float32"))[-1] < 0.9999
 
 
 def test_metadata_carries_the_vocabulary_in_input_order(exported, encoder):
@@ -124,12 +108,12 @@ def test_quantized_files_are_smaller_and_close(exported, mode, min_cosine):
 
 def test_post_processing_and_truncate_dim_run_inside(tmp_path):
     encoder = make_tiny_encoder(pooling="cls", projection_dim=16, projection_activation="tanh")
-    encoder.postprocess = make_whitening(encoder.encode(CORPUS))
+    encoder.postprocess = make_whitening(encoder.encode(CORPUS, precision="float32"))
     report = export_litert(encoder, tmp_path / "w.tflite", max_length=LENGTH, truncate_dim=4)
     assert report["output_dim"] == 4 and report["max_rel_diff"] <= 1e-4
     ids, mask = check.pack_ids(encoder, ASCII, LENGTH)
     got = check.run_litert((tmp_path / "w.tflite").read_bytes(), ids, mask)
-    want = encoder.encode(ASCII, max_length=LENGTH, truncate_dim=4)
+    want = encoder.encode(ASCII, max_length=LENGTH, truncate_dim=4, precision="float32")
     np.testing.assert_allclose(np.linalg.norm(got, axis=1), np.linalg.norm(want, axis=1), rtol=1e-4)
 
 
@@ -219,16 +203,16 @@ def test_cli_refuses_flags_of_other_formats(argv, match, capsys):
 
 # ------------------------------------------------- stand-alone runtimes
 def test_litert_runtime_and_mediapipe_match_encode(exported, encoder, tmp_path):
-    available = _runtimes()
+    available = runtimes()
     if not all(available.values()):
         pytest.skip("the LiteRT test extra (ai-edge-litert, mediapipe) is not installed")
     ids, mask = check.pack_ids(encoder, ASCII, LENGTH)
-    ref = encoder.encode(ASCII, max_length=LENGTH)
+    ref = encoder.encode(ASCII, max_length=LENGTH, precision="float32")
     for mode, min_cosine in (("float32", 0.9999), ("int8", 0.98)):
         path = exported[mode][0]
-        _, got = _run_runtime("litert", path, {"ids": ids.tolist(), "mask": mask.tolist()}, tmp_path)
+        _, got = run_runtime("litert", path, {"ids": ids.tolist(), "mask": mask.tolist()}, tmp_path)
         assert _cosines(got, ref).min() >= min_cosine, mode
-        stdout, got = _run_runtime("mediapipe", path, ASCII, tmp_path)
+        stdout, got = run_runtime("mediapipe", path, ASCII, tmp_path)
         assert _cosines(got, ref).min() >= min_cosine, mode
         meta = json.loads(stdout.strip().splitlines()[0])
         assert meta["process_units"] == [4] and meta["vocab_files"] == meta["zip"] == ["vocab.txt"]
@@ -237,14 +221,14 @@ def test_litert_runtime_and_mediapipe_match_encode(exported, encoder, tmp_path):
 
 def _check_in_runtimes(path, encoder, length, min_cosine, tmp_path):
     """`path` embeds ASCII sentences like `encode()` in ai_edge_litert and in MediaPipe."""
-    available = _runtimes()
+    available = runtimes()
     if not all(available.values()):
         pytest.skip("the LiteRT test extra (ai-edge-litert, mediapipe) is not installed")
     ids, mask = check.pack_ids(encoder, ASCII, length)
-    ref = encoder.encode(ASCII, max_length=length)
-    _, got = _run_runtime("litert", path, {"ids": ids.tolist(), "mask": mask.tolist()}, tmp_path)
+    ref = encoder.encode(ASCII, max_length=length, precision="float32")
+    _, got = run_runtime("litert", path, {"ids": ids.tolist(), "mask": mask.tolist()}, tmp_path)
     assert _cosines(got, ref).min() >= min_cosine
-    _, got = _run_runtime("mediapipe", path, ASCII, tmp_path)
+    _, got = run_runtime("mediapipe", path, ASCII, tmp_path)
     assert _cosines(got, ref).min() >= min_cosine
 
 
@@ -293,7 +277,7 @@ def test_default_model_scores_sts_b_test_through_mediapipe_like_encode(
     from keras_sentemb.data.resources import bundled_sts_dir
     from keras_sentemb.evaluation.readers import read_stsb
 
-    if not all(_runtimes().values()):
+    if not all(runtimes().values()):
         pytest.skip("the LiteRT test extra (ai-edge-litert, mediapipe) is not installed")
     pairs = read_stsb(bundled_sts_dir(), split="test")
     sentences = list(dict.fromkeys(s for a, b, _ in pairs for s in (a, b)))
@@ -309,11 +293,11 @@ def test_default_model_scores_sts_b_test_through_mediapipe_like_encode(
         return 100 * spearmanr(_cosines(vectors[first], vectors[second]),
                                [score for _, _, score in pairs]).correlation
 
-    reference = default_encoder.encode(sentences, max_length=STSB_LENGTH)
+    reference = default_encoder.encode(sentences, max_length=STSB_LENGTH, precision="float32")
     expected = spearman(reference)
     assert expected > 75  # all-MiniLM-L6-v2 scores about 82 here
     for mode, bound in (("float32", 0.2), ("int8", 1.0)):
-        _, got = _run_runtime("mediapipe", default_files[mode][0], sentences, tmp_path)
+        _, got = run_runtime("mediapipe", default_files[mode][0], sentences, tmp_path)
         assert got.shape == reference.shape
         if mode == "float32":
             assert _cosines(got, reference)[ascii_rows].min() >= 0.9999

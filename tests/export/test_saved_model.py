@@ -109,7 +109,7 @@ def test_only_a_1d_batch_is_accepted(exported, signature, batch):
 
 def test_matches_encode(exported):
     encoder, _, _, loaded = exported
-    assert_close_vectors(_embed(loaded, SENTS), encoder.encode(SENTS), rtol=1e-5)
+    assert_close_vectors(_embed(loaded, SENTS), encoder.encode(SENTS, precision="float32"), rtol=1e-5)
 
 
 def test_large_batches_are_chunked_by_length(exported):
@@ -121,7 +121,7 @@ def test_large_batches_are_chunked_by_length(exported):
         " ".join(rng.choice(words, size=rng.integers(0, 40))) for _ in range(150)
     ]
     out = _embed(loaded, sentences)
-    assert_close_vectors(out, encoder.encode(sentences), rtol=1e-5)
+    assert_close_vectors(out, encoder.encode(sentences, precision="float32"), rtol=1e-5)
     assert_close_vectors(out[::-1], _embed(loaded, sentences[::-1]), rtol=1e-5)
 
 
@@ -145,7 +145,7 @@ def test_input_robustness(exported, sentences):
     out = _embed(loaded, sentences)
     assert out.shape == (len(sentences), DIM) and out.dtype == np.float32
     assert np.isfinite(out).all()
-    assert_close_vectors(out, encoder.encode(sentences), rtol=1e-5)
+    assert_close_vectors(out, encoder.encode(sentences, precision="float32"), rtol=1e-5)
 
 
 def test_batch_of_1000(exported):
@@ -327,7 +327,7 @@ def test_cli_export(tmp_path, capsys):
                  "--version", "5"]) == 0
     assert capsys.readouterr().out.strip() == str(base / "5")
     loaded = tf.saved_model.load(str(base / "5"))
-    assert_close_vectors(_embed(loaded, SENTS), encoder.encode(SENTS), rtol=1e-5)
+    assert_close_vectors(_embed(loaded, SENTS), encoder.encode(SENTS, precision="float32"), rtol=1e-5)
     # An existing version is a user mistake: one line on stderr, exit 2.
     assert main(["export", "--model", str(tmp_path / "model"), "--output", str(base),
                  "--version", "5"]) == 2

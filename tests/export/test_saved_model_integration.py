@@ -43,7 +43,7 @@ def test_default_model_equals_encode_on_stsb_test(
     path, loaded = exported_default
     assert len(stsb_sentences) > 2000
     served = _embed(loaded, stsb_sentences)
-    eager = default_encoder.encode(stsb_sentences)
+    eager = default_encoder.encode(stsb_sentences, precision="float32")
     assert served.shape == eager.shape == (len(stsb_sentences), 384)
     max_diff = float(np.abs(served - eager).max())
     assert max_diff <= 1e-5, max_diff
@@ -61,7 +61,7 @@ def test_default_model_edge_inputs(exported_default, default_encoder):
     ]
     served = _embed(loaded, sentences)
     assert np.isfinite(served).all()
-    assert_close_vectors(served, default_encoder.encode(sentences), rtol=1e-5)
+    assert_close_vectors(served, default_encoder.encode(sentences, precision="float32"), rtol=1e-5)
     bad = loaded.signatures["serving_default"](
         sentences=tf.constant([b"caf\xc3\xa9 \xff\xfe", b""])
     )["embeddings"].numpy()

@@ -32,7 +32,7 @@ def _flow(raw):
 @pytest.mark.parametrize("make_layer,dim", [(make_whitening, 8), (_flow, 32)], ids=["whitening", "flow"])
 def test_export_applies_the_post_processing(make_layer, dim, tmp_path):
     encoder = make_tiny_encoder(normalize=True)
-    layer = make_layer(encoder.encode(CORPUS))
+    layer = make_layer(encoder.encode(CORPUS, precision="float32"))
     encoder.postprocess = layer
     path = export_saved_model(encoder, tmp_path / "m")
     meta = json.loads((tmp_path / "m" / "1" / sm.METADATA_FILE).read_text())
@@ -41,10 +41,10 @@ def test_export_applies_the_post_processing(make_layer, dim, tmp_path):
     signature = loaded.signatures["serving_default"]
     assert list(signature.structured_input_signature[1]) == ["sentences"]
     served = signature(sentences=tf.constant(SENTS))["embeddings"].numpy()
-    expected = np.asarray(layer(encoder.encode(SENTS, postprocess=False)))
+    expected = np.asarray(layer(encoder.encode(SENTS, postprocess=False, precision="float32")))
     assert served.shape == (len(SENTS), dim)
     assert_close_vectors(served, expected, rtol=1e-5)
-    assert_close_vectors(served, encoder.encode(SENTS), rtol=1e-5)
+    assert_close_vectors(served, encoder.encode(SENTS, precision="float32"), rtol=1e-5)
     assert meta["verification"]["max_rel_diff"] <= 1e-4
     if isinstance(layer, GlowFlow):
         # The flow's ops (coupling networks, sigmoid, LU product) need no Python code at
@@ -60,11 +60,11 @@ def test_the_gate_is_scale_aware_on_whitened_vectors(tmp_path):
     # gate compares relative errors, so the export passes, and a relative
     # error above the caller's tolerance is refused with nothing left behind.
     encoder = make_tiny_encoder()
-    layer = make_whitening(encoder.encode(CORPUS))
+    layer = make_whitening(encoder.encode(CORPUS, precision="float32"))
     mean, kernel = layer.get_weights()
     layer.set_weights([mean, kernel * 1e4])
     encoder.postprocess = layer
-    norms = np.linalg.norm(encoder.encode(SENTS), axis=1)
+    norms = np.linalg.norm(encoder.encode(SENTS, precision="float32"), axis=1)
     assert norms.min() > 1e3
     path = export_saved_model(encoder, tmp_path / "m", token_signature=False)
     meta = json.loads((tmp_path / "m" / "1" / sm.METADATA_FILE).read_text())
@@ -72,7 +72,7 @@ def test_the_gate_is_scale_aware_on_whitened_vectors(tmp_path):
     assert meta["verification"]["min_cosine"] >= 0.99999
     served = tf.saved_model.load(path).signatures["serving_default"](
         sentences=tf.constant(SENTS))["embeddings"].numpy()
-    cos = np.sum(served * encoder.encode(SENTS), 1) / (norms * np.linalg.norm(served, axis=1))
+    cos = np.sum(served * encoder.encode(SENTS, precision="float32"), 1) / (norms * np.linalg.norm(served, axis=1))
     assert cos.min() >= 0.99999
 
     original = encoder.encode

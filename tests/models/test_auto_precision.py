@@ -1,7 +1,7 @@
 """`precision="auto"` (the default of `encode`): bfloat16 where the CPU computes it natively.
 
-The suite pins "auto" to float32 (tests/conftest.py); these tests unset the
-pin and fake the CPU's flags, so each CPU class is checked on any machine.
+These tests unset any pin a caller set and fake the CPU's flags, so each CPU
+class is checked on any machine.
 """
 
 import numpy as np

@@ -53,7 +53,7 @@ def test_pooled_vectors_equal_the_reference(default_encoder, reference, key, poo
     if normalize is not None:
         default_encoder.normalize = normalize
     try:
-        got = default_encoder.encode(sentences, pooling=pooling)
+        got = default_encoder.encode(sentences, pooling=pooling, precision="float32")
     finally:
         default_encoder.normalize = saved
     # The checkpoint's own exact GELU (`hidden_act="gelu"`): equal to float rounding.
@@ -66,7 +66,7 @@ def test_pooled_vectors_equal_the_reference(default_encoder, reference, key, poo
 def test_stsb_test_embeddings_and_spearman(default_encoder):
     ref = np.load(FIXTURES / "stsb_test_reference.npz")
     sentences = [str(s) for s in ref["sentences"]]
-    got = default_encoder.encode(sentences)
+    got = default_encoder.encode(sentences, precision="float32")
     cos = cosine(got, ref["embeddings"].astype(np.float32))
     assert cos.min() >= 0.99999, (cos.min(), sentences[int(cos.argmin())])
     from keras_sentemb.data.resources import bundled_sts_dir
