@@ -101,7 +101,7 @@ KERAS_BUILTINS = ("DTypePolicy", "FloatDTypePolicy", "QuantizedDTypePolicy",
 CODE_CLASSES = ("Lambda", "__lambda__", "TFOpLambda", "function", "__typespec__")
 # The sentence-transformers modules a folder may hold (by the last part of `type`).
 ST_MODULES = ("Transformer", "Pooling", "Dense", "Normalize", "Dropout")
-# Files that hold pickles (read by torch.load / pickle / joblib).
+# Files that hold pickles (PyTorch's, pickle's and joblib's formats).
 PICKLE_SUFFIXES = (".bin", ".pt", ".pth", ".ckpt", ".pkl", ".pickle", ".joblib")
 SIZE_KEYS = {  # config key -> the limit it is held to
     "vocabulary_size": "vocabulary", "vocab_size": "vocabulary",
@@ -138,6 +138,12 @@ def _inside(path, root):
     return path == root or root in path.parents
 
 
+def _allowed(target, root):
+    """Whether a resolved path lies in the folder `root` (or its hub cache's blobs)."""
+    blobs = _hub_blobs(root)
+    return _inside(target, root) or (blobs is not None and _inside(target, blobs))
+
+
 def check_entries(folder):
     """Refuse links out of `folder`, special files and folders too large to be a model.
 
@@ -148,7 +154,6 @@ def check_entries(folder):
         UnsafeFolderError: naming the entry.
     """
     root = Path(os.path.realpath(os.fspath(folder)))
-    blobs = _hub_blobs(root)
     count = 0
     for top, dirs, files in os.walk(root, followlinks=False):
         depth = len(Path(top).relative_to(root).parts)
@@ -161,7 +166,7 @@ def check_entries(folder):
             path = Path(top) / name
             if os.path.islink(path):
                 target = Path(os.path.realpath(path))
-                if not (_inside(target, root) or (blobs is not None and _inside(target, blobs))):
+                if not _allowed(target, root):
                     _refuse(path, f"a link to {target}, outside the folder")
                 if not target.exists():
                     continue  # a dangling link: the loader reports the missing file
@@ -179,7 +184,7 @@ def check_inside(folder, relative, named_in):
     if not isinstance(relative, str) or not relative or "\x00" in relative:
         _refuse(named_in, f"names the file {relative!r}, which is not a relative path")
     target = Path(os.path.realpath(root / relative))
-    if os.path.isabs(relative) or not _inside(target, root):
+    if os.path.isabs(relative) or not _allowed(target, root) or ".." in Path(relative).parts:
         _refuse(named_in, f"names the path {relative!r}, outside the folder")
     return root / relative
 
