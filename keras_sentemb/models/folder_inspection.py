@@ -22,8 +22,8 @@ Refused, in one line naming the file and the reason (`UnsafeFolderError`):
   regular file nor a folder (a FIFO would block the reader forever). The one
   exception is a Hugging Face hub cache snapshot, whose files are links into
   the same repository's `blobs/` folder;
-- a Keras config (`config.json`, `tokenizer.json` and `preprocessor.json` of
-  a keras-hub preset, the post-processing layer in `sentemb_config.json`)
+- a Keras config (`config.json` and `tokenizer.json` of a keras-hub preset,
+  the post-processing layer in `sentemb_config.json`)
   naming a class outside the allowed set (`ALLOWED_CLASSES`), by
   `registered_name`, `class_name` or `module`; a `Lambda` layer or a
   serialized function (`__lambda__`: Python bytecode in a config);
@@ -539,7 +539,8 @@ def _check_keras(folder, sentemb):
             check_sizes(inner, config_path)
             if all(_h5_opens(w) for w in weights if w.is_file()):  # else: truncated (the loader says)
                 check_weights_size(inner, config_path, weights)
-    for name in ("tokenizer.json", "preprocessor.json", "task.json"):
+    # (keras-hub's preprocessor.json and task.json are never read.)
+    for name in ("tokenizer.json",):
         path = folder / name
         if path.is_file():
             data = read_json(path, limit=JSON_LIMIT) or {}
