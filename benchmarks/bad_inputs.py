@@ -286,12 +286,14 @@ def write_object_npz(path, name, marker, **arrays):
             archive.writestr(f"{key}.npy", data.getvalue())
 
 
-def _copy(src, dst):
+def copy_folder(src, dst):
+    """A copy of the folder `src` at `dst` (links kept as links); returns `dst`."""
     shutil.copytree(src, dst, symlinks=True)
     return dst
 
 
-def _edit_json(path, edit):
+def edit_json(path, edit):
+    """Rewrite the JSON file `path` with `edit(data)` applied (in place)."""
     data = json.loads(path.read_text())
     edit(data)
     path.write_text(json.dumps(data))
@@ -309,21 +311,21 @@ def _replace(path, data):
 # static folder (`static`), and returns (folder, the file the refusal names, a
 # fragment of its reason). The config names EVIL_MODULE where a module is named.
 def module_outside_keras(work, sentemb, hf, static):
-    folder = _copy(sentemb, work / "module_outside_keras")
-    _edit_json(folder / "config.json", lambda c: c.update(
+    folder = copy_folder(sentemb, work / "module_outside_keras")
+    edit_json(folder / "config.json", lambda c: c.update(
         module=EVIL_MODULE, class_name="Evil", registered_name="evil>Evil"))
     return folder, "config.json", f"names the class 'evil>Evil' (module '{EVIL_MODULE}')"
 
 
 def allowed_class_in_another_module(work, sentemb, hf, static):
-    folder = _copy(sentemb, work / "allowed_class_in_another_module")
-    _edit_json(folder / "config.json", lambda c: c.update(module=EVIL_MODULE))
+    folder = copy_folder(sentemb, work / "allowed_class_in_another_module")
+    edit_json(folder / "config.json", lambda c: c.update(module=EVIL_MODULE))
     return folder, "config.json", f"in module '{EVIL_MODULE}', outside the allowed set"
 
 
 def class_outside_allowed_set(work, sentemb, hf, static):
-    folder = _copy(sentemb, work / "class_outside_allowed_set")
-    _edit_json(folder / "tokenizer.json", lambda c: c.update(
+    folder = copy_folder(sentemb, work / "class_outside_allowed_set")
+    edit_json(folder / "tokenizer.json", lambda c: c.update(
         module="keras_sentemb.methods.simcse.trainer", class_name="SimCSETrainer",
         registered_name="keras_sentemb>SimCSETrainer"))
     return folder, "tokenizer.json", "names the class 'keras_sentemb>SimCSETrainer'"
@@ -332,22 +334,22 @@ def class_outside_allowed_set(work, sentemb, hf, static):
 def lambda_layer(work, sentemb, hf, static):
     import numpy as np
 
-    folder = _copy(sentemb, work / "lambda_layer")
-    _edit_json(folder / "sentemb_config.json", lambda c: c.update(format_version=2,
+    folder = copy_folder(sentemb, work / "lambda_layer")
+    edit_json(folder / "sentemb_config.json", lambda c: c.update(format_version=2,
                                                                   postprocess=LAMBDA))
     np.savez(folder / "sentemb_postprocess.npz", w0=np.zeros(2, "float32"))
     return folder, "sentemb_config.json", "names a Lambda layer"
 
 
 def serialized_function(work, sentemb, hf, static):
-    folder = _copy(sentemb, work / "serialized_function")
-    _edit_json(folder / "config.json", lambda c: c["config"].update(
+    folder = copy_folder(sentemb, work / "serialized_function")
+    edit_json(folder / "config.json", lambda c: c["config"].update(
         activation=LAMBDA["config"]["function"]))
     return folder, "config.json", "names a serialized function ('__lambda__'"
 
 
 def pickled_weights_only(work, sentemb, hf, static):
-    folder = _copy(hf, work / "pickled_weights_only")
+    folder = copy_folder(hf, work / "pickled_weights_only")
     (folder / "model.safetensors").unlink()
     (folder / "pytorch_model.bin").write_bytes(pickle_bytes(work / MARKER))
     return folder, "pytorch_model.bin", "holds the weights only as a pickle"
@@ -356,15 +358,15 @@ def pickled_weights_only(work, sentemb, hf, static):
 def pickle_in_npz(work, sentemb, hf, static):
     import numpy as np
 
-    folder = _copy(sentemb, work / "pickle_in_npz")
-    _edit_json(folder / "sentemb_config.json", lambda c: c.update(projection_dim=4))
+    folder = copy_folder(sentemb, work / "pickle_in_npz")
+    edit_json(folder / "sentemb_config.json", lambda c: c.update(projection_dim=4))
     write_object_npz(folder / "sentemb_projection.npz", "kernel", work / MARKER,
                      bias=np.zeros(4, "float32"))
     return folder, "sentemb_projection.npz", "holds Python objects (kernel.npy)"
 
 
 def weights_link_out(work, sentemb, hf, static):
-    folder = _copy(sentemb, work / "weights_link_out")
+    folder = copy_folder(sentemb, work / "weights_link_out")
     outside = work / "elsewhere.weights.h5"
     shutil.move(folder / "model.weights.h5", outside)
     os.symlink(outside, folder / "model.weights.h5")
@@ -372,14 +374,14 @@ def weights_link_out(work, sentemb, hf, static):
 
 
 def vocabulary_link_out(work, sentemb, hf, static):
-    folder = _copy(hf, work / "vocabulary_link_out")
+    folder = copy_folder(hf, work / "vocabulary_link_out")
     (folder / "vocab.txt").unlink()
     os.symlink("/etc/hostname", folder / "vocab.txt")
     return folder, "vocab.txt", "a link to /etc/hostname, outside the folder"
 
 
 def module_path_out(work, sentemb, hf, static):
-    folder = _copy(hf, work / "module_path_out")
+    folder = copy_folder(hf, work / "module_path_out")
     (work / "outside").mkdir(exist_ok=True)
     _replace(folder / "modules.json", json.dumps([
         {"idx": 0, "name": "0", "path": "", "type": "sentence_transformers.models.Transformer"},
@@ -389,7 +391,7 @@ def module_path_out(work, sentemb, hf, static):
 
 
 def weight_map_out(work, sentemb, hf, static):
-    folder = _copy(hf, work / "weight_map_out")
+    folder = copy_folder(hf, work / "weight_map_out")
     shutil.move(folder / "model.safetensors", work / "shard.safetensors")
     (folder / "model.safetensors.index.json").write_text(json.dumps(
         {"metadata": {}, "weight_map": {"embeddings.word_embeddings.weight":
@@ -398,22 +400,22 @@ def weight_map_out(work, sentemb, hf, static):
 
 
 def custom_code(work, sentemb, hf, static):
-    folder = _copy(hf, work / "custom_code")
+    folder = copy_folder(hf, work / "custom_code")
     (folder / f"{EVIL_MODULE}.py").write_text(f"open({str(work / MARKER)!r}, 'w')\n")
-    _edit_json(folder / "config.json", lambda c: c.update(
+    edit_json(folder / "config.json", lambda c: c.update(
         auto_map={"AutoModel": f"{EVIL_MODULE}.Evil"}))
     return folder, "config.json", "asks for the folder's own code (auto_map"
 
 
 def custom_module_type(work, sentemb, hf, static):
-    folder = _copy(hf, work / "custom_module_type")
+    folder = copy_folder(hf, work / "custom_module_type")
     _replace(folder / "modules.json", json.dumps([
         {"idx": 0, "name": "0", "path": "", "type": f"{EVIL_MODULE}.Evil"}]).encode())
     return folder, "modules.json", f"names the module type '{EVIL_MODULE}.Evil'"
 
 
 def fifo_tokenizer(work, sentemb, hf, static):
-    folder = _copy(hf, work / "fifo_tokenizer")
+    folder = copy_folder(hf, work / "fifo_tokenizer")
     if (folder / "tokenizer.json").exists():
         (folder / "tokenizer.json").unlink()
     os.mkfifo(folder / "tokenizer.json")
@@ -421,38 +423,38 @@ def fifo_tokenizer(work, sentemb, hf, static):
 
 
 def vocabulary_of_a_billion(work, sentemb, hf, static):
-    folder = _copy(sentemb, work / "vocabulary_of_a_billion")
-    _edit_json(folder / "config.json", lambda c: c["config"].update(vocabulary_size=10**9))
+    folder = copy_folder(sentemb, work / "vocabulary_of_a_billion")
+    edit_json(folder / "config.json", lambda c: c["config"].update(vocabulary_size=10**9))
     return folder, "config.json", "vocabulary_size=1,000,000,000 (more than 2,000,000)"
 
 
 def a_million_layers(work, sentemb, hf, static):
-    folder = _copy(hf, work / "a_million_layers")
-    _edit_json(folder / "config.json", lambda c: c.update(num_hidden_layers=10**6))
+    folder = copy_folder(hf, work / "a_million_layers")
+    edit_json(folder / "config.json", lambda c: c.update(num_hidden_layers=10**6))
     return folder, "config.json", "num_hidden_layers=1,000,000 (more than 512)"
 
 
 def huge_width(work, sentemb, hf, static):
-    folder = _copy(sentemb, work / "huge_width")
-    _edit_json(folder / "config.json", lambda c: c["config"].update(hidden_dim=10**7))
+    folder = copy_folder(sentemb, work / "huge_width")
+    edit_json(folder / "config.json", lambda c: c["config"].update(hidden_dim=10**7))
     return folder, "config.json", "hidden_dim=10,000,000 (more than 65,536)"
 
 
 def huge_sequence_length(work, sentemb, hf, static):
-    folder = _copy(hf, work / "huge_sequence_length")
-    _edit_json(folder / "config.json", lambda c: c.update(max_position_embeddings=10**8))
+    folder = copy_folder(hf, work / "huge_sequence_length")
+    edit_json(folder / "config.json", lambda c: c.update(max_position_embeddings=10**8))
     return folder, "config.json", "max_position_embeddings=100,000,000"
 
 
 def weights_smaller_than_config(work, sentemb, hf, static):
-    folder = _copy(sentemb, work / "weights_smaller_than_config")
-    _edit_json(folder / "config.json", lambda c: c["config"].update(  # real sizes, not these weights
+    folder = copy_folder(sentemb, work / "weights_smaller_than_config")
+    edit_json(folder / "config.json", lambda c: c["config"].update(  # real sizes, not these weights
         num_layers=96, hidden_dim=4096, intermediate_dim=16384, num_heads=32))
     return folder, "config.json", "parameters, but its weights (model.weights.h5) hold"
 
 
 def gigabyte_tokenizer(work, sentemb, hf, static):
-    folder = _copy(hf, work / "gigabyte_tokenizer")
+    folder = copy_folder(hf, work / "gigabyte_tokenizer")
     if (folder / "tokenizer.json").exists():
         (folder / "tokenizer.json").unlink()
     with open(folder / "tokenizer.json", "wb") as f:
@@ -461,7 +463,7 @@ def gigabyte_tokenizer(work, sentemb, hf, static):
 
 
 def deeply_nested_json(work, sentemb, hf, static):
-    folder = _copy(hf, work / "deeply_nested_json")
+    folder = copy_folder(hf, work / "deeply_nested_json")
     if (folder / "tokenizer_config.json").exists():
         (folder / "tokenizer_config.json").unlink()
     (folder / "tokenizer_config.json").write_text("[" * 100_000 + "]" * 100_000)
@@ -469,7 +471,7 @@ def deeply_nested_json(work, sentemb, hf, static):
 
 
 def static_table_of_a_billion_rows(work, sentemb, hf, static):
-    folder = _copy(static, work / "static_table_of_a_billion_rows")
+    folder = copy_folder(static, work / "static_table_of_a_billion_rows")
     header = json.dumps({"embeddings": {"dtype": "F32", "shape": [10**9, 8],
                                         "data_offsets": [0, 32]}}).encode()
     _replace(folder / "model.safetensors", len(header).to_bytes(8, "little") + header + bytes(32))
@@ -477,7 +479,7 @@ def static_table_of_a_billion_rows(work, sentemb, hf, static):
 
 
 def static_tokenizer_link_out(work, sentemb, hf, static):
-    folder = _copy(static, work / "static_tokenizer_link_out")
+    folder = copy_folder(static, work / "static_tokenizer_link_out")
     shutil.move(folder / "tokenizer.json", work / "tokenizer.json")
     os.symlink(work / "tokenizer.json", folder / "tokenizer.json")
     return folder, "tokenizer.json", "outside the folder"

@@ -102,17 +102,6 @@ def loads(monkeypatch):
     return calls
 
 
-def _copy(src, dst):
-    shutil.copytree(src, dst, symlinks=True)
-    return dst
-
-
-def _edit_json(path, edit):
-    data = json.loads(path.read_text())
-    edit(data)
-    path.write_text(json.dumps(data))
-
-
 CASES = [plant for _, plant in BAD_INPUTS.HOSTILE]
 
 
@@ -148,8 +137,8 @@ def test_refused_in_python_and_on_the_command_line(case, saved, hf_saved, static
 
 def test_a_real_process_refuses_without_traceback(saved, tmp_path):
     """`keras-sentemb encode` in its own interpreter: one line, exit 2, the module never imported."""
-    folder = _copy(saved, tmp_path / "m")
-    _edit_json(folder / "config.json", lambda c: c.update(
+    folder = BAD_INPUTS.copy_folder(saved, tmp_path / "m")
+    BAD_INPUTS.edit_json(folder / "config.json", lambda c: c.update(
         module=EVIL_MODULE, class_name="Evil", registered_name="evil>Evil"))
     marker = tmp_path / MARKER
     (tmp_path / f"{EVIL_MODULE}.py").write_text(f"open({str(marker)!r}, 'w')\nclass Evil: pass\n")
@@ -173,7 +162,7 @@ def test_multitask_heads_config_refused(saved, tmp_path, planted):
     from keras_sentemb.methods.multitask.inference import HEADS_FILE
     from keras_sentemb.methods.multitask.trainer import MultitaskModel
 
-    folder = _copy(saved, tmp_path / "m")
+    folder = BAD_INPUTS.copy_folder(saved, tmp_path / "m")
     (folder / CONFIG_FILE).write_text(json.dumps({"hidden_dim": 8, "encoder": LAMBDA}))
     np.savez(folder / HEADS_FILE, w0=np.zeros(2, "float32"))
     with pytest.raises(UnsafeFolderError, match=r"multitask_config.json: unknown setting\(s\) "
