@@ -436,8 +436,11 @@ def load_components(resolved, dtype=None):
     before anything is loaded.
     """
     location = resolved.location
-    if Path(location).is_dir():  # data, never code: refused before anything is built
-        inspect_model_folder(location, resolved.kind)
+    # Data, never code: a folder (a downloaded preset's too) is refused before anything is built.
+    local = [location] if Path(location).is_dir() else (
+        presets.cached_preset_dirs(location) if resolved.kind == "keras_hub" else [])
+    for folder in local:
+        inspect_model_folder(folder, resolved.kind)
     if resolved.kind != "huggingface":
         register_serializable_classes()
     if resolved.kind == "keras_hub" and not Path(location).is_dir():

@@ -163,6 +163,25 @@ def resolve_model(model):
     )
 
 
+def cached_preset_dirs(handle):
+    """The folders of kagglehub's cache that hold a keras-hub preset's files (config.json).
+
+    A handle with a version names one folder; one without names a folder of
+    versions, each of which is returned. Empty when nothing is cached.
+    """
+    presets = keras_hub.models.Backbone.presets
+    if handle in presets:
+        handle = presets[handle].get("kaggle_handle", handle)
+    if not handle.startswith("kaggle://"):
+        return []
+    parts = handle[len("kaggle://"):].split("/")
+    cache = Path(_os.environ.get("KAGGLEHUB_CACHE", Path.home() / ".cache" / "kagglehub"))
+    root = cache / "models" / Path(*parts)
+    if (root / "config.json").is_file():
+        return [root]
+    return sorted(d for d in root.glob("*") if (d / "config.json").is_file()) if root.is_dir() else []
+
+
 def is_cached_preset(handle):
     """Whether a keras-hub preset is already downloaded (kagglehub's cache).
 

@@ -207,6 +207,21 @@ def test_dev_selection_state_with_a_pickle_is_refused(tmp_path):
     check_npz(tmp_path / "fine.npz")  # plain arrays pass
 
 
+def test_a_downloaded_preset_is_inspected_too(saved, tmp_path, monkeypatch, planted, loads):
+    """A keras-hub preset name whose files kagglehub cached: the cached folder is inspected."""
+    from keras_sentemb.models import SentenceEncoder
+
+    cached = tmp_path / "cache" / "models" / "keras" / "bert" / "keras" / "bert_tiny_en_uncased"
+    folder = BAD_INPUTS.copy_folder(saved, cached / "3")
+    BAD_INPUTS.edit_json(folder / "config.json", lambda c: c.update(
+        module=EVIL_MODULE, class_name="Evil", registered_name="evil>Evil"))
+    monkeypatch.setenv("KAGGLEHUB_CACHE", str(tmp_path / "cache"))
+    with pytest.raises(UnsafeFolderError, match=r"bert_tiny_en_uncased/3/config.json: names the "
+                                                r"class 'evil>Evil'"):
+        SentenceEncoder.from_preset("bert_tiny_en_uncased")
+    assert EVIL_MODULE not in sys.modules and not planted.exists() and loads == []
+
+
 def test_the_planted_pickles_run_code_when_read(tmp_path):
     """The hostile pickles are real: read as a pickle reader would, they write the marker."""
     import pickle
