@@ -537,7 +537,8 @@ def _check_keras(folder, sentemb):
         inner = config.get("config") if isinstance(config, dict) else None
         if isinstance(inner, dict):
             check_sizes(inner, config_path)
-            if all(_h5_opens(w) for w in weights if w.is_file()):  # else: truncated (the loader says)
+            # A truncated weights file is left to the loader's own message.
+            if all(_h5_opens(w) for w in weights if w.is_file()):
                 check_weights_size(inner, config_path, weights)
     # (keras-hub's preprocessor.json and task.json are never read.)
     for name in ("tokenizer.json",):

@@ -74,7 +74,7 @@ def default_model_dir():
 
 
 def read_json(path):
-    """A model folder's JSON file; a one-line error naming it when it is empty, invalid or too large.
+    """A model folder's JSON file; one line naming it when it is empty, invalid or too large.
 
     Its size and nesting are bounded (`folder_inspection.check_json_size`) before it is parsed.
     """
@@ -179,7 +179,9 @@ def cached_preset_dirs(handle):
     root = cache / "models" / Path(*parts)
     if (root / "config.json").is_file():
         return [root]
-    return sorted(d for d in root.glob("*") if (d / "config.json").is_file()) if root.is_dir() else []
+    if not root.is_dir():
+        return []
+    return sorted(d for d in root.glob("*") if (d / "config.json").is_file())
 
 
 def is_cached_preset(handle):

@@ -136,7 +136,7 @@ def test_refused_in_python_and_on_the_command_line(case, saved, hf_saved, static
 
 
 def test_a_real_process_refuses_without_traceback(saved, tmp_path):
-    """`keras-sentemb encode` in its own interpreter: one line, exit 2, the module never imported."""
+    """`keras-sentemb encode` in its own interpreter: one line, exit 2, the module not imported."""
     folder = BAD_INPUTS.copy_folder(saved, tmp_path / "m")
     BAD_INPUTS.edit_json(folder / "config.json", lambda c: c.update(
         module=EVIL_MODULE, class_name="Evil", registered_name="evil>Evil"))
