@@ -38,7 +38,7 @@ def _is_saved_model(path):
 
 
 def model_kind(model):
-    """The kind of model `model` names: `STATIC`, `SAVED_MODEL`, `LITERT`, `KERAS_ARCHIVE` or `TRANSFORMER`.
+    """The kind of model `model` names (`STATIC`, `SAVED_MODEL`, `LITERT`, ... or `TRANSFORMER`).
 
     Only marker files are read (nothing is loaded); whatever is not one of
     the other kinds is taken for a Transformer, whose loader reports what is
@@ -73,7 +73,7 @@ def model_kind(model):
 
 
 def describe(model, name="model"):
-    """What `model` is, for a refusal (`"`model` X is a static model ..."`); None for a Transformer."""
+    """What `model` is, for a refusal ("`model` X is a static model ..."); None for a Transformer."""
     kind = model_kind(model)
     shown = model if isinstance(model, (str, os.PathLike)) else f"a {type(model).__name__}"
     if kind == STATIC:
@@ -118,7 +118,7 @@ def require_transformer(model, name="model", purpose="training starts from a Tra
 
 def transformer_check(name, purpose="every training method starts from a Transformer (the "
                       "static method distils one)"):
-    """A `check` for an `Argument` / `option` naming a Transformer encoder (`require_transformer`)."""
+    """A `check` for an `Argument` / `option` naming a Transformer (see `require_transformer`)."""
     def check(value):
         require_transformer(value, name, purpose)
 
