@@ -73,7 +73,7 @@ def model_kind(model):
 
 
 def describe(model, name="model"):
-    """What `model` is, for a refusal ("`model` X is a static model ..."); None for a Transformer."""
+    """What `model` is, for a refusal ("`model` X is a static model ..."), or None."""
     kind = model_kind(model)
     shown = model if isinstance(model, (str, os.PathLike)) else f"a {type(model).__name__}"
     if kind == STATIC:
