@@ -190,30 +190,6 @@ def check_inside(folder, relative, named_in):
 
 
 # ---------------------------------------------------------------- JSON files
-def _depth_ok(text, limit=200):
-    """Whether JSON text nests at most `limit` deep (json.loads recurses)."""
-    depth = deepest = 0
-    in_string = escaped = False
-    for ch in text:
-        if in_string:
-            if escaped:
-                escaped = False
-            elif ch == "\\":
-                escaped = True
-            elif ch == '"':
-                in_string = False
-        elif ch == '"':
-            in_string = True
-        elif ch in "[{":
-            depth += 1
-            deepest = max(deepest, depth)
-            if deepest > limit:
-                return False
-        elif ch in "]}":
-            depth -= 1
-    return True
-
-
 def check_json_size(path, limit=None):
     """Refuse a JSON file larger than its limit, before it is read.
 
@@ -229,10 +205,16 @@ def check_json_size(path, limit=None):
         _refuse_size(path, f"a JSON file of {size:,} bytes (the limit is {limit:,})")
 
 
-def check_json_text(path, text):
-    """Refuse JSON text nested deeper than the parser can take (it recurses)."""
-    if not _depth_ok(text):
-        _refuse_size(path, "JSON nested more than 200 levels deep")
+def parse_json(path, text):
+    """`json.loads(text)`; JSON nested deeper than the parser can take is refused in one line.
+
+    Python's parser recurses once per level and stops with `RecursionError`
+    (about a thousand levels); no real config nests more than a few.
+    """
+    try:
+        return json.loads(text)
+    except RecursionError:
+        _refuse_size(path, "JSON nested deeper than the parser can take")
 
 
 def read_json(path, limit=None):
@@ -254,9 +236,8 @@ def read_json(path, limit=None):
         text = path.read_bytes().decode("utf-8")
     except UnicodeDecodeError:
         return None
-    check_json_text(path, text)
     try:
-        return json.loads(text)
+        return parse_json(path, text)
     except json.JSONDecodeError:
         return None
 

@@ -84,9 +84,7 @@ def read_json(path):
     if not data.strip():
         raise ModelNotFoundError(f"{path} is empty (expected JSON).")
     try:
-        text = data.decode("utf-8")
-        folder_inspection.check_json_text(path, text)
-        return json.loads(text)
+        return folder_inspection.parse_json(path, data.decode("utf-8"))
     except (UnicodeDecodeError, json.JSONDecodeError) as e:
         where = f" (line {e.lineno})" if isinstance(e, json.JSONDecodeError) else ""
         raise ModelNotFoundError(f"{path} is not valid JSON{where}.") from None
