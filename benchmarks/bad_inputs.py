@@ -8,11 +8,14 @@ printed.
 
     python benchmarks/bad_inputs.py > /tmp/bad_inputs.md     # about 10 minutes on 2 cores
     python benchmarks/bad_inputs.py --streamed   # only streamed data, remote paths, LiteRT, plugins
+    python benchmarks/bad_inputs.py --hostile    # only hostile model folders, models of the wrong kind
 
 The cases of streamed training data, remote paths, LiteRT export and
 plugins (`streamed_cases`) are also what tests/test_bad_streamed_inputs.py
 runs on a tiny model, asserting each one's exit status, its one line and
-that nothing was saved.
+that nothing was saved; the hostile model folders (`HOSTILE`) are what
+tests/models/test_hostile_folders.py plants from tiny models, asserting the
+refusal and that nothing ran.
 """
 
 import dataclasses
@@ -238,6 +241,331 @@ def streamed_cases(work, model):
     return cases
 
 
+# ------------------------------------------------- hostile model folders
+# A module that writes MARKER when imported, planted beside the folders: a
+# hostile config names it. After a refusal it must not be in sys.modules and
+# MARKER must not exist (nothing ran).
+EVIL_MODULE = "sentemb_evil_marker"
+MARKER = "ran.txt"
+LAMBDA = {"module": "keras.layers", "class_name": "Lambda", "registered_name": None,
+          "config": {"name": "x", "function": {
+              "class_name": "__lambda__",
+              "config": {"code": "4wEAAAAAAAAAAAAAAAEAAAADAAAA", "defaults": None,
+                         "closure": None}}}}
+
+
+def plant_module(folder):
+    """`EVIL_MODULE.py` in `folder` (put it on the module path); returns the marker's path."""
+    marker = Path(folder) / MARKER
+    (Path(folder) / f"{EVIL_MODULE}.py").write_text(
+        f"open({str(marker)!r}, 'w').write('imported')\nclass Evil:\n    pass\n")
+    return marker
+
+
+def pickle_bytes(marker):
+    """A pickle whose loading creates `marker` (`open(marker, "w")`), as a hostile one runs code."""
+    return b"cbuiltins\nopen\n(V" + str(marker).encode() + b"\nVw\ntR."
+
+
+def write_object_npz(path, name, marker, **arrays):
+    """An `.npz` whose member `name` is an object array: the pickle of `pickle_bytes`."""
+    import io
+    import zipfile
+
+    import numpy as np
+
+    member = io.BytesIO()
+    np.lib.format.write_array_header_1_0(
+        member, {"descr": "|O", "fortran_order": False, "shape": (1,)})
+    member.write(b"\x80\x02]q\x00" + pickle_bytes(marker)[:-1] + b"a.")
+    with zipfile.ZipFile(path, "w") as archive:
+        archive.writestr(f"{name}.npy", member.getvalue())
+        for key, value in arrays.items():
+            data = io.BytesIO()
+            np.save(data, value)
+            archive.writestr(f"{key}.npy", data.getvalue())
+
+
+def copy_folder(src, dst):
+    """A copy of the folder `src` at `dst` (links kept as links); returns `dst`."""
+    shutil.copytree(src, dst, symlinks=True)
+    return dst
+
+
+def edit_json(path, edit):
+    """Rewrite the JSON file `path` with `edit(data)` applied (in place)."""
+    data = json.loads(path.read_text())
+    edit(data)
+    path.write_text(json.dumps(data))
+
+
+def _replace(path, data):
+    """Write `path` anew (never through a link or into a file shared with the original)."""
+    if path.exists() or path.is_symlink():
+        path.unlink()
+    path.write_bytes(data)
+
+
+# Each plants one hostile folder in `work` from a keras_sentemb folder
+# (`sentemb`), a Hugging Face / sentence-transformers folder (`hf`) and a
+# static folder (`static`), and returns (folder, the file the refusal names, a
+# fragment of its reason). The config names EVIL_MODULE where a module is named.
+def module_outside_keras(work, sentemb, hf, static):
+    folder = copy_folder(sentemb, work / "module_outside_keras")
+    edit_json(folder / "config.json", lambda c: c.update(
+        module=EVIL_MODULE, class_name="Evil", registered_name="evil>Evil"))
+    return folder, "config.json", f"names the class 'evil>Evil' (module '{EVIL_MODULE}')"
+
+
+def allowed_class_in_another_module(work, sentemb, hf, static):
+    folder = copy_folder(sentemb, work / "allowed_class_in_another_module")
+    edit_json(folder / "config.json", lambda c: c.update(module=EVIL_MODULE))
+    return folder, "config.json", f"in module '{EVIL_MODULE}', outside the allowed set"
+
+
+def class_outside_allowed_set(work, sentemb, hf, static):
+    folder = copy_folder(sentemb, work / "class_outside_allowed_set")
+    edit_json(folder / "tokenizer.json", lambda c: c.update(
+        module="keras_sentemb.methods.simcse.trainer", class_name="SimCSETrainer",
+        registered_name="keras_sentemb>SimCSETrainer"))
+    return folder, "tokenizer.json", "names the class 'keras_sentemb>SimCSETrainer'"
+
+
+def lambda_layer(work, sentemb, hf, static):
+    import numpy as np
+
+    folder = copy_folder(sentemb, work / "lambda_layer")
+    edit_json(folder / "sentemb_config.json", lambda c: c.update(format_version=2,
+                                                                  postprocess=LAMBDA))
+    np.savez(folder / "sentemb_postprocess.npz", w0=np.zeros(2, "float32"))
+    return folder, "sentemb_config.json", "names a Lambda layer"
+
+
+def serialized_function(work, sentemb, hf, static):
+    folder = copy_folder(sentemb, work / "serialized_function")
+    edit_json(folder / "config.json", lambda c: c["config"].update(
+        activation=LAMBDA["config"]["function"]))
+    return folder, "config.json", "names a serialized function ('__lambda__'"
+
+
+def pickled_weights_only(work, sentemb, hf, static):
+    folder = copy_folder(hf, work / "pickled_weights_only")
+    (folder / "model.safetensors").unlink()
+    (folder / "pytorch_model.bin").write_bytes(pickle_bytes(work / MARKER))
+    return folder, "pytorch_model.bin", "holds the weights only as a pickle"
+
+
+def pickle_in_npz(work, sentemb, hf, static):
+    import numpy as np
+
+    folder = copy_folder(sentemb, work / "pickle_in_npz")
+    edit_json(folder / "sentemb_config.json", lambda c: c.update(projection_dim=4))
+    write_object_npz(folder / "sentemb_projection.npz", "kernel", work / MARKER,
+                     bias=np.zeros(4, "float32"))
+    return folder, "sentemb_projection.npz", "holds Python objects (kernel.npy)"
+
+
+def weights_link_out(work, sentemb, hf, static):
+    folder = copy_folder(sentemb, work / "weights_link_out")
+    outside = work / "elsewhere.weights.h5"
+    shutil.move(folder / "model.weights.h5", outside)
+    os.symlink(outside, folder / "model.weights.h5")
+    return folder, "model.weights.h5", "a link to"
+
+
+def vocabulary_link_out(work, sentemb, hf, static):
+    folder = copy_folder(hf, work / "vocabulary_link_out")
+    (folder / "vocab.txt").unlink()
+    os.symlink("/etc/hostname", folder / "vocab.txt")
+    return folder, "vocab.txt", "a link to /etc/hostname, outside the folder"
+
+
+def module_path_out(work, sentemb, hf, static):
+    folder = copy_folder(hf, work / "module_path_out")
+    (work / "outside").mkdir(exist_ok=True)
+    _replace(folder / "modules.json", json.dumps([
+        {"idx": 0, "name": "0", "path": "", "type": "sentence_transformers.models.Transformer"},
+        {"idx": 1, "name": "1", "path": "../outside",
+         "type": "sentence_transformers.models.Pooling"}]).encode())
+    return folder, "modules.json", "names the path '../outside', outside the folder"
+
+
+def weight_map_out(work, sentemb, hf, static):
+    folder = copy_folder(hf, work / "weight_map_out")
+    shutil.move(folder / "model.safetensors", work / "shard.safetensors")
+    (folder / "model.safetensors.index.json").write_text(json.dumps(
+        {"metadata": {}, "weight_map": {"embeddings.word_embeddings.weight":
+                                        "../shard.safetensors"}}))
+    return folder, "model.safetensors.index.json", "names the path '../shard.safetensors'"
+
+
+def custom_code(work, sentemb, hf, static):
+    folder = copy_folder(hf, work / "custom_code")
+    (folder / f"{EVIL_MODULE}.py").write_text(f"open({str(work / MARKER)!r}, 'w')\n")
+    edit_json(folder / "config.json", lambda c: c.update(
+        auto_map={"AutoModel": f"{EVIL_MODULE}.Evil"}))
+    return folder, "config.json", "asks for the folder's own code (auto_map"
+
+
+def custom_module_type(work, sentemb, hf, static):
+    folder = copy_folder(hf, work / "custom_module_type")
+    _replace(folder / "modules.json", json.dumps([
+        {"idx": 0, "name": "0", "path": "", "type": f"{EVIL_MODULE}.Evil"}]).encode())
+    return folder, "modules.json", f"names the module type '{EVIL_MODULE}.Evil'"
+
+
+def fifo_tokenizer(work, sentemb, hf, static):
+    folder = copy_folder(hf, work / "fifo_tokenizer")
+    if (folder / "tokenizer.json").exists():
+        (folder / "tokenizer.json").unlink()
+    os.mkfifo(folder / "tokenizer.json")
+    return folder, "tokenizer.json", "neither a regular file nor a folder"
+
+
+def vocabulary_of_a_billion(work, sentemb, hf, static):
+    folder = copy_folder(sentemb, work / "vocabulary_of_a_billion")
+    edit_json(folder / "config.json", lambda c: c["config"].update(vocabulary_size=10**9))
+    return folder, "config.json", "vocabulary_size=1,000,000,000 (more than 2,000,000)"
+
+
+def a_million_layers(work, sentemb, hf, static):
+    folder = copy_folder(hf, work / "a_million_layers")
+    edit_json(folder / "config.json", lambda c: c.update(num_hidden_layers=10**6))
+    return folder, "config.json", "num_hidden_layers=1,000,000 (more than 512)"
+
+
+def huge_width(work, sentemb, hf, static):
+    folder = copy_folder(sentemb, work / "huge_width")
+    edit_json(folder / "config.json", lambda c: c["config"].update(hidden_dim=10**7))
+    return folder, "config.json", "hidden_dim=10,000,000 (more than 65,536)"
+
+
+def huge_sequence_length(work, sentemb, hf, static):
+    folder = copy_folder(hf, work / "huge_sequence_length")
+    edit_json(folder / "config.json", lambda c: c.update(max_position_embeddings=10**8))
+    return folder, "config.json", "max_position_embeddings=100,000,000"
+
+
+def weights_smaller_than_config(work, sentemb, hf, static):
+    folder = copy_folder(sentemb, work / "weights_smaller_than_config")
+    edit_json(folder / "config.json", lambda c: c["config"].update(  # real sizes, not these weights
+        num_layers=96, hidden_dim=4096, intermediate_dim=16384, num_heads=32))
+    return folder, "config.json", "parameters, but its weights (model.weights.h5) hold"
+
+
+def gigabyte_tokenizer(work, sentemb, hf, static):
+    folder = copy_folder(hf, work / "gigabyte_tokenizer")
+    if (folder / "tokenizer.json").exists():
+        (folder / "tokenizer.json").unlink()
+    with open(folder / "tokenizer.json", "wb") as f:
+        f.truncate(2**30)  # sparse: no disk used
+    return folder, "tokenizer.json", "a JSON file of 1,073,741,824 bytes"
+
+
+def deeply_nested_json(work, sentemb, hf, static):
+    folder = copy_folder(hf, work / "deeply_nested_json")
+    if (folder / "tokenizer_config.json").exists():
+        (folder / "tokenizer_config.json").unlink()
+    (folder / "tokenizer_config.json").write_text("[" * 100_000 + "]" * 100_000)
+    return folder, "tokenizer_config.json", "JSON nested deeper than the parser can take"
+
+
+def static_table_of_a_billion_rows(work, sentemb, hf, static):
+    folder = copy_folder(static, work / "static_table_of_a_billion_rows")
+    header = json.dumps({"embeddings": {"dtype": "F32", "shape": [10**9, 8],
+                                        "data_offsets": [0, 32]}}).encode()
+    _replace(folder / "model.safetensors", len(header).to_bytes(8, "little") + header + bytes(32))
+    return folder, "model.safetensors", "the tensor 'embeddings' of shape [1000000000, 8]"
+
+
+def static_tokenizer_link_out(work, sentemb, hf, static):
+    folder = copy_folder(static, work / "static_tokenizer_link_out")
+    shutil.move(folder / "tokenizer.json", work / "tokenizer.json")
+    os.symlink(work / "tokenizer.json", folder / "tokenizer.json")
+    return folder, "tokenizer.json", "outside the folder"
+
+
+# (the table's label, the planting function)
+HOSTILE = [
+    ("config names a module outside Keras", module_outside_keras),
+    ("an allowed class named in another module", allowed_class_in_another_module),
+    ("a class outside the allowed set (a trainer)", class_outside_allowed_set),
+    ("a Lambda layer as post-processing", lambda_layer),
+    ("a serialized function (`__lambda__`)", serialized_function),
+    ("weights only as a pickle (`pytorch_model.bin`)", pickled_weights_only),
+    ("an `.npz` of pickled objects", pickle_in_npz),
+    ("weights are a link out of the folder", weights_link_out),
+    ("`vocab.txt` links to /etc/hostname", vocabulary_link_out),
+    ("`modules.json` path `../outside`", module_path_out),
+    ("safetensors index names `../shard.safetensors`", weight_map_out),
+    ("`auto_map` (the folder's own code)", custom_code),
+    ("a sentence-transformers module of its own", custom_module_type),
+    ("`tokenizer.json` is a FIFO", fifo_tokenizer),
+    ("a vocabulary of 10^9", vocabulary_of_a_billion),
+    ("10^6 layers", a_million_layers),
+    ("a width of 10^7", huge_width),
+    ("10^8 positions", huge_sequence_length),
+    ("96 layers of 4,096 in a config, MiniLM's weights", weights_smaller_than_config),
+    ("a 1 GiB `tokenizer.json`", gigabyte_tokenizer),
+    ("JSON nested 100,000 deep", deeply_nested_json),
+    ("static table of 10^9 rows in its header", static_table_of_a_billion_rows),
+    ("static `tokenizer.json` links out", static_tokenizer_link_out),
+]
+
+
+def hostile_rows(work, sentemb, hf, static):
+    """Table rows: `encode --model` on each `HOSTILE` folder, in a fresh process; nothing may run."""
+    work = Path(work)
+    marker = plant_module(work)
+    rows = []
+    for label, plant in HOSTILE:
+        folder, name, reason = plant(work, sentemb, hf, static)
+        done = run_cli("encode", "--model", folder, "--input", work / "crlf.txt", "--output",
+                       work / "h.npy", pythonpath=work)
+        said = last_line(done.stderr)
+        if marker.exists() or (work / "h.npy").exists() or reason not in said:
+            said = f"NOT REFUSED AS EXPECTED: {said}"
+        rows.append(("`encode --model`", label, done.returncode, said.replace(str(work), "$TMP")))
+        shutil.rmtree(folder, ignore_errors=True)
+    return rows
+
+
+def wrong_kind_rows(work, model, static):
+    """Table rows: a model of the wrong kind for each command that cannot take it."""
+    work = Path(work)
+    (work / "served" / "1").mkdir(parents=True, exist_ok=True)
+    (work / "served" / "1" / "saved_model.pb").write_bytes(b"\x08\x01")
+    (work / "model.tflite").write_bytes(b"TFL3" + bytes(60))
+    text = work / "crlf.txt"
+    pairs = work / "pairs.tsv"
+    pairs.write_text("a man is playing\tthe man plays\n" * 40)
+    cases = [
+        ("`train simcse`", "static model as `--model`",
+         ["train", "simcse", "--model", static, "--train-file", text, "--output", work / "k1"]),
+        ("`train static`", "static model as the teacher (`--model`)",
+         ["train", "static", "--model", static, "--train-file", text, "--output", work / "k2"]),
+        ("`train parallel`", "static model as `--teacher`",
+         ["train", "parallel", "--model", model, "--teacher", static, "--train-file", pairs,
+          "--output", work / "k3"]),
+        ("`train simcse`", "exported SavedModel as `--model`",
+         ["train", "simcse", "--model", work / "served", "--train-file", text, "--output",
+          work / "k4"]),
+        ("`encode`", "LiteRT file as `--model`",
+         ["encode", "--model", work / "model.tflite", "--input", text, "--output", work / "k.npy"]),
+        ("`evaluate sts`", "static model with `--num-layers 2`",
+         ["evaluate", "sts", "--model", static, "--num-layers", "2", "--data", work]),
+        ("`export --format transformers`", "static model",
+         ["export", "--model", static, "--format", "transformers", "--output", work / "k5"]),
+        ("`export --format model2vec`", "Transformer model",
+         ["export", "--model", model, "--format", "model2vec", "--output", work / "k6"]),
+    ]
+    rows = []
+    for where, label, argv in cases:
+        code, said = cli(*argv)
+        rows.append((where, label, code, said.replace(str(work), "$TMP")))
+    return rows
+
+
 def streamed_rows(work, model):
     """Table rows: each of `streamed_cases`, run in a fresh process."""
     write_streamed_inputs(Path(work) / "streamed")
@@ -277,7 +605,28 @@ def print_table(rows, limit=150):
         print(f"| {where} | {label} | {cell(code)} | {cell(said, limit)} |")
 
 
+def hostile_main():
+    """`--hostile`: the hostile folders and the wrong kinds, on copies of the default model."""
+    work = Path(tempfile.mkdtemp(prefix="bad_inputs_"))
+    try:
+        from keras_sentemb import SentenceEncoder
+        from keras_sentemb import distill_static
+        from keras_sentemb.models.presets import default_model_dir
+
+        encoder = SentenceEncoder.from_preset("default")
+        encoder.save(work / "model")
+        distill_static(encoder, dims=64).save(work / "static")
+        (work / "crlf.txt").write_bytes(b"first line\r\nsecond line\r\n")
+        rows = hostile_rows(work, work / "model", default_model_dir(), work / "static")
+        rows += wrong_kind_rows(work, work / "model", work / "static")
+        print_table(rows, limit=None)  # whole lines
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+
+
 def main():
+    if sys.argv[1:] == ["--hostile"]:  # only hostile model folders and models of the wrong kind
+        return hostile_main()
     if sys.argv[1:] == ["--streamed"]:  # only the cases of `streamed_cases`
         work = Path(tempfile.mkdtemp(prefix="bad_inputs_"))
         try:

@@ -109,6 +109,12 @@ def load_encoder(model, pooling=None, max_length=None, num_layers=None, precisio
     if is_static_folder(model):  # a static folder: its own class, no precision
         from keras_sentemb.models.static_encoder import StaticEncoder
 
+        if num_layers is not None:
+            raise UsageError(f"--num-layers applies to Transformer models; {model} is a static "
+                             "model (a table of token vectors, no layers)")
+        if pooling not in (None, "mean"):
+            raise UsageError(f"--pooling {pooling}: {model} is a static model, which averages "
+                             "its token vectors (mean)")
         return StaticEncoder.from_preset(model, max_length=max_length)
     dtype = None
     if precision is not None:

@@ -17,6 +17,7 @@ from keras_sentemb.cli.common import read_lines
 from keras_sentemb.io_utils import save_npy
 from keras_sentemb.io_utils import write_file_atomic
 from keras_sentemb.models import static_runtime
+from keras_sentemb.models.folder_inspection import UnsafeFolderError
 
 # `encode` flags a static folder cannot honour, with why.
 ENCODE_REFUSED = {
@@ -54,7 +55,7 @@ def encode(args):
     sentences = read_lines(args.input)
     try:
         table = static_runtime.StaticTable.from_folder(args.model)
-    except static_runtime.StaticFolderError as e:
+    except (static_runtime.StaticFolderError, UnsafeFolderError) as e:
         raise UsageError(str(e)) from None
     vectors = table.encode(sentences, batch_size=max(args.batch_size, 1024),
                            normalize=args.normalize, max_length=args.max_length)

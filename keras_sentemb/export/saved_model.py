@@ -41,6 +41,7 @@ from keras_sentemb.export.parity import relative_errors
 from keras_sentemb.export.standalone import run_standalone
 from keras_sentemb.model_card import build_model_card
 from keras_sentemb.model_card import write_model_card
+from keras_sentemb.models import model_kinds
 from keras_sentemb.models.int8_encoder import DEFAULT_CALIBRATION_SIZE
 from keras_sentemb.models.int8_encoder import prepare_int8
 from keras_sentemb.kernels.policy import declare_graph
@@ -104,8 +105,15 @@ class VersionExistsError(FileExistsError, ValueError):
 
 # ------------------------------------------------------------------ helpers
 def _as_encoder(encoder):
-    """A `SentenceEncoder` from an encoder, a trainer or a model name."""
+    """A `SentenceEncoder` from an encoder, a trainer or a model name.
 
+    A static model (a `StaticEncoder` or its folder) is refused in one line
+    that names its own export, `keras_sentemb.export_static`.
+    """
+    what = model_kinds.describe(encoder, "encoder")
+    if what is not None and model_kinds.model_kind(encoder) == model_kinds.STATIC:
+        raise TypeError(f"{what}; export it with keras_sentemb.export_static(encoder, path, "
+                        "format=...) (saved-model, litert, sentence-transformers or model2vec).")
     if isinstance(encoder, (str, os.PathLike)):
         return SentenceEncoder.from_preset(os.fspath(encoder))
     if isinstance(encoder, SentenceEncoder):

@@ -170,6 +170,10 @@ def export_static(encoder, path, format="sentence-transformers", **kwargs):
 
     if isinstance(encoder, (str, os.PathLike)):
         encoder = StaticEncoder.from_preset(encoder)
+    if not isinstance(encoder, StaticEncoder):
+        raise TypeError(f"`encoder` must be a StaticEncoder or a static folder; received "
+                        f"{type(encoder).__name__} (a Transformer exports with "
+                        "export_saved_model, export_huggingface or export_litert).")
     if format in ("sentence-transformers", "model2vec"):
         return export_static_folder(encoder, path, format=format, **kwargs)
     if format == "saved-model":

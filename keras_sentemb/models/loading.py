@@ -19,6 +19,7 @@ import keras_hub
 import numpy as np
 
 from keras_sentemb.models import presets
+from keras_sentemb.models.folder_inspection import inspect_model_folder
 from keras_sentemb.kernels.deferred_init import initializers_deferred
 from keras_sentemb.kernels.fused_gelu import HF_HIDDEN_ACT
 from keras_sentemb.models.presets import is_cached_preset
@@ -430,11 +431,18 @@ def load_components(resolved, dtype=None):
     """Load backbone, tokenizer and stored settings for a `ResolvedModel`.
 
     Raises `ModelLoadError` (one line, naming the file or preset) for a
-    broken folder or an unreachable preset.
+    broken folder or an unreachable preset, and `UnsafeFolderError` for a
+    folder that names code or sizes no model has (see `folder_inspection`),
+    before anything is loaded.
     """
+    location = resolved.location
+    # Data, never code: a folder (a downloaded preset's too) is refused before anything is built.
+    local = [location] if Path(location).is_dir() else (
+        presets.cached_preset_dirs(location) if resolved.kind == "keras_hub" else [])
+    for folder in local:
+        inspect_model_folder(folder, resolved.kind)
     if resolved.kind != "huggingface":
         register_serializable_classes()
-    location = resolved.location
     if resolved.kind == "keras_hub" and not Path(location).is_dir():
 
         if not is_cached_preset(location):

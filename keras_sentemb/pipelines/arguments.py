@@ -23,6 +23,7 @@ import re
 import types
 import typing
 
+from keras_sentemb.models.model_kinds import transformer_check
 from keras_sentemb.validation import DEFAULT_MAX_SKIPPED
 
 _NONE = type(None)
@@ -255,7 +256,7 @@ SHARED_ARGUMENTS = (
     Argument("model", object, "default", "`\"default\"` (the bundled all-MiniLM-L6-v2), a "
              "keras-hub preset name, a Hugging Face / sentence-transformers folder, a folder "
              "saved by this package, or (in Python) a `SentenceEncoder`.",
-             type_doc="str or `SentenceEncoder`"),
+             type_doc="str or `SentenceEncoder`", check=transformer_check("model")),
     Argument("steps", int | None, None, "Optimizer steps; None is the method's epochs over "
              "the data.", minimum=1),
     Argument("batch_size", int, 32, "Rows per optimizer step (global, across replicas).",

@@ -25,6 +25,7 @@ import keras
 from keras_sentemb import compat
 from keras_sentemb.io_utils import check_room
 from keras_sentemb.io_utils import h5_weights_size
+from keras_sentemb.models.folder_inspection import inspect_backup_folder
 
 logger = logging.getLogger(__name__)
 
@@ -54,7 +55,9 @@ def inspect_backup(backup_dir):
     """`(epoch, weights_path)` of a usable backup, `(0, None)` without one.
 
     Raises:
-        ValueError: the backup exists but is damaged (the message says how).
+        ValueError: the backup exists but is damaged (the message says how),
+            or holds a link or names a weights file outside its folder
+            (`folder_inspection.UnsafeFolderError`).
     """
     meta = os.path.join(os.fspath(backup_dir), METADATA_FILE)
     if not os.path.isfile(meta):
@@ -63,10 +66,12 @@ def inspect_backup(backup_dir):
         with open(meta, encoding="utf-8") as f:
             state = json.load(f)
         epoch = int(state["epoch"])
-        weights = os.path.join(os.fspath(backup_dir), state.get(
-            "weights", WEIGHTS_PATTERN.format(epoch=epoch)))
+        name = state.get("weights", WEIGHTS_PATTERN.format(epoch=epoch))
+        weights = os.path.join(os.fspath(backup_dir), name)
     except (OSError, ValueError, KeyError, TypeError) as e:
         raise ValueError(f"{METADATA_FILE} is unreadable ({type(e).__name__}: {e})") from None
+    # Data, never code: no link out of the backup, no weights file outside it.
+    inspect_backup_folder(backup_dir, name, meta)
     if epoch < 0:
         raise ValueError(f"{METADATA_FILE} names epoch {epoch}")
     if epoch == 0:

@@ -12,6 +12,7 @@ import numpy as np
 from keras_sentemb import validation
 from keras_sentemb.evaluation.sts import cosine_scores
 from keras_sentemb.kernels.precision import reproducible
+from keras_sentemb.models.folder_inspection import check_npz
 
 logger = logging.getLogger(__name__)
 
@@ -178,6 +179,7 @@ class DevSelection(keras.callbacks.Callback):
             self.best_score = float(state["best_score"])
             self._wait = int(state.get("wait", 0))
             if self.restore_best and os.path.isfile(weights_path):
+                check_npz(weights_path)  # arrays only, never a pickle
                 with np.load(weights_path) as data:
                     self._best_weights = [data[f"arr_{i}"] for i in range(len(data.files))]
         logger.info(

@@ -14,10 +14,43 @@ import tensorflow as tf
 
 from keras_sentemb.data.multitask import STSB_TEST_LEAKAGE_WARNING
 from keras_sentemb.models import SentenceEncoder
+from keras_sentemb.models.folder_inspection import LIMITS
+from keras_sentemb.models.folder_inspection import UnsafeFolderError
+from keras_sentemb.models.folder_inspection import check_npz
+from keras_sentemb.models.folder_inspection import read_json
 
 HEADS_FILE = "multitask_heads.npz"
 CONFIG_FILE = "multitask_config.json"
 LEAKAGE_FILE = "LEAKAGE_WARNING.txt"
+
+
+# The keys of CONFIG_FILE (`MultitaskInference.head_config`).
+HEAD_CONFIG_KEYS = ("head_sharing", "hidden_dim", "dropout", "num_classes", "pooling",
+                    "head_style")
+
+
+def _read_head_config(path):
+    """The heads' config: a JSON object of `HEAD_CONFIG_KEYS` with plain values, sizes bounded."""
+    if not path.is_file():
+        raise FileNotFoundError(f"{path} is missing: not a folder written by fit_multitask.")
+    config = read_json(path)
+    if not isinstance(config, dict):
+        raise UnsafeFolderError(f"{path} is not a JSON object of the heads' settings.")
+    unknown = sorted(set(config) - set(HEAD_CONFIG_KEYS))
+    if unknown:
+        raise UnsafeFolderError(f"{path}: unknown setting(s) {', '.join(map(repr, unknown))}; "
+                                f"the heads take {', '.join(HEAD_CONFIG_KEYS)}.")
+    for key, value in config.items():
+        if not isinstance(value, (str, int, float, bool, type(None))):
+            raise UnsafeFolderError(f"{path}: {key} must be a plain value; received "
+                                    f"{type(value).__name__}.")
+    for key in ("hidden_dim", "num_classes"):
+        value = config.get(key)
+        if isinstance(value, int) and value > LIMITS["width"]:
+            raise UnsafeFolderError(f"{path}: {key}={value:,} (more than {LIMITS['width']:,}); "
+                                    "no real model has that, so it is refused before anything "
+                                    "is loaded.")
+    return config
 
 
 class MultitaskInference:
@@ -138,10 +171,15 @@ class MultitaskInference:
 
     @classmethod
     def load_from_folder(cls, folder):
-        """Load a model written by `save_to_folder` (or `fit_multitask`)."""
+        """Load a model written by `save_to_folder` (or `fit_multitask`).
+
+        The folder is checked as every model folder is (`folder_inspection`),
+        and its heads' config may hold only the keys `save_heads` writes, with
+        plain values, and sizes within `folder_inspection.LIMITS`.
+        """
         folder = Path(os.fspath(folder))
-        with open(folder / CONFIG_FILE, encoding="utf-8") as f:
-            config = json.load(f)
+        config = _read_head_config(folder / CONFIG_FILE)
+        check_npz(folder / HEADS_FILE)  # arrays only, never a pickle
         model = cls(SentenceEncoder.from_preset(str(folder)), **config)
         with np.load(folder / HEADS_FILE) as weights:
             variables = model.head_variables()

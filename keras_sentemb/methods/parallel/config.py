@@ -12,6 +12,7 @@ from keras_sentemb import validation
 from keras_sentemb.methods.method import Preset
 from keras_sentemb.methods.options import MethodConfig
 from keras_sentemb.methods.options import option
+from keras_sentemb.models.model_kinds import transformer_check
 from keras_sentemb.models.sentence_encoder import SentenceEncoder
 from keras_sentemb.models.vocabulary import INITS
 
@@ -44,9 +45,11 @@ class ParallelConfig(MethodConfig):
     teacher: EncoderSpec = option(
         None, "The source-side encoder: in the paper a trained sentence encoder "
         "(SimCSE-RoBERTa-large for step A); `None` is `model`, with a warning in "
-        "`\"frozen_teacher\"` mode (the student would learn from its own starting point).")
+        "`\"frozen_teacher\"` mode (the student would learn from its own starting point).",
+        check=transformer_check("teacher", "the teacher is a Transformer encoder"))
     student: EncoderSpec = option(None, "The student's initialisation; `None` is a copy of "
-                                  "`model`.")
+                                  "`model`.", check=transformer_check(
+                                      "student", "the student is a Transformer encoder"))
     mode: str = option("frozen_teacher", "`\"frozen_teacher\"` (only the student is trained), "
                        "`\"dual\"` (both encoders are trained) or `\"shared\"` (one encoder for "
                        "both languages).", choices=MODES, source=f"{PAPER}, section 3.2")
