@@ -293,8 +293,11 @@ class EncodingEngine:
             return truncate_embeddings(full, truncate_dim, self.normalize or bool(normalize))
         precision = resolve_encode_precision(precision)
         int8 = precision == "int8"
-        target = int8_target(self) if int8 else (
-            self if precision == "float32" else self.precision_twin(precision))
+        # The copy that computes in `precision`: this encoder when its policy is
+        # that precision's, else its twin (a mixed-bfloat16 encoder in training
+        # encodes `precision="float32"` through its float32 twin, so dev scores
+        # and teachers' targets are float32's whatever the run trains in).
+        target = int8_target(self) if int8 else self.precision_twin(precision)
         if target is not self:  # the copy that computes in `precision`
             return target.encode(
                 sentences, batch_size=batch_size, max_length=max_length,

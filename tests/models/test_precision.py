@@ -35,7 +35,7 @@ def cpu_without_native_bfloat16(monkeypatch):
 
 def test_bfloat16_encode_is_close_to_float32_and_float32_outputs():
     enc = make_tiny_encoder()
-    full = enc.encode(SENTENCES)
+    full = enc.encode(SENTENCES, precision="float32")
     half = enc.encode(SENTENCES, precision="bfloat16")
     assert half.dtype == np.float32 and half.shape == full.shape
     # bfloat16 keeps 8 bits of mantissa: ~1e-2 relative error, far from random.
@@ -60,6 +60,16 @@ def test_a_mixed_precision_encoder_encodes_through_a_bfloat16_twin():
     assert twin is not mixed and twin.backbone.dtype_policy.name == "bfloat16"
     assert_close_vectors(mixed.encode(SENTENCES, precision="bfloat16"),
                          enc.encode(SENTENCES, precision="bfloat16"), rtol=1e-5)
+
+
+def test_a_mixed_precision_encoder_encodes_float32_when_asked():
+    """A model in mixed-precision training (dev scores, a teacher's targets) encodes float32
+    through its float32 twin, not through its own bfloat16 compute."""
+    enc = make_tiny_encoder()
+    mixed = enc.clone(dtype="mixed_bfloat16")
+    assert mixed.precision_twin("float32").backbone.dtype_policy.name == "float32"
+    assert_close_vectors(mixed.encode(SENTENCES, precision="float32"),
+                         enc.encode(SENTENCES, precision="float32"), rtol=1e-5)
 
 
 def test_without_native_bfloat16_encode_computes_in_float32(cpu_without_native_bfloat16):
@@ -101,8 +111,11 @@ def test_cli_encode_precision(tmp_path, capsys):
     (tmp_path / "in.txt").write_text("\n".join(SENTENCES) + "\n", encoding="utf-8")
     assert cli.main(["encode", "--model", str(model), "--input", str(tmp_path / "in.txt"),
                      "--output", str(tmp_path / "out.npy"), "--precision", "bfloat16"]) == 0
+    # Two bfloat16 graphs (built from the folder, and the twin of `enc`) may pick different
+    # kernels for their shapes (AMX tiles, AVX512-BF16): equal to bfloat16's rounding.
     assert_close_vectors(
-        np.load(tmp_path / "out.npy"), enc.encode(SENTENCES, precision="bfloat16"), rtol=1e-5
+        np.load(tmp_path / "out.npy"), enc.encode(SENTENCES, precision="bfloat16"), rtol=2e-2,
+        cos=0.9999
     )
     with pytest.raises(SystemExit):
         cli.main(["encode", "--model", str(model), "--input", str(tmp_path / "in.txt"),
