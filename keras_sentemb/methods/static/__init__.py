@@ -227,7 +227,7 @@ class StaticMethod(Method):
         # traced inside a static trainer's step, kept an earlier run's
         # variables (a second fit in one process failed); one table gains
         # nothing from fusing.
-        run.compile(trainer, adamw_linear_decay(plan.learning_rate, plan.steps, fused=False))
+        run.compile(trainer, adamw_linear_decay(plan.learning_rate, plan.steps))
         names = COLUMNS[config.objective]
         if stream is not None:
             make_dataset = run.stream_batches(teacher, stream, names, plan,
