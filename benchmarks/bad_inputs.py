@@ -133,6 +133,11 @@ def write_streamed_inputs(folder):
     data = bytearray((folder / "corrupt.tfrecord").read_bytes())
     data[-2000:-1990] = b"\xff" * 10  # a record near the end fails its checksum
     (folder / "corrupt.tfrecord").write_bytes(bytes(data))
+    for part in range(3):  # a glob of three TFRecord files; the last one has a corrupt record
+        _examples(folder / f"members-{part}.tfrecord", sentences(300 * (part + 1))[300 * part:])
+    data = bytearray((folder / "members-2.tfrecord").read_bytes())
+    data[-2000:-1990] = b"\xff" * 10
+    (folder / "members-2.tfrecord").write_bytes(bytes(data))
     packed = gzip.compress("".join(f"{t}\n" for t in sentences(4000)).encode())
     (folder / "trunc-0.txt.gz").write_bytes(packed[: len(packed) // 2])
     _lines(folder / "mixed-0.txt", [], b"")
@@ -199,6 +204,8 @@ def streamed_cases(work, model):
               ("random.tfrecord", "corrupt")),
         train("TFRecord with a corrupt record near its end", data / "corrupt.tfrecord",
               ("corrupt.tfrecord", "corrupt")),
+        train("a glob of three TFRecord files, the last with a corrupt record",
+              data / "members-*.tfrecord", ("members-2.tfrecord", "corrupt")),
         train("a truncated `.txt.gz` (glob)", data / "trunc-*.txt.gz",
               ("trunc-0.txt.gz", "truncated")),
         train("a glob whose only file is empty", data / "void-*.txt", ("void-0.txt", "no rows")),
