@@ -8,6 +8,7 @@ printed.
 
     python benchmarks/bad_inputs.py > /tmp/bad_inputs.md     # about 10 minutes on 2 cores
     python benchmarks/bad_inputs.py --streamed   # only streamed data, remote paths, LiteRT, plugins
+    python benchmarks/bad_inputs.py --streamed --case "TFRecord files"   # the cases named so
 
 The cases of streamed training data, remote paths, LiteRT export and
 plugins (`streamed_cases`) are also what tests/test_bad_streamed_inputs.py
@@ -245,12 +246,14 @@ def streamed_cases(work, model):
     return cases
 
 
-def streamed_rows(work, model):
-    """Table rows: each of `streamed_cases`, run in a fresh process."""
+def streamed_rows(work, model, only=None):
+    """Table rows: each of `streamed_cases` (whose label holds `only`), in a fresh process."""
     write_streamed_inputs(Path(work) / "streamed")
     plugin = write_broken_plugin(Path(work) / "plugin")
     rows = []
     for case in streamed_cases(work, model):
+        if only is not None and only not in case.label:
+            continue
         done = run_cli(*case.argv, fsize=case.fsize, pythonpath=plugin if case.plugin else None)
         said = last_line(done.stderr)
         if done.returncode == 0 and case.names:  # the line that says it, not the last one
@@ -285,13 +288,15 @@ def print_table(rows, limit=150):
 
 
 def main():
-    if sys.argv[1:] == ["--streamed"]:  # only the cases of `streamed_cases`
+    if sys.argv[1:2] == ["--streamed"]:  # only the cases of `streamed_cases`
+        # `--streamed --case TEXT`: only the cases whose label holds TEXT.
+        only = sys.argv[3] if sys.argv[2:3] == ["--case"] and len(sys.argv) > 3 else None
         work = Path(tempfile.mkdtemp(prefix="bad_inputs_"))
         try:
             from keras_sentemb import SentenceEncoder
 
             SentenceEncoder.from_preset("default").save(work / "model")
-            print_table(streamed_rows(work, work / "model"), limit=None)  # whole lines
+            print_table(streamed_rows(work, work / "model", only), limit=None)  # whole lines
         finally:
             shutil.rmtree(work, ignore_errors=True)
         return
