@@ -349,21 +349,27 @@ def main():
     results = {"command": "python benchmarks/soak.py " + " ".join(sys.argv[1:]),
                "machine": {"cpus": os.cpu_count(), "load_average": os.getloadavg(),
                            "platform": platform.platform()}}
+
+    def save():  # after every part: a long run that stops keeps what it measured
+        results["machine"]["load_average_end"] = os.getloadavg()
+        if args.json:
+            Path(args.json).parent.mkdir(parents=True, exist_ok=True)
+            Path(args.json).write_text(json.dumps(results, indent=1) + "\n", encoding="utf-8")
+
     if "encode" in parts:
         results["encode"] = {}
         for precision in args.precisions.split(","):
             results["encode"][precision] = _child(args, "encode", precision=precision)
+            save()
     if "savedmodel" in parts:
         with tempfile.TemporaryDirectory() as tmp:
             folder = _export(args, os.path.join(tmp, "soak"))
             results["savedmodel"] = _child(args, "savedmodel", saved_model=folder)
+        save()
     if "fit" in parts:
         results["fit"] = fit_part(args)
-    results["machine"]["load_average_end"] = os.getloadavg()
+        save()
     print(table(results))
-    if args.json:
-        Path(args.json).parent.mkdir(parents=True, exist_ok=True)
-        Path(args.json).write_text(json.dumps(results, indent=1) + "\n", encoding="utf-8")
 
 
 if __name__ == "__main__":
