@@ -8,6 +8,7 @@ printed.
 
     python benchmarks/bad_inputs.py > /tmp/bad_inputs.md     # about 10 minutes on 2 cores
     python benchmarks/bad_inputs.py --streamed   # only streamed data, remote paths, LiteRT, plugins
+    python benchmarks/bad_inputs.py --streamed --case "TFRecord files"   # the cases named so
     python benchmarks/bad_inputs.py --hostile    # only hostile model folders, models of the wrong kind
 
 The cases of streamed training data, remote paths, LiteRT export and
@@ -136,6 +137,11 @@ def write_streamed_inputs(folder):
     data = bytearray((folder / "corrupt.tfrecord").read_bytes())
     data[-2000:-1990] = b"\xff" * 10  # a record near the end fails its checksum
     (folder / "corrupt.tfrecord").write_bytes(bytes(data))
+    for part in range(3):  # a glob of three TFRecord files; the last one has a corrupt record
+        _examples(folder / f"members-{part}.tfrecord", sentences(300 * (part + 1))[300 * part:])
+    data = bytearray((folder / "members-2.tfrecord").read_bytes())
+    data[-2000:-1990] = b"\xff" * 10
+    (folder / "members-2.tfrecord").write_bytes(bytes(data))
     packed = gzip.compress("".join(f"{t}\n" for t in sentences(4000)).encode())
     (folder / "trunc-0.txt.gz").write_bytes(packed[: len(packed) // 2])
     _lines(folder / "mixed-0.txt", [], b"")
@@ -202,6 +208,8 @@ def streamed_cases(work, model):
               ("random.tfrecord", "corrupt")),
         train("TFRecord with a corrupt record near its end", data / "corrupt.tfrecord",
               ("corrupt.tfrecord", "corrupt")),
+        train("a glob of three TFRecord files, the last with a corrupt record",
+              data / "members-*.tfrecord", ("members-2.tfrecord", "corrupt")),
         train("a truncated `.txt.gz` (glob)", data / "trunc-*.txt.gz",
               ("trunc-0.txt.gz", "truncated")),
         train("a glob whose only file is empty", data / "void-*.txt", ("void-0.txt", "no rows")),
@@ -566,12 +574,14 @@ def wrong_kind_rows(work, model, static):
     return rows
 
 
-def streamed_rows(work, model):
-    """Table rows: each of `streamed_cases`, run in a fresh process."""
+def streamed_rows(work, model, only=None):
+    """Table rows: each of `streamed_cases` (whose label holds `only`), in a fresh process."""
     write_streamed_inputs(Path(work) / "streamed")
     plugin = write_broken_plugin(Path(work) / "plugin")
     rows = []
     for case in streamed_cases(work, model):
+        if only is not None and only not in case.label:
+            continue
         done = run_cli(*case.argv, fsize=case.fsize, pythonpath=plugin if case.plugin else None)
         said = last_line(done.stderr)
         if done.returncode == 0 and case.names:  # the line that says it, not the last one
@@ -627,13 +637,15 @@ def hostile_main():
 def main():
     if sys.argv[1:] == ["--hostile"]:  # only hostile model folders and models of the wrong kind
         return hostile_main()
-    if sys.argv[1:] == ["--streamed"]:  # only the cases of `streamed_cases`
+    if sys.argv[1:2] == ["--streamed"]:  # only the cases of `streamed_cases`
+        # `--streamed --case TEXT`: only the cases whose label holds TEXT.
+        only = sys.argv[3] if sys.argv[2:3] == ["--case"] and len(sys.argv) > 3 else None
         work = Path(tempfile.mkdtemp(prefix="bad_inputs_"))
         try:
             from keras_sentemb import SentenceEncoder
 
             SentenceEncoder.from_preset("default").save(work / "model")
-            print_table(streamed_rows(work, work / "model"), limit=None)  # whole lines
+            print_table(streamed_rows(work, work / "model", only), limit=None)  # whole lines
         finally:
             shutil.rmtree(work, ignore_errors=True)
         return

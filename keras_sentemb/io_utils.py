@@ -1,12 +1,24 @@
-"""Writing files and model folders so that a crash or a full disk never leaves half of one."""
+"""Writing files and model folders so that a crash or a full disk never leaves half of one.
+
+Writers of one folder never meet: a training run, a save and an export each
+hold the folder's lock (`folder_lock`, `.NAME.lock` beside it) while they
+write, and a second writer is refused in one line; an export reading a
+folder that another process is writing is refused the same way
+(`reading_folder`). A lock left by a process killed with `kill -9` is taken
+over by the next writer with a one-line notice.
+"""
 
 import contextlib
 import errno
+import logging
 import os
 import shutil
 import tempfile
+import threading
 import uuid
 from pathlib import Path
+
+logger = logging.getLogger(__name__)
 
 # Files that mark a folder as a model (keras_sentemb, Hugging Face or keras-hub).
 MODEL_MARKERS = ("sentemb_config.json", "config.json", "saved_model.pb", "sentemb_static.json",
@@ -54,6 +66,191 @@ def check_new_folder(path, overwrite=True, what="output"):
     return path
 
 
+class FolderBusyError(ValueError):
+    """Another process is writing the folder (one line: the folder, the process, what to do)."""
+
+
+# Locks this process holds: folder path -> [lock file, shared, depth, what, nested_training].
+_HELD = {}
+_HELD_GUARD = threading.Lock()
+
+
+def lock_file(path):
+    """`.NAME.lock` beside the folder `path` (which need not exist)."""
+    path = os.path.abspath(os.fspath(path))
+    return os.path.join(os.path.dirname(path), f".{os.path.basename(path)}.lock")
+
+
+def _holder(text):
+    """`(pid, what)` of a lock file's text `pid N WHAT`, or `(None, text)`."""
+    parts = text.split(maxsplit=2)
+    if len(parts) >= 2 and parts[0] == "pid" and parts[1].isdigit():
+        return int(parts[1]), parts[2] if len(parts) > 2 else "process"
+    return None, text or "process"
+
+
+def process_alive(pid):
+    """Whether process `pid` runs (a zombie, killed and not yet reaped, does not)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    try:
+        with open(f"/proc/{pid}/stat", encoding="utf-8") as f:
+            return f.read().rsplit(")", 1)[-1].split()[0] != "Z"
+    except (OSError, IndexError):
+        return True
+
+
+def _busy(path, text):
+    pid, what = _holder(text)
+    who = f"another {what} (pid {pid})" if pid is not None else f"another {what}"
+    return FolderBusyError(
+        f"{path} is being written by {who}; wait for it to finish or choose another folder."
+    )
+
+
+def _take_over(path, handle, text):
+    """The notice and the clean-up when the lock's last holder ended without releasing it."""
+    pid, what = _holder(text)
+    if pid is None or pid == os.getpid():
+        return
+    alive = process_alive(pid)
+    logger.warning("taking over the lock of %s left by pid %d (%s, %s)", path, pid, what,
+                   "still running but no longer holding it" if alive
+                   else "no longer running: killed?")
+    if alive:
+        return
+    parent, name = os.path.dirname(path), os.path.basename(path)
+    with contextlib.suppress(OSError):  # its half-written folders (`atomic_folder`)
+        for other in os.listdir(parent):
+            if other.startswith((f".{name}.tmp-{pid}-", f".{name}.old-{pid}-")):
+                shutil.rmtree(os.path.join(parent, other), ignore_errors=True)
+
+
+@contextlib.contextmanager
+def folder_lock(path, what="writer", shared=False, nested_training=False):
+    """Hold the lock of the folder `path` while the block writes (or, `shared`, reads) it.
+
+    The lock is `flock` on `.NAME.lock` beside the folder, which the
+    operating system releases when the process ends however it ends. The
+    file names the holder (`pid N WHAT`) while it is held and is emptied
+    when released, so a holder that was killed (`kill -9`) left its pid
+    there: the next writer takes the lock over and says so in one line (a
+    warning naming that pid), removing that process's half-written folders.
+    Writers exclude each other and readers; readers (`shared`) exclude
+    writers only. Within one process the lock is re-entrant (a training run
+    saves its model into the folder it holds), except that a second training
+    run into a folder is refused there too.
+
+    Args:
+        path: str or path. The folder.
+        what: str. What the holder does, as messages name it (`"training
+            run"`, `"export"`).
+        shared: bool. Take the lock for reading.
+        nested_training: bool. A training run of this process may take the
+            lock again inside the block (the command line holds the folder
+            from before its backup is read, then runs the training).
+
+    Raises:
+        FolderBusyError: another process holds the lock (a `ValueError`).
+    """
+    try:
+        import fcntl  # POSIX only: elsewhere folders are written without the lock
+    except ImportError:
+        fcntl = None
+    if path is None or fcntl is None:
+        yield
+        return
+    path = os.path.abspath(os.fspath(path))
+    with _HELD_GUARD:
+        held = _HELD.get(path)
+        if held is not None:
+            if what == "training run" and not held[4]:  # one training run per folder
+                raise _busy(path, f"pid {os.getpid()} {held[3]}")
+            held[2] += 1
+    if held is not None:
+        try:
+            yield
+        finally:
+            with _HELD_GUARD:
+                held[2] -= 1
+        return
+    lock = lock_file(path)
+    if shared and not os.path.exists(lock):
+        yield  # no writer holds it (a writer's lock file exists while it writes)
+        return
+    try:
+        os.makedirs(os.path.dirname(lock), exist_ok=True)
+        handle = _acquire(fcntl, lock, path, shared)
+    except FolderBusyError:
+        raise
+    except OSError:  # a folder nobody can write: the write itself says why, in one line
+        yield
+        return
+    try:
+        if not shared:
+            handle.seek(0)
+            _take_over(path, handle, handle.read().strip())
+            handle.seek(0)
+            handle.truncate()
+            handle.write(f"pid {os.getpid()} {what}")
+            handle.flush()
+        with _HELD_GUARD:
+            _HELD[path] = [handle, shared, 0, what, nested_training]
+        try:
+            yield
+        finally:
+            with _HELD_GUARD:
+                _HELD.pop(path, None)
+            if not shared:  # removed while still held: a clean end leaves no lock file
+                with contextlib.suppress(OSError):
+                    os.remove(lock)
+            fcntl.flock(handle, fcntl.LOCK_UN)
+    finally:
+        handle.close()
+
+
+def _acquire(fcntl, lock, path, shared):
+    """The open lock file `lock`, locked (`flock`, not waiting); `FolderBusyError` if held.
+
+    A writer removes the file when it releases it, so a lock taken on a file
+    that was removed (or replaced) meanwhile is let go and taken again.
+    """
+    while True:
+        handle = open(lock, "a+", encoding="utf-8")
+        try:
+            fcntl.flock(handle, (fcntl.LOCK_SH if shared else fcntl.LOCK_EX) | fcntl.LOCK_NB)
+        except OSError as e:
+            handle.seek(0)
+            text = handle.read().strip()
+            handle.close()
+            if e.errno not in (errno.EAGAIN, errno.EACCES):
+                raise
+            raise _busy(path, text) from None
+        try:
+            mine = os.fstat(handle.fileno())
+            current = os.stat(lock)
+            same = (mine.st_ino, mine.st_dev) == (current.st_ino, current.st_dev)
+        except FileNotFoundError:
+            same = False
+        if same:
+            return handle
+        handle.close()
+        if shared and not os.path.exists(lock):
+            return open(os.devnull, encoding="utf-8")  # the writer finished meanwhile
+
+
+def reading_folder(path, what="export"):
+    """`folder_lock(path, shared=True)` for a local model folder (else nothing): a reader
+    of a folder that another process is writing is refused in one line."""
+    if path is None or not os.path.isdir(os.fspath(path)):
+        return contextlib.nullcontext()
+    return folder_lock(path, what, shared=True)
+
+
 @contextlib.contextmanager
 def atomic_folder(path, overwrite=True):
     """Yield a temporary sibling folder; move it to `path` once complete.
@@ -70,21 +267,22 @@ def atomic_folder(path, overwrite=True):
     """
     final = check_new_folder(path, overwrite, what="folder")
     final.parent.mkdir(parents=True, exist_ok=True)
-    tag = f"{os.getpid()}-{uuid.uuid4().hex[:8]}"
-    tmp = final.parent / f".{final.name}.tmp-{tag}"
-    tmp.mkdir()
-    try:
-        yield tmp
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
-    if final.exists():
-        old = final.parent / f".{final.name}.old-{tag}"
-        os.rename(final, old)
-        os.rename(tmp, final)
-        shutil.rmtree(old, ignore_errors=True)
-    else:
-        os.rename(tmp, final)
+    with folder_lock(final, "save"):
+        tag = f"{os.getpid()}-{uuid.uuid4().hex[:8]}"
+        tmp = final.parent / f".{final.name}.tmp-{tag}"
+        tmp.mkdir()
+        try:
+            yield tmp
+        except BaseException:
+            shutil.rmtree(tmp, ignore_errors=True)
+            raise
+        if final.exists():
+            old = final.parent / f".{final.name}.old-{tag}"
+            os.rename(final, old)
+            os.rename(tmp, final)
+            shutil.rmtree(old, ignore_errors=True)
+        else:
+            os.rename(tmp, final)
 
 
 # Why a write failed for lack of room, by errno.

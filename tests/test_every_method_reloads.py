@@ -19,47 +19,20 @@ import pytest
 from keras_sentemb import cli
 from keras_sentemb.models import loading
 from tests.conftest import REPO
+from tests.helpers.every_method import RUNS
 
 PACKAGE = REPO / "keras_sentemb"
-
-# Every method, with the data its --train-file takes and options that keep it tiny.
-RUNS = {
-    "ct": ("corpus.txt", ["--negatives", "k3"]),
-    "simcse": ("corpus.txt", []),
-    "consert": ("corpus.txt", []),
-    "sg": ("corpus.txt", ["--projection-dim", "16"]),
-    "parallel": ("bitext.tsv", ["--eval-size", "10", "--dev-size", "10", "--queue-size", "8",
-                                "--no-track-alignment"]),
-    "multitask": ("multitask_data", ["--pretrain", "none"]),
-    "mlm": ("corpus.txt", []),
-    "whitening": ("corpus.txt", []),
-    "flow": ("corpus.txt", []),
-    "sts": ("sts.csv", []),
-    "static": ("corpus.txt", ["--dims", "8"]),
-}
 
 TRAIN = """
 import json, sys
 from pathlib import Path
 sys.path.insert(0, {repo!r})
 from keras_sentemb import cli
-from tests.conftest import make_tiny_encoder
-from tests.helpers.corpora import MULTITASK_SENTENCES as WORDS
-from tests.helpers.files import write_multitask_folder
+from tests.helpers.every_method import RUNS, write_every_method_data
 
-root = Path({root!r})
-make_tiny_encoder().save(root / "tiny")
-sentences = [f"{{WORDS[i % 8]}} and {{WORDS[(i * 3) % 8]}} {{i}} ." for i in range(64)]
-(root / "corpus.txt").write_text("\\n".join(sentences) + "\\n", encoding="utf-8")
-(root / "bitext.tsv").write_text(
-    "".join(f"{{a}}\\t{{b}}\\n" for a, b in zip(sentences, sentences[1:] + sentences[:1])),
-    encoding="utf-8")
-(root / "sts.csv").write_text("".join(
-    f"main-captions\\tMSRvid\\t2012test\\t{{i:04d}}\\t{{i % 6}}.000\\t{{a}}\\t{{b}}\\n"
-    for i, (a, b) in enumerate(zip(sentences, sentences[2:]))), encoding="utf-8")
-write_multitask_folder(root / "multitask_data")
+root = write_every_method_data(Path({root!r}))
 codes = {{}}
-for method, (data, extra) in {runs!r}.items():
+for method, (data, extra, _) in RUNS.items():
     codes[method] = cli.main([
         "train", method, "--model", str(root / "tiny"), "--train-file", str(root / data),
         "--output", str(root / method), "--steps", "2", "--batch-size", "8",
@@ -103,7 +76,7 @@ def test_the_runs_cover_every_method():
 @pytest.mark.slow
 def test_a_model_of_every_method_loads_in_a_fresh_interpreter(tmp_path):
     root = str(tmp_path)
-    codes, log = _run(TRAIN.format(repo=str(REPO), root=root, runs=RUNS), tmp_path)
+    codes, log = _run(TRAIN.format(repo=str(REPO), root=root), tmp_path)
     assert codes == {method: 0 for method in RUNS}, [
         line for line in log.splitlines() if line.startswith("keras-sentemb: error:")]
     loaded, _ = _run(LOAD.format(repo=str(REPO), root=root, methods=sorted(RUNS)), tmp_path)

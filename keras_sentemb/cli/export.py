@@ -1,6 +1,7 @@
 """`keras-sentemb export`: a SavedModel for TF Serving, a Hugging Face folder, or a LiteRT file."""
 
 from keras_sentemb import export
+from keras_sentemb.io_utils import reading_folder
 from keras_sentemb.cli import static
 from keras_sentemb.cli.common import UsageError
 from keras_sentemb.cli.common import load_encoder
@@ -108,4 +109,7 @@ def cmd_export(args):
 
 
 def run(args):
-    return cmd_export(args)
+    # A model folder that another process is writing (a training run into it) is refused
+    # in one line; while this export reads it, no other process replaces it.
+    with reading_folder(args.model):
+        return cmd_export(args)

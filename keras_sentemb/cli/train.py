@@ -19,6 +19,7 @@ from keras_sentemb.cli.common import positive_int
 from keras_sentemb.cli.common import verbosity
 from keras_sentemb.cli.common import warn
 from keras_sentemb.io_utils import check_new_folder
+from keras_sentemb.io_utils import folder_lock
 from keras_sentemb.io_utils import looks_like_model
 from keras_sentemb.pipelines.arguments import SHARED_ARGUMENTS
 
@@ -257,7 +258,6 @@ def cmd_train(args, extra):
             f"unknown option(s) for 'train {args.method}': {' '.join(unknown)}; "
             f"valid method options: {' '.join(valid) or '(none)'}"
         )
-    from keras_sentemb.data.read_errors import reading  # imports TensorFlow
     from keras_sentemb.data.streams import expand_files
     from keras_sentemb.data.streams import is_glob
 
@@ -269,7 +269,6 @@ def cmd_train(args, extra):
     elif not os.path.exists(args.train_file):
         raise UsageError(f"train file not found: {args.train_file}")
     backup_dir = f"{os.path.abspath(args.output)}.backup"
-    resuming = args.resume and os.path.isdir(backup_dir)
     if looks_like_model(args.output) and not args.overwrite:
         raise UsageError(
             f"{args.output} already holds a trained model; pass --overwrite to train again "
@@ -286,6 +285,16 @@ def cmd_train(args, extra):
         value = getattr(args, name)
         if value is not None:
             common[name] = value
+    # The folder's lock before its backup is looked at: a second command (a resume, say)
+    # never reads, or clears, the backup of a run that is still writing it.
+    with folder_lock(args.output, "training run", nested_training=True):
+        return _train(args, method, common, options, backup_dir)
+
+
+def _train(args, method, common, options, backup_dir):
+    """The run of `cmd_train` once its output folder is held: backup, fit, the last line."""
+    from keras_sentemb.data.read_errors import reading  # imports TensorFlow
+    resuming = args.resume and os.path.isdir(backup_dir)
     callbacks = []
     if args.resume:
         backup = pipelines.backup.TrainingBackup(backup_dir)

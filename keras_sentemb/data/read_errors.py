@@ -13,10 +13,14 @@ libcurl code. Those reach a user who streams training data when
   an error already raised).
 
 Each becomes a `DataError`, a `ValueError` whose message is one line:
-`cannot read PATH: WHY`. Errors that do not come from reading data (a bug
+`cannot read PATH: WHY`. Where a source of many files (a glob) holds a
+corrupt one, TensorFlow's message names no file; the files the source
+listed (`remember_files`) are then read one by one and the line names the
+corrupt one (`cannot read FILE (of GLOB): corrupt data: ...`). Errors that do not come from reading data (a bug
 in a training step, say) pass through unchanged.
 """
 
+import collections
 import contextlib
 import re
 
@@ -25,6 +29,60 @@ import tensorflow as tf
 
 class DataError(ValueError):
     """Training data that cannot be used: unreadable, or too many rows skipped (one line)."""
+
+
+# How a message names a source of many files -> its files (see `remember_files`).
+_FILES = collections.OrderedDict()
+_REMEMBERED = 64
+
+
+def remember_files(names, files):
+    """Record that a source named by each of `names` (its glob, its description) reads `files`.
+
+    Only sources of several files are kept (the most recent `_REMEMBERED`);
+    `read_error` uses them to name the corrupt file of a glob.
+    """
+    files = tuple(files)
+    if len(files) < 2:
+        return
+    for name in names:
+        _FILES[str(name)] = files
+        _FILES.move_to_end(str(name))
+    while len(_FILES) > _REMEMBERED:
+        _FILES.popitem(last=False)
+
+
+def _record_reader(path):
+    """A dataset that reads every record of `path` (TFRecord or gzip), or None for other files."""
+    gz = path.endswith(".gz")
+    stem = path[:-3] if gz else path
+    if stem.endswith((".tfrecord", ".tfrecords", ".tfrec")):
+        return tf.data.TFRecordDataset(path, compression_type="GZIP" if gz else "")
+    if gz:
+        return tf.data.TextLineDataset(path, compression_type="GZIP")
+    return None
+
+
+def corrupt_member(where):
+    """The first file of the many-file source `where` whose records fail to read, or None."""
+    for name in [where, *str(where).split(", ")]:
+        files = _FILES.get(str(name))
+        if files is not None:
+            break
+    else:
+        return None
+    for path in files:
+        records = _record_reader(path)
+        if records is None:
+            continue
+        try:
+            for _ in records.batch(4096):
+                pass
+        except tf.errors.DataLossError:
+            return path
+        except tf.errors.OpError:
+            continue
+    return None
 
 
 # libcurl's codes for a network that is not there (curl/curl.h).
@@ -162,6 +220,9 @@ def read_error(error, where):
     reason = tensorflow_message(error)
     if isinstance(error, tf.errors.DataLossError):
         reason = f"corrupt data: {reason}"
+        member = corrupt_member(where)
+        if member is not None:
+            return DataError(f"cannot read {member} (of {where}): {reason}")
     elif isinstance(error, tf.errors.NotFoundError):
         path, _, why = reason.partition("; ")
         reason = (f"the file is gone ({why or reason})" if path == where

@@ -43,6 +43,7 @@ import tensorflow as tf
 
 from keras_sentemb.data import stream_readers as readers
 from keras_sentemb.data.read_errors import gfile_call
+from keras_sentemb.data.read_errors import remember_files
 from keras_sentemb.data.row_accounting import FILE
 from keras_sentemb.data.row_accounting import OK
 from keras_sentemb.data.row_accounting import PROBLEM
@@ -176,6 +177,7 @@ class TextFiles:
         self.columns = None if columns is None else tuple(columns)
         self.size = None  # not counted: that would be a full pass over the data
         self.where = _where([os.fspath(p) for p in patterns], self.files)
+        remember_files([self.where, *map(os.fspath, patterns)], self.files)
         self.rows_tell_files = True  # a raw row's FILE is its place in `files`
 
     def __repr__(self):

@@ -39,6 +39,7 @@ from keras_sentemb.export.parity import check_tolerance
 from keras_sentemb.export.parity import compare
 from keras_sentemb.export.parity import relative_errors
 from keras_sentemb.export.standalone import run_standalone
+from keras_sentemb.io_utils import folder_lock
 from keras_sentemb.model_card import build_model_card
 from keras_sentemb.model_card import write_model_card
 from keras_sentemb.models import model_kinds
@@ -684,6 +685,18 @@ def export_saved_model(
         raise ValueError(f"`version` must be a positive int or None, received {version!r}.")
     tolerance = check_tolerance(DEFAULT_TOLERANCES[precision] if tolerance is None else tolerance)
     base = Path(os.fspath(path))
+    _version_folder(base, version, overwrite)  # the checks, before anything is written
+    # One export at a time into a model base folder: a second one is refused in one line.
+    with folder_lock(base, "export"):
+        return _export_versioned(encoder, base, version, overwrite, precision, chunk_size,
+                                 truncate_dim, tolerance, token_signature, verify,
+                                 probe_sentences, check_standalone, verbose)
+
+
+def _export_versioned(encoder, base, version, overwrite, precision, chunk_size, truncate_dim,
+                      tolerance, token_signature, verify, probe_sentences, check_standalone,
+                      verbose):
+    """`export_saved_model` once its arguments are checked and the base folder is held."""
     version, final = _version_folder(base, version, overwrite)
 
     created_base = not base.exists()

@@ -7,12 +7,14 @@ last, with one atomic rename, so a kill leaves the previous backup intact.
 A backup that is damaged anyway (a disk error, a file edited by hand) is
 reported in one line and training starts over cleanly, never with a
 traceback or with weights from one epoch and the data order of another.
+A backup that cannot be written for lack of room (a full disk, a quota)
+leaves the last whole backup as it was: training goes on, with one warning
+line, and each later epoch tries again.
 
 `output_lock` keeps two training runs from writing the same output folder.
 """
 
 import contextlib
-import errno
 import json
 import logging
 import os
@@ -24,6 +26,8 @@ import keras
 
 from keras_sentemb import compat
 from keras_sentemb.io_utils import check_room
+from keras_sentemb.io_utils import disk_full_cause
+from keras_sentemb.io_utils import folder_lock
 from keras_sentemb.io_utils import h5_weights_size
 from keras_sentemb.models.folder_inspection import inspect_backup_folder
 
@@ -35,11 +39,15 @@ WEIGHTS_PATTERN = "epoch-{epoch}.weights.h5"
 
 def _write_json_atomically(path, value):
     tmp = f"{path}.tmp-{uuid.uuid4().hex[:8]}"
-    with open(tmp, "w", encoding="utf-8") as f:
-        json.dump(value, f)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
+    try:
+        with open(tmp, "w", encoding="utf-8") as f:
+            json.dump(value, f)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    finally:
+        with contextlib.suppress(OSError):
+            os.remove(tmp)
 
 
 def _check_weights_file(path):
@@ -105,6 +113,7 @@ class TrainingBackup(keras.callbacks.BackupAndRestore):
     def __init__(self, backup_dir, delete_checkpoint=True):
         super().__init__(os.fspath(backup_dir), save_freq="epoch",
                          delete_checkpoint=delete_checkpoint, double_checkpoint=False)
+        self._warned_full = False
         try:
             self._epoch, self._weights = inspect_backup(self.backup_dir)
         except ValueError as e:
@@ -139,60 +148,50 @@ class TrainingBackup(keras.callbacks.BackupAndRestore):
             check_room(tmp, h5_weights_size(variables))
             self.model.save_weights(tmp, overwrite=True)
             os.replace(tmp, final)
+            _write_json_atomically(os.path.join(self.backup_dir, METADATA_FILE),
+                                   {"epoch": epoch + 1, "batch": 0, "weights": name})
+        except Exception as error:  # noqa: BLE001 (only a full disk is let through)
+            cause = disk_full_cause(error)
+            if cause is None:
+                raise
+            with contextlib.suppress(OSError):
+                if os.path.basename(final) != os.path.basename(self._weights or ""):
+                    os.remove(final)  # written, but the metadata could not name it
+            self._disk_full(epoch + 1, cause)
+            return
         finally:
             with contextlib.suppress(OSError):
                 os.remove(tmp)
-        _write_json_atomically(os.path.join(self.backup_dir, METADATA_FILE),
-                               {"epoch": epoch + 1, "batch": 0, "weights": name})
         for other in os.listdir(self.backup_dir):
             if other.endswith(".weights.h5") and other != name:
                 with contextlib.suppress(OSError):
                     os.remove(os.path.join(self.backup_dir, other))
         self._epoch, self._weights = epoch + 1, final
 
+    def _disk_full(self, epoch, cause):
+        """Training goes on; the last whole backup stays (one warning per run)."""
+        if self._warned_full:
+            return
+        self._warned_full = True
+        kept = (f"the backup of epoch {self._epoch} is kept" if self._weights is not None
+                else "no backup was written yet")
+        logger.warning("cannot write the backup of epoch %d in %s: %s; training goes on and "
+                       "%s (each later epoch tries again)", epoch, self.backup_dir, cause, kept)
+
     def on_train_batch_end(self, batch, logs=None):
         pass  # saved at epoch ends only (the fit_* epochs are `eval_every` steps)
 
 
-@contextlib.contextmanager
 def output_lock(output):
-    """Hold an exclusive lock for training into the folder `output`.
+    """Hold the lock of the folder `output` for a training run (`io_utils.folder_lock`).
 
     The lock is `.NAME.lock` beside the folder (which may not exist yet),
     taken with `flock`, so the operating system releases it when the process
-    ends however it ends: there is never a stale lock to remove by hand.
+    ends however it ends; the next run takes over the lock a killed run left
+    with a one-line notice naming its pid. Saves and exports into the folder
+    from other processes are refused while the run holds it.
 
     Raises:
-        ValueError: another process holds the lock.
+        ValueError: another process holds the lock (`FolderBusyError`).
     """
-    try:
-        import fcntl  # POSIX only: elsewhere training runs without the lock
-    except ImportError:
-        fcntl = None
-    if output is None or fcntl is None:
-        yield
-        return
-
-    path = os.path.abspath(os.fspath(output))
-    lock = os.path.join(os.path.dirname(path), f".{os.path.basename(path)}.lock")
-    os.makedirs(os.path.dirname(lock), exist_ok=True)
-    with open(lock, "a+", encoding="utf-8") as handle:
-        try:
-            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except OSError as e:
-            if e.errno not in (errno.EAGAIN, errno.EACCES):
-                raise
-            handle.seek(0)
-            holder = handle.read().strip() or "another process"
-            raise ValueError(
-                f"{path} is being written by another training run ({holder}); wait for it "
-                "to finish or choose another output."
-            ) from None
-        handle.seek(0)
-        handle.truncate()
-        handle.write(f"pid {os.getpid()}")
-        handle.flush()
-        try:
-            yield
-        finally:
-            fcntl.flock(handle, fcntl.LOCK_UN)
+    return folder_lock(output, "training run")

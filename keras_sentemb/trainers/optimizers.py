@@ -18,16 +18,23 @@ duplicate rows one by one (see `base_trainer.dense_gradients`). Values equal
 Keras' update of dense gradients to float32 rounding
 (tests/trainers/test_optimizers.py).
 `KERAS_SENTEMB_PLAIN_OPTIMIZER=1` turns the kernels off everywhere.
+
+Each optimizer owns its kernels (`_kernel`): a kernel traced in one training
+step belongs to the optimizer of that step and goes with it, so a later run
+in the same process (a second `fit_*`, a notebook's next cell) traces its
+own and can never call a kernel traced over an earlier run's variables.
 """
 
 import os
+import weakref
 
 import keras
 import tensorflow as tf
 
 from keras_sentemb import compat
 
-_KERNELS = {}
+# optimizer -> {(formula, constants): compiled kernel}; an entry goes with its optimizer.
+_KERNELS = weakref.WeakKeyDictionary()
 
 
 def fused_enabled(fused=True):
@@ -35,12 +42,29 @@ def fused_enabled(fused=True):
     return bool(fused) and os.environ.get("KERAS_SENTEMB_PLAIN_OPTIMIZER", "") != "1"
 
 
-def _kernel(name, build):
-    """One compiled kernel per formula and set of constants, shared by all optimizers."""
-    fn = _KERNELS.get(name)
+def _kernel(owner, name, build):
+    """The compiled kernel of `owner` (an optimizer) for one formula and set of constants.
+
+    Kernels are not shared between optimizers: a `tf.function` traced inside
+    one run's training step and called again from another run's step (same
+    shapes, same constants) referred to the first run's variables (a second
+    `fit_*` in one process failed with "Called a function referencing
+    variables which have been deleted", or could update the first model).
+    Keyed by the optimizer (weakly), every traced step calls kernels traced
+    for its own variables only.
+    """
+    kernels = _KERNELS.get(owner)
+    if kernels is None:
+        kernels = _KERNELS[owner] = {}
+    fn = kernels.get(name)
     if fn is None:
-        fn = _KERNELS[name] = tf.function(build, jit_compile=True, autograph=False)
+        fn = kernels[name] = tf.function(build, jit_compile=True, autograph=False)
     return fn
+
+
+def kernel_names(owner):
+    """The (formula, constants) keys of the kernels `owner` has compiled so far."""
+    return sorted(_KERNELS.get(owner, {}), key=repr)
 
 
 def _decayed(variable, decay_rate):
@@ -48,7 +72,7 @@ def _decayed(variable, decay_rate):
     return variable - variable * decay_rate
 
 
-def _rmsprop_kernel(rho, epsilon, momentum, decay):
+def _rmsprop_kernel(owner, rho, epsilon, momentum, decay):
     def increment(velocity, gradient, lr):
         velocity.assign(rho * velocity + (1 - rho) * tf.square(gradient))
         return (lr * gradient) / tf.sqrt(velocity + epsilon)
@@ -63,18 +87,18 @@ def _rmsprop_kernel(rho, epsilon, momentum, decay):
         variable.assign(value - moment)
 
     if momentum > 0:
-        return _kernel(("rmsprop_momentum", rho, epsilon, momentum, decay), step_with_momentum)
-    return _kernel(("rmsprop", rho, epsilon, decay), step)
+        return _kernel(owner, ("rmsprop_momentum", rho, epsilon, momentum, decay), step_with_momentum)
+    return _kernel(owner, ("rmsprop", rho, epsilon, decay), step)
 
 
-def _adam_kernel(beta_1, beta_2, epsilon, decay):
+def _adam_kernel(owner, beta_1, beta_2, epsilon, decay):
     def step(variable, m, v, gradient, alpha, decay_rate):
         m.assign(m + (gradient - m) * (1 - beta_1))
         v.assign(v + (tf.square(gradient) - v) * (1 - beta_2))
         value = _decayed(variable, decay_rate) if decay else variable
         variable.assign(value - (m * alpha) / (tf.sqrt(v) + epsilon))
 
-    return _kernel(("adam", beta_1, beta_2, epsilon, decay), step)
+    return _kernel(owner, ("adam", beta_1, beta_2, epsilon, decay), step)
 
 
 class _StepValues:
@@ -209,7 +233,7 @@ class RMSprop(_FusedUpdate, keras.optimizers.RMSprop):
         lr = self._step_values.get(("lr", variable.dtype, id(learning_rate)),
                                    lambda: tf.cast(learning_rate, variable.dtype))
         decays, decay_rate = self._decay_rate(variable, lr)
-        kernel = _rmsprop_kernel(self.rho, self.epsilon, self.momentum, decays)
+        kernel = _rmsprop_kernel(self, self.rho, self.epsilon, self.momentum, decays)
         names = ("velocities", "momentums") if self.momentum > 0 else ("velocities",)
         slots = compat.optimizer_slots(self, variable, *names)
         kernel(
@@ -252,7 +276,7 @@ class Adam(_FusedUpdate, keras.optimizers.Adam):
 
         lr, alpha = self._step_values.get(("adam", dtype, id(learning_rate)), corrections)
         decays, decay_rate = self._decay_rate(variable, lr)
-        kernel = _adam_kernel(self.beta_1, self.beta_2, self.epsilon, decays)
+        kernel = _adam_kernel(self, self.beta_1, self.beta_2, self.epsilon, decays)
         kernel(
             self._tf_variable(variable), self._tf_variable(momentum),
             self._tf_variable(velocity), gradient, alpha, decay_rate,

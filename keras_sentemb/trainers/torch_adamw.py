@@ -32,7 +32,7 @@ from keras_sentemb import compat
 from keras_sentemb.trainers.optimizers import _FusedUpdate, _kernel
 
 
-def _torch_adamw_kernel(beta_1, beta_2, epsilon, decay):
+def _torch_adamw_kernel(owner, beta_1, beta_2, epsilon, decay):
     def step(variable, m, v, gradient, step_size, root_correction, decay_factor):
         m.assign(m + (gradient - m) * (1 - beta_1))
         v.assign(v * beta_2 + gradient * gradient * (1 - beta_2))
@@ -40,7 +40,7 @@ def _torch_adamw_kernel(beta_1, beta_2, epsilon, decay):
         denominator = tf.sqrt(v) / root_correction + epsilon
         variable.assign(value - step_size * (m / denominator))
 
-    return _kernel(("torch_adamw", beta_1, beta_2, epsilon, decay), step)
+    return _kernel(owner, ("torch_adamw", beta_1, beta_2, epsilon, decay), step)
 
 
 @keras.saving.register_keras_serializable(package="keras_sentemb")
@@ -132,7 +132,7 @@ class TorchAdamW(_FusedUpdate, keras.optimizers.Optimizer):
         m, v = self._momentums[index], self._velocities[index]
         if self._fuses():
             decays, decay_rate = self._decay_rate(variable, lr)
-            kernel = _torch_adamw_kernel(self.beta_1, self.beta_2, self.epsilon, decays)
+            kernel = _torch_adamw_kernel(self, self.beta_1, self.beta_2, self.epsilon, decays)
             kernel(self._tf_variable(variable), self._tf_variable(m), self._tf_variable(v),
                    gradient, step_size, root_correction, 1 - decay_rate)
             return

@@ -103,3 +103,44 @@ def test_one_training_run_per_output_folder(tmp_path):
         assert not out.exists()
     _simcse(output=str(out))  # the lock is released with its holder
     assert (out / "sentemb_config.json").is_file()
+
+
+def test_a_full_disk_mid_backup_keeps_training_and_the_last_good_backup(tmp_path, monkeypatch,
+                                                                          caplog):
+    import errno
+
+    import keras
+
+    folder = tmp_path / "backup"
+    saved = []
+    real = keras.Model.save_weights
+
+    def full_from_epoch_2(self, filepath, overwrite=True):
+        saved.append(filepath)
+        if len(saved) == 1:
+            return real(self, filepath, overwrite=overwrite)
+        with open(filepath, "wb") as f:  # h5py had written part of it
+            f.write(b"\x89HDF part of a file")
+        raise OSError(errno.ENOSPC, "No space left on device", filepath)
+
+    monkeypatch.setattr("keras.Model.save_weights", full_from_epoch_2)
+    with caplog.at_level(logging.WARNING, logger=backup_module.__name__):
+        encoder = _simcse([TrainingBackup(folder, delete_checkpoint=False)], steps=6)
+    monkeypatch.undo()
+    assert encoder is not None and len(saved) == 3  # epochs 2 and 3 both tried
+    lines = [r.getMessage() for r in caplog.records if r.name == backup_module.__name__]
+    assert len(lines) == 1, lines
+    assert "cannot write the backup of epoch 2" in lines[0]
+    assert "no space left on device" in lines[0] and "epoch 1 is kept" in lines[0]
+    assert inspect_backup(folder) == (1, str(folder / "epoch-1.weights.h5"))
+    assert sorted(p.name for p in folder.iterdir() if p.suffix == ".h5" or ".tmp" in p.name
+                  or p.name.startswith(".")) == ["epoch-1.weights.h5"]
+
+
+def test_a_backup_error_that_is_not_a_full_disk_still_stops(tmp_path, monkeypatch):
+    def broken(self, filepath, overwrite=True):
+        raise RuntimeError("a bug")
+
+    monkeypatch.setattr("keras.Model.save_weights", broken)
+    with pytest.raises(RuntimeError, match="a bug"):
+        _simcse([TrainingBackup(tmp_path / "backup", delete_checkpoint=False)], steps=2)

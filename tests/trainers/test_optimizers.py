@@ -55,9 +55,12 @@ def build(module, name, kwargs):
     return opt
 
 
-def run(module, name, kwargs, steps=6, dense=False):
+def run(module, name, kwargs, steps=6, dense=False, made=None):
+    """(variables, slots) after `steps` updates; the optimizer is appended to `made` if given."""
     variables = make_variables()
     opt = build(module, name, kwargs)
+    if made is not None:
+        made.append(opt)
     opt.build(variables)
 
     @tf.function
@@ -97,20 +100,37 @@ def test_keras_sparse_update_differs_only_on_repeated_rows(name):
 
 
 def test_the_kernels_run_and_plain_mode_skips_them(monkeypatch):
-    fused._KERNELS.clear()
-    run(fused, "RMSprop", {}, steps=1)
-    run(fused, "AdamW", {"weight_decay": 0.01}, steps=1)
-    kinds = {key[0] for key in fused._KERNELS}
-    assert kinds == {"rmsprop", "adam"}
-    fused._KERNELS.clear()
-    run(fused, "Adam", {"amsgrad": True}, steps=1)
-    assert not fused._KERNELS  # amsgrad: Keras' update
+    made = []
+    run(fused, "RMSprop", {}, steps=1, made=made)
+    run(fused, "AdamW", {"weight_decay": 0.01}, steps=1, made=made)
+    run(fused, "Adam", {"amsgrad": True}, steps=1, made=made)  # Keras' update
+    rmsprop, adamw, amsgrad = made
+    assert [key[0] for key in fused.kernel_names(rmsprop)] == ["rmsprop"]
+    assert [key[0] for key in fused.kernel_names(adamw)] == ["adam"]
+    assert not fused.kernel_names(amsgrad)
     monkeypatch.setenv("KERAS_SENTEMB_PLAIN_OPTIMIZER", "1")
-    run(fused, "Adam", {}, steps=1)
+    run(fused, "Adam", {}, steps=1, made=made)
     opt = fused.Adam(fused=True)
-    assert not fused._KERNELS and not opt._fuses()
+    assert not fused.kernel_names(made[-1]) and not opt._fuses()
     monkeypatch.delenv("KERAS_SENTEMB_PLAIN_OPTIMIZER")
     assert opt._fuses() and not fused.Adam(fused=False)._fuses()
+
+
+def test_each_optimizer_owns_its_kernels_and_they_go_with_it():
+    # A kernel traced in one run's step is never called by another run's.
+    made = []
+    run(fused, "Adam", {}, steps=1, made=made)
+    run(fused, "Adam", {}, steps=1, made=made)
+    first, second = made
+    assert fused.kernel_names(first) == fused.kernel_names(second)
+    assert fused._KERNELS[first] is not fused._KERNELS[second]
+    assert not set(map(id, fused._KERNELS[first].values())) & set(
+        map(id, fused._KERNELS[second].values()))
+    count = len(fused._KERNELS)
+    del first, made[:]
+    import gc
+    gc.collect()
+    assert len(fused._KERNELS) <= count - 1
 
 
 def test_only_the_variables_keras_decays_are_decayed():

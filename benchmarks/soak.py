@@ -1,0 +1,376 @@
+"""A long-running process, tried: many `encode` calls, a SavedModel's calls, repeated `fit_*`.
+
+    python benchmarks/soak.py                                  # the full run: 20,000 calls, 30 fits
+    python benchmarks/soak.py --calls 300 --fits 16 --json benchmarks/results/soak.json
+
+Three parts, each in processes of its own (a fresh interpreter per part, as a
+service or a notebook starts):
+
+- `encode`: `--calls` calls of `SentenceEncoder.encode` in one process per
+  precision (`float32`, `bfloat16`, `int8`), each on a request of random
+  size: 1-256 sentences (log-uniform, so small and large requests both come
+  often), each 0-5,000 characters (log-uniform) of mixed scripts (Latin,
+  Cyrillic, Greek, Arabic, Devanagari, Chinese, emoji), different every call.
+- `savedmodel`: the same requests sent to the exported SavedModel's
+  `serving_default` in a process that imports only TensorFlow and
+  tensorflow-text (as TF Serving runs it).
+- `fit`: `--fits` calls of `keras_sentemb.fit(method, ...)` in one process,
+  the methods that train on plain sentences in turn, each a few steps on
+  the bundled Wikipedia sample, seed 0; then each method once more in a
+  fresh process of its own, whose vectors each run of that method in the
+  long process must equal.
+
+For each it records the resident memory (RSS, from /proc) at the start (the
+model loaded), after the warm-up (the first `--warmup` share of the calls)
+and at the end, its growth after the warm-up, the number of traced
+functions (`tf.function` traces of the encoder's forward passes and
+tokenizer, in every precision it built; they must stay at their bound:
+one per forward-pass variant used, one tokenizer graph), and the p50 / p99
+latency of a call after the warm-up (the first and last tenth apart, to
+show the late calls cost what the early ones did). The fits: RSS after
+each, each run's seconds, the last run of a method against its second
+(within 10 %), and the largest relative difference of each run's vectors
+from the fresh process's.
+
+Prints a markdown table; `--json` writes every number.
+"""
+
+import argparse
+import json
+import os
+import platform
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+
+HERE = Path(__file__).resolve().parent
+REPO = HERE.parent
+WIKI = REPO / "keras_sentemb" / "resources" / "wiki" / "wiki10k.txt"
+PRECISIONS = ("float32", "bfloat16", "int8")
+# The methods that train on plain sentences (the bundled sample), with options that keep each
+# run a few steps long; supervised methods need labelled files the package does not bundle.
+FIT_METHODS = {
+    "simcse": {}, "ct": {"negatives": "k3"}, "consert": {}, "sg": {}, "mlm": {},
+    "whitening": {}, "flow": {}, "static": {"dims": 32},
+}
+PROBE = ["A man is playing a guitar.", "Ein Hund läuft im Park.", "猫がマットの上に座っている。",
+         "Кошка сидит на коврике.", ""]
+
+# Characters of each script the requests mix.
+SCRIPTS = [
+    "abcdefghijklmnopqrstuvwxyz", "абвгдежзийклмнопрстуфхцчшщыэюя", "αβγδεζηθικλμνξοπρστυφχψω",
+    "ابتثجحخدذرزسشصضطظعغفقكلمنهوي", "अआइईउऊएऐओऔकखगघचछजझटठडढणतथदधनपफबभमयरलवशषसह",
+    "的一是不了人我在有他这中大来上个国到说们为子和你地出道也时年", "😀😂👍🎉🔥❤️🌍🚀",
+]
+
+
+def rss_mib():
+    """This process's resident memory now (MiB)."""
+    with open("/proc/self/status", encoding="utf-8") as f:
+        for line in f:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) / 1024
+    return float("nan")
+
+
+def percentile(values, q):
+    values = sorted(values)
+    k = (len(values) - 1) * q
+    lo, hi = int(k), min(int(k) + 1, len(values) - 1)
+    return values[lo] + (values[hi] - values[lo]) * (k - lo)
+
+
+def log_uniform(rng, low, high):
+    """An int in [low, high], log-uniform (`low` may be 0: drawn as 1 and shifted)."""
+    import math
+
+    return int(math.exp(rng.uniform(0, math.log(high - low + 1)))) - 1 + low
+
+
+def request(rng, words):
+    """1-256 sentences of 0-5,000 characters, words of every script mixed."""
+    sentences = []
+    for _ in range(log_uniform(rng, 1, 256)):
+        size, parts = log_uniform(rng, 0, 5000), []
+        total = 0
+        while total < size:
+            if rng.random() < 0.6:
+                part = rng.choice(words)
+            else:
+                script = rng.choice(SCRIPTS)
+                part = "".join(rng.choice(script) for _ in range(rng.randint(1, 8)))
+            parts.append(part)
+            total += len(part) + 1
+        sentences.append(" ".join(parts)[:size])
+    return sentences
+
+
+def requests(calls, seed=0):
+    import random
+
+    rng = random.Random(seed)
+    words = WIKI.read_text(encoding="utf-8").split()[:20000]
+    for _ in range(calls):
+        yield request(rng, words)
+
+
+def traced_functions(encoder):
+    """`{"count", "variants"}`: traces of the encoder's forward passes and tokenizer graphs,
+    over the encoder and the twins it built for other precisions (int8 included)."""
+    seen, count, variants = set(), 0, 0
+    stack = [encoder]
+    while stack:
+        model = stack.pop()
+        if id(model) in seen or model is None:
+            continue
+        seen.add(id(model))
+        for fn in getattr(model, "_encode_fns", {}).values():
+            count += fn.experimental_get_tracing_count()
+            variants += 1
+        graph = getattr(model, "_tokenize_graph", None)
+        if graph is not None:
+            count += graph.experimental_get_tracing_count()
+            variants += 1
+        stack.extend(getattr(model, "_precision_twins", {}).values())
+        stack.append(getattr(model, "_int8_twin", None))
+    return {"count": count, "variants": variants}
+
+
+def _summary(latencies, rss, warm_index, traced=None):
+    timed = latencies[warm_index:]
+    tenth = max(1, len(timed) // 10)
+    out = {
+        "calls": len(latencies),
+        "warmup_calls": warm_index,
+        "rss_start_mib": round(rss["start"], 1),
+        "rss_warm_mib": round(rss["warm"], 1),
+        "rss_end_mib": round(rss["end"], 1),
+        "rss_growth_after_warmup_pct": round(100 * (rss["end"] - rss["warm"]) / rss["warm"], 2),
+        "rss_samples_mib": [round(v, 1) for v in rss["samples"]],
+        "p50_ms": round(1000 * percentile(timed, 0.5), 2),
+        "p99_ms": round(1000 * percentile(timed, 0.99), 2),
+        "first_tenth_p50_ms": round(1000 * percentile(timed[:tenth], 0.5), 2),
+        "last_tenth_p50_ms": round(1000 * percentile(timed[-tenth:], 0.5), 2),
+    }
+    if traced is not None:
+        out["traced"] = traced
+    return out
+
+
+def _soak(call, calls, warmup, traced=None):
+    """Runs `call(sentences)` on `calls` requests; RSS, latency and traces as `_summary`."""
+    warm_index = max(1, int(calls * warmup))
+    every = max(1, calls // 20)
+    rss = {"start": rss_mib(), "samples": []}
+    latencies, traces = [], {}
+    for i, sentences in enumerate(requests(calls)):
+        start = time.perf_counter()
+        call(sentences)
+        latencies.append(time.perf_counter() - start)
+        if i + 1 == warm_index:
+            rss["warm"] = rss_mib()
+            if traced is not None:
+                traces["warm"] = traced()
+        if (i + 1) % every == 0:
+            rss["samples"].append(rss_mib())
+    rss["end"] = rss_mib()
+    if traced is not None:
+        traces["end"] = traced()
+    return _summary(latencies, rss, warm_index, traces or None)
+
+
+def worker_encode(args):
+    from keras_sentemb.models import SentenceEncoder
+
+    encoder = SentenceEncoder.from_preset(args.model)
+    result = _soak(lambda s: encoder.encode(s, precision=args.precision, show_progress=False),
+                   args.calls, args.warmup, lambda: traced_functions(encoder))
+    result["precision"] = args.precision
+    print(json.dumps(result))
+
+
+def worker_savedmodel(args):
+    # A plain TensorFlow process: nothing of keras_sentemb or Keras is imported.
+    import tensorflow as tf
+    import tensorflow_text  # noqa: F401 (the tokenizer's ops)
+
+    loaded = tf.saved_model.load(args.saved_model)
+    serve = loaded.signatures["serving_default"]
+    result = _soak(lambda s: serve(sentences=tf.constant(s, tf.string))["embeddings"].numpy(),
+                   args.calls, args.warmup)
+    result["keras_sentemb_imported"] = "keras_sentemb" in sys.modules
+    print(json.dumps(result))
+
+
+def _probe_vectors(model):
+    import inspect
+
+    takes = "precision" in inspect.signature(model.encode).parameters
+    return model.encode(PROBE, **({"precision": "float32"} if takes else {})).tolist()
+
+
+def _fit_once(method, args):
+    import keras_sentemb
+
+    return keras_sentemb.fit(method, str(WIKI), model=args.model, steps=args.fit_steps,
+                             batch_size=8, max_length=32, dev=None, verbose=0, seed=0,
+                             **FIT_METHODS[method])
+
+
+def worker_fit(args):
+    methods = args.methods.split(",")
+    runs = []
+    rss_start = rss_mib()
+    for i in range(args.fits):
+        method = methods[i % len(methods)]
+        start = time.perf_counter()
+        model = _fit_once(method, args)
+        seconds = time.perf_counter() - start
+        runs.append({"run": i + 1, "method": method, "seconds": round(seconds, 2),
+                     "rss_mib": round(rss_mib(), 1), "vectors": _probe_vectors(model)})
+        del model
+    print(json.dumps({"rss_start_mib": round(rss_start, 1), "runs": runs}))
+
+
+def worker_fresh_fit(args):
+    print(json.dumps(_probe_vectors(_fit_once(args.methods, args))))
+
+
+def _child(args, worker, **extra):
+    argv = [sys.executable, __file__, "--worker", worker, "--model", args.model,
+            "--calls", str(args.calls), "--warmup", str(args.warmup),
+            "--fits", str(args.fits), "--fit-steps", str(args.fit_steps)]
+    for key, value in extra.items():
+        argv += [f"--{key.replace('_', '-')}", str(value)]
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO), env.get("PYTHONPATH")]))
+    done = subprocess.run(argv, capture_output=True, text=True, env=env)
+    if done.returncode != 0:
+        raise SystemExit(f"soak worker {worker} failed:\n{done.stderr[-4000:]}")
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def _max_rel_diff(a, b):
+    import numpy as np
+
+    a, b = np.asarray(a, np.float64), np.asarray(b, np.float64)
+    rows = np.linalg.norm(a - b, axis=-1) / np.maximum(np.linalg.norm(b, axis=-1), 1e-12)
+    return float(rows.max())
+
+
+def fit_part(args):
+    methods = list(FIT_METHODS) if args.methods is None else args.methods.split(",")
+    long_run = _child(args, "fit", methods=",".join(methods))
+    fresh = {m: _child(args, "fresh-fit", methods=m) for m in methods}
+    runs = long_run["runs"]
+    for run in runs:
+        run["max_rel_diff_vs_fresh_process"] = _max_rel_diff(run.pop("vectors"), fresh[run["method"]])
+    by_method = {}
+    for run in runs:
+        by_method.setdefault(run["method"], []).append(run)
+    late_vs_early = {}
+    for method, own in by_method.items():
+        if len(own) >= 3:  # the method's last run against its second (the first warms up)
+            late_vs_early[method] = round(own[-1]["seconds"] / own[1]["seconds"], 3)
+    rss = [r["rss_mib"] for r in runs]
+    return {
+        "fits": len(runs), "methods": methods, "steps_per_fit": args.fit_steps,
+        "rss_start_mib": long_run["rss_start_mib"], "rss_after_first_round_mib":
+            rss[min(len(methods), len(rss)) - 1], "rss_end_mib": rss[-1], "rss_max_mib": max(rss),
+        "late_over_early_seconds": late_vs_early,
+        "max_rel_diff_vs_fresh_process": max(r["max_rel_diff_vs_fresh_process"] for r in runs),
+        "runs": runs,
+    }
+
+
+def _export(args, folder):
+    from keras_sentemb import export_saved_model
+    from keras_sentemb.models import SentenceEncoder
+
+    return export_saved_model(SentenceEncoder.from_preset(args.model), folder)
+
+
+def table(results):
+    lines = ["| what | calls | RSS start / warm / end (MiB) | growth after warm-up | "
+             "traced functions (warm / end) | p50 / p99 (ms) | p50 first / last tenth (ms) |",
+             "|---|---|---|---|---|---|---|"]
+    for name, r in results.get("encode", {}).items():
+        traced = r["traced"]
+        lines.append(
+            f"| `encode`, {name} | {r['calls']} | {r['rss_start_mib']:.0f} / {r['rss_warm_mib']:.0f}"
+            f" / {r['rss_end_mib']:.0f} | {r['rss_growth_after_warmup_pct']:+.1f} % | "
+            f"{traced['warm']['count']} / {traced['end']['count']} | {r['p50_ms']:.0f} / "
+            f"{r['p99_ms']:.0f} | {r['first_tenth_p50_ms']:.0f} / {r['last_tenth_p50_ms']:.0f} |")
+    r = results.get("savedmodel")
+    if r:
+        lines.append(
+            f"| SavedModel (plain TensorFlow) | {r['calls']} | {r['rss_start_mib']:.0f} / "
+            f"{r['rss_warm_mib']:.0f} / {r['rss_end_mib']:.0f} | "
+            f"{r['rss_growth_after_warmup_pct']:+.1f} % | its stored graph | {r['p50_ms']:.0f} / "
+            f"{r['p99_ms']:.0f} | {r['first_tenth_p50_ms']:.0f} / {r['last_tenth_p50_ms']:.0f} |")
+    f = results.get("fit")
+    if f:
+        ratios = ", ".join(f"{m} {v:.2f}" for m, v in f["late_over_early_seconds"].items())
+        lines += ["", "| fits | RSS start / after the first round / end / max (MiB) | "
+                      "last run / second run of a method (seconds) | largest relative difference "
+                      "from a fresh process |", "|---|---|---|---|",
+                  f"| {f['fits']} ({', '.join(f['methods'])} in turn, {f['steps_per_fit']} steps "
+                  f"each) | {f['rss_start_mib']:.0f} / {f['rss_after_first_round_mib']:.0f} / "
+                  f"{f['rss_end_mib']:.0f} / {f['rss_max_mib']:.0f} | {ratios} | "
+                  f"{f['max_rel_diff_vs_fresh_process']:.1e} |"]
+    return "\n".join(lines)
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--calls", type=int, default=20000, help="encode / SavedModel calls per process")
+    p.add_argument("--fits", type=int, default=30, help="fit_* calls in the long process")
+    p.add_argument("--fit-steps", type=int, default=6, help="steps of each fit")
+    p.add_argument("--warmup", type=float, default=0.1, help="share of the calls that warm up")
+    p.add_argument("--model", default="default")
+    p.add_argument("--precisions", default=",".join(PRECISIONS))
+    p.add_argument("--methods", default=None, help="methods fitted in turn (default: "
+                                                   + ",".join(FIT_METHODS) + ")")
+    p.add_argument("--parts", default="encode,savedmodel,fit")
+    p.add_argument("--json", default=None, help="write every number to this file")
+    p.add_argument("--worker", default=None, help=argparse.SUPPRESS)
+    p.add_argument("--precision", default=None, help=argparse.SUPPRESS)
+    p.add_argument("--saved-model", default=None, help=argparse.SUPPRESS)
+    args = p.parse_args()
+    if args.worker is not None:
+        {"encode": worker_encode, "savedmodel": worker_savedmodel, "fit": worker_fit,
+         "fresh-fit": worker_fresh_fit}[args.worker](args)
+        return
+    parts = args.parts.split(",")
+    results = {"command": "python benchmarks/soak.py " + " ".join(sys.argv[1:]),
+               "machine": {"cpus": os.cpu_count(), "load_average": os.getloadavg(),
+                           "platform": platform.platform()}}
+
+    def save():  # after every part: a long run that stops keeps what it measured
+        results["machine"]["load_average_end"] = os.getloadavg()
+        if args.json:
+            Path(args.json).parent.mkdir(parents=True, exist_ok=True)
+            Path(args.json).write_text(json.dumps(results, indent=1) + "\n", encoding="utf-8")
+
+    if "encode" in parts:
+        results["encode"] = {}
+        for precision in args.precisions.split(","):
+            results["encode"][precision] = _child(args, "encode", precision=precision)
+            save()
+    if "savedmodel" in parts:
+        with tempfile.TemporaryDirectory() as tmp:
+            folder = _export(args, os.path.join(tmp, "soak"))
+            results["savedmodel"] = _child(args, "savedmodel", saved_model=folder)
+        save()
+    if "fit" in parts:
+        results["fit"] = fit_part(args)
+        save()
+    print(table(results))
+
+
+if __name__ == "__main__":
+    main()
