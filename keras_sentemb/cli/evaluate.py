@@ -25,12 +25,12 @@ def add_parser(sub):
     p.add_argument("benchmark", choices=["sts", "transfer", "all", "retrieval", "mteb"])
     model_args(p)
     p.add_argument("--data", default=None,
-                   help="SentEval-style downstream folder (or STS-B csv); retrieval: a BEIR folder "
-                        "(required but for mteb); mteb: local data instead of MTEB's (either kind)")
+                   help="SentEval-style downstream folder (or STS-B csv); retrieval: a BEIR folder; "
+                        "mteb: optional, local data of either kind instead of MTEB's tasks")
     p.add_argument("--tasks", default=None,
-                   help="comma-separated, e.g. STSBenchmark,STS12,STS17 or MR,CR,SUBJ,MPQA,SST2,TREC,MRPC "
-                        "(default: every task found); mteb: MTEB task names (its data comes from "
-                        "the Hugging Face Hub), or with --data that folder's STS tasks")
+                   help="comma-separated, e.g. STSBenchmark,STS12,STS17 or MR,CR,SUBJ,MPQA,SST2,TREC,MRPC; "
+                        "mteb: MTEB task names (their data from the Hugging Face Hub), or with "
+                        "--data that folder's STS tasks (default: every task found)")
     p.add_argument("--split", default=None,
                    help="sts: test (default), dev, train or all; retrieval: test (default) or dev")
     p.add_argument("--truncate-dim", type=positive_int, default=None,
