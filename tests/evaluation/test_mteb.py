@@ -117,7 +117,9 @@ def test_bundled_stsb_dev_through_mteb_equals_evaluate_sts(default_encoder, tmp_
     assert abs(ours - 86.72) < 0.05  # the published figure of the default model, 86.71-86.72
     saved = (tmp_path / "results" / "results" / "keras-sentemb__default" / "no_revision_available"
              / "experiments" / "precision_float32" / "local_STSBenchmark.json")
-    assert json.loads(saved.read_text())["scores"]["dev"][0]["cosine_spearman"] == theirs
+    # The results file holds MTEB's scores rounded to 5 places.
+    saved_score = json.loads(saved.read_text())["scores"]["dev"][0]["cosine_spearman"]
+    assert saved_score == pytest.approx(theirs, abs=5e-6)
 
 
 @needs_mteb
