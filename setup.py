@@ -38,7 +38,8 @@ setup(
         # pytrec-eval-terrier and faiss-cpu are the retrieval extra's;
         # ai-edge-litert and mediapipe run exported LiteRT files (in a process
         # of their own; the package never imports them); model2vec loads
-        # exported static models (in a process without TensorFlow).
+        # exported static models (in a process without TensorFlow); mteb runs
+        # MTEB's evaluators (in a process of its own, beside the encoder's).
         "test": [
             "pytest>=7", "pytest-xdist>=3.5", "apache-beam>=2.77,<2.78",
             "mkdocs>=1.6,<2", "mkdocs-material>=9.5,<10", "mkdocstrings[python]>=0.26",
@@ -46,6 +47,7 @@ setup(
             "torch", "transformers", "sentence-transformers", "tokenizers",
             "pytrec-eval-terrier>=0.5.6", "faiss-cpu>=1.8",
             "ai-edge-litert>=2.3", "mediapipe>=1.2.3", "model2vec>=0.9,<0.10",
+            "mteb>=2,<3",
         ],
         # The documentation site: `mkdocs serve`, `mkdocs build --strict`.
         "docs": ["mkdocs>=1.6,<2", "mkdocs-material>=9.5,<10", "mkdocstrings[python]>=0.26"],
@@ -60,6 +62,9 @@ setup(
         # Running exported LiteRT files outside TensorFlow: the LiteRT
         # interpreter and MediaPipe's TextEmbedder (export needs neither).
         "litert": ["ai-edge-litert>=2.3", "mediapipe>=1.2.3"],
+        # keras_sentemb.evaluate_mteb / `evaluate mteb`: MTEB's own evaluators
+        # and results layout (MTEB runs on PyTorch, in a process of its own).
+        "mteb": ["mteb>=2,<3"],
     },
     entry_points={"console_scripts": ["keras-sentemb=keras_sentemb.cli:run"]},
 )

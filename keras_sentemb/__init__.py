@@ -20,6 +20,8 @@ _PUBLIC = {
     "evaluate_transfer": "keras_sentemb.evaluation.transfer",
     "evaluate_retrieval": "keras_sentemb.evaluation.beir",
     "load_beir": "keras_sentemb.evaluation.beir",
+    "evaluate_mteb": "keras_sentemb.evaluation.mteb_evaluation",
+    "mteb_model": "keras_sentemb.evaluation.mteb_runner",
     "quantize_embeddings": "keras_sentemb.quantization",
     "quantized_search": "keras_sentemb.quantization",
     "QuantizationCalibration": "keras_sentemb.quantization",

@@ -1,19 +1,22 @@
 """Optional dependencies: imported where a feature needs them, or one line on how to install them.
 
-The retrieval metrics (pytrec_eval), the approximate index (faiss) and the
-Beam pipeline (Apache Beam) need packages that `pip install -e .` does not
+The retrieval metrics (pytrec_eval), the approximate index (faiss), the
+Beam pipeline (Apache Beam) and MTEB's evaluators (mteb) need packages that `pip install -e .` does not
 install; each comes with an extra of setup.py. When one is missing, the
 feature raises `MissingDependencyError`, whose message is one line with the
 pip command (the command line prints it as such, without a traceback).
 """
 
 import importlib
+import importlib.util
+import sys
 
 # extra of setup.py -> the packages it installs (pip names).
 EXTRAS = {
     "retrieval": ("pytrec-eval-terrier", "faiss-cpu"),
     "beam": ("apache-beam",),
     "parquet": ("pyarrow",),
+    "mteb": ("mteb",),
 }
 # module -> the pip package that provides it.
 PACKAGES = {
@@ -89,6 +92,24 @@ def is_missing(error, module):
     name = getattr(error, "name", None) or ""
     return isinstance(error, ModuleNotFoundError) and (
         name == module or name.startswith(module + "."))
+
+
+def is_installed(module):
+    """Whether top-level `module` can be imported, found without importing it.
+
+    For a package that is slow to import and used in another process (mteb).
+    A name that `sys.modules` maps to None counts as missing, as it does for
+    `import`.
+
+    Args:
+        module: str. A top-level module name.
+
+    Returns:
+        bool.
+    """
+    if module in sys.modules:
+        return sys.modules[module] is not None
+    return importlib.util.find_spec(module) is not None
 
 
 def import_optional(module, feature, extra):

@@ -78,7 +78,7 @@ EXTRA_HELP = {
                             "with --shard-size the folder of shards",
     ("encode", "--batch-size"): "sentences per batch",
     ("encode", "--normalize"): "L2-normalise every vector",
-    ("evaluate", "BENCHMARK"): "sts, transfer (SentEval), all (both, one report) or retrieval (BEIR layout)",
+    ("evaluate", "BENCHMARK"): "sts, transfer (SentEval), all (both, one report), retrieval (BEIR layout) or mteb (MTEB's evaluators)",
     ("evaluate", "--max-length"): "token limit per sentence (default: the model's)",
     ("evaluate", "--batch-size"): "sentences per batch",
     ("train", "METHOD"): "the method; its options are listed below",

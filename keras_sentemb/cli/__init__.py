@@ -14,6 +14,8 @@ keras-sentemb evaluate all --model MODEL --data DIR [--output REPORT]
 keras-sentemb evaluate retrieval --model MODEL --data BEIR_DIR [--split test|dev]
                        [--truncate-dim K] [--query-prompt P] [--corpus-prompt P]
                        [--approximate] [--format json|markdown] [--output FILE]
+keras-sentemb evaluate mteb --model MODEL --tasks T1,T2 [--output DIR]
+                       [--data DIR [--split S]] [--precision P] [--query-prompt P]
 keras-sentemb train METHOD --model MODEL --train-file FILE --output DIR
                        [--steps N] [--batch-size N] [--learning-rate LR]
                        [--max-length N] [method options]

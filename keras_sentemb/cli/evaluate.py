@@ -1,4 +1,4 @@
-"""`keras-sentemb evaluate`: STS, SentEval transfer tasks, both, or BEIR retrieval."""
+"""`keras-sentemb evaluate`: STS, SentEval transfer tasks, both, BEIR retrieval, or MTEB."""
 
 import contextlib
 import json
@@ -14,31 +14,36 @@ from keras_sentemb.cli.common import model_args
 from keras_sentemb.cli.common import positive_int
 from keras_sentemb.io_utils import write_file_atomic
 from keras_sentemb.missing_dependency import import_optional
+from keras_sentemb.missing_dependency import is_installed
+from keras_sentemb.missing_dependency import missing_dependency
 
 
 def add_parser(sub):
     """`evaluate`'s flags."""
     p = sub.add_parser("evaluate", allow_abbrev=False, help="evaluate an encoder (STS, SentEval transfer tasks, "
-                                        "both, or BEIR retrieval)")
-    p.add_argument("benchmark", choices=["sts", "transfer", "all", "retrieval"])
+                                        "both, BEIR retrieval, or MTEB's own evaluators)")
+    p.add_argument("benchmark", choices=["sts", "transfer", "all", "retrieval", "mteb"])
     model_args(p)
-    p.add_argument("--data", required=True,
-                   help="SentEval-style downstream folder (or STS-B csv); retrieval: a BEIR folder")
+    p.add_argument("--data", default=None,
+                   help="SentEval-style downstream folder (or STS-B csv); retrieval: a BEIR folder; "
+                        "mteb: optional, local data of either kind instead of MTEB's tasks")
     p.add_argument("--tasks", default=None,
-                   help="comma-separated, e.g. STSBenchmark,STS12,STS17 or MR,CR,SUBJ,MPQA,SST2,TREC,MRPC "
-                        "(default: every task found)")
+                   help="comma-separated, e.g. STSBenchmark,STS12,STS17 or MR,CR,SUBJ,MPQA,SST2,TREC,MRPC; "
+                        "mteb: MTEB task names (their data from the Hugging Face Hub), or with "
+                        "--data that folder's STS tasks (default: every task found)")
     p.add_argument("--split", default=None,
                    help="sts: test (default), dev, train or all; retrieval: test (default) or dev")
     p.add_argument("--truncate-dim", type=positive_int, default=None,
                    help="evaluate the first K dimensions (renormalised when the model normalises)")
-    p.add_argument("--query-prompt", default=None, help="retrieval: prefix of every query")
-    p.add_argument("--corpus-prompt", default=None, help="retrieval: prefix of every document")
+    p.add_argument("--query-prompt", default=None, help="retrieval and mteb: prefix of every query")
+    p.add_argument("--corpus-prompt", default=None,
+                   help="retrieval and mteb: prefix of every document")
     p.add_argument("--approximate", action="store_true",
                    help="retrieval: also search a faiss HNSW index and report its recall")
     p.add_argument("--batch-size", type=positive_int, default=128)
     p.add_argument("--precision", choices=["float32", "bfloat16", "int8"], default=None,
-                   help="sts and retrieval: what the model encodes in (default float32, the "
-                        "same scores on every CPU)")
+                   help="sts, retrieval and mteb: what the model encodes in (default float32, "
+                        "the same scores on every CPU)")
     p.add_argument("--seed", type=int, default=None,
                    help="transfer: seed of the folds and classifiers (default 1111, SentEval's)")
     p.add_argument("--config", choices=["paper", "fast"], default=None,
@@ -51,7 +56,8 @@ def add_parser(sub):
     p.add_argument("--output", default=None, metavar="FILE",
                    help="also write the report to FILE, in the format its extension (.json, "
                         ".md) or --format names; for sts, transfer and all, a FILE with "
-                        "neither gets FILE.json and FILE.md")
+                        "neither gets FILE.json and FILE.md; mteb: a folder for MTEB's results "
+                        "layout (results/ORG__NAME/REVISION/...)")
     p.add_argument("--update-card", action="store_true",
                    help="add the results to the model card of the --model folder")
     return p
@@ -121,6 +127,10 @@ def _write_report(files, report, markdown):
 
 def cmd_evaluate(args):
     reports = evaluation.report
+    if args.benchmark == "mteb":
+        return cmd_evaluate_mteb(args)
+    if args.data is None:
+        raise UsageError(f"evaluate {args.benchmark} needs --data")
     if not os.path.exists(args.data):
         raise UsageError(f"data folder not found: {args.data}")
     if args.output:
@@ -218,6 +228,48 @@ def cmd_evaluate_retrieval(args):
         evaluation.card_results.add_evaluation(args.model, "retrieval", result)
         print(f"added the retrieval results to the model card in {args.model}", file=sys.stderr)
     print(markdown if args.format == "markdown" else json.dumps(result))
+    return 0
+
+
+def cmd_evaluate_mteb(args):
+    """`evaluate mteb`: MTEB's evaluators (in a PyTorch child process), its results layout."""
+    for name in ("truncate_dim", "seed", "config", "format"):
+        if getattr(args, name) is not None:
+            raise UsageError(f"--{name.replace('_', '-')} does not apply to 'evaluate mteb'")
+    if args.approximate or args.update_card:
+        raise UsageError("--approximate and --update-card do not apply to 'evaluate mteb'")
+    if args.data is None and not args.tasks:
+        raise UsageError("evaluate mteb needs --tasks (MTEB task names) or --data (local data)")
+    if args.data is not None and not os.path.exists(args.data):
+        raise UsageError(f"data folder not found: {args.data}")
+    if args.data is None and args.split is not None:
+        raise UsageError("--split applies to local data (--data); MTEB's tasks use their own splits")
+    if args.output is not None and os.path.exists(args.output) and not os.path.isdir(args.output):
+        raise UsageError(f"--output for mteb is a folder; {args.output} is a file")
+    # Checked without importing mteb (which is slow to import): it runs in its own process.
+    if not is_installed("mteb"):
+        raise missing_dependency("mteb", "evaluate mteb", "mteb")
+    from keras_sentemb.evaluation.mteb_evaluation import evaluate_mteb
+
+    prompts = {key: value for key, value in (("query", args.query_prompt),
+                                             ("document", args.corpus_prompt)) if value}
+    precision = args.precision or "float32"
+    encoder = load_encoder(args.model, args.pooling, args.max_length, args.num_layers,
+                           precision=precision)
+    with contextlib.redirect_stdout(sys.stderr):  # MTEB's messages are not the result
+        try:
+            result = evaluate_mteb(
+                encoder, _split_tasks(args.tasks), data=args.data, split=args.split or "test",
+                output=args.output, precision=precision, batch_size=args.batch_size,
+                prompts=prompts or None, name=os.path.basename(os.path.normpath(args.model)))
+        except ValueError as e:
+            raise UsageError(str(e).splitlines()[0]) from None
+    if args.output:
+        print(f"wrote MTEB's results under {args.output}", file=sys.stderr)
+    line = {"model": args.model, "precision": precision, "mteb_model": result["model"],
+            "tasks": {task: {"main_score": r["main_score"], "splits": r["splits"]}
+                      for task, r in result["tasks"].items()}}
+    print(json.dumps(line))
     return 0
 
 

@@ -184,3 +184,25 @@ def write_hf_bert(encoder, folder, prefix="", pooler=True, mlm_head=False, dtype
     (folder / "vocab.txt").write_text("\n".join(TINY_VOCAB) + "\n")
     (folder / "tokenizer_config.json").write_text(json.dumps({"do_lower_case": True}))
     return folder
+
+
+def write_beir_from_pairs(folder, pairs, min_score=4.0):
+    """A BEIR folder from STS pairs: each pair scoring `min_score` or more is a query
+    (sentence 1) with one relevant document (its sentence 2); every sentence 2 is a document."""
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "qrels").mkdir(exist_ok=True)
+    documents, queries, qrels = {}, {}, []
+    for i, (s1, s2, score) in enumerate(pairs):
+        documents.setdefault(s2, f"d{i}")
+        if float(score) >= min_score and s1 not in queries.values():
+            queries[f"q{i}"] = s1
+            qrels.append((f"q{i}", documents[s2]))
+    (folder / "corpus.jsonl").write_text(
+        "".join(json.dumps({"_id": key, "title": "", "text": text}) + "\n"
+                for text, key in documents.items()), encoding="utf-8")
+    (folder / "queries.jsonl").write_text(
+        "".join(json.dumps({"_id": key, "text": text}) + "\n" for key, text in queries.items()),
+        encoding="utf-8")
+    lines = ["query-id\tcorpus-id\tscore"] + [f"{q}\t{d}\t1" for q, d in qrels]
+    (folder / "qrels" / "test.tsv").write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return folder
