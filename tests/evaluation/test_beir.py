@@ -194,8 +194,9 @@ def test_tiny_encoder_end_to_end_with_truncation(tiny_model, word_dir):
         assert 0 <= result["ndcg@10"] <= 100 and result["recall@10"] == 100.0
     # The same run by hand: encode, truncate, renormalise, rank.
     docs = encoder.encode([(d["title"] + " " + d["text"]).strip() for d in WORD_CORPUS],
-                          truncate_dim=8)
-    queries = encoder.encode([q["text"] for q in WORD_QUERIES], truncate_dim=8)
+                          truncate_dim=8, precision="float32")
+    queries = encoder.encode([q["text"] for q in WORD_QUERIES], truncate_dim=8,
+                             precision="float32")
     ranks = [int(np.sum(queries[i] @ docs.T > queries[i] @ docs[i])) for i in range(2)]
     assert cut["mrr@10"] == pytest.approx(100 * np.mean([1 / (r + 1) for r in ranks]), rel=1e-5)
 
