@@ -18,8 +18,7 @@ def add_parser(sub):
     p.add_argument("--version", type=positive_int, default=None)
     p.add_argument("--format", choices=["saved-model", "sentence-transformers", "transformers", "litert",
                                         "model2vec", "keras-hub"],
-                   default="saved-model",
-                   help="keras-hub: a keras_hub TextEmbedder preset folder (float32 weights)")
+                   default="saved-model")
     p.add_argument("--overwrite", action="store_true",
                    help="replace an existing export (SavedModel version or folder), atomically")
     p.add_argument("--dtype", choices=["float32", "float16", "bfloat16"], default=None,
