@@ -24,7 +24,8 @@ def make_bert_text_embedder(pooling_mode="mean", normalize=True, sequence_length
         vocabulary_size=len(TINY_VOCAB), num_layers=2, num_heads=2, hidden_dim=32,
         intermediate_dim=64, max_sequence_length=64,
     )
-    tokenizer = keras_hub.models.BertTokenizer(vocabulary=TINY_VOCAB, lowercase=True)
+    tokenizer = keras_hub.models.BertTokenizer(vocabulary=TINY_VOCAB, lowercase=True,
+                                               strip_accents=True)
     preprocessor = keras_hub.models.BertTextEmbedderPreprocessor(
         tokenizer, sequence_length=sequence_length)
     return keras_hub.models.BertTextEmbedder(
