@@ -202,12 +202,12 @@ def encode_by_length(embedder, sentences, batch_size=32):
     """`embedder.encode_text(sentences)`, each sentence padded to its length's bucket, not to the preset's.
 
     `encode_text` is `predict`: the preprocessor on a batch of strings, then
-    the model; this runs the same two calls.
-    A keras-hub preprocessor pads every sentence to `sequence_length`
-    (e.g. 256); padding changes no vector (attention and pooling skip it),
-    so sentences are encoded in groups padded to the next power of two of
-    their token count (at least 16, at most `sequence_length`, where they
-    are truncated as the preset truncates). Float32 `[n, dim]`.
+    the model; this runs the same two calls. A keras-hub preprocessor pads
+    every sentence to `sequence_length` (e.g. 256); padding changes no
+    vector (attention and pooling skip it), so sentences are encoded in
+    groups padded to the next power of two of their token count (at least
+    16, at most `sequence_length`, where they are truncated as the preset
+    truncates). Float32 `[n, dim]`.
     """
     preprocessor = embedder.preprocessor
     full = int(preprocessor.sequence_length)
