@@ -39,8 +39,17 @@ def test_the_options_name_only_registered_methods():
     assert set(OPTIONS) <= set(keras_sentemb.list_methods())
 
 
+# Training from an XLM-RoBERTa start does not work yet: the SentencePiece tokenizer's resource is
+# missing when the tf.data pipeline tokenizes ("Resource ... SentencepieceResource does not
+# exist"), and the static method cannot write a SentencePiece tokenizer. Encoding and exporting
+# one work (tests/models/test_keras_hub_models.py, tests/export/test_keras_hub_export.py).
+XLM_ROBERTA_TRAINING = pytest.mark.xfail(
+    strict=True, reason="training tokenizes XLM-RoBERTa's SentencePiece in tf.data: resource missing")
+
+
 @pytest.mark.slow
-@pytest.mark.parametrize("family", FAMILIES)
+@pytest.mark.parametrize("family", [f if f != "xlm_roberta" else
+                                    pytest.param(f, marks=XLM_ROBERTA_TRAINING) for f in FAMILIES])
 def test_every_method_trains_from_a_keras_hub_start(family, tmp_path):
     start = make_start(family)
     before = [np.array(w) for w in (start[0] if family == "roberta" else start).get_weights()]
