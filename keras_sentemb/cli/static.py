@@ -101,6 +101,9 @@ def export(args):
         raise UsageError(f"--version applies to --format saved-model, not {args.format}")
     if args.format != "litert" and args.quantize is not None:
         raise UsageError(f"--quantize applies to --format litert, not {args.format}")
+    if args.format == "keras-hub":
+        raise UsageError("--format keras-hub writes a Transformer's TextEmbedder; a static model "
+                         "exports as sentence-transformers, model2vec, saved-model or litert")
     if args.format == "transformers":
         raise UsageError("--format transformers exports a Transformer; a static model exports "
                          "as sentence-transformers, model2vec, saved-model or litert")

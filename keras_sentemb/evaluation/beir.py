@@ -31,6 +31,7 @@ from keras_sentemb.evaluation.search import approximate_search
 from keras_sentemb.evaluation.search import check_similarity
 from keras_sentemb.evaluation.search import exact_search
 from keras_sentemb.evaluation.search import recall_at_k
+from keras_sentemb.evaluation.sts import keras_hub_encoder
 from keras_sentemb.missing_dependency import import_optional
 from keras_sentemb.kernels.precision import reproducible
 
@@ -315,8 +316,8 @@ def evaluate_retrieval(
 
     Args:
         encoder: a `SentenceEncoder` (anything with `encode(sentences,
-            batch_size=..., show_progress=...)`) or a callable
-            `f(list[str]) -> array [n, dim]`.
+            batch_size=..., show_progress=...)`), a keras-hub `TextEmbedder`,
+            or a callable `f(list[str]) -> array [n, dim]`.
         data: str, path or `BeirData`. A BEIR folder or data already read
             with `load_beir`.
         split: str. The qrels split when `data` is a folder. Defaults to
@@ -369,6 +370,7 @@ def evaluate_retrieval(
         - [Thakur et al., 2021](https://arxiv.org/abs/2104.08663) (BEIR)
     """
     check_similarity(similarity)
+    encoder = keras_hub_encoder(encoder)
     if truncate_dim is not None and (
         not isinstance(truncate_dim, (int, np.integer)) or isinstance(truncate_dim, bool)
         or truncate_dim < 1

@@ -28,6 +28,7 @@ References:
 import math
 import os
 import re
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -345,6 +346,25 @@ def load_sts_pairs(data_dir, task, split="test"):
     return groups
 
 
+def keras_hub_encoder(encoder):
+    """A `SentenceEncoder` for a keras-hub `TextEmbedder` (or other keras-hub model); else `encoder`.
+
+    A keras-hub model is a callable Keras model that takes token ids, not
+    strings: it is turned into the encoder with its pooling and
+    normalisation (`keras_sentemb.models.keras_hub_models`). Nothing is
+    imported unless keras-hub already is (this module stays light).
+    """
+    if "keras_hub" not in sys.modules:
+        return encoder
+    from keras_sentemb.models.keras_hub_models import is_keras_hub_model
+
+    if not is_keras_hub_model(encoder):
+        return encoder
+    from keras_sentemb.models.sentence_encoder import SentenceEncoder
+
+    return SentenceEncoder.from_preset(encoder)
+
+
 def _encode(encoder, sentences, batch_size, pooling, encode_kwargs):
     """Encodes `sentences` once; returns a float array `[n, dim]`."""
     encode = getattr(encoder, "encode", None)
@@ -461,8 +481,10 @@ def evaluate_sts(
     Args:
         encoder: an object with `encode(sentences, batch_size=...,
             pooling=..., **kwargs) -> array [n, dim]` (e.g.
-            `SentenceEncoder`), or a callable `f(list[str]) -> array [n, dim]`
-            (called on chunks of `batch_size` sentences).
+            `SentenceEncoder`), a keras-hub `TextEmbedder` (encoded with its
+            pooling and normalisation), or a callable
+            `f(list[str]) -> array [n, dim]` (called on chunks of
+            `batch_size` sentences).
         data_dir: str or path. SentEval's `data/downstream` folder, its
             `STS/` folder, one task folder (e.g. `STS/STSBenchmark`,
             `STS/STS12-en-test`, `SICK`), or a single STS-B csv / SICK file.
@@ -527,6 +549,7 @@ def evaluate_sts(
           Appendix B compares the "all", "mean" and "wmean" settings.
     """
     batch_size = _check_arguments(aggregation, batch_size)
+    encoder = keras_hub_encoder(encoder)
     splits = _normalize_splits(split)
     names = _task_names(data_dir, tasks, splits)
     # Read everything first so that missing files fail before encoding.

@@ -37,6 +37,7 @@ from keras_sentemb.evaluation import transfer_protocols as protocols
 from keras_sentemb.evaluation import transfer_readers as readers
 from keras_sentemb.evaluation.sts import _encode
 from keras_sentemb.evaluation.sts import _pooling_name
+from keras_sentemb.evaluation.sts import keras_hub_encoder
 from keras_sentemb.evaluation.sts import resolved_names
 
 logger = logging.getLogger(__name__)
@@ -174,8 +175,8 @@ def evaluate_transfer(
 
     Args:
         encoder: an object with `encode(sentences, batch_size=...,
-            pooling=..., **kwargs)` (e.g. `SentenceEncoder`) or a callable
-            `f(list[str]) -> array [n, dim]`.
+            pooling=..., **kwargs)` (e.g. `SentenceEncoder`), a keras-hub
+            `TextEmbedder`, or a callable `f(list[str]) -> array [n, dim]`.
         data_dir: str or path. SentEval's `data/downstream` folder (see
             `transfer_readers` for the layout).
         tasks: str (comma-separated), list of str, or None. Any of `"MR"`,
@@ -218,6 +219,7 @@ def evaluate_transfer(
         - [Conneau & Kiela, 2018](https://arxiv.org/abs/1803.05449)
     """
     cfg = protocols.resolve_config(config)
+    encoder = keras_hub_encoder(encoder)
     seed = validation.non_negative_int(seed, "seed")
     validation.positive_int(batch_size, "batch_size")
     if mrpc_features not in MRPC_FEATURES:

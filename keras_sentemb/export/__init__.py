@@ -10,6 +10,10 @@ the graph. The graph needs TensorFlow and the tensorflow-text ops only.
 (or, with `format="transformers"`, a bare `BertModel` / `RobertaModel`
 folder) that the Hugging Face libraries load directly.
 
+`export_keras_hub(encoder, "NAME")` writes a keras-hub `TextEmbedder` preset
+folder (`keras_hub.models.TextEmbedder.from_preset` loads it,
+`keras_hub.upload_preset` publishes it).
+
 `export_litert(encoder, "NAME.tflite")` writes an on-device LiteRT file of
 builtin ops (int32 token ids in, one embedding out) with the BERT tokenizer in
 its metadata, which MediaPipe's TextEmbedder runs on raw text.
@@ -38,6 +42,9 @@ _PUBLIC = {
     "verify_huggingface": "keras_sentemb.export.huggingface",
     "check_exportable": "keras_sentemb.export.huggingface",
     "NotExportableError": "keras_sentemb.export.huggingface",
+    "export_keras_hub": "keras_sentemb.export.keras_hub_preset",
+    "verify_keras_hub": "keras_sentemb.export.keras_hub_preset",
+    "to_text_embedder": "keras_sentemb.export.keras_hub_preset",
     "export_litert": "keras_sentemb.export.litert",
     "verify_litert": "keras_sentemb.export.litert_check",
 }

@@ -46,6 +46,7 @@ from keras_sentemb.models import model_kinds
 from keras_sentemb.models.int8_encoder import DEFAULT_CALIBRATION_SIZE
 from keras_sentemb.models.int8_encoder import prepare_int8
 from keras_sentemb.kernels.policy import declare_graph
+from keras_sentemb.models.keras_hub_models import is_keras_hub_model
 from keras_sentemb.models.sentence_encoder import SentenceEncoder
 from keras_sentemb.models.truncation import check_truncate_dim
 from keras_sentemb.quiet_startup import quiet_tensorflow_info
@@ -119,12 +120,14 @@ def _as_encoder(encoder):
         return SentenceEncoder.from_preset(os.fspath(encoder))
     if isinstance(encoder, SentenceEncoder):
         return encoder
+    if is_keras_hub_model(encoder):  # a keras-hub TextEmbedder: its pooling and normalisation
+        return SentenceEncoder.from_preset(encoder)
     inner = getattr(encoder, "encoder", None)
     if isinstance(inner, SentenceEncoder):
         return inner
     raise TypeError(
         "`encoder` must be a SentenceEncoder, an object with a SentenceEncoder "
-        "`.encoder` (a trainer), or a model name/folder; received "
+        "`.encoder` (a trainer), a keras-hub TextEmbedder, or a model name/folder; received "
         f"{type(encoder).__name__}."
     )
 

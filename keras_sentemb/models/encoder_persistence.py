@@ -24,6 +24,9 @@ from keras_sentemb.model_card import write_model_card
 from keras_sentemb.models import presets
 from keras_sentemb.models import static_runtime
 from keras_sentemb.models.backbone_adapter import truncate_backbone
+from keras_sentemb.models.keras_hub_models import is_keras_hub_model
+from keras_sentemb.models.keras_hub_models import keras_hub_components
+from keras_sentemb.models.loading import Components
 from keras_sentemb.models.loading import POSTPROCESS_FORMAT_VERSION
 from keras_sentemb.models.loading import POSTPROCESS_WEIGHTS
 from keras_sentemb.models.loading import load_components
@@ -148,11 +151,17 @@ class EncoderPersistence:
         `modules.json`, `sentence_bert_config.json`), else mean pooling, no
         normalisation and the backbone's maximum length (capped at 512).
 
+        A keras-hub `TextEmbedder` (object, preset folder or handle) keeps
+        its pooling (`pooling_mode`), normalisation and sequence length; an
+        object is copied, never changed (`keras_sentemb.models.keras_hub_models`).
+
         Args:
-            preset: str or path. `"default"` (the bundled all-MiniLM-L6-v2), a
-                folder written by `save`, a Hugging Face /
-                sentence-transformers folder, or a keras-hub preset name or
-                handle.
+            preset: str, path or keras-hub object. `"default"` (the bundled
+                all-MiniLM-L6-v2), a folder written by `save`, a Hugging Face /
+                sentence-transformers folder, a keras-hub preset name, handle
+                or folder (a `TextEmbedder` preset included), or a keras-hub
+                `TextEmbedder` (or other task with a preprocessor) or
+                `(Backbone, Tokenizer)` pair.
             pooling: str or None. Overrides the stored pooling.
             normalize: bool or None. Overrides the stored normalisation.
             max_length: int or None. Overrides the stored maximum length.
@@ -167,12 +176,16 @@ class EncoderPersistence:
         Returns:
             A `SentenceEncoder` (a `StaticEncoder` for a static folder).
         """
-        if static_runtime.is_static_folder(preset):  # `keras-sentemb train static`'s output
+        resolved = None
+        if is_keras_hub_model(preset):  # a TextEmbedder, another task, or (backbone, tokenizer)
+            parts = Components(*keras_hub_components(preset, dtype=dtype))
+        elif static_runtime.is_static_folder(preset):  # `keras-sentemb train static`'s output
             from keras_sentemb.models.static_encoder import StaticEncoder
 
             return StaticEncoder.from_preset(preset, normalize=normalize, max_length=max_length)
-        resolved = presets.resolve_model(preset)
-        parts = load_components(resolved, dtype=dtype)
+        else:
+            resolved = presets.resolve_model(preset)
+            parts = load_components(resolved, dtype=dtype)
         if num_layers is not None:
             parts.backbone = truncate_backbone(parts.backbone, num_layers)
         settings = parts.settings
@@ -189,7 +202,7 @@ class EncoderPersistence:
         encoder = cls(parts.backbone, parts.tokenizer, **settings, **kwargs)
         if parts.projection_weights is not None:
             encoder.projection.set_weights(parts.projection_weights)
-        if resolved.kind == "sentemb":
+        if resolved is not None and resolved.kind == "sentemb":
             encoder.model_card = read_model_card(resolved.location)
         return encoder
 
@@ -242,3 +255,46 @@ class EncoderPersistence:
             layer.set_weights(self.postprocess.get_weights())
             copy.postprocess = layer
         return copy
+
+    def to_keras_hub(self, path=None, **kwargs):
+        """This encoder as a keras-hub `TextEmbedder`: an object, or a preset folder at `path`.
+
+        Without `path`, returns a `keras_hub.models.BertTextEmbedder` or
+        `XLMRobertaTextEmbedder` holding a float32 copy of the weights, the
+        tokenizer, the pooling and the normalisation
+        (`keras_sentemb.export.keras_hub_preset.to_text_embedder`). With
+        `path`, writes the checked preset folder that
+        `keras_hub.models.TextEmbedder.from_preset(path)` loads and
+        `keras_hub.upload_preset` publishes, and returns `path`
+        (`keras_sentemb.export_keras_hub`, which takes `kwargs`).
+
+        Args:
+            path: str, path or None. The preset folder to write. Defaults to
+                `None` (return the object).
+            **kwargs: `export_keras_hub`'s options (`overwrite`,
+                `tolerance`, `probe_sentences`, `verify`, `verbose`).
+
+        Returns:
+            A keras-hub `TextEmbedder`, or str (the folder).
+
+        Raises:
+            NotExportableError: a `TextEmbedder` cannot express this encoder
+                (a projection head, whitening, BERT-flow, another pooling, a
+                RoBERTa backbone); the message names the format that can.
+
+        Examples:
+
+        ```python
+        embedder = encoder.to_keras_hub()
+        embedder.encode_text(["A sentence."])
+        encoder.to_keras_hub("my-embedder")  # then keras_hub.upload_preset(uri, "my-embedder")
+        ```
+        """
+        from keras_sentemb.export import keras_hub_preset
+
+        if path is None:
+            if kwargs:
+                raise TypeError(f"`to_keras_hub()` without a path takes no options; received "
+                                f"{sorted(kwargs)}.")
+            return keras_hub_preset.to_text_embedder(self)
+        return keras_hub_preset.export_keras_hub(self, path, **kwargs)

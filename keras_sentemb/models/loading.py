@@ -22,6 +22,7 @@ from keras_sentemb.models import presets
 from keras_sentemb.models.folder_inspection import inspect_model_folder
 from keras_sentemb.kernels.deferred_init import initializers_deferred
 from keras_sentemb.kernels.fused_gelu import HF_HIDDEN_ACT
+from keras_sentemb.models.keras_hub_models import task_settings
 from keras_sentemb.models.presets import is_cached_preset
 from keras_sentemb.models.roberta_keys import prefixed_view
 from keras_sentemb.models.st_modules import read_dense_modules
@@ -294,7 +295,7 @@ def _load_hf(folder, dtype):
     return Components(backbone, tokenizer, settings, projection_weights, dense["postprocess"])
 
 
-def _load_keras_hub(handle, dtype):
+def _load_backbone_and_tokenizer(handle, dtype):
     with initializers_deferred():  # every weight is loaded: no random draws first
         backbone = keras_hub.models.Backbone.from_preset(handle, dtype=dtype)
     tokenizer = keras_hub.models.Tokenizer.from_preset(handle)
@@ -302,9 +303,19 @@ def _load_keras_hub(handle, dtype):
     return Components(backbone, tokenizer, settings)
 
 
+def _load_keras_hub(handle, dtype):
+    """A keras-hub preset; a `TextEmbedder` preset's pooling, normalisation and length kept."""
+    parts = _load_backbone_and_tokenizer(handle, dtype)
+    declared = task_settings(handle)
+    if "max_length" in declared:
+        declared["max_length"] = min(declared["max_length"], parts.settings["max_length"])
+    parts.settings.update(declared)
+    return parts
+
+
 def _load_sentemb(folder, dtype):
     folder = Path(folder)
-    parts = _load_keras_hub(str(folder), dtype)
+    parts = _load_backbone_and_tokenizer(str(folder), dtype)
     stored = presets.read_json(folder / presets.SENTEMB_CONFIG)
     version = stored.pop("format_version", 1)
     if version > POSTPROCESS_FORMAT_VERSION:
@@ -347,7 +358,7 @@ class ModelLoadError(presets.ModelNotFoundError):
 
 JSON_FILES = (
     "config.json", "sentemb_config.json", "tokenizer.json", "metadata.json",
-    "preprocessor.json", "modules.json", "sentence_bert_config.json",
+    "preprocessor.json", "task.json", "modules.json", "sentence_bert_config.json",
     "tokenizer_config.json", "special_tokens_map.json", "1_Pooling/config.json",
 )
 # Hosts keras-hub downloads presets from, by handle scheme.

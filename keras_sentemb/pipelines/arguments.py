@@ -254,9 +254,12 @@ _PATH = str | os.PathLike
 
 SHARED_ARGUMENTS = (
     Argument("model", object, "default", "`\"default\"` (the bundled all-MiniLM-L6-v2), a "
-             "keras-hub preset name, a Hugging Face / sentence-transformers folder, a folder "
-             "saved by this package, or (in Python) a `SentenceEncoder`.",
-             type_doc="str or `SentenceEncoder`", check=transformer_check("model")),
+             "keras-hub preset name or folder (a `TextEmbedder` keeps its pooling and "
+             "normalisation), a Hugging Face / sentence-transformers folder, a folder saved by "
+             "this package, or (in Python) a `SentenceEncoder`, a keras-hub `TextEmbedder` or a "
+             "`(Backbone, Tokenizer)` pair (copied, never trained in place).",
+             type_doc="str, `SentenceEncoder` or keras-hub model",
+             check=transformer_check("model")),
     Argument("steps", int | None, None, "Optimizer steps; None is the method's epochs over "
              "the data.", minimum=1),
     Argument("batch_size", int, 32, "Rows per optimizer step (global, across replicas).",

@@ -55,6 +55,7 @@ from keras_sentemb.data.stream_batches import as_stream
 from keras_sentemb.data.stream_batches import stream_batches
 from keras_sentemb.data.stream_batches import worker_shard
 from keras_sentemb.models import SentenceEncoder
+from keras_sentemb.models.keras_hub_models import is_keras_hub_model
 from keras_sentemb.kernels.precision import PRECISIONS
 from keras_sentemb.pipelines.plan import RunConfig
 from keras_sentemb.pipelines.plan import resolve
@@ -132,15 +133,18 @@ def _jsonable(value):
 
 
 def resolve_encoder(model):
-    """A `SentenceEncoder` from a preset name / folder, or the given encoder."""
+    """A `SentenceEncoder` from a preset name / folder or a keras-hub model, or the given encoder."""
     if isinstance(model, SentenceEncoder):
         encoder = model
     elif isinstance(model, (str, os.PathLike)):
         encoder = SentenceEncoder.from_preset(os.fspath(model))
+    elif is_keras_hub_model(model):  # a copy: the caller's keras-hub object is not trained
+        encoder = SentenceEncoder.from_preset(model)
     else:
         raise ValueError(
-            "`model` must be a preset name, a model folder or a SentenceEncoder. "
-            f"Received: {type(model).__name__}."
+            "`model` must be a preset name, a model folder, a SentenceEncoder, a keras-hub "
+            f"TextEmbedder or a (keras-hub Backbone, Tokenizer) pair. Received: "
+            f"{type(model).__name__}."
         )
     return encoder
 
