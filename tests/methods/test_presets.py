@@ -101,13 +101,29 @@ def test_a_method_dropped_into_the_package_is_found(tmp_path):
     (tmp_path / "method.py").write_text('"""@register_method("framework")\nclass X:"""\n')
     (tmp_path / "mean_shift").mkdir()
     (tmp_path / "mean_shift" / "__init__.py").write_text(textwrap.dedent('''
+        """A method; its docstring shows another one, which is not declared.
+
+        Examples:
+
+        @register_method("docstring_example")
+        class Example(Method):
+            ...
+
+        fit_docstring_example = fit_function("docstring_example", "fit_docstring_example")
+        def fit_other(data):
+        """
+
+
         @register_method("mean_shift")
         class MeanShiftMethod(Method):
             """A method."""
 
+            def train(self, run, data, config):
+                fit_inner = None
 
-        def fit_mean_shift(data, preset=None):
-            ...
+
+        # @register_method("commented_out")
+        fit_mean_shift = fit_function("mean_shift", "fit_mean_shift")
     '''))
     (tmp_path / "notes").mkdir()  # a folder that is no package
     names, functions = builtin_declarations(tmp_path, "pkg.methods")

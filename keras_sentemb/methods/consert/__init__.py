@@ -273,19 +273,5 @@ def _dev_selection(run, dev_pooling, patience):
     return STSDevEvaluation(run.dev_pairs, pooling=dev_pooling, patience=patience)
 
 
-# The literal signature, for editors: `fit_function` checks it against the method's
-# config and run defaults, and makes the function (its docstring is the method's).
-def fit_consert(data, model="default", steps=None, batch_size=96, learning_rate=5e-7,
-                max_length=64, pooling="auto", dev="stsb", eval_every=200, output=None,
-                strategy=None, callbacks=None, seed=42, verbose="auto", mode="unsup",
-                supervised=None, views="shuffle,feature_cutoff", view_rates=None,
-                temperature=0.1, encoder_dropout=False, alpha=0.15, noise_norm=1.0,
-                supervised_steps=None, supervised_learning_rate=2e-5, epochs=10,
-                warmup_ratio=0.1, patience=10, dev_pooling=None, precision="float32",
-                mini_batch_size=None, matryoshka_dims=None, max_grad_norm=1.0,
-                matryoshka_weights=None,
-                dev_retrieval=None, dev_select="auto", max_skipped=0.01, preset=None):
-    ...
-
-
-fit_consert = fit_function("consert", fit_consert)
+# The `fit_*` function: its signature and docstring are the method's.
+fit_consert = fit_function("consert", "fit_consert")

@@ -109,17 +109,5 @@ class SelfGuidedMethod(Method):
         return run.train(trainer, optimizer, make_dataset, plan, patience=config.patience)
 
 
-# The literal signature, for editors: `fit_function` checks it against the method's
-# config and run defaults, and makes the function (its docstring is the method's).
-def fit_self_guided(data, model="default", steps=None, batch_size=16, learning_rate=5e-5,
-                    max_length=None, pooling="auto", dev="stsb", eval_every=50, output=None,
-                    strategy=None, callbacks=None, seed=1, verbose="auto", loss="opt3",
-                    epochs=1, temperature=0.01, view_pooling="max", min_layer=0,
-                    max_layer=None, projection_dim=4096, projection=True, reg_weight=0.1,
-                    freeze_embeddings=True, warmup_ratio=0.1, weight_decay=0.0, patience=10,
-                    mode="unsup", max_grad_norm=1.0,
-                    dev_retrieval=None, dev_select="auto", max_skipped=0.01, preset=None):
-    ...
-
-
-fit_self_guided = fit_function("sg", fit_self_guided)
+# The `fit_*` function: its signature and docstring are the method's.
+fit_self_guided = fit_function("sg", "fit_self_guided")

@@ -126,16 +126,5 @@ class SimCSEMethod(Method):
         return run.train(trainer, optimizer, make_dataset, plan)
 
 
-# The literal signature, for editors: `fit_function` checks it against the method's
-# config and run defaults, and makes the function (its docstring is the method's).
-def fit_simcse(data, model="default", steps=None, batch_size=64, learning_rate=3e-5,
-               max_length=32, pooling="auto", dev="stsb", eval_every=125, output=None,
-               strategy=None, callbacks=None, seed=42, verbose="auto", mode="unsup",
-               temperature=0.05, mlp="auto", hard_negative_weight=0.0, negative_weight=1.0,
-               negative_margin=0.0, precision="float32", mini_batch_size=None,
-               matryoshka_dims=None, max_grad_norm=1.0, matryoshka_weights=None,
-               dev_retrieval=None, dev_select="auto", max_skipped=0.01, preset=None):
-    ...
-
-
-fit_simcse = fit_function("simcse", fit_simcse)
+# The `fit_*` function: its signature and docstring are the method's.
+fit_simcse = fit_function("simcse", "fit_simcse")
