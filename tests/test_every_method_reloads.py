@@ -17,26 +17,16 @@ import sys
 import pytest
 
 from keras_sentemb import cli
+from keras_sentemb.methods.registry import BUILTIN_METHODS
+from keras_sentemb.methods.testing import method_test
 from keras_sentemb.models import loading
 from tests.conftest import REPO
 
 PACKAGE = REPO / "keras_sentemb"
 
-# Every method, with the data its --train-file takes and options that keep it tiny.
-RUNS = {
-    "ct": ("corpus.txt", ["--negatives", "k3"]),
-    "simcse": ("corpus.txt", []),
-    "consert": ("corpus.txt", []),
-    "sg": ("corpus.txt", ["--projection-dim", "16"]),
-    "parallel": ("bitext.tsv", ["--eval-size", "10", "--dev-size", "10", "--queue-size", "8",
-                                "--no-track-alignment"]),
-    "multitask": ("multitask_data", ["--pretrain", "none"]),
-    "mlm": ("corpus.txt", []),
-    "whitening": ("corpus.txt", []),
-    "flow": ("corpus.txt", []),
-    "sts": ("sts.csv", []),
-    "static": ("corpus.txt", ["--dims", "8"]),
-}
+# Every registered method; its folder's `testing.py` says what data its --train-file takes
+# and the options that keep it tiny (`keras_sentemb.methods.testing.MethodTest`).
+RUNS = list(BUILTIN_METHODS)
 
 TRAIN = """
 import json, sys
@@ -44,26 +34,20 @@ from pathlib import Path
 sys.path.insert(0, {repo!r})
 from keras_sentemb import cli
 from tests.conftest import make_tiny_encoder
-from tests.helpers.corpora import MULTITASK_SENTENCES as WORDS
-from tests.helpers.files import write_multitask_folder
+from keras_sentemb.methods.registry import BUILTIN_METHODS
+from keras_sentemb.methods.testing import method_test
+from tests.helpers.methods import TINY_FLAGS, write_tiny_data
 
 root = Path({root!r})
 make_tiny_encoder().save(root / "tiny")
-sentences = [f"{{WORDS[i % 8]}} and {{WORDS[(i * 3) % 8]}} {{i}} ." for i in range(64)]
-(root / "corpus.txt").write_text("\\n".join(sentences) + "\\n", encoding="utf-8")
-(root / "bitext.tsv").write_text(
-    "".join(f"{{a}}\\t{{b}}\\n" for a, b in zip(sentences, sentences[1:] + sentences[:1])),
-    encoding="utf-8")
-(root / "sts.csv").write_text("".join(
-    f"main-captions\\tMSRvid\\t2012test\\t{{i:04d}}\\t{{i % 6}}.000\\t{{a}}\\t{{b}}\\n"
-    for i, (a, b) in enumerate(zip(sentences, sentences[2:]))), encoding="utf-8")
-write_multitask_folder(root / "multitask_data")
 codes = {{}}
-for method, (data, extra) in {runs!r}.items():
+for method in {runs!r}:
+    spec = method_test(BUILTIN_METHODS[method])
+    (root / "data" / method).mkdir(parents=True)
+    path = write_tiny_data(spec.data, root / "data" / method)
     codes[method] = cli.main([
-        "train", method, "--model", str(root / "tiny"), "--train-file", str(root / data),
-        "--output", str(root / method), "--steps", "2", "--batch-size", "8",
-        "--max-length", "16", "--dev", "none", "--no-resume", "--verbose", "0", *extra])
+        "train", method, "--model", str(root / "tiny"), "--train-file", str(path),
+        "--output", str(root / method), *TINY_FLAGS, *spec.flags()])
 print(json.dumps(codes))
 """
 
@@ -109,8 +93,7 @@ def test_a_model_of_every_method_loads_in_a_fresh_interpreter(tmp_path):
     loaded, _ = _run(LOAD.format(repo=str(REPO), root=root, methods=sorted(RUNS)), tmp_path)
     for method, info in loaded.items():
         assert info["shape"][0] == 2 and info["finite"], (method, info)
-    assert loaded["whitening"]["postprocess"] == "Whitening"
-    assert loaded["flow"]["postprocess"] == "GlowFlow"
+        assert info["postprocess"] == method_test(BUILTIN_METHODS[method]).postprocess, method
 
 
 def _registering_modules(areas):

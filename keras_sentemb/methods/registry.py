@@ -35,7 +35,7 @@ logger = logging.getLogger(__name__)
 ENTRY_POINT_GROUP = "keras_sentemb.methods"
 
 # The modules of this package that define how methods are written, not methods.
-_FRAMEWORK = ("method", "options", "registry", "runner")
+_FRAMEWORK = ("method", "options", "registry", "runner", "testing")
 
 
 def _method_sources(folder, package):

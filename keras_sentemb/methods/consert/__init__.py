@@ -109,11 +109,7 @@ class ConSERTMethod(Method):
         if mode in ("sup_unsup", "joint_unsup") and config.supervised is None:
             raise ValueError(
                 f"mode={mode!r} needs `supervised` data (NLI triplets or labelled pairs).")
-        common = dict(
-            view_rates=_parse_rates(config.view_rates), temperature=config.temperature,
-            encoder_dropout=config.encoder_dropout, alpha=config.alpha,
-            noise_norm=config.noise_norm, seed=run.seed,
-        )
+        common = dict(config=config, seed=run.seed)
         if run.mini_batch_size is not None and mode != "unsup":
             raise ValueError(
                 "mini_batch_size (GradCache) serves ConSERT's unsupervised loss only; "
@@ -236,16 +232,6 @@ class SupervisedData:
             return {"premise": batch[first], "hypothesis": batch[second], "label": batch["label"]}
 
         return lambda start_step: make(start_step).map(rename)
-
-
-def _parse_rates(view_rates):
-    if view_rates is None:
-        return (None, None)
-    if isinstance(view_rates, str):
-        return tuple(
-            None if r.strip().lower() == "none" else float(r) for r in view_rates.split(",")
-        )
-    return tuple(view_rates)
 
 
 def _warn_two_classes(supervised):

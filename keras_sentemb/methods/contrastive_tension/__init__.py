@@ -94,11 +94,8 @@ class ContrastiveTensionMethod(Method):
             encoder = run.load_encoder()
             plan = run.plan(encoder, examples=n, learning_rate=LEARNING_RATES[
                 "in_batch" if mode == "in_batch" else "kN"])
-            trainer = CTTrainer(
-                encoder, negatives=config.negatives, logits=config.logits,
-                dropout=config.dropout, pooling=plan.pooling,
-                mini_batch_size=run.mini_batch_size,
-            )
+            trainer = CTTrainer(encoder, config, pooling=plan.pooling,
+                                mini_batch_size=run.mini_batch_size)
             lr = plan.learning_rate
             schedule = lr if mode == "in_batch" else ct_learning_rate_schedule(lr)
             trainer.compile(optimizer=run.clipped(

@@ -55,7 +55,7 @@ class MaskedLanguageModelMethod(Method):
         sentences, stream, n = run.read_sentences(data)
         with run.scope():
             encoder, plan = run.start(examples=n)
-            trainer = MLMTrainer(encoder, mask_rate=config.mask_rate, seed=run.seed or 0)
+            trainer = MLMTrainer(encoder, config, seed=run.seed or 0)
             optimizer = adamw_linear_decay(plan.learning_rate, plan.steps, config.warmup_ratio,
                                            config.weight_decay)
             optimizer.exclude_from_weight_decay(var_names=["bias", "gamma", "beta"])

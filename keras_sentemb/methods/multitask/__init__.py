@@ -316,11 +316,8 @@ class MultitaskMethod(Method):
         `make_dataset` (streamed tasks) replaces the batches of `train`.
         """
         with run.scope():
-            trainer = MultitaskModel(
-                encoder, head_sharing=config.head_sharing, hidden_dim=config.hidden_dim,
-                dropout=config.dropout, pooling=plan.pooling, pcgrad=config.procedure == "pcgrad",
-                fusion=config.fusion, seed=run.seed or 0, head_style=config.head_style,
-            )
+            trainer = MultitaskModel(encoder, config, pooling=plan.pooling,
+                                     pcgrad=config.procedure == "pcgrad", seed=run.seed or 0)
             run.compile(
                 trainer,
                 optimizers.AdamW(plan.learning_rate, weight_decay=WEIGHT_DECAY,

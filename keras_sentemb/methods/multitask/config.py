@@ -69,7 +69,7 @@ class MultitaskConfig(MethodConfig):
                                          source=f"{PAPER}, section 5.3")
     nli_file: typing.Optional[typing.Union[str, os.PathLike]] = option(
         None, "`sent0,sent1,hard_neg` CSV for `pretrain=\"nli\"`; `None` is "
-        "`nli/snli_devtest_triplets.csv` next to the multitask folder.")
+        "`nli/snli_devtest_triplets.csv` next to the multitask folder.", trainer=False)
     head_learning_rate: float = option(1e-3, "Learning rate of the heads (AdamW, weight decay "
                                        "0.01).", above=0.0)
     hidden_dim: typing.Optional[int] = option(None, "Head width; `None` is the embedding size.")

@@ -284,11 +284,8 @@ class ParallelMethod(Method):
             run.report.resolved["mlp"] = plan.mlp
             kept_head = teacher.output_dim
         trainer = ParallelContrastive(
-            student, teacher, mode=mode, queue_size=config.queue_size,
-            temperature=config.temperature, init_temperature=config.init_temperature,
-            max_logit_scale=config.max_logit_scale, pooling=plan.pooling, mlp=plan.mlp,
-            mini_batch_size=run.mini_batch_size,
-        )
+            student, teacher, dataclasses.replace(config, mlp=plan.mlp), pooling=plan.pooling,
+            mini_batch_size=run.mini_batch_size)
         return _Setup(trainer=trainer, plan=plan, source_init=source_init,
                       vocabulary=vocabulary, kept_head=kept_head)
 

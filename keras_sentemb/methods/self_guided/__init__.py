@@ -89,14 +89,7 @@ class SelfGuidedMethod(Method):
         with run.scope():
             encoder, plan = run.start(examples=n, epochs=config.epochs,
                                       paper_pooling_only=SG_POOLING_REASON)
-            trainer = SelfGuidedTrainer(
-                encoder, loss=config.loss, temperature=config.temperature,
-                view_pooling=config.view_pooling, min_layer=config.min_layer,
-                max_layer=config.max_layer,
-                projection_dim=config.projection_dim if config.projection else None,
-                reg_weight=config.reg_weight, freeze_embeddings=config.freeze_embeddings,
-                seed=run.seed, pooling=plan.pooling,
-            )
+            trainer = SelfGuidedTrainer(encoder, config, seed=run.seed, pooling=plan.pooling)
             optimizer = adamw_linear_decay(
                 plan.learning_rate, plan.steps, config.warmup_ratio, config.weight_decay,
                 beta_1=0.9, beta_2=0.9, global_clipnorm=run.max_grad_norm,

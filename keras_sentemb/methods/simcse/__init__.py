@@ -110,13 +110,8 @@ class SimCSEMethod(Method):
             if plan.mlp == "keep" and encoder.projection is None:
                 # The head is part of the encoder; the trainer adds none.
                 encoder = with_projection_head(encoder, seed=run.seed)
-            trainer = SimCSETrainer(
-                encoder, mode=config.mode, temperature=config.temperature, pooling=plan.pooling,
-                mlp="none" if plan.mlp == "keep" else plan.mlp,
-                hard_negative_weight=config.hard_negative_weight,
-                negative_weight=config.negative_weight, negative_margin=config.negative_margin,
-                mini_batch_size=run.mini_batch_size,
-            )
+            trainer = SimCSETrainer(encoder, config, pooling=plan.pooling,
+                                    mini_batch_size=run.mini_batch_size)
         optimizer = adamw_linear_decay(plan.learning_rate, plan.steps)
         if stream is not None:
             make_dataset = run.stream_batches(encoder, stream, names, plan, no_duplicates=True,
