@@ -142,6 +142,6 @@ class SimCSE(BaseTrainer):
             ))
         loss, parts = paraphrase_loss(
             z["sentence1"], z["sentence2"], data["label"], self.temperature,
-            self.negative_weight, self.negative_margin,
+            self.config.negative_weight, self.config.negative_margin,
         )
         return LossOutput(loss, parts)
