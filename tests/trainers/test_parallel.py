@@ -234,7 +234,11 @@ def test_argument_validation():
     with pytest.raises(ValueError, match="pooling"):
         ParallelContrastive(teacher.clone(), teacher, pooling="middle")
     with pytest.raises(ValueError, match="mlp"):
-        ParallelContrastive(teacher.clone(), teacher, mlp="auto")  # resolved by fit_parallel
+        ParallelContrastive(teacher.clone(), teacher, mlp="always")
+    # The method's "auto" is resolved by the trainer for its pooling: the head with [CLS].
+    assert ParallelContrastive(teacher.clone(), teacher, mlp="auto").target_mlp is not None
+    assert ParallelContrastive(teacher.clone(), teacher, mlp="auto",
+                               pooling="mean").target_mlp is None
     with pytest.raises(ValueError, match="temperature"):
         ParallelContrastive(teacher.clone(), teacher, temperature="hot")
     with pytest.raises(ValueError, match="temperature"):
