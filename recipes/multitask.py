@@ -9,7 +9,7 @@ SimCSE on SST, then on STS), then 10 epochs of multi-task fine-tuning with the
 average of the three task losses, plain 2-layer MLP heads (hidden 768 on
 BERT-base, dropout 0.3 at each linear layer, the first layer shared by the
 paraphrase and similarity heads), learning rate 1e-5, batch 16
-(`fit_multitask` with `MULTITASK_PRESETS["three_given"]`, the defaults here;
+(`fit_multitask(..., preset="three_given")`, the defaults here;
 a flag that changes one is reported in the row).
 
 `--procedures average,batch_round_robin,pcgrad` compares training procedures
@@ -171,6 +171,7 @@ def main(argv=None):
     from keras_sentemb.evaluation.paper_row import write_row
     from keras_sentemb.models import SentenceEncoder
     from keras_sentemb.evaluation.multitask_ensemble import MultitaskEnsemble
+    from keras_sentemb.methods import get_method
     from keras_sentemb.methods.multitask import three_given
     from keras_sentemb.evaluation.multitask import evaluate_multitask
     from keras_sentemb.methods.multitask import fit_multitask
@@ -206,7 +207,7 @@ def main(argv=None):
         pretrain_learning_rate=args.pretrain_learning_rate,
         pretrain_temperature=args.temperature, pooling=pooling,
     )
-    preset = three_given.MULTITASK_PRESETS["three_given"]
+    preset = get_method("multitask").presets["three_given"].values
     changed = {k: v for k, v in options.items() if k in preset and preset[k] != v}
     print(json.dumps({"preset": "three_given", "changed_by_flags": changed}), flush=True)
     results, models, rows = {}, {}, []

@@ -17,26 +17,37 @@ import sys
 import pytest
 
 from keras_sentemb import cli
+from keras_sentemb.methods.registry import BUILTIN_METHODS
+from keras_sentemb.methods.testing import method_test
 from keras_sentemb.models import loading
 from tests.conftest import REPO
-from tests.helpers.every_method import RUNS
 
 PACKAGE = REPO / "keras_sentemb"
+
+# Every registered method; its folder's `testing.py` says what data its --train-file takes
+# and the options that keep it tiny (`keras_sentemb.methods.testing.MethodTest`).
+RUNS = list(BUILTIN_METHODS)
 
 TRAIN = """
 import json, sys
 from pathlib import Path
 sys.path.insert(0, {repo!r})
 from keras_sentemb import cli
-from tests.helpers.every_method import RUNS, write_every_method_data
+from tests.conftest import make_tiny_encoder
+from keras_sentemb.methods.registry import BUILTIN_METHODS
+from keras_sentemb.methods.testing import method_test
+from tests.helpers.methods import TINY_FLAGS, write_tiny_data
 
-root = write_every_method_data(Path({root!r}))
+root = Path({root!r})
+make_tiny_encoder().save(root / "tiny")
 codes = {{}}
-for method, (data, extra, _) in RUNS.items():
+for method in {runs!r}:
+    spec = method_test(BUILTIN_METHODS[method])
+    (root / "data" / method).mkdir(parents=True)
+    path = write_tiny_data(spec.data, root / "data" / method)
     codes[method] = cli.main([
-        "train", method, "--model", str(root / "tiny"), "--train-file", str(root / data),
-        "--output", str(root / method), "--steps", "2", "--batch-size", "8",
-        "--max-length", "16", "--dev", "none", "--no-resume", "--verbose", "0", *extra])
+        "train", method, "--model", str(root / "tiny"), "--train-file", str(path),
+        "--output", str(root / method), *TINY_FLAGS, *spec.flags()])
 print(json.dumps(codes))
 """
 
@@ -76,14 +87,13 @@ def test_the_runs_cover_every_method():
 @pytest.mark.slow
 def test_a_model_of_every_method_loads_in_a_fresh_interpreter(tmp_path):
     root = str(tmp_path)
-    codes, log = _run(TRAIN.format(repo=str(REPO), root=root), tmp_path)
+    codes, log = _run(TRAIN.format(repo=str(REPO), root=root, runs=RUNS), tmp_path)
     assert codes == {method: 0 for method in RUNS}, [
         line for line in log.splitlines() if line.startswith("keras-sentemb: error:")]
     loaded, _ = _run(LOAD.format(repo=str(REPO), root=root, methods=sorted(RUNS)), tmp_path)
     for method, info in loaded.items():
         assert info["shape"][0] == 2 and info["finite"], (method, info)
-    assert loaded["whitening"]["postprocess"] == "Whitening"
-    assert loaded["flow"]["postprocess"] == "GlowFlow"
+        assert info["postprocess"] == method_test(BUILTIN_METHODS[method]).postprocess, method
 
 
 def _registering_modules(areas):

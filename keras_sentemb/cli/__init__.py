@@ -19,8 +19,8 @@ keras-sentemb evaluate mteb --model MODEL --tasks T1,T2 [--output DIR]
 keras-sentemb train METHOD --model MODEL --train-file FILE --output DIR
                        [--steps N] [--batch-size N] [--learning-rate LR]
                        [--max-length N] [method options]
-                       # METHOD: ct | simcse | consert | sg | parallel | multitask | sts
-                       #         | mlm | whitening | flow (post-processing fitted on a frozen model)
+                       # METHOD: a registered method (`keras_sentemb.list_methods()`,
+                       #         `keras-sentemb train --help`)
 keras-sentemb analyze  alignment-uniformity|token-removal|map|layers|training --model MODEL
                        [--compare MODEL2] --output DIR
                        # training: loss and dev score per step from MODEL/training_report.json

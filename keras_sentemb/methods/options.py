@@ -31,7 +31,7 @@ from keras_sentemb.pipelines.arguments import Argument
 
 
 def option(default, doc, *, choices=None, minimum=None, above=None, maximum=None, source=None,
-           python_only=False, check=None):
+           python_only=False, check=None, trainer=True):
     """A dataclass field that is a method option (see the module docstring).
 
     Args:
@@ -46,6 +46,10 @@ def option(default, doc, *, choices=None, minimum=None, above=None, maximum=None
         python_only: bool. A Python object (no command-line flag).
         check: callable or None. `check(value)` raises `ValueError` for a
             value the other rules cannot describe.
+        trainer: bool. The trainer keeps the option (its `get_config` writes
+            it, so a restored trainer has it). False for an option of the
+            run only: data, paths, an optimizer (a `python_only` option never
+            is kept).
 
     Returns:
         a `dataclasses.field` whose metadata holds the option's `Argument`
@@ -56,7 +60,7 @@ def option(default, doc, *, choices=None, minimum=None, above=None, maximum=None
     argument = Argument(name="", type=object, default=default, doc=doc,
                         choices=None if choices is None else tuple(choices), minimum=minimum,
                         above=above, maximum=maximum, source=source, python_only=python_only,
-                        check=check)
+                        check=check, trainer=trainer and not python_only)
     return dataclasses.field(default=default, metadata={"option": argument})
 
 
@@ -90,3 +94,30 @@ class MethodConfig:
     def to_dict(self):
         """`name -> value` of every option."""
         return {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
+
+    @classmethod
+    def trainer_options(cls):
+        """The names of the options a trainer keeps (`option(..., trainer=True)`)."""
+        return tuple(a.name for a in cls.option_fields() if a.trainer)
+
+    def trainer_dict(self):
+        """`name -> value` of the options a trainer keeps: its `get_config`'s `"config"`."""
+        return {name: getattr(self, name) for name in self.trainer_options()}
+
+    @classmethod
+    def resolve(cls, config=None, **options):
+        """An instance from `config` (an instance, a dict of options or None) and `options`.
+
+        `options` override `config`'s values; the result is validated as any
+        instance is. A trainer calls this with what its constructor received.
+        """
+        if config is None:
+            values = {}
+        elif isinstance(config, cls):
+            values = config.to_dict()
+        elif isinstance(config, dict):
+            values = dict(config)
+        else:
+            raise TypeError(f"`config` must be a {cls.__name__}, a dict of its options or None; "
+                            f"received {type(config).__name__}")
+        return cls(**{**values, **options})

@@ -23,6 +23,7 @@ entry point must be named as the method its module registers: one listed as
 `x` whose module registers `y` is refused with one line saying so.
 """
 
+import ast
 import importlib
 import importlib.metadata
 import logging
@@ -34,13 +35,11 @@ logger = logging.getLogger(__name__)
 ENTRY_POINT_GROUP = "keras_sentemb.methods"
 
 # The modules of this package that define how methods are written, not methods.
-_FRAMEWORK = ("method", "options", "registry", "runner")
-_DECLARATION = re.compile(r'^@register_method\("([a-z][a-z0-9_-]*)"\)\nclass ', re.M)
-_FIT_FUNCTION = re.compile(r"^def (fit_[a-z0-9_]+)\(", re.M)
+_FRAMEWORK = ("method", "options", "registry", "runner", "testing")
 
 
 def _method_sources(folder, package):
-    """`(module name, source)` of each method in `folder`: a module or a folder of its own."""
+    """`(module name, source)` of each method in `folder`: a folder of its own (or a module)."""
     for path in sorted(pathlib.Path(folder).iterdir()):
         if path.is_dir() and (path / "__init__.py").is_file():
             module, source = path.name, path / "__init__.py"
@@ -51,13 +50,46 @@ def _method_sources(folder, package):
         yield f"{package}.{module}", source.read_text(encoding="utf-8")
 
 
+def _registered_name(decorator):
+    """`"name"` of a `@register_method("name")` decorator node, else None."""
+    if not (isinstance(decorator, ast.Call) and len(decorator.args) == 1
+            and not decorator.keywords):
+        return None
+    func = decorator.func
+    called = func.id if isinstance(func, ast.Name) else getattr(func, "attr", None)
+    arg = decorator.args[0]
+    if called == "register_method" and isinstance(arg, ast.Constant) and isinstance(arg.value, str):
+        return arg.value
+    return None
+
+
+def _declarations(source):
+    """`(method names, fit function names)` declared at the top level of a module's source.
+
+    Only real statements count: a class decorated with `@register_method("name")`,
+    a `def fit_*` or a `fit_* = ...` assignment at the module's top level. An
+    example in a docstring or a comment is text, not a statement, and is not read.
+    """
+    names, functions = [], []
+    for node in ast.parse(source).body:
+        if isinstance(node, ast.ClassDef):
+            names += [n for n in map(_registered_name, node.decorator_list) if n]
+        elif isinstance(node, ast.FunctionDef) and node.name.startswith("fit_"):
+            functions.append(node.name)
+        elif isinstance(node, ast.Assign):
+            functions += [t.id for t in node.targets
+                          if isinstance(t, ast.Name) and t.id.startswith("fit_")]
+    return names, functions
+
+
 def builtin_declarations(folder=None, package=__package__):
     """`(methods, fit_functions)` read from the built-in methods' own sources.
 
-    A built-in method is a module, or a folder, of `keras_sentemb.methods`
-    that declares itself with `@register_method("name")` on a class and its
-    `fit_*` function at the top level; nothing else lists it. The sources are
-    read as text, so naming them imports nothing (nor TensorFlow).
+    A built-in method is a folder of `keras_sentemb.methods` whose
+    `__init__.py` declares it with `@register_method("name")` on a class and
+    its `fit_*` function at the top level; nothing else lists it. The sources
+    are parsed (`ast`), not imported, so naming them imports nothing (nor
+    TensorFlow), and an example in a docstring is not a declaration.
 
     Args:
         folder: path or None. The package folder to read; None is this
@@ -70,9 +102,10 @@ def builtin_declarations(folder=None, package=__package__):
     names, functions = {}, {}
     folder = pathlib.Path(__file__).resolve().parent if folder is None else folder
     for module, source in _method_sources(folder, package):
-        for name in _DECLARATION.findall(source):
+        declared, fits = _declarations(source)
+        for name in declared:
             names[name] = module
-        for function in _FIT_FUNCTION.findall(source):
+        for function in fits:
             functions[function] = module
     return dict(sorted(names.items())), dict(sorted(functions.items()))
 

@@ -8,8 +8,8 @@ Every `fit_*` function is a thin wrapper over it with the method's real
 signature.
 """
 
-import functools
 import inspect
+import sys
 
 from keras_sentemb.methods.registry import get_method
 from keras_sentemb.pipelines.backup import output_lock
@@ -80,34 +80,46 @@ def fit(method, data, preset=None, **options):
 
 
 def fit_function(method_name, literal):
-    """The `fit_*` function of a method, from its literal signature.
+    """The `fit_*` function of a method, its signature and docstring written from the method.
 
-    The literal is written out with the method's real signature (so editors,
-    `help` and type checkers see it); it must equal `Method.signature()`,
-    which is written from the method's config and run defaults, or this
-    raises `TypeError` (at import, and in the tests). The function returned
-    passes only the arguments a call gives (so a `preset` fills the others)
-    to `fit`, and carries the method's docstring.
+    A built-in method declares its function in one line, `fit_x =
+    fit_function("x", "fit_x")`: the signature (`Method.signature()`, from
+    the method's config and run defaults) and the docstring
+    (`Method.docstring()`) are the method's, so `help`, `inspect.signature`
+    and the API reference show every argument, and an option added to the
+    config is an argument of the function with nothing else to edit. The
+    function passes only the arguments a call gives (so a `preset` fills the
+    others) to `fit`.
 
     Args:
         method_name: str. The registered method.
-        literal: the function whose signature is checked.
+        literal: str, the function's name (`"fit_x"`); or a function written
+            out with the method's signature (a plugin that wants the literal
+            in its source for editors), which must equal `Method.signature()`
+            or this raises `TypeError`.
 
     Returns:
         The `fit_*` function.
     """
     method = get_method(method_name)
-    signature = inspect.signature(literal)
     expected = method.signature()
-    if signature != expected:
-        raise TypeError(f"{literal.__name__}{signature} differs from the {method_name!r} "
-                        f"method's signature {expected}")
+    if isinstance(literal, str):
+        name = literal
+        module = sys._getframe(1).f_globals.get("__name__", __name__)
+    else:
+        name, module = literal.__name__, literal.__module__
+        signature = inspect.signature(literal)
+        if signature != expected:
+            raise TypeError(f"{literal.__name__}{signature} differs from the {method_name!r} "
+                            f"method's signature {expected}")
 
-    @functools.wraps(literal)
     def fit_method(*args, **kwargs):
-        given = signature.bind(*args, **kwargs).arguments
+        given = expected.bind(*args, **kwargs).arguments
         return fit(method_name, **given)
 
+    fit_method.__name__ = fit_method.__qualname__ = name
+    fit_method.__module__ = module
+    fit_method.__signature__ = expected
     fit_method.__doc__ = method.docstring()
     fit_method.method = method_name
     return fit_method

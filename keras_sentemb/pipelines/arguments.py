@@ -52,6 +52,9 @@ class Argument:
             value the other rules cannot describe.
         type_doc: str or None. How the docs write the type when the
             annotation cannot say it (`object` arguments).
+        trainer: bool. A method option its trainer keeps (in `get_config`,
+            so a saved trainer restores it); False for options of the run
+            only (data, paths, optimizers, Python objects).
     """
 
     name: str
@@ -66,6 +69,7 @@ class Argument:
     python_only: bool = False
     check: typing.Callable = None
     type_doc: str = None
+    trainer: bool = True
 
     @property
     def optional(self):

@@ -157,6 +157,17 @@ class BaseTrainer(GradCacheMixin, MatryoshkaMixin, keras.Model):
     constructor argument, the encoders serialized, and `from_config`
     rebuilds them.
 
+    **The method's options.** A trainer sets `config_class` to its method's
+    options dataclass (a `MethodConfig`) and takes an instance as `config`
+    (the method's `train` passes its own): the trainer reads `self.config`,
+    `get_config()` writes the options it keeps (`"config"`: those declared
+    `option(..., trainer=True)`, the default) and `from_config` reads them
+    back. Options may also be given one by one as keywords
+    (`SimCSE(encoder, temperature=0.1)`, or a flat config written by an
+    earlier version); they override `config`'s values. So an option is
+    declared once, in the method's `config.py`, and reaches the trainer,
+    its saved config and the `fit_*` signature from there.
+
     **GradCache** (`mini_batch_size`). A trainer whose loss is split into
     `embed_batch` and `loss_from_embeddings` can train a batch of any size
     in the memory of `mini_batch_size` rows (Gao et al., 2021; see
@@ -173,6 +184,11 @@ class BaseTrainer(GradCacheMixin, MatryoshkaMixin, keras.Model):
         mini_batch_size: int or None. Rows embedded at once with GradCache;
             `None` embeds the whole batch at once (no GradCache). Defaults
             to `None`.
+        config: the method's options (`config_class`): an instance, a dict
+            of options, or None (the method's defaults). Only for a trainer
+            that sets `config_class`. Defaults to `None`.
+        **kwargs: Keras `Model` arguments (`name`), and, for a trainer that
+            sets `config_class`, single options overriding `config`'s.
 
     Examples:
 
@@ -194,8 +210,11 @@ class BaseTrainer(GradCacheMixin, MatryoshkaMixin, keras.Model):
     """
     # Constructor arguments holding a SentenceEncoder (serialized in get_config).
     encoder_arguments = ("encoder",)
+    # The method's options dataclass (a `MethodConfig`), or None: the trainer takes none.
+    config_class = None
 
-    def __init__(self, encoder, mini_batch_size=None, **kwargs):
+    def __init__(self, encoder, mini_batch_size=None, config=None, **kwargs):
+        config = self.method_config(config, kwargs)  # takes the options out of kwargs
         layer = getattr(encoder, "postprocess", None)
         if layer is not None:
             raise ValueError(
@@ -205,6 +224,7 @@ class BaseTrainer(GradCacheMixin, MatryoshkaMixin, keras.Model):
                 "on) and fit the post-processing again afterwards."
             )
         super().__init__(**kwargs)
+        self.config = config
         self.encoder = encoder
         self.mini_batch_size = validation.optional_positive_int(
             mini_batch_size, "mini_batch_size"
@@ -451,13 +471,35 @@ class BaseTrainer(GradCacheMixin, MatryoshkaMixin, keras.Model):
         return logs
 
     # --------------------------------------------------------------- config
+    @classmethod
+    def method_config(cls, config, kwargs):
+        """The trainer's `config_class` instance from `config` and the single options in `kwargs`.
+
+        The options are removed from `kwargs` (the rest goes to Keras).
+
+        Raises:
+            TypeError: `config` given to a trainer without `config_class`,
+                or not an instance or dict of its options.
+            ValueError: an option's value is invalid (as for the method).
+        """
+        if cls.config_class is None:
+            if config is not None:
+                raise TypeError(f"{cls.__name__} takes no method config; received {config!r}")
+            return None
+        names = {f.name for f in cls.config_class.option_fields()}
+        options = {k: kwargs.pop(k) for k in list(kwargs) if k in names}
+        return cls.config_class.resolve(config, **options)
+
     def get_config(self):
         """The constructor arguments; subclasses add theirs to `super()`'s."""
-        return {
+        config = {
             "encoder": keras.saving.serialize_keras_object(self.encoder),
             "mini_batch_size": self.mini_batch_size,
             "name": self.name,
         }
+        if self.config is not None:
+            config["config"] = self.config.trainer_dict()
+        return config
 
     @classmethod
     def from_config(cls, config):

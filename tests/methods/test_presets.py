@@ -1,6 +1,8 @@
 """Presets, built-in methods found in their own place, entry-point names and `train --help`."""
 
+import importlib
 import inspect
+import re
 import subprocess
 import sys
 import textwrap
@@ -37,9 +39,15 @@ def test_every_preset_is_a_valid_call_of_its_method_with_a_source_for_each_value
     assert all(source.strip() for source in method.presets[preset].sources.values())
 
 
-def test_the_papers_methods_have_presets():
-    for name in ("ct", "simcse", "consert", "sg", "parallel", "multitask", "sts"):
-        assert get_method(name).presets, name
+def test_a_method_whose_defaults_cite_a_paper_has_its_settings_as_a_preset():
+    cited = 0
+    for name in BUILTIN_METHODS:
+        method = get_method(name)
+        sources = [f.source or "" for f in method.config_class.option_fields()]
+        if any(re.search(r"et al\. (19|20)\d\d", source) for source in sources):
+            cited += 1
+            assert method.presets, name
+    assert cited >= 1
 
 
 def test_explicit_arguments_override_the_preset(monkeypatch):
@@ -87,8 +95,6 @@ def test_train_with_an_unknown_preset_exits_with_one_line(tmp_path, capsys):
 
 
 def test_the_builtin_methods_and_their_fit_functions_are_read_from_their_own_modules():
-    assert set(BUILTIN_METHODS) == {"ct", "simcse", "consert", "sg", "parallel", "multitask",
-                                    "sts", "mlm", "whitening", "flow", "static"}
     for name, module in BUILTIN_METHODS.items():
         assert get_method(name).__module__ == module
     fits = {n for n in keras_sentemb.__all__ if n.startswith("fit_")}
@@ -97,17 +103,51 @@ def test_the_builtin_methods_and_their_fit_functions_are_read_from_their_own_mod
         assert getattr(keras_sentemb, function).__module__ == module
 
 
+def test_every_method_is_a_folder_with_its_config_and_one_declaration():
+    folder = REPO / "keras_sentemb" / "methods"
+    packages = sorted(p for p in folder.iterdir() if (p / "__init__.py").is_file())
+    modules = sorted(p.stem for p in folder.glob("*.py") if p.stem != "__init__")
+    assert set(modules) == {"method", "options", "registry", "runner", "testing"}, modules
+    found = {module.rsplit(".", 1)[1] for module in BUILTIN_METHODS.values()}
+    assert found == {p.name for p in packages}
+    for package in packages:
+        assert (package / "config.py").is_file(), package.name
+        module = f"keras_sentemb.methods.{package.name}"
+        assert list(BUILTIN_METHODS.values()).count(module) == 1, package.name
+        assert list(BUILTIN_FIT_FUNCTIONS.values()).count(module) == 1, package.name
+        config = importlib.import_module(f"{module}.config")
+        method = get_method(next(n for n, m in BUILTIN_METHODS.items() if m == module))
+        assert method.config_class.__module__ == config.__name__, package.name
+        assert method.presets is getattr(config, "PRESETS", method.presets), package.name
+
+
 def test_a_method_dropped_into_the_package_is_found(tmp_path):
     (tmp_path / "method.py").write_text('"""@register_method("framework")\nclass X:"""\n')
     (tmp_path / "mean_shift").mkdir()
     (tmp_path / "mean_shift" / "__init__.py").write_text(textwrap.dedent('''
+        """A method; its docstring shows another one, which is not declared.
+
+        Examples:
+
+        @register_method("docstring_example")
+        class Example(Method):
+            ...
+
+        fit_docstring_example = fit_function("docstring_example", "fit_docstring_example")
+        def fit_other(data):
+        """
+
+
         @register_method("mean_shift")
         class MeanShiftMethod(Method):
             """A method."""
 
+            def train(self, run, data, config):
+                fit_inner = None
 
-        def fit_mean_shift(data, preset=None):
-            ...
+
+        # @register_method("commented_out")
+        fit_mean_shift = fit_function("mean_shift", "fit_mean_shift")
     '''))
     (tmp_path / "notes").mkdir()  # a folder that is no package
     names, functions = builtin_declarations(tmp_path, "pkg.methods")

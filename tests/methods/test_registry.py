@@ -38,8 +38,8 @@ class ToyConfig(MethodConfig):
 
 
 def test_list_methods_names_every_builtin_without_tensorflow():
-    assert list_methods()[:11] == ["consert", "ct", "flow", "mlm", "multitask", "parallel",
-                                   "sg", "simcse", "static", "sts", "whitening"]
+    assert list_methods()[:len(BUILTIN_METHODS)] == list(BUILTIN_METHODS)
+    assert list(BUILTIN_METHODS) == sorted(BUILTIN_METHODS)
     assert keras_sentemb.list_methods() == list_methods()
     script = ("import sys; sys.path.insert(0, %r); import keras_sentemb; "
               "print(keras_sentemb.list_methods()); print('tensorflow' in sys.modules)" % str(REPO))
@@ -50,9 +50,10 @@ def test_list_methods_names_every_builtin_without_tensorflow():
 
 
 def test_unknown_method_is_one_clear_error():
-    with pytest.raises(UnknownMethodError,
-                       match="unknown training method 'nope'; known methods: consert, ct"):
+    known = ", ".join(list_methods())
+    with pytest.raises(UnknownMethodError) as info:
         get_method("nope")
+    assert str(info.value) == f"unknown training method 'nope'; known methods: {known}"
 
 
 def test_config_validates_and_normalizes_every_field():

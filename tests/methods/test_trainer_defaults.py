@@ -9,6 +9,7 @@ from keras_sentemb.methods import get_method
 from keras_sentemb.methods.registry import BUILTIN_METHODS
 from keras_sentemb.pipelines.plan import resolve_training_mlp
 from keras_sentemb.trainers.base_trainer import BaseTrainer
+from tests.conftest import make_tiny_encoder
 
 # What a trainer takes resolved (the run resolves the method's value first), by argument.
 RESOLVED = {
@@ -37,8 +38,15 @@ def _trainers():
                          ids=lambda x: x if isinstance(x, str) else x.__name__)
 def test_every_trainer_default_is_its_methods(name, trainer):
     method = get_method(name)
+    params = inspect.signature(trainer.__init__).parameters
+    if trainer.config_class is not None:
+        # The trainer takes its method's config: one declaration of each option.
+        assert trainer.config_class is method.config_class, (name, trainer)
+        assert params["config"].default is None
+        own = {f.name for f in method.config_class.option_fields() if f.trainer}
+        assert not own & set(params), (name, sorted(own & set(params)))
     defaults = {a.name: a.default for a in method.arguments()}
-    for param in inspect.signature(trainer.__init__).parameters.values():
+    for param in params.values():
         if param.default is inspect.Parameter.empty or param.name not in defaults:
             continue
         if param.name in RESOLVED:
@@ -53,6 +61,13 @@ def test_a_trainers_head_and_pooling_are_the_papers_resolved(name):
     module = importlib.import_module(f"{BUILTIN_METHODS[name]}.trainer")
     trainer = next(cls for _, cls in _trainers() if cls.__module__ == module.__name__)
     params = inspect.signature(trainer.__init__).parameters
-    config = method.config_class()
     assert params["pooling"].default == method.paper_pooling
-    assert params["mlp"].default == resolve_training_mlp(config.mlp, method.paper_pooling)
+    # The config's "auto" head, resolved by the trainer for its pooling.
+    assert resolve_training_mlp(method.config_class().mlp, method.paper_pooling) == "train"
+    encoder = make_tiny_encoder()
+    made = trainer(encoder, encoder.clone("teacher")) if name == "parallel" else trainer(encoder)
+    head = made.target_mlp if name == "parallel" else made.mlp
+    assert head is not None
+    plain = (trainer(encoder, encoder.clone("teacher"), pooling="mean") if name == "parallel"
+             else trainer(encoder, pooling="mean"))
+    assert (plain.target_mlp if name == "parallel" else plain.mlp) is None

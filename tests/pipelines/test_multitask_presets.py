@@ -7,10 +7,9 @@ import pytest
 import tensorflow as tf
 
 from keras_sentemb.data.multitask import load_multitask_data
-from keras_sentemb.data.multitask import schedule_sizes
 from keras_sentemb.methods.multitask import fit_multitask
-from keras_sentemb.methods.multitask.three_given import MULTITASK_PRESETS
-from keras_sentemb.methods.multitask.three_given import multitask_preset
+from keras_sentemb.methods import get_method
+from keras_sentemb.methods.runner import split_options
 from keras_sentemb.methods.multitask.three_given import stage_steps
 from keras_sentemb.methods.multitask.three_given import three_given_stages
 from keras_sentemb.methods.multitask.trainer import MultitaskModel
@@ -107,14 +106,11 @@ def test_plain_heads_save_and_reload(tmp_path):
     np.testing.assert_allclose(a, b, rtol=1e-5)
 
 
-def test_three_given_preset_is_the_reports_setting(folder):
-    preset = MULTITASK_PRESETS["three_given"]
+def test_three_given_preset_is_the_reports_setting():
+    method = get_method("multitask")
+    preset = method.presets["three_given"].values
     assert (preset["pretrain"], preset["pretrain_learning_rate"], preset["learning_rate"],
             preset["dropout"], preset["head_style"], preset["batch_size"]) == (
         "three_given", 2e-5, 1e-5, 0.3, "plain", 16)
-    kwargs = multitask_preset("three_given", str(folder))
-    train = load_multitask_data(folder, verbose=False)["train"]
-    assert kwargs["steps"] == 10 * schedule_sizes(train, "average", 16)[2]
-    assert multitask_preset("three_given", str(folder), steps=3, dropout=0.1)["dropout"] == 0.1
-    with pytest.raises(ValueError, match="Unknown preset"):
-        multitask_preset("four_given", str(folder))
+    run_arguments, config = split_options(method, {"dropout": 0.1}, "three_given")
+    assert (config.dropout, config.pretrain, run_arguments["batch_size"]) == (0.1, "three_given", 16)

@@ -7,6 +7,7 @@ check can fail), and with dropout off GradCache equals the plain, unchunked
 `train_step` computation exactly.
 """
 
+import dataclasses
 import subprocess
 import sys
 import textwrap
@@ -56,7 +57,7 @@ def test_without_dropout_grad_cache_equals_the_plain_step():
     # No random draws: chunking changes nothing, so GradCache equals the
     # unchunked computation of the plain train_step.
     trainer, data = make_grad_cache_trainer("ct_in_batch", 3)
-    trainer.dropout = False
+    trainer.config = dataclasses.replace(trainer.config, dropout=False)
     trainer._reseed()
     with tf.GradientTape() as tape:
         plain = trainer.compute_loss_terms(data, training=True).loss

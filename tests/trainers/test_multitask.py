@@ -146,10 +146,13 @@ def test_get_config_from_config_round_trip(tmp_path):
                            pooling="mean", pcgrad=True, pcgrad_shuffle=False, fusion=True,
                            fusion_temperature=0.1, seed=3, name="mt")
     config = model.get_config()
-    assert {k: config[k] for k in config if k != "encoder"} == {
-        "name": "mt", "head_sharing": "none", "hidden_dim": 8, "dropout": 0.2,
-        "num_classes": 5, "pooling": "mean", "pcgrad": True, "pcgrad_shuffle": False,
-        "fusion": True, "fusion_temperature": 0.1, "seed": 3, "mini_batch_size": None,
+    assert {k: config[k] for k in config if k not in ("encoder", "config")} == {
+        "name": "mt", "num_classes": 5, "pooling": "mean", "pcgrad": True,
+        "pcgrad_shuffle": False, "fusion_temperature": 0.1, "seed": 3, "mini_batch_size": None}
+    options = config["config"]  # the method's options, from its config
+    assert {k: options[k] for k in ("head_sharing", "hidden_dim", "dropout", "fusion",
+                                    "head_style")} == {
+        "head_sharing": "none", "hidden_dim": 8, "dropout": 0.2, "fusion": True,
         "head_style": "residual"}
     json.dumps(config)  # plain JSON
     again = MultitaskModel.from_config(config)

@@ -200,7 +200,7 @@ def test_fixed_temperature_is_not_trained():
 # ------------------------------------------------------------- baselines
 def test_dual_mode_trains_both_sides_and_lowers_the_loss():
     # Mean pooling: the tiny random model's [CLS] vectors are all alike on both sides.
-    trainer = make_trainer(mode="dual", queue_size=0, pooling="mean")
+    trainer = make_trainer(mode="dual", queue_size=0, pooling="mean", mlp="train")
     assert trainer.source_mlp is not None and trainer.target_mlp is not None
     trainable = {id(v) for v in trainer.trainable_variables}
     assert all(id(v) in trainable for v in trainer.teacher.trainable_weights)
@@ -234,7 +234,11 @@ def test_argument_validation():
     with pytest.raises(ValueError, match="pooling"):
         ParallelContrastive(teacher.clone(), teacher, pooling="middle")
     with pytest.raises(ValueError, match="mlp"):
-        ParallelContrastive(teacher.clone(), teacher, mlp="auto")  # resolved by fit_parallel
+        ParallelContrastive(teacher.clone(), teacher, mlp="always")
+    # The method's "auto" is resolved by the trainer for its pooling: the head with [CLS].
+    assert ParallelContrastive(teacher.clone(), teacher, mlp="auto").target_mlp is not None
+    assert ParallelContrastive(teacher.clone(), teacher, mlp="auto",
+                               pooling="mean").target_mlp is None
     with pytest.raises(ValueError, match="temperature"):
         ParallelContrastive(teacher.clone(), teacher, temperature="hot")
     with pytest.raises(ValueError, match="temperature"):

@@ -153,7 +153,7 @@ def test_regulariser_value_and_gradient():
 def test_without_projection_head_the_loss_acts_on_the_raw_vectors():
     """`projection_dim=None` (the paper's ablation): f is the identity, and it still trains."""
     encoder, trainer = _trainer("opt3", projection_dim=None, reg_weight=0.0, lr=1e-3)
-    assert trainer.projection_head is None and trainer.get_config()["projection_dim"] is None
+    assert trainer.projection_head is None and trainer.get_config()["config"]["projection_dim"] is None
     assert not [w for w in trainer.weights if "sg_projection" in w.path]
     data = _batch(encoder)
     x = data["sentence"]
@@ -174,7 +174,7 @@ def test_ablations_no_head_layer_range_and_separate_view_inputs():
     encoder, trainer = _trainer("opt3", projection_dim=None, min_layer=1, max_layer=1,
                                 reg_weight=0.0)
     assert trainer.projection_head is None and trainer.num_views == 1
-    assert trainer.get_config()["projection_dim"] is None
+    assert trainer.get_config()["config"]["projection_dim"] is None
     sentence = _batch(encoder)["sentence"]
     positive = _batch(encoder, SENTENCES[::-1])["sentence"]
     views = trainer.views(positive).numpy()

@@ -124,8 +124,9 @@ def test_invalid_arguments():
         SimCSE(make_tiny_encoder(), mode="semi")
     with pytest.raises(ValueError, match="mlp"):
         SimCSE(make_tiny_encoder(), mlp="always")
-    with pytest.raises(ValueError, match="mlp"):
-        SimCSE(make_tiny_encoder(), mlp="auto")  # resolved by fit_simcse, not the trainer
+    # The method's "auto" is resolved by the trainer for its pooling: the head with [CLS].
+    assert SimCSE(make_tiny_encoder(), mlp="auto").mlp is not None
+    assert SimCSE(make_tiny_encoder(), mlp="auto", pooling="mean").mlp is None
     with pytest.raises(ValueError, match="temperature"):
         SimCSE(make_tiny_encoder(), temperature=0.0)
 

@@ -7,7 +7,7 @@ over).
 """
 
 import importlib
-import inspect
+import json
 import pkgutil
 
 import keras
@@ -16,19 +16,15 @@ import pytest
 import tensorflow as tf
 
 import keras_sentemb.trainers as package
-from keras_sentemb.methods.registry import BUILTIN_METHODS
-from keras_sentemb.models.glow_flow import GlowFlow
-from keras_sentemb.trainers.base_trainer import BaseTrainer
 from keras_sentemb.methods.bert_flow.trainer import BertFlow
-from keras_sentemb.methods.consert.trainer import ConSERT
-from keras_sentemb.methods.contrastive_tension.trainer import ContrastiveTension
 from keras_sentemb.methods.masked_language_model.trainer import MaskedLanguageModel
-from keras_sentemb.methods.multitask.trainer import MultitaskModel
-from keras_sentemb.methods.parallel.trainer import ParallelContrastive
-from keras_sentemb.methods.self_guided.trainer import SelfGuided
-from keras_sentemb.methods.simcse.trainer import SimCSE
+from keras_sentemb.methods.registry import BUILTIN_METHODS
 from keras_sentemb.methods.sts_regression.trainer import STSRegression
+from keras_sentemb.trainers.base_trainer import BaseTrainer
 from tests.conftest import make_tiny_encoder
+from tests.helpers.methods import make_method_trainer
+from tests.helpers.methods import method_trainers
+from tests.helpers.methods import trainer_arguments
 
 SENTS = ["a man plays the guitar", "the cat sits on the mat", "hello world", "a dog runs"]
 
@@ -37,52 +33,13 @@ def _packed(encoder):
     return encoder.preprocess(tf.constant(SENTS), 16)
 
 
-def _cases():
-    def ct():
-        return ContrastiveTension(make_tiny_encoder(), negatives="in_batch", logit_scale=10.0,
-                                  dropout=True, pooling="max")
-
-    def simcse():
-        return SimCSE(make_tiny_encoder(), mode="sup", temperature=0.1, pooling="cls",
-                      mlp="train", hard_negative_weight=0.5, mini_batch_size=2)
-
-    def consert():
-        return ConSERT(make_tiny_encoder(), views=("token_cutoff", "dropout"),
-                       view_rates=(0.1, 0.3), temperature=0.2, mode="joint", alpha=0.3,
-                       num_labels=2, seed=4)
-
-    def sg():
-        return SelfGuided(make_tiny_encoder(), loss="opt2", temperature=0.05,
-                          view_pooling="mean", min_layer=1, projection_dim=8, seed=2,
-                          pooling="mean")
-
-    def sts():
-        return STSRegression(make_tiny_encoder(), pooling="mean_last2")
-
-    def parallel():
-        student = make_tiny_encoder()
-        return ParallelContrastive(student, student.clone("teacher"), queue_size=6,
-                                   temperature=0.05, pooling="mean", mlp="none")
-
-    def mlm():
-        return MaskedLanguageModel(make_tiny_encoder(), mask_rate=0.3, seed=5)
-
-    def multitask():
-        return MultitaskModel(make_tiny_encoder(num_layers=1), head_sharing="none",
-                              hidden_dim=8, dropout=0.2, num_classes=3, pooling="mean",
-                              pcgrad=True, pcgrad_shuffle=False, fusion=True,
-                              fusion_temperature=0.1, seed=3, name="mt")
-
-    def flow():
-        glow = GlowFlow(32, levels=2, depth=1, coupling_width=8, coupling="additive",
-                        permutation="reverse", pooling="mean", seed=1)
-        return BertFlow(glow, name="flow_trainer")
-
-    return {"ct": ct, "simcse": simcse, "consert": consert, "sg": sg, "sts": sts,
-            "parallel": parallel, "mlm": mlm, "multitask": multitask, "flow": flow}
+# Every registered method with a trainer: its folder's `testing.py` builds one with options
+# other than the defaults (`MethodTest.make_trainer`), else the defaults are used.
+TRAINED = [name for name in BUILTIN_METHODS if method_trainers(name)]
 
 
-CASES = _cases()
+def _make(name):
+    return make_method_trainer(name, make_tiny_encoder())
 
 
 def _trainer_classes(base=BaseTrainer):
@@ -97,22 +54,22 @@ def _trainer_classes(base=BaseTrainer):
 def test_every_trainer_has_a_case():
     for info in pkgutil.iter_modules(package.__path__):
         importlib.import_module(f"{package.__name__}.{info.name}")
-    for module in BUILTIN_METHODS.values():  # each method's trainer lives beside it
-        try:
-            importlib.import_module(f"{module}.trainer")
-        except ModuleNotFoundError:
-            pass  # a method without a trainer (whitening)
-    made = {type(make()) for make in CASES.values()}
+    for name in BUILTIN_METHODS:  # each method's trainer lives beside it
+        method_trainers(name)
+    made = {type(_make(name)) for name in TRAINED}
     assert _trainer_classes() <= made, _trainer_classes() - made
 
 
-@pytest.mark.parametrize("name", sorted(CASES))
+@pytest.mark.parametrize("name", TRAINED)
 def test_config_round_trip(name):
-    trainer = CASES[name]()
+    trainer = _make(name)
     config = trainer.get_config()
-    # Every constructor argument, the base trainer's included.
-    arguments = {p for cls in type(trainer).__mro__ if issubclass(cls, BaseTrainer)
-                 for p in inspect.signature(cls.__init__).parameters} - {"self", "kwargs"}
+    arguments = trainer_arguments(trainer)  # every constructor argument, the base's included
+    if trainer.config is None:
+        arguments.discard("config")  # a trainer that takes no method options
+    else:  # the options it keeps, from its method's config
+        assert set(config["config"]) == set(type(trainer).config_class.trainer_options())
+        json.dumps(config["config"])
     if isinstance(trainer, BertFlow):
         arguments.discard("encoder")  # BERT-flow trains the flow alone
         assert config["flow"]["class_name"] == "GlowFlow"
@@ -129,7 +86,7 @@ def test_config_round_trip(name):
 
 
 def test_restored_trainer_computes_the_same_loss():
-    trainer = CASES["sts"]()
+    trainer = STSRegression(make_tiny_encoder(), pooling="mean_last2")
     restored = STSRegression.from_config(trainer.get_config())
     # The tokenizer's vocabulary is an asset (not part of the config); share it.
     restored.encoder.tokenizer = trainer.encoder.tokenizer
@@ -145,7 +102,7 @@ def test_restored_trainer_computes_the_same_loss():
 def test_masked_language_model_reloads_from_a_keras_archive(tmp_path):
     # The [MASK] / special ids come from the tokenizer, whose vocabulary the
     # archive restores after `from_config` built the trainer.
-    trainer = CASES["mlm"]()
+    trainer = MaskedLanguageModel(make_tiny_encoder(), mask_rate=0.3, seed=5)
     trainer.compile(optimizer="adam")
     trainer.save(tmp_path / "mlm.keras")
     loaded = keras.saving.load_model(tmp_path / "mlm.keras")
@@ -160,7 +117,7 @@ def test_masked_language_model_reloads_from_a_keras_archive(tmp_path):
 
 
 def test_restored_flow_trainer_computes_the_same_loss():
-    trainer = CASES["flow"]()
+    trainer = make_method_trainer("flow", make_tiny_encoder())
     restored = BertFlow.from_config(trainer.get_config())
     restored.set_weights(trainer.get_weights())
     vectors = {"vector": tf.random.stateless_normal((8, 32), seed=[1, 2])}

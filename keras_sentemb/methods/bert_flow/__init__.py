@@ -1,6 +1,5 @@
 """BERT-flow, a Glow-style flow fitted on a frozen encoder's vectors: `fit_flow`."""
 
-import dataclasses
 
 import numpy as np
 
@@ -8,12 +7,8 @@ from keras_sentemb.data.batching import shuffled_batches
 from keras_sentemb.methods.method import DEV_RETRIEVAL
 from keras_sentemb.methods.method import STREAMED
 from keras_sentemb.methods.method import Method
-from keras_sentemb.methods.options import MethodConfig
-from keras_sentemb.methods.options import option
 from keras_sentemb.methods.registry import register_method
 from keras_sentemb.methods.runner import fit_function
-from keras_sentemb.models.glow_flow import COUPLINGS
-from keras_sentemb.models.glow_flow import PERMUTATIONS
 from keras_sentemb.models.glow_flow import GlowFlow
 from keras_sentemb.pipelines._frozen_encoder import DevRetrievalVectors
 from keras_sentemb.pipelines._frozen_encoder import DevVectors
@@ -21,26 +16,11 @@ from keras_sentemb.pipelines._frozen_encoder import FittingData
 from keras_sentemb.pipelines._frozen_encoder import load_frozen_encoder
 from keras_sentemb.pipelines.callbacks import DevSelection
 from keras_sentemb.pipelines.schedules import adamw_linear_decay
+from keras_sentemb.methods.bert_flow.config import FlowConfig
 from keras_sentemb.methods.bert_flow.trainer import BertFlow
 
 # Vectors used for the flow's data-dependent (actnorm) initialisation.
 INIT_SAMPLE = 1024
-
-
-@dataclasses.dataclass(frozen=True)
-class FlowConfig(MethodConfig):
-    """`fit_flow`'s options."""
-
-    epochs: int = option(1, "Passes over the sentences when `steps` is None.")
-    levels: int = option(3, "Multi-scale levels.", minimum=1)
-    depth: int = option(3, "Flow steps per level.", minimum=1)
-    coupling_width: int = option(32, "Hidden width of the coupling networks.", minimum=1)
-    coupling: str = option("affine", "`\"affine\"` or `\"additive\"`.", choices=COUPLINGS)
-    permutation: str = option("lu", "`\"lu\"` (a learned 1x1 convolution) or `\"reverse\"`.",
-                              choices=PERMUTATIONS)
-    warmup_ratio: float = option(0.1, "Fraction of steps of linear warmup.")
-    weight_decay: float = option(0.01, "AdamW weight decay.", minimum=0.0)
-    encode_batch_size: int = option(128, "Sentences per encoding batch.", minimum=1)
 
 
 @register_method("flow")
@@ -151,15 +131,5 @@ class FlowMethod(Method):
         return run.finish(encoder, plan, extras=extras)
 
 
-# The literal signature, for editors: `fit_function` checks it against the method's
-# config and run defaults, and makes the function (its docstring is the method's).
-def fit_flow(data, model="default", steps=None, batch_size=32, learning_rate=1e-3,
-             max_length=None, pooling="auto", dev="stsb", eval_every=500, output=None,
-             strategy=None, callbacks=None, seed=42, verbose="auto", epochs=1, levels=3, depth=3,
-             coupling_width=32, coupling="affine", permutation="lu", warmup_ratio=0.1,
-             weight_decay=0.01, encode_batch_size=128,
-             dev_retrieval=None, dev_select="auto", max_skipped=0.01, preset=None):
-    ...
-
-
-fit_flow = fit_function("flow", fit_flow)
+# The `fit_*` function: its signature and docstring are the method's.
+fit_flow = fit_function("flow", "fit_flow")

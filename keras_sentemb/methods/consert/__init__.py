@@ -109,11 +109,7 @@ class ConSERTMethod(Method):
         if mode in ("sup_unsup", "joint_unsup") and config.supervised is None:
             raise ValueError(
                 f"mode={mode!r} needs `supervised` data (NLI triplets or labelled pairs).")
-        common = dict(
-            view_rates=_parse_rates(config.view_rates), temperature=config.temperature,
-            encoder_dropout=config.encoder_dropout, alpha=config.alpha,
-            noise_norm=config.noise_norm, seed=run.seed,
-        )
+        common = dict(config=config, seed=run.seed)
         if run.mini_batch_size is not None and mode != "unsup":
             raise ValueError(
                 "mini_batch_size (GradCache) serves ConSERT's unsupervised loss only; "
@@ -238,16 +234,6 @@ class SupervisedData:
         return lambda start_step: make(start_step).map(rename)
 
 
-def _parse_rates(view_rates):
-    if view_rates is None:
-        return (None, None)
-    if isinstance(view_rates, str):
-        return tuple(
-            None if r.strip().lower() == "none" else float(r) for r in view_rates.split(",")
-        )
-    return tuple(view_rates)
-
-
 def _warn_two_classes(supervised):
     logger.warning(
         "%s holds (premise, entailment, contradiction) triplets: the classifier "
@@ -273,19 +259,5 @@ def _dev_selection(run, dev_pooling, patience):
     return STSDevEvaluation(run.dev_pairs, pooling=dev_pooling, patience=patience)
 
 
-# The literal signature, for editors: `fit_function` checks it against the method's
-# config and run defaults, and makes the function (its docstring is the method's).
-def fit_consert(data, model="default", steps=None, batch_size=96, learning_rate=5e-7,
-                max_length=64, pooling="auto", dev="stsb", eval_every=200, output=None,
-                strategy=None, callbacks=None, seed=42, verbose="auto", mode="unsup",
-                supervised=None, views="shuffle,feature_cutoff", view_rates=None,
-                temperature=0.1, encoder_dropout=False, alpha=0.15, noise_norm=1.0,
-                supervised_steps=None, supervised_learning_rate=2e-5, epochs=10,
-                warmup_ratio=0.1, patience=10, dev_pooling=None, precision="float32",
-                mini_batch_size=None, matryoshka_dims=None, max_grad_norm=1.0,
-                matryoshka_weights=None,
-                dev_retrieval=None, dev_select="auto", max_skipped=0.01, preset=None):
-    ...
-
-
-fit_consert = fit_function("consert", fit_consert)
+# The `fit_*` function: its signature and docstring are the method's.
+fit_consert = fit_function("consert", "fit_consert")

@@ -45,14 +45,27 @@ def parse_views(views):
     return views
 
 
+def parse_view_rates(view_rates):
+    """`view_rates` (None, `"0.1,none"` or a pair) -> a pair of float or None."""
+    if view_rates is None:
+        return (None, None)
+    if isinstance(view_rates, str):
+        return tuple(
+            None if r.strip().lower() == "none" else float(r) for r in view_rates.split(",")
+        )
+    return tuple(view_rates)
+
+
 @dataclasses.dataclass(frozen=True)
 class ConSERTConfig(MethodConfig):
     """ConSERT's options."""
 
     mode: str = option("unsup", "`\"unsup\"`, `\"sup\"`, `\"joint\"`, `\"sup_unsup\"` or "
-                       "`\"joint_unsup\"`.", choices=CONSERT_FIT_MODES)
+                       "`\"joint_unsup\"`.", choices=CONSERT_FIT_MODES,
+                       trainer=False)  # the trainer's `mode` is one stage of these
     supervised: typing.Union[str, os.PathLike, list, tuple, None] = option(
-        None, "NLI / labelled-pair data of the two-stage modes (a path or a list of rows).")
+        None, "NLI / labelled-pair data of the two-stage modes (a path or a list of rows).",
+        trainer=False)
     views: typing.Union[str, typing.Tuple[str, ...]] = option(
         "shuffle,feature_cutoff", "The two views, e.g. `\"shuffle,feature_cutoff\"` or "
         "`\"token_cutoff,dropout_exact\"` (a pair or `\"a,b\"`).", check=parse_views,

@@ -9,6 +9,7 @@ from keras_sentemb import validation
 from keras_sentemb.methods.consert.config import ADVERSARIAL
 from keras_sentemb.methods.consert.config import ConSERTConfig
 from keras_sentemb.methods.consert.config import PAPER_POOLING
+from keras_sentemb.methods.consert.config import parse_view_rates
 from keras_sentemb.methods.consert.config import parse_views
 from keras_sentemb.augment.adversarial_perturbation import adversarial_perturbation
 from keras_sentemb.augment.views import make_view
@@ -58,24 +59,27 @@ class ConSERT(BaseTrainer):
 
     Args:
         encoder: `SentenceEncoder`. Trained in place; kept as `.encoder`.
-        views: pair of str. The two views, from `"none"`, `"shuffle"`,
-            `"token_cutoff"`, `"feature_cutoff"`, `"span_cutoff"`,
-            `"dropout"` (and `"adversarial"` in supervised modes).
-        view_rates: pair of float or None. Rates of the two views (`None`:
-            the registry default, e.g. 0.2 for feature cutoff). Defaults to
-            `(None, None)`.
-        temperature: float. NT-Xent temperature.
-        pooling: str. Pooling used in training.
-        encoder_dropout: bool. Keep the backbone's own dropout on in
-            training.
-        mode: str. `"unsup"`, `"sup"` or `"joint"`.
-        alpha: float. Weight of the contrastive loss in `"joint"` mode.
+        config: `ConSERTConfig` (or a dict of its options). The method's
+            options the trainer uses: `views` (the two views, from `"none"`,
+            `"shuffle"`, `"token_cutoff"`, `"feature_cutoff"`,
+            `"span_cutoff"`, `"dropout"`, and `"adversarial"` in supervised
+            modes), `view_rates` (their rates; None: each view's default,
+            e.g. 0.2 for feature cutoff), `temperature` (NT-Xent),
+            `encoder_dropout` (the backbone's own dropout on in training),
+            `alpha` (weight of the contrastive loss in `"joint"` mode) and
+            `noise_norm` (per-token norm of the adversarial perturbation).
+            Defaults to the method's.
+        pooling: str. Pooling used in training. Defaults to the paper's mean.
+        mode: str. The stage trained: `"unsup"`, `"sup"` or `"joint"` (the
+            two-stage modes of the method run one trainer per stage).
+            Defaults to `"unsup"`.
         num_labels: int. Classes of the supervised classifier. Defaults to
             `3` (entailment, neutral, contradiction).
-        noise_norm: float. Per-token norm of the adversarial perturbation.
         seed: int or None. Seed of the view layers. Defaults to `None`.
         mini_batch_size: int or None. GradCache chunk size in `"unsup"` mode
             (see `BaseTrainer`). Defaults to `None` (off).
+        **kwargs: single options overriding `config`'s (`views=("shuffle",
+            "dropout")`), and Keras `Model` arguments.
 
     Examples:
 
@@ -95,29 +99,18 @@ class ConSERT(BaseTrainer):
           Visual Representations](https://arxiv.org/abs/2002.05709) (NT-Xent).
     """
 
-    def __init__(
-        self,
-        encoder,
-        views=parse_views(ConSERTConfig.views),
-        view_rates=(None, None),
-        temperature=ConSERTConfig.temperature,
-        pooling=PAPER_POOLING,
-        encoder_dropout=ConSERTConfig.encoder_dropout,
-        mode=ConSERTConfig.mode,
-        alpha=ConSERTConfig.alpha,
-        num_labels=3,
-        noise_norm=ConSERTConfig.noise_norm,
-        seed=None,
-        **kwargs,
-    ):
-        super().__init__(encoder, **kwargs)
+    config_class = ConSERTConfig
+
+    def __init__(self, encoder, config=None, pooling=PAPER_POOLING, mode="unsup", num_labels=3,
+                 seed=None, **kwargs):
+        super().__init__(encoder, config=config, **kwargs)
         if mode not in CONSERT_MODES:
             raise ValueError(
                 f"`mode` must be one of {list(CONSERT_MODES)} (the two-stage "
                 f"modes are run by fit_consert). Received: mode={mode!r}."
             )
-        views = parse_views(views)
-        view_rates = tuple(view_rates) if view_rates is not None else (None, None)
+        views = parse_views(self.config.views)
+        view_rates = parse_view_rates(self.config.view_rates)
         if len(view_rates) != 2:
             raise ValueError(
                 f"`view_rates` must be a pair (rate_a, rate_b). Received: {view_rates!r}."
@@ -127,15 +120,15 @@ class ConSERT(BaseTrainer):
                 "The 'adversarial' view needs a supervised loss; use mode='sup' "
                 f"or 'joint'. Received: views={views}, mode={mode!r}."
             )
-        self.views = views
+        self.views = views  # resolved from the config's text
         self.view_rates = view_rates
-        self.temperature = validation.positive_float(temperature, "temperature")
+        self.temperature = self.config.temperature
         self.pooling = parse_pooling(pooling, encoder.num_layers)
-        self.encoder_dropout = bool(encoder_dropout)
+        self.encoder_dropout = self.config.encoder_dropout
         self.mode = mode
-        self.alpha = validation.non_negative_float(alpha, "alpha")
+        self.alpha = self.config.alpha
         self.num_labels = validation.positive_int(num_labels, "num_labels")
-        self.noise_norm = validation.positive_float(noise_norm, "noise_norm")
+        self.noise_norm = self.config.noise_norm
         self.seed = seed
         self.view_layers = [
             None if name == ADVERSARIAL else make_view(
@@ -161,15 +154,9 @@ class ConSERT(BaseTrainer):
     def get_config(self):
         config = super().get_config()
         config.update({
-            "views": list(self.views),
-            "view_rates": list(self.view_rates),
-            "temperature": self.temperature,
             "pooling": self.pooling,
-            "encoder_dropout": self.encoder_dropout,
             "mode": self.mode,
-            "alpha": self.alpha,
             "num_labels": self.num_labels,
-            "noise_norm": self.noise_norm,
             "seed": self.seed,
         })
         return config

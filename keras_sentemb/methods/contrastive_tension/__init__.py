@@ -94,11 +94,8 @@ class ContrastiveTensionMethod(Method):
             encoder = run.load_encoder()
             plan = run.plan(encoder, examples=n, learning_rate=LEARNING_RATES[
                 "in_batch" if mode == "in_batch" else "kN"])
-            trainer = CTTrainer(
-                encoder, negatives=config.negatives, logits=config.logits,
-                dropout=config.dropout, pooling=plan.pooling,
-                mini_batch_size=run.mini_batch_size,
-            )
+            trainer = CTTrainer(encoder, config, pooling=plan.pooling,
+                                mini_batch_size=run.mini_batch_size)
             lr = plan.learning_rate
             schedule = lr if mode == "in_batch" else ct_learning_rate_schedule(lr)
             trainer.compile(optimizer=run.clipped(
@@ -152,16 +149,5 @@ def _kept_tower(trainer):
     return next(name for name, enc in trainer.candidates().items() if enc is trainer.encoder)
 
 
-# The literal signature, for editors: `fit_function` checks it against the method's
-# config and run defaults, and makes the function (its docstring is the method's).
-def fit_ct(data, model="default", steps=500, batch_size=16, learning_rate=None, max_length=75,
-           pooling="auto", dev="stsb", eval_every=100, output=None, strategy=None,
-           callbacks=None, seed=0, verbose="auto", negatives="k7", logits="dot", keep="best",
-           dropout=False, optimizer=None, negatives_layout="official", tower_score=None,
-           precision="float32", mini_batch_size=None, matryoshka_dims=None, max_grad_norm=None,
-           matryoshka_weights=None,
-           dev_retrieval=None, dev_select="auto", max_skipped=0.01, preset=None):
-    ...
-
-
-fit_ct = fit_function("ct", fit_ct)
+# The `fit_*` function: its signature and docstring are the method's.
+fit_ct = fit_function("ct", "fit_ct")

@@ -57,12 +57,13 @@ class ContrastiveTensionConfig(MethodConfig):
     dropout: bool = option(False, "Dropout on in the towers.")
     optimizer: typing.Union[str, keras.optimizers.Optimizer, None] = option(
         None, "An optimizer name (e.g. `\"adamw\"`, run on the same learning-rate schedule), "
-        "a `keras.optimizers.Optimizer`, or None: RMSprop (`kN`) or AdamW (`in_batch`).")
+        "a `keras.optimizers.Optimizer`, or None: RMSprop (`kN`) or AdamW (`in_batch`).",
+        trainer=False)
     negatives_layout: str = option(
         "official", "The negative rows of a `kN` group: `\"official\"` (`(a, b)`, two random "
         "sentences, as the authors' code samples them) or `\"paper\"` (`(s, n)`, the group's "
         "sentence against a random negative embedded by tower 2, as section 4 and Appendix A.1 "
-        "describe). See `ct_pair_dataset`.", choices=LAYOUTS)
+        "describe). See `ct_pair_dataset`.", choices=LAYOUTS, trainer=False)
     tower_score: typing.Optional[typing.Callable] = option(
         None, "With `keep=\"worst\"`, `encoder -> score` ranking the two towers after training "
         "(e.g. the average of the paper's STS tasks); None scores them on `dev`.",

@@ -5,7 +5,6 @@ import tensorflow as tf
 
 from keras_sentemb import validation
 from keras_sentemb.methods.contrastive_tension.config import ContrastiveTensionConfig
-from keras_sentemb.methods.contrastive_tension.config import LOGITS
 from keras_sentemb.methods.contrastive_tension.config import PAPER_POOLING
 from keras_sentemb.methods.contrastive_tension.config import parse_negatives
 from keras_sentemb.losses.contrastive_tension import contrastive_tension_in_batch_loss
@@ -50,14 +49,17 @@ class ContrastiveTension(BaseTrainer):
     Args:
         encoder: `SentenceEncoder`. Both towers start from it; tower 1 is
             this object, tower 2 an independent copy.
-        negatives: str. `"k7"` (or any `"kN"`) or `"in_batch"`.
-        logits: str. `"dot"` or `"cosine"` for the `kN` objective.
+        config: `ContrastiveTensionConfig` (or a dict of its options). The
+            method's options the towers use: `negatives` (`"k7"`, any `"kN"`,
+            or `"in_batch"`), `logits` (`"dot"` or `"cosine"` for `kN`) and
+            `dropout` (the towers in training mode). Defaults to the method's.
         logit_scale: float. Initial scale of cosine logits. Defaults to `20.0`.
-        dropout: bool. Run the towers in training mode (dropout on).
-        pooling: str. The towers' pooling.
+        pooling: str. The towers' pooling. Defaults to the paper's mean.
         mini_batch_size: int or None. GradCache chunk size (see
             `BaseTrainer`; useful with `negatives="in_batch"`). Defaults to
             `None` (off).
+        **kwargs: single options overriding `config`'s
+            (`negatives="in_batch"`), and Keras `Model` arguments.
 
     Examples:
 
@@ -73,27 +75,17 @@ class ContrastiveTension(BaseTrainer):
         - [Carlsson et al., 2021](https://openreview.net/forum?id=Ov_sMNau-PF)
     """
 
-    def __init__(
-        self,
-        encoder,
-        negatives=ContrastiveTensionConfig.negatives,
-        logits=ContrastiveTensionConfig.logits,
-        logit_scale=20.0,
-        dropout=ContrastiveTensionConfig.dropout,
-        pooling=PAPER_POOLING,
-        **kwargs,
-    ):
-        super().__init__(encoder, **kwargs)
-        self.negatives = negatives
-        self.mode, self.k = parse_negatives(negatives)
-        self.logits = validation.choice(logits, "logits", LOGITS)
+    config_class = ContrastiveTensionConfig
+
+    def __init__(self, encoder, config=None, logit_scale=20.0, pooling=PAPER_POOLING, **kwargs):
+        super().__init__(encoder, config=config, **kwargs)
+        self.mode, self.k = parse_negatives(self.config.negatives)
         self.initial_logit_scale = validation.positive_float(logit_scale, "logit_scale")
-        self.dropout = bool(dropout)
         self.pooling = parse_pooling(pooling, encoder.num_layers)
         self.tower1 = encoder
         self.tower2 = encoder.clone(name=f"{encoder.name}_tower2")
         self.logit_scale = None
-        if self.mode == "in_batch" or logits == "cosine":
+        if self.mode == "in_batch" or self.config.logits == "cosine":
             self.logit_scale = LogitScale(self.initial_logit_scale, name="logit_scale")
 
     def candidates(self):
@@ -101,7 +93,7 @@ class ContrastiveTension(BaseTrainer):
 
     def embed(self, tower, inputs, training):
         return tower.sentence_vectors(
-            inputs, self.pooling, training=False, dropout=training and self.dropout
+            inputs, self.pooling, training=False, dropout=training and self.config.dropout
         )
 
     def embed_batch(self, data, training=True):
@@ -117,7 +109,7 @@ class ContrastiveTension(BaseTrainer):
             return LossOutput(contrastive_tension_in_batch_loss(
                 reps_1, reps_2, self.logit_scale.log_scale
             ))
-        if self.logits == "cosine":
+        if self.config.logits == "cosine":
             root = tf.sqrt(self.logit_scale())
             reps_1 = l2_normalize(reps_1) * root
             reps_2 = l2_normalize(reps_2) * root
@@ -128,10 +120,7 @@ class ContrastiveTension(BaseTrainer):
         config.update(
             {
                 "encoder": keras.saving.serialize_keras_object(self.tower1),
-                "negatives": self.negatives,
-                "logits": self.logits,
                 "logit_scale": self.initial_logit_scale,
-                "dropout": self.dropout,
                 "pooling": self.pooling,
             }
         )

@@ -55,7 +55,7 @@ class MaskedLanguageModelMethod(Method):
         sentences, stream, n = run.read_sentences(data)
         with run.scope():
             encoder, plan = run.start(examples=n)
-            trainer = MLMTrainer(encoder, mask_rate=config.mask_rate, seed=run.seed or 0)
+            trainer = MLMTrainer(encoder, config, seed=run.seed or 0)
             optimizer = adamw_linear_decay(plan.learning_rate, plan.steps, config.warmup_ratio,
                                            config.weight_decay)
             optimizer.exclude_from_weight_decay(var_names=["bias", "gamma", "beta"])
@@ -66,14 +66,5 @@ class MaskedLanguageModelMethod(Method):
         return run.train(trainer, optimizer, make_dataset, plan)
 
 
-# The literal signature, for editors: `fit_function` checks it against the method's
-# config and run defaults, and makes the function (its docstring is the method's).
-def fit_mlm(data, model="default", steps=500, batch_size=128, learning_rate=1e-4, max_length=64,
-            pooling="auto", dev=None, eval_every=100, output=None, strategy=None, callbacks=None,
-            seed=0, verbose="auto", mask_rate=0.15, warmup_ratio=0.1, weight_decay=0.01,
-            max_grad_norm=None,
-            dev_retrieval=None, dev_select="auto", max_skipped=0.01, preset=None):
-    ...
-
-
-fit_mlm = fit_function("mlm", fit_mlm)
+# The `fit_*` function: its signature and docstring are the method's.
+fit_mlm = fit_function("mlm", "fit_mlm")

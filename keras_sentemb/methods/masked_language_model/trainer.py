@@ -76,19 +76,22 @@ class MaskedLanguageModel(BaseTrainer):
 
     Args:
         encoder: `SentenceEncoder`. Trained in place.
-        mask_rate: float. Share of tokens selected (the method's default:
-            `MaskedLanguageModelConfig`, in `config.py` beside this module).
+        config: `MaskedLanguageModelConfig` (or a dict of its options; in
+            `config.py` beside this module). `mask_rate` is the share of
+            tokens selected. Defaults to the method's.
         seed: int. Masking seed. Defaults to `0`.
+        **kwargs: single options overriding `config`'s (`mask_rate=0.3`),
+            and Keras `Model` arguments.
 
     References:
         - [Devlin et al., 2019. BERT](https://arxiv.org/abs/1810.04805)
     """
 
-    def __init__(self, encoder, mask_rate=MaskedLanguageModelConfig.mask_rate, seed=0, **kwargs):
-        super().__init__(encoder, **kwargs)
-        self.mask_rate = validation.fraction(mask_rate, "mask_rate")
-        if self.mask_rate == 0.0:
-            raise ValueError("`mask_rate` must be > 0.")
+    config_class = MaskedLanguageModelConfig
+
+    def __init__(self, encoder, config=None, seed=0, **kwargs):
+        super().__init__(encoder, config=config, **kwargs)
+        self.mask_rate = self.config.mask_rate
         self.seed = validation.non_negative_int(seed, "seed")
         self.vocabulary_size = int(encoder.backbone.vocabulary_size)
         self.head = keras_hub.layers.MaskedLMHead(
@@ -131,5 +134,5 @@ class MaskedLanguageModel(BaseTrainer):
 
     def get_config(self):
         config = super().get_config()
-        config.update({"mask_rate": self.mask_rate, "seed": self.seed})
+        config["seed"] = self.seed
         return config

@@ -316,11 +316,8 @@ class MultitaskMethod(Method):
         `make_dataset` (streamed tasks) replaces the batches of `train`.
         """
         with run.scope():
-            trainer = MultitaskModel(
-                encoder, head_sharing=config.head_sharing, hidden_dim=config.hidden_dim,
-                dropout=config.dropout, pooling=plan.pooling, pcgrad=config.procedure == "pcgrad",
-                fusion=config.fusion, seed=run.seed or 0, head_style=config.head_style,
-            )
+            trainer = MultitaskModel(encoder, config, pooling=plan.pooling,
+                                     pcgrad=config.procedure == "pcgrad", seed=run.seed or 0)
             run.compile(
                 trainer,
                 optimizers.AdamW(plan.learning_rate, weight_decay=WEIGHT_DECAY,
@@ -345,19 +342,5 @@ class MultitaskMethod(Method):
         return trainer, selection
 
 
-# The literal signature, for editors: `fit_function` checks it against the method's
-# config and run defaults, and makes the function (its docstring is the method's).
-def fit_multitask(data, model="default", steps=300, batch_size=16, learning_rate=2e-5,
-                  max_length=128, pooling="auto", dev="multitask", eval_every=100, output=None,
-                  strategy=None, callbacks=None, seed=0, verbose="auto", procedure="average",
-                  head_sharing="first_layer", single_task="similarity", fusion=False,
-                  pretrain="unsup", pretrain_steps=None, pretrain_learning_rate=3e-5,
-                  pretrain_temperature=0.05, nli_file=None, head_learning_rate=1e-3,
-                  hidden_dim=None, dropout=0.1, quora_dev_fraction=0.1, dev_limit=None,
-                  evaluate_stsb_test=False, head_style="residual", matryoshka_dims=None,
-                  max_grad_norm=None, matryoshka_weights=None,
-                  dev_retrieval=None, dev_select="auto", max_skipped=0.01, preset=None):
-    ...
-
-
-fit_multitask = fit_function("multitask", fit_multitask)
+# The `fit_*` function: its signature and docstring are the method's.
+fit_multitask = fit_function("multitask", "fit_multitask")

@@ -14,7 +14,6 @@ from keras_sentemb.data.multitask import PROCEDURES
 from keras_sentemb.data.multitask import STSB_TEST_LEAKAGE_WARNING
 from keras_sentemb.methods.method import Preset
 from keras_sentemb.methods.multitask.three_given import THREE_GIVEN
-from keras_sentemb.methods.multitask.three_given import THREE_GIVEN_SETTINGS
 from keras_sentemb.methods.options import MethodConfig
 from keras_sentemb.methods.options import option
 
@@ -70,7 +69,7 @@ class MultitaskConfig(MethodConfig):
                                          source=f"{PAPER}, section 5.3")
     nli_file: typing.Optional[typing.Union[str, os.PathLike]] = option(
         None, "`sent0,sent1,hard_neg` CSV for `pretrain=\"nli\"`; `None` is "
-        "`nli/snli_devtest_triplets.csv` next to the multitask folder.")
+        "`nli/snli_devtest_triplets.csv` next to the multitask folder.", trainer=False)
     head_learning_rate: float = option(1e-3, "Learning rate of the heads (AdamW, weight decay "
                                        "0.01).", above=0.0)
     hidden_dim: typing.Optional[int] = option(None, "Head width; `None` is the embedding size.")
@@ -86,6 +85,34 @@ class MultitaskConfig(MethodConfig):
                              "with dropout at each linear layer). "
                              "the `three_given` preset holds the "
                              "report's whole setting.", choices=HEAD_STYLES)
+
+
+# fit_multitask's arguments for the report's headline setting ("3 Given", Table 2):
+# argument -> (value, where the report says so); the "three_given" preset below.
+THREE_GIVEN_SETTINGS = {
+    "pretrain": (THREE_GIVEN, "section 4.1: Quora paraphrases as positives, non-paraphrases as "
+                              "negatives, 'In each epoch, this is followed by unsupervised "
+                              "training on the other 2 datasets sequentially'"),
+    "pretrain_learning_rate": (2e-5, "Table 10: pre-training learning rate 2e-5 (the bold, "
+                                     "headline row)"),
+    "pretrain_temperature": (0.05, "section 5.3: 'a default temperature parameter of 0.05'"),
+    "batch_size": (16, "section 5.3: 'a default batch size of 16'"),
+    "learning_rate": (1e-5, "section 5.3: 'All reported models are trained with a default "
+                            "learning rate of 1e-05'"),
+    "head_learning_rate": (1e-5, "section 5.3: the same default learning rate (the heads are "
+                                 "not given their own)"),
+    "head_style": ("plain", "sections 4.2 / 5.3: 'a small (2-layer) MLP network with dropout', "
+                            "hidden dimension 768"),
+    "head_sharing": ("first_layer", "section 4.2 / Table 3: 'the first layer of the MLP networks "
+                                    "is shared between STS and paraphrase detection heads'"),
+    "dropout": (0.3, "section 5.3: 'dropout probability of 0.3 at each linear layer'"),
+    "procedure": ("average", "section 4.2 / section 7: 'Multi-task training, with an average "
+                             "loss of the 3 single-task losses, turns out better'"),
+    "fusion": (False, "sections 4.2 / 5.4.1: fusion is the best unsupervised setting, not part "
+                      "of '3 Given'"),
+    "pooling": ("cls", "section 4.1: 'the final BERT embeddings (i.e. hidden state of the [CLS] "
+                       "token)'"),
+}
 
 
 # The papers' settings, named (`--preset NAME`).

@@ -134,12 +134,12 @@ class MultitaskInference:
 
     def get_config(self):
         config = super().get_config()
-        config.update(self.head_config())
         config.update(
             {
+                "num_classes": self.num_classes,
+                "pooling": self.pooling,
                 "pcgrad": self.pcgrad,
                 "pcgrad_shuffle": self.pcgrad_shuffle,
-                "fusion": self.fusion,
                 "fusion_temperature": self.fusion_temperature,
                 "seed": self.seed,
             }

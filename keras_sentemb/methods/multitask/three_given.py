@@ -22,8 +22,8 @@ contrastive pre-training on the three given datasets before the task heads:
 `three_given_stages` is the pre-training schedule (per epoch: supervised
 Quora with its non-paraphrases as negatives, then unsupervised SST, then
 unsupervised STS); `pretrain_three_given` runs it on an encoder (one SimCSE
-trainer per stage); `MULTITASK_PRESETS["three_given"]` and
-`multitask_preset` give the whole `fit_multitask` configuration.
+trainer per stage); the multitask method's `three_given` preset
+(`fit_multitask(..., preset="three_given")`, in `config.py`) is the whole setting.
 
 References:
     - Contrastive Learning for Generalizable Sentence Embeddings (Stanford
@@ -35,9 +35,7 @@ import logging
 import math
 
 from keras_sentemb import validation
-from keras_sentemb.data.multitask import load_multitask_data
 from keras_sentemb.data.multitask import pretraining_examples
-from keras_sentemb.data.multitask import schedule_sizes
 from keras_sentemb.pipelines.plan import resolve_training_mlp
 from keras_sentemb.trainers import optimizers
 from keras_sentemb.methods.simcse.trainer import SimCSE
@@ -47,35 +45,6 @@ logger = logging.getLogger(__name__)
 THREE_GIVEN = "three_given"
 THREE_GIVEN_EPOCHS = 5
 THREE_GIVEN_ORDER = ("quora", "sst", "sts")
-FINE_TUNING_EPOCHS = 10
-
-# fit_multitask's arguments for the report's headline setting ("3 Given", Table 2):
-# argument -> (value, where the report says so). The method's "three_given" preset.
-THREE_GIVEN_SETTINGS = {
-    "pretrain": (THREE_GIVEN, "section 4.1: Quora paraphrases as positives, non-paraphrases as "
-                              "negatives, 'In each epoch, this is followed by unsupervised "
-                              "training on the other 2 datasets sequentially'"),
-    "pretrain_learning_rate": (2e-5, "Table 10: pre-training learning rate 2e-5 (the bold, "
-                                     "headline row)"),
-    "pretrain_temperature": (0.05, "section 5.3: 'a default temperature parameter of 0.05'"),
-    "batch_size": (16, "section 5.3: 'a default batch size of 16'"),
-    "learning_rate": (1e-5, "section 5.3: 'All reported models are trained with a default "
-                            "learning rate of 1e-05'"),
-    "head_learning_rate": (1e-5, "section 5.3: the same default learning rate (the heads are "
-                                 "not given their own)"),
-    "head_style": ("plain", "sections 4.2 / 5.3: 'a small (2-layer) MLP network with dropout', "
-                            "hidden dimension 768"),
-    "head_sharing": ("first_layer", "section 4.2 / Table 3: 'the first layer of the MLP networks "
-                                    "is shared between STS and paraphrase detection heads'"),
-    "dropout": (0.3, "section 5.3: 'dropout probability of 0.3 at each linear layer'"),
-    "procedure": ("average", "section 4.2 / section 7: 'Multi-task training, with an average "
-                             "loss of the 3 single-task losses, turns out better'"),
-    "fusion": (False, "sections 4.2 / 5.4.1: fusion is the best unsupervised setting, not part "
-                      "of '3 Given'"),
-    "pooling": ("cls", "section 4.1: 'the final BERT embeddings (i.e. hidden state of the [CLS] "
-                       "token)'"),
-}
-MULTITASK_PRESETS = {THREE_GIVEN: {name: value for name, (value, _) in THREE_GIVEN_SETTINGS.items()}}
 
 
 def _distinct(sentences):
@@ -194,36 +163,3 @@ def pretrain_three_given(run, plan, encoder, train, steps, learning_rate, temper
         schedule.append({"epoch": epoch + 1, "stage": stage, "mode": mode,
                          "examples": len(next(iter(columns.values()))), "steps": n})
     return {"schedule": schedule}
-
-
-def multitask_preset(name, data, epochs=FINE_TUNING_EPOCHS, quora_dev_fraction=0.1,
-                     **overrides):
-    """`fit_multitask` keyword arguments of a preset, with `steps` for `epochs` of fine-tuning.
-
-    Args:
-        name: str. A key of `MULTITASK_PRESETS` (`"three_given"`).
-        data: str. The multitask folder (to size an epoch).
-        epochs: int. Fine-tuning epochs; one epoch is one pass over the
-            down-sampled task sets (`schedule_sizes`). Defaults to `10` (the
-            report's section 5.3).
-        quora_dev_fraction: float. As in `fit_multitask`. Defaults to `0.1`.
-        **overrides: arguments replacing the preset's.
-
-    Returns:
-        dict of `fit_multitask` arguments (`steps` included).
-
-    Examples:
-
-    ```python
-    kwargs = multitask_preset("three_given", "data/multitask")
-    model = fit_multitask("data/multitask", **kwargs)
-    ```
-    """
-    if name not in MULTITASK_PRESETS:
-        raise ValueError(f"Unknown preset {name!r}; expected one of {list(MULTITASK_PRESETS)}.")
-    kwargs = {**MULTITASK_PRESETS[name], "quora_dev_fraction": quora_dev_fraction, **overrides}
-    if "steps" not in overrides:
-        train = load_multitask_data(data, quora_dev_fraction, verbose=False)["train"]
-        _, _, per_epoch = schedule_sizes(train, kwargs["procedure"], kwargs["batch_size"])
-        kwargs["steps"] = validation.positive_int(epochs, "epochs") * per_epoch
-    return kwargs

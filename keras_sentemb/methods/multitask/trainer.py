@@ -5,10 +5,8 @@ import tensorflow as tf
 
 from keras_sentemb import compat
 from keras_sentemb import validation
-from keras_sentemb.methods.multitask.config import HEAD_SHARING
 from keras_sentemb.methods.multitask.config import PAPER_POOLING
 from keras_sentemb.methods.multitask.config import MultitaskConfig
-from keras_sentemb.methods.multitask.config import HEAD_STYLES
 from keras_sentemb.data.multitask import NUM_SENTIMENT_CLASSES
 from keras_sentemb.data.multitask import TASKS
 from keras_sentemb.losses.info_nce import info_nce_loss
@@ -123,23 +121,25 @@ class MultitaskModel(MultitaskInference, MultitaskHeads, BaseTrainer):
 
     Args:
         encoder: `SentenceEncoder`. The shared encoder (trained with the heads).
-        head_sharing: str. `"first_layer"`, `"none"` or `"full"`.
-        hidden_dim: int or None. Width of the heads' hidden layers; None is
-            the encoder's output size.
-        dropout: float. Dropout of the sentiment MLP and of the pair heads'
-            hidden layer.
+        config: `MultitaskConfig` (or a dict of its options). The method's
+            options that shape the heads: `head_sharing` (`"first_layer"`,
+            `"none"` or `"full"`), `hidden_dim` (width of the heads' hidden
+            layers; None is the encoder's output size), `dropout` (of the
+            sentiment MLP and of the pair heads' hidden layer), `fusion`
+            (fusion training, see above) and `head_style` (`"residual"`: the
+            zero-initialised residual transforms above, or `"plain"`: the
+            report's 2-layer MLPs). Defaults to the method's.
         num_classes: int. Sentiment classes. Defaults to `5`.
         pooling: str. The pooling the heads read (training and prediction).
         pcgrad: bool. Combine the task gradients with PCGrad instead of
             averaging the losses. Defaults to `False`.
         pcgrad_shuffle: bool. Visit the other tasks in a random order (seeded
             by `(seed, step)`), as in the paper. Defaults to `True`.
-        fusion: bool. Fusion training (see above).
         fusion_temperature: float. Defaults to `0.05`.
         seed: int. Seed of PCGrad's task order and of the dropout masks.
             Defaults to `0`.
-        head_style: str. `"residual"` (the zero-initialised residual
-            transforms above) or `"plain"` (the report's 2-layer MLPs).
+        **kwargs: single options overriding `config`'s (`head_style="plain"`),
+            and Keras `Model` arguments.
 
     Examples:
 
@@ -163,39 +163,37 @@ class MultitaskModel(MultitaskInference, MultitaskHeads, BaseTrainer):
         - [Gao et al., 2021. SimCSE](https://arxiv.org/abs/2104.08821)
     """
 
+    config_class = MultitaskConfig
+
     def __init__(
         self,
         encoder,
-        head_sharing=MultitaskConfig.head_sharing,
-        hidden_dim=MultitaskConfig.hidden_dim,
-        dropout=MultitaskConfig.dropout,
+        config=None,
         num_classes=NUM_SENTIMENT_CLASSES,
         pooling=PAPER_POOLING,
         pcgrad=False,
         pcgrad_shuffle=True,
-        fusion=MultitaskConfig.fusion,
         fusion_temperature=0.05,
         seed=0,
-        head_style=MultitaskConfig.head_style,
         **kwargs,
     ):
-        super().__init__(encoder, **kwargs)
-        validation.choice(head_sharing, "head_sharing", HEAD_SHARING)
-        self.head_style = validation.choice(head_style, "head_style", HEAD_STYLES)
-        self.dropout_rate = validation.fraction(dropout, "dropout")
+        super().__init__(encoder, config=config, **kwargs)
+        config = self.config
+        self.head_style = config.head_style
+        self.dropout_rate = config.dropout
         self.num_classes = validation.positive_int(num_classes, "num_classes")
         if self.num_classes < 2:
             raise ValueError(f"`num_classes` must be >= 2. Received: num_classes={num_classes!r}.")
-        self.head_sharing = head_sharing
+        self.head_sharing = config.head_sharing
         self.pooling = parse_pooling(pooling, encoder.num_layers)
         self.pcgrad = bool(pcgrad)
         self.pcgrad_shuffle = bool(pcgrad_shuffle)
-        self.fusion = bool(fusion)
+        self.fusion = config.fusion
         self.fusion_temperature = validation.positive_float(fusion_temperature, "fusion_temperature")
         self.seed = validation.non_negative_int(seed, "seed")
         dim = int(encoder.output_dim)
         self.embedding_dim = dim
-        self.hidden_dim = validation.positive_int(hidden_dim or dim, "hidden_dim")
+        self.hidden_dim = config.hidden_dim or dim  # resolved: None is the encoder's width
         d, h = dim, self.hidden_dim
 
         def dense(units, name, activation=None, initializer="glorot_uniform"):
@@ -211,7 +209,7 @@ class MultitaskModel(MultitaskInference, MultitaskHeads, BaseTrainer):
         self.sentiment_output.build((None, h))
         # Pair transforms.
         self.pair_dropout = keras.layers.Dropout(self.dropout_rate)
-        if head_sharing == "none":
+        if self.head_sharing == "none":
             self.paraphrase_first = dense(h, "paraphrase_first", "relu")
             self.similarity_first = dense(h, "similarity_first", "relu")
         else:
@@ -220,7 +218,7 @@ class MultitaskModel(MultitaskInference, MultitaskHeads, BaseTrainer):
             self.similarity_first = shared
         second_init = "zeros" if self.head_style == "residual" else "glorot_uniform"
         self.paraphrase_second = dense(d, "paraphrase_second", initializer=second_init)
-        if head_sharing == "full":
+        if self.head_sharing == "full":
             self.similarity_second = self.paraphrase_second
         else:
             self.similarity_second = dense(d, "similarity_second", initializer=second_init)

@@ -284,11 +284,8 @@ class ParallelMethod(Method):
             run.report.resolved["mlp"] = plan.mlp
             kept_head = teacher.output_dim
         trainer = ParallelContrastive(
-            student, teacher, mode=mode, queue_size=config.queue_size,
-            temperature=config.temperature, init_temperature=config.init_temperature,
-            max_logit_scale=config.max_logit_scale, pooling=plan.pooling, mlp=plan.mlp,
-            mini_batch_size=run.mini_batch_size,
-        )
+            student, teacher, dataclasses.replace(config, mlp=plan.mlp), pooling=plan.pooling,
+            mini_batch_size=run.mini_batch_size)
         return _Setup(trainer=trainer, plan=plan, source_init=source_init,
                       vocabulary=vocabulary, kept_head=kept_head)
 
@@ -385,19 +382,5 @@ class ParallelMethod(Method):
         return encoder
 
 
-# The literal signature, for editors: `fit_function` checks it against the method's
-# config and run defaults, and makes the function (its docstring is the method's).
-def fit_parallel(data, model="default", steps=1000, batch_size=64, learning_rate=3e-5,
-                 max_length=64, pooling="auto", dev="retrieval", eval_every=250, output=None,
-                 strategy=None, callbacks=None, seed=0, verbose="auto", teacher=None,
-                 student=None, mode="frozen_teacher", queue_size=10000, temperature="learnable",
-                 init_temperature=0.07, max_logit_scale=100.0, mlp="auto", weight_decay=0.01,
-                 warmup_ratio=0.1, eval_size=1000, dev_size=500, track_alignment=True,
-                 track_every=0, plot=None, extend_vocabulary=10000, vocabulary_min_count=2,
-                 vocabulary_init="aligned", precision="float32", mini_batch_size=None,
-                 matryoshka_dims=None, max_grad_norm=None, matryoshka_weights=None,
-                 dev_retrieval=None, dev_select="auto", max_skipped=0.01, preset=None):
-    ...
-
-
-fit_parallel = fit_function("parallel", fit_parallel)
+# The `fit_*` function: its signature and docstring are the method's.
+fit_parallel = fit_function("parallel", "fit_parallel")

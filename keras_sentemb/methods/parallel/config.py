@@ -46,10 +46,11 @@ class ParallelConfig(MethodConfig):
         None, "The source-side encoder: in the paper a trained sentence encoder "
         "(SimCSE-RoBERTa-large for step A); `None` is `model`, with a warning in "
         "`\"frozen_teacher\"` mode (the student would learn from its own starting point).",
-        check=transformer_check("teacher", "the teacher is a Transformer encoder"))
+        check=transformer_check("teacher", "the teacher is a Transformer encoder"), trainer=False)
     student: EncoderSpec = option(None, "The student's initialisation; `None` is a copy of "
                                   "`model`.", check=transformer_check(
-                                      "student", "the student is a Transformer encoder"))
+                                      "student", "the student is a Transformer encoder"),
+                                  trainer=False)
     mode: str = option("frozen_teacher", "`\"frozen_teacher\"` (only the student is trained), "
                        "`\"dual\"` (both encoders are trained) or `\"shared\"` (one encoder for "
                        "both languages).", choices=MODES, source=f"{PAPER}, section 3.2")
@@ -73,7 +74,7 @@ class ParallelConfig(MethodConfig):
     track_every: int = option(0, "Steps between tracking points (`0`: steps // 10).")
     plot: typing.Optional[typing.Union[str, os.PathLike]] = option(
         None, "PNG path of the alignment/uniformity plot; `None` is "
-        "`output/alignment_uniformity.png` when `output` is given.")
+        "`output/alignment_uniformity.png` when `output` is given.", trainer=False)
     extend_vocabulary: int = option(10000, "At most this many new tokens for the student, "
                                     "learned on the training targets (`0`: keep its "
                                     "vocabulary).", minimum=0)

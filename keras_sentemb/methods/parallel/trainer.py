@@ -8,7 +8,6 @@ from keras_sentemb.losses.distributed import gather_with_offset
 from keras_sentemb.losses.info_nce import info_nce_loss
 from keras_sentemb.losses.loss_output import LossOutput
 from keras_sentemb.losses.similarity import l2_normalize
-from keras_sentemb.methods.parallel.config import MODES
 from keras_sentemb.methods.parallel.config import PAPER_POOLING
 from keras_sentemb.methods.parallel.config import ParallelConfig
 from keras_sentemb.methods.parallel.config import resolve_temperature
@@ -126,16 +125,19 @@ class ParallelContrastive(BaseTrainer):
         student: `SentenceEncoder`. The trained target-language encoder.
         teacher: `SentenceEncoder` or None. The source-language encoder;
             required unless `mode="shared"` (where it must be None).
-        mode: str. `"frozen_teacher"`, `"dual"` or `"shared"`.
-        queue_size: int. Rows of the memory queue; `0` disables it (in-batch
-            negatives only).
-        temperature: `"learnable"` or float.
-        init_temperature: float. Initial temperature of the learnable scale.
-        max_logit_scale: float. Upper clamp of the learnable scale.
-        pooling: str. The trained side's pooling.
-        mlp: str. `"train"` or `"none"`.
+        config: `ParallelConfig` (or a dict of its options). The method's
+            options the trainer uses: `mode` (`"frozen_teacher"`, `"dual"`
+            or `"shared"`), `queue_size` (rows of the memory queue; `0`:
+            in-batch negatives only), `temperature` (`"learnable"` or a
+            float), `init_temperature`, `max_logit_scale` (upper clamp of the
+            learnable scale) and `mlp` (`"auto"` resolved for `pooling`,
+            `"train"` or `"none"`). Defaults to the method's.
+        pooling: str. The trained side's pooling. Defaults to the paper's
+            [CLS].
         mini_batch_size: int or None. GradCache chunk size (see
             `BaseTrainer`). Defaults to `None` (off).
+        **kwargs: single options overriding `config`'s (`mode="dual"`), and
+            Keras `Model` arguments.
 
     Examples:
 
@@ -156,32 +158,24 @@ class ParallelContrastive(BaseTrainer):
 
     encoder_arguments = ("encoder", "teacher")
 
-    def __init__(
-        self,
-        encoder,
-        teacher=ParallelConfig.teacher,
-        mode=ParallelConfig.mode,
-        queue_size=ParallelConfig.queue_size,
-        temperature=ParallelConfig.temperature,
-        init_temperature=ParallelConfig.init_temperature,
-        max_logit_scale=ParallelConfig.max_logit_scale,
-        pooling=PAPER_POOLING,
-        mlp=resolve_training_mlp(ParallelConfig.mlp, PAPER_POOLING),
-        **kwargs,
-    ):
-        super().__init__(encoder, **kwargs)
+    config_class = ParallelConfig
+
+    def __init__(self, encoder, teacher=None, config=None, pooling=PAPER_POOLING, **kwargs):
+        super().__init__(encoder, config=config, **kwargs)
+        config = self.config
         student = encoder
-        self.mode = validation.choice(mode, "mode", MODES)
-        self.mlp_mode = validation.choice(mlp, "mlp", ("train", "none"))
-        self.queue_size = validation.non_negative_int(queue_size, "queue_size")
-        self.temperature = temperature
-        fixed = resolve_temperature(temperature)
-        self.init_temperature = validation.positive_float(init_temperature, "init_temperature")
-        if self.init_temperature > 1:
-            raise ValueError(f"`init_temperature` must be in (0, 1], received {init_temperature!r}.")
-        self.max_logit_scale = validation.positive_float(max_logit_scale, "max_logit_scale")
-        teacher = _check_teacher(mode, teacher, student)
+        mode = self.mode = config.mode
         self.pooling = parse_pooling(pooling, student.num_layers)
+        mlp = resolve_training_mlp(config.mlp, self.pooling)
+        self.queue_size = config.queue_size
+        fixed = resolve_temperature(config.temperature)
+        self.init_temperature = config.init_temperature
+        if self.init_temperature > 1:
+            raise ValueError("`init_temperature` must be in (0, 1], received "
+                             f"{config.init_temperature!r}.")
+        max_logit_scale = self.max_logit_scale = validation.positive_float(
+            config.max_logit_scale, "max_logit_scale")
+        teacher = _check_teacher(mode, teacher, student)
         self._teacher = teacher
         if mode == "frozen_teacher":
             # Excludes the teacher's weights from `trainable_variables`.
@@ -304,13 +298,7 @@ class ParallelContrastive(BaseTrainer):
                     None if self._teacher is None
                     else keras.saving.serialize_keras_object(self._teacher)
                 ),
-                "mode": self.mode,
-                "queue_size": self.queue_size,
-                "temperature": self.temperature,
-                "init_temperature": self.init_temperature,
-                "max_logit_scale": self.max_logit_scale,
                 "pooling": self.pooling,
-                "mlp": self.mlp_mode,
             }
         )
         return config

@@ -89,14 +89,7 @@ class SelfGuidedMethod(Method):
         with run.scope():
             encoder, plan = run.start(examples=n, epochs=config.epochs,
                                       paper_pooling_only=SG_POOLING_REASON)
-            trainer = SelfGuidedTrainer(
-                encoder, loss=config.loss, temperature=config.temperature,
-                view_pooling=config.view_pooling, min_layer=config.min_layer,
-                max_layer=config.max_layer,
-                projection_dim=config.projection_dim if config.projection else None,
-                reg_weight=config.reg_weight, freeze_embeddings=config.freeze_embeddings,
-                seed=run.seed, pooling=plan.pooling,
-            )
+            trainer = SelfGuidedTrainer(encoder, config, seed=run.seed, pooling=plan.pooling)
             optimizer = adamw_linear_decay(
                 plan.learning_rate, plan.steps, config.warmup_ratio, config.weight_decay,
                 beta_1=0.9, beta_2=0.9, global_clipnorm=run.max_grad_norm,
@@ -109,17 +102,5 @@ class SelfGuidedMethod(Method):
         return run.train(trainer, optimizer, make_dataset, plan, patience=config.patience)
 
 
-# The literal signature, for editors: `fit_function` checks it against the method's
-# config and run defaults, and makes the function (its docstring is the method's).
-def fit_self_guided(data, model="default", steps=None, batch_size=16, learning_rate=5e-5,
-                    max_length=None, pooling="auto", dev="stsb", eval_every=50, output=None,
-                    strategy=None, callbacks=None, seed=1, verbose="auto", loss="opt3",
-                    epochs=1, temperature=0.01, view_pooling="max", min_layer=0,
-                    max_layer=None, projection_dim=4096, projection=True, reg_weight=0.1,
-                    freeze_embeddings=True, warmup_ratio=0.1, weight_decay=0.0, patience=10,
-                    mode="unsup", max_grad_norm=1.0,
-                    dev_retrieval=None, dev_select="auto", max_skipped=0.01, preset=None):
-    ...
-
-
-fit_self_guided = fit_function("sg", fit_self_guided)
+# The `fit_*` function: its signature and docstring are the method's.
+fit_self_guided = fit_function("sg", "fit_self_guided")

@@ -3,12 +3,9 @@
 import keras
 import tensorflow as tf
 
-from keras_sentemb import validation
 from keras_sentemb.methods.self_guided.config import PAPER_POOLING
 from keras_sentemb.methods.self_guided.config import SelfGuidedConfig
-from keras_sentemb.methods.self_guided.config import VIEW_POOLINGS
 from keras_sentemb.losses.loss_output import LossOutput
-from keras_sentemb.losses.self_guided import SG_LOSSES
 from keras_sentemb.losses.self_guided import self_guided_loss
 from keras_sentemb.losses.self_guided import weight_distance_regularizer
 from keras_sentemb.models.pooling import masked_max
@@ -57,21 +54,20 @@ class SelfGuided(BaseTrainer):
 
     Args:
         encoder: `SentenceEncoder`. Becomes BERT_T (trained in place).
-        loss: str. `"opt3"`, `"base"`, `"opt1"` or `"opt2"`.
-        temperature: float. Softmax temperature of the cosine logits.
-        view_pooling: str. `"max"` (the paper's choice for STS) or `"mean"`
-            (its choice for transfer tasks).
-        min_layer: int. First layer used as a view (0 = embedding output);
-            skips the lowest layers.
-        max_layer: int or None. Last layer used as a view; None is the last
-            layer.
-        projection_dim: int or None. Width of the projection head; `None`
-            compares `c_i` and the views directly (no head).
-        reg_weight: float. Weight lambda of the regulariser.
-        freeze_embeddings: bool. Freeze BERT_T's embedding block.
+        config: `SelfGuidedConfig` (or a dict of its options). The method's
+            options the trainer uses: `loss` (`"opt3"`, `"base"`, `"opt1"`,
+            `"opt2"`), `temperature`, `view_pooling` (`"max"` or `"mean"`),
+            `min_layer` / `max_layer` (the layers used as views, 0 = the
+            embedding output, `max_layer=None` the last), `projection_dim`
+            with `projection` (no head when `projection` is False or
+            `projection_dim` None), `reg_weight` (lambda of the regulariser)
+            and `freeze_embeddings` (BERT_T's embedding block). Defaults to
+            the method's.
         seed: int or None. Seed of the layer sampler and head initialiser.
             Defaults to `None`.
-        pooling: str. BERT_T's pooling.
+        pooling: str. BERT_T's pooling. Defaults to the paper's [CLS].
+        **kwargs: single options overriding `config`'s (`loss="opt2"`), and
+            Keras `Model` arguments.
 
     Examples:
 
@@ -89,46 +85,32 @@ class SelfGuided(BaseTrainer):
           Sentence Representations](https://arxiv.org/abs/2106.07345)
     """
 
-    def __init__(
-        self,
-        encoder,
-        loss=SelfGuidedConfig.loss,
-        temperature=SelfGuidedConfig.temperature,
-        view_pooling=SelfGuidedConfig.view_pooling,
-        min_layer=SelfGuidedConfig.min_layer,
-        max_layer=SelfGuidedConfig.max_layer,
-        projection_dim=SelfGuidedConfig.projection_dim,
-        reg_weight=SelfGuidedConfig.reg_weight,
-        freeze_embeddings=SelfGuidedConfig.freeze_embeddings,
-        seed=None,
-        pooling=PAPER_POOLING,
-        **kwargs,
-    ):
-        validation.choice(loss, "loss", SG_LOSSES)
-        validation.choice(view_pooling, "view_pooling", VIEW_POOLINGS)
+    config_class = SelfGuidedConfig
+
+    def __init__(self, encoder, config=None, seed=None, pooling=PAPER_POOLING, **kwargs):
+        config = self.method_config(config, kwargs)
         num_layers = encoder.num_layers
-        min_layer = validation.non_negative_int(min_layer, "min_layer")
+        min_layer = config.min_layer
         if min_layer > num_layers:
             raise ValueError(
                 f"`min_layer` must be an int in [0, {num_layers}] (0 = embedding "
                 f"output, {num_layers} = last layer), received {min_layer!r}."
             )
-        max_layer = num_layers if max_layer is None else validation.non_negative_int(
-            max_layer, "max_layer")
+        max_layer = num_layers if config.max_layer is None else config.max_layer
         if not min_layer <= max_layer <= num_layers:
             raise ValueError(
                 f"`max_layer` must be an int in [min_layer={min_layer}, {num_layers}] "
                 f"({num_layers} = last layer), received {max_layer!r}."
             )
-        super().__init__(encoder, **kwargs)
-        self.sg_loss = loss
-        self.temperature = validation.positive_float(temperature, "temperature")
-        self.view_pooling = view_pooling
+        super().__init__(encoder, config=config, **kwargs)
+        self.sg_loss = config.loss
+        self.temperature = config.temperature
+        self.view_pooling = config.view_pooling
         self.min_layer = min_layer
-        self.max_layer = max_layer
-        self.projection_dim = validation.optional_positive_int(projection_dim, "projection_dim")
-        self.reg_weight = validation.non_negative_float(reg_weight, "reg_weight")
-        self.freeze_embeddings = bool(freeze_embeddings)
+        self.max_layer = max_layer  # resolved: None is the last layer
+        self.projection_dim = config.projection_dim if config.projection else None
+        self.reg_weight = config.reg_weight
+        self.freeze_embeddings = config.freeze_embeddings
         self.seed = seed
         self.pooling = parse_pooling(pooling, num_layers)
 
@@ -233,14 +215,6 @@ class SelfGuided(BaseTrainer):
     def get_config(self):
         config = super().get_config()
         config.update({
-            "loss": self.sg_loss,
-            "temperature": self.temperature,
-            "view_pooling": self.view_pooling,
-            "min_layer": self.min_layer,
-            "max_layer": self.max_layer,
-            "projection_dim": self.projection_dim,
-            "reg_weight": self.reg_weight,
-            "freeze_embeddings": self.freeze_embeddings,
             "seed": self.seed,
             "pooling": self.pooling,
         })

@@ -110,13 +110,8 @@ class SimCSEMethod(Method):
             if plan.mlp == "keep" and encoder.projection is None:
                 # The head is part of the encoder; the trainer adds none.
                 encoder = with_projection_head(encoder, seed=run.seed)
-            trainer = SimCSETrainer(
-                encoder, mode=config.mode, temperature=config.temperature, pooling=plan.pooling,
-                mlp="none" if plan.mlp == "keep" else plan.mlp,
-                hard_negative_weight=config.hard_negative_weight,
-                negative_weight=config.negative_weight, negative_margin=config.negative_margin,
-                mini_batch_size=run.mini_batch_size,
-            )
+            trainer = SimCSETrainer(encoder, config, pooling=plan.pooling,
+                                    mini_batch_size=run.mini_batch_size)
         optimizer = adamw_linear_decay(plan.learning_rate, plan.steps)
         if stream is not None:
             make_dataset = run.stream_batches(encoder, stream, names, plan, no_duplicates=True,
@@ -126,16 +121,5 @@ class SimCSEMethod(Method):
         return run.train(trainer, optimizer, make_dataset, plan)
 
 
-# The literal signature, for editors: `fit_function` checks it against the method's
-# config and run defaults, and makes the function (its docstring is the method's).
-def fit_simcse(data, model="default", steps=None, batch_size=64, learning_rate=3e-5,
-               max_length=32, pooling="auto", dev="stsb", eval_every=125, output=None,
-               strategy=None, callbacks=None, seed=42, verbose="auto", mode="unsup",
-               temperature=0.05, mlp="auto", hard_negative_weight=0.0, negative_weight=1.0,
-               negative_margin=0.0, precision="float32", mini_batch_size=None,
-               matryoshka_dims=None, max_grad_norm=1.0, matryoshka_weights=None,
-               dev_retrieval=None, dev_select="auto", max_skipped=0.01, preset=None):
-    ...
-
-
-fit_simcse = fit_function("simcse", fit_simcse)
+# The `fit_*` function: its signature and docstring are the method's.
+fit_simcse = fit_function("simcse", "fit_simcse")

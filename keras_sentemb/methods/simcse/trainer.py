@@ -1,22 +1,16 @@
 """SimCSE: contrastive learning with dropout noise or NLI / paraphrase supervision."""
 
 import keras
-import tensorflow as tf
 
-from keras_sentemb import validation
 from keras_sentemb.losses.info_nce import info_nce_loss
 from keras_sentemb.losses.loss_output import LossOutput
 from keras_sentemb.losses.paraphrase import paraphrase_loss
 from keras_sentemb.models.pooling import parse_pooling
 from keras_sentemb.methods.simcse.config import PAPER_POOLING
-from keras_sentemb.methods.simcse.config import SIMCSE_MODES
 from keras_sentemb.methods.simcse.config import SimCSEConfig
 from keras_sentemb.models.projection_mlp import ProjectionMLP
 from keras_sentemb.pipelines.plan import resolve_training_mlp
 from keras_sentemb.trainers.base_trainer import BaseTrainer
-
-# The trainer takes a resolved head: `"auto"` becomes one of these for a pooling.
-MLP_MODES = ("train", "none")
 
 
 @keras.saving.register_keras_serializable(package="keras_sentemb")
@@ -58,19 +52,17 @@ class SimCSE(BaseTrainer):
 
     Args:
         encoder: `SentenceEncoder`. Trained in place; kept as `.encoder`.
-        mode: str. `"unsup"`, `"sup"`, `"pairs"` or `"paraphrase"`.
-        temperature: float. The InfoNCE temperature.
-        pooling: str. The pooling trained.
-        mlp: str. `"train"` (MLP head in training only) or `"none"`.
-        hard_negative_weight: float. Added to each anchor's logit of its own
-            hard negative (`"sup"`).
-        negative_weight: float. Weight of the push-down term of
-            `"paraphrase"`.
-        negative_margin: float. Cosine below which a not-paraphrase pair is
-            no longer pushed.
+        config: `SimCSEConfig` (or a dict of its options). The method's
+            options: `mode`, `temperature`, `mlp` (`"auto"` is resolved for
+            `pooling`; `"keep"` means the head is already the encoder's
+            projection, so the trainer adds none), `hard_negative_weight`,
+            `negative_weight`, `negative_margin`. Defaults to the method's.
+        pooling: str. The pooling trained. Defaults to the paper's [CLS].
         mini_batch_size: int or None. GradCache chunk size (see
             `BaseTrainer`): batches of any size in the memory of this many
             rows. Defaults to `None` (off).
+        **kwargs: single options overriding `config`'s (`mode="sup"`), and
+            Keras `Model` arguments.
 
     Examples:
 
@@ -86,32 +78,26 @@ class SimCSE(BaseTrainer):
           Embeddings](https://arxiv.org/abs/2104.08821).
     """
 
-    def __init__(
-        self,
-        encoder,
-        mode=SimCSEConfig.mode,
-        temperature=SimCSEConfig.temperature,
-        pooling=PAPER_POOLING,
-        mlp=resolve_training_mlp(SimCSEConfig.mlp, PAPER_POOLING),
-        hard_negative_weight=SimCSEConfig.hard_negative_weight,
-        negative_weight=SimCSEConfig.negative_weight,
-        negative_margin=SimCSEConfig.negative_margin,
-        **kwargs,
-    ):
-        super().__init__(encoder, **kwargs)
-        self.mode = validation.choice(mode, "mode", SIMCSE_MODES)
-        self.mlp_mode = validation.choice(mlp, "mlp", MLP_MODES)
-        self.temperature = validation.positive_float(temperature, "temperature")
+    config_class = SimCSEConfig
+
+    def __init__(self, encoder, config=None, pooling=PAPER_POOLING, **kwargs):
+        super().__init__(encoder, config=config, **kwargs)
         self.pooling = parse_pooling(pooling, encoder.num_layers)
-        self.hard_negative_weight = float(hard_negative_weight)
-        self.negative_weight = float(negative_weight)
-        self.negative_margin = float(negative_margin)
+        mlp = resolve_training_mlp(self.config.mlp, self.pooling)
         self.mlp = None
         if mlp == "train":
             self.mlp = ProjectionMLP(encoder.output_dim, name="simcse_mlp")
             self.mlp.build((None, encoder.output_dim))
         self.positive_tracker = keras.metrics.Mean(name="positive_loss")
         self.negative_tracker = keras.metrics.Mean(name="negative_loss")
+
+    @property
+    def mode(self):
+        return self.config.mode
+
+    @property
+    def temperature(self):
+        return self.config.temperature
 
     def extra_metrics(self):
         if self.mode != "paraphrase":
@@ -120,17 +106,7 @@ class SimCSE(BaseTrainer):
 
     def get_config(self):
         config = super().get_config()
-        config.update(
-            {
-                "mode": self.mode,
-                "temperature": self.temperature,
-                "pooling": self.pooling,
-                "mlp": self.mlp_mode,
-                "hard_negative_weight": self.hard_negative_weight,
-                "negative_weight": self.negative_weight,
-                "negative_margin": self.negative_margin,
-            }
-        )
+        config["pooling"] = self.pooling
         return config
 
     def embed(self, inputs, training):
@@ -162,10 +138,10 @@ class SimCSE(BaseTrainer):
             return LossOutput(info_nce_loss(
                 z["sent0"], z["sent1"], hard_negatives=z["hard_neg"],
                 temperature=self.temperature,
-                hard_negative_weight=self.hard_negative_weight,
+                hard_negative_weight=self.config.hard_negative_weight,
             ))
         loss, parts = paraphrase_loss(
             z["sentence1"], z["sentence2"], data["label"], self.temperature,
-            self.negative_weight, self.negative_margin,
+            self.config.negative_weight, self.config.negative_margin,
         )
         return LossOutput(loss, parts)

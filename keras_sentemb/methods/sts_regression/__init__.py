@@ -1,6 +1,5 @@
 """STS-B cosine regression with model-specific labels (CT, section 5.2): `fit_sts_regression`."""
 
-import dataclasses
 import logging
 
 import numpy as np
@@ -16,38 +15,16 @@ from keras_sentemb.evaluation.sts_spread import score_buckets
 from keras_sentemb.methods.method import DEV_RETRIEVAL
 from keras_sentemb.methods.method import STREAMED
 from keras_sentemb.methods.method import Method
-from keras_sentemb.methods.method import Preset
-from keras_sentemb.methods.options import MethodConfig
-from keras_sentemb.methods.options import option
 from keras_sentemb.methods.registry import register_method
 from keras_sentemb.methods.runner import fit_function
 from keras_sentemb.pipelines.schedules import adamw_linear_decay
+from keras_sentemb.methods.sts_regression.config import PRESETS
+from keras_sentemb.methods.sts_regression.config import STREAM_COLUMNS
+from keras_sentemb.methods.sts_regression.config import STS_SCORE_RANGE
+from keras_sentemb.methods.sts_regression.config import STSRegressionConfig
 from keras_sentemb.methods.sts_regression.trainer import STSRegression as STSRegressionTrainer
 
 logger = logging.getLogger(__name__)
-
-PAPER = "Carlsson et al. 2021"
-# What the preset's sources say where the paper is silent.
-NO_CODE = ("paper silent; the authors' repository (FreddeFrallan/Contrastive-Tension@75293a8) "
-           "has no regression code")
-LABEL_MODES = ("model_specific", "unit")
-STS_SCORE_RANGE = (0.0, 5.0)
-# The columns of streamed pairs (`.jsonl` keys, a `.csv` header; the first three `.tsv` columns).
-STREAM_COLUMNS = ("sentence1", "sentence2", "score")
-
-
-@dataclasses.dataclass(frozen=True)
-class STSRegressionConfig(MethodConfig):
-    """`fit_sts_regression`'s options."""
-
-    labels: str = option("model_specific", "`\"model_specific\"` (gold scores mapped onto "
-                         "[M, 1]) or `\"unit\"` (onto [0, 1]).", choices=LABEL_MODES,
-                         source=f"{PAPER}, section 5.2")
-    epochs: int = option(4, "Epochs when `steps` is None.")
-    num_buckets: int = option(20, "Buckets used to find M.", minimum=1,
-                              source=f"{PAPER}, section 5.2")
-    warmup_ratio: float = option(0.1, "Fraction of steps of linear warm-up.")
-    weight_decay: float = option(0.01, "AdamW weight decay.", minimum=0.0)
 
 
 def lowest_bucket_mean(cosines, scores, num_buckets=20, score_range=STS_SCORE_RANGE,
@@ -197,28 +174,7 @@ class STSRegressionMethod(Method):
                 "in [0, 5] are skipped): M is then computed on the first `steps * batch_size` "
                 "rows, read twice in constant memory.")
 
-    presets = {
-        "ct-bert-base": Preset(
-            "CT's supervised STS-b regression (Carlsson et al. 2021, section 5.2, Table 2) on "
-            "BERT-base (or a CT model): labels mapped onto [M, 1], 8 epochs.", {
-                "model": ("bert_base_en_uncased", "Table 2: BERT-base and its CT / S-BERT "
-                                                  "variants"),
-                "labels": ("model_specific", "section 5.2: labels 'linearly mapped to the range "
-                                             "[M, 1], where M is the mean cosine similarity of "
-                                             "the lowest bucket'"),
-                "num_buckets": (20, "section 5.2: 20 buckets of width 5/20 = 0.25 over STS-b "
-                                    "train, right-closed: '[0, 0.25] and the next bucket covers "
-                                    "the range (0.25, 0.5]'"),
-                "epochs": (8, "section 5.2: '10 training runs for 8 epochs'"),
-                "batch_size": (16, f"{NO_CODE}; the S-BERT regression setup it follows "
-                                   "(section 5.2) trains STS-B with batch 16 in "
-                                   "sentence-transformers' example"),
-                "learning_rate": (2e-5, f"{NO_CODE}; sentence-transformers' default (AdamW "
-                                        "2e-5) of the S-BERT setup"),
-                "max_length": (75, f"{NO_CODE}; CT's own max_sent_len = 75 "
-                                   "(ExampleTraining.py)"),
-            }),
-    }
+    presets = PRESETS
 
     def train(self, run, data, config):
         stream = as_stream(data)
@@ -343,15 +299,5 @@ def _train_streamed(run, stream, config):
                       extras={"label_lower_bound": float(lower), **extras})
 
 
-# The literal signature, for editors: `fit_function` checks it against the method's
-# config and run defaults, and makes the function (its docstring is the method's).
-def fit_sts_regression(data, model="default", steps=None, batch_size=16, learning_rate=2e-5,
-                       max_length=75, pooling="auto", dev="stsb", eval_every=100, output=None,
-                       strategy=None, callbacks=None, seed=0, verbose="auto",
-                       labels="model_specific", epochs=4, num_buckets=20, warmup_ratio=0.1,
-                       weight_decay=0.01, max_grad_norm=None,
-                       dev_retrieval=None, dev_select="auto", max_skipped=0.01, preset=None):
-    ...
-
-
-fit_sts_regression = fit_function("sts", fit_sts_regression)
+# The `fit_*` function: its signature and docstring are the method's.
+fit_sts_regression = fit_function("sts", "fit_sts_regression")

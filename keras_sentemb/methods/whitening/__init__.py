@@ -1,18 +1,15 @@
 """BERT-whitening fitted on a corpus, saved with the encoder: `fit_whitening`."""
 
-import dataclasses
 import logging
 import math
-import typing
 
-from keras_sentemb import validation
 from keras_sentemb.methods.method import DEV_RETRIEVAL
 from keras_sentemb.methods.method import STREAMED
 from keras_sentemb.methods.method import Method
-from keras_sentemb.methods.options import MethodConfig
-from keras_sentemb.methods.options import option
 from keras_sentemb.methods.registry import register_method
 from keras_sentemb.methods.runner import fit_function
+from keras_sentemb.methods.whitening.config import WhiteningConfig
+from keras_sentemb.methods.whitening.config import parse_dims
 from keras_sentemb.models.whitening import Whitening as WhiteningLayer
 from keras_sentemb.pipelines._frozen_encoder import DevRetrievalVectors
 from keras_sentemb.pipelines._frozen_encoder import DevVectors
@@ -20,45 +17,6 @@ from keras_sentemb.pipelines._frozen_encoder import FittingData
 from keras_sentemb.pipelines._frozen_encoder import load_frozen_encoder
 
 logger = logging.getLogger(__name__)
-
-
-def parse_dims(dim):
-    """`dim` -> list of candidate output sizes (None = every direction of non-zero variance).
-
-    Accepts None, an int, a list/tuple of ints (or None), or a
-    comma-separated string such as `"128,256,all"` (`all`/`none` = None).
-    """
-    if isinstance(dim, str):
-        dim = [
-            None if part.strip().lower() in ("all", "none", "") else part.strip()
-            for part in dim.split(",")
-        ]
-        try:
-            dim = [None if d is None else int(d) for d in dim]
-        except ValueError:
-            raise ValueError(
-                f"`dim` must be an int, None or a comma-separated list of ints; received {dim!r}."
-            ) from None
-    dims = list(dim) if isinstance(dim, (list, tuple)) else [dim]
-    if not dims:
-        raise ValueError("`dim` is an empty list.")
-    out = []
-    for d in dims:
-        d = None if d is None else validation.positive_int(d, "dim")
-        if d not in out:
-            out.append(d)
-    return out
-
-
-@dataclasses.dataclass(frozen=True)
-class WhiteningConfig(MethodConfig):
-    """BERT-whitening's options."""
-
-    dim: typing.Union[int, str, typing.Tuple[typing.Optional[int], ...], None] = option(
-        None, "Output size `k` (`None`: every direction of non-zero variance, `d - 1` for "
-        "poolings of one layer, see `whitening_weights`); several (a list, or a "
-        "comma-separated string such as `\"128,256,all\"`) are candidates, the best on `dev` "
-        "kept.", check=parse_dims)
 
 
 @register_method("whitening")
@@ -200,13 +158,5 @@ def _select_on_dev(run, plan, encoder, candidates, extras):
     return kept
 
 
-# The literal signature, for editors: `fit_function` checks it against the method's
-# config and run defaults, and makes the function (its docstring is the method's).
-def fit_whitening(data, model="default", steps=None, batch_size=128, learning_rate=None,
-                  max_length=None, pooling="auto", dev="stsb", eval_every=1, output=None,
-                  strategy=None, callbacks=None, seed=None, verbose="auto", dim=None,
-                  dev_retrieval=None, dev_select="auto", max_skipped=0.01, preset=None):
-    ...
-
-
-fit_whitening = fit_function("whitening", fit_whitening)
+# The `fit_*` function: its signature and docstring are the method's.
+fit_whitening = fit_function("whitening", "fit_whitening")

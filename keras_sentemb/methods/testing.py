@@ -1,0 +1,83 @@
+"""What a method's folder tells the tests that cover every method (light: no TensorFlow).
+
+The tests that cover every method (a tiny training run that saves, reloads
+and encodes the same vectors; the command line's flags; the presets; the
+trainer's config round trip) read the methods from the registry, so a new
+method is tested as soon as its folder exists. A method whose tiny run needs
+more than the defaults says so in `testing.py` beside its `__init__.py`:
+
+```python
+from keras_sentemb.methods.testing import MethodTest
+
+METHOD_TEST = MethodTest(data="pairs", options={"queue_size": 8},
+                         make_trainer=lambda encoder: MyTrainer(encoder, temperature=0.1))
+```
+
+Nothing else lists the method; a folder without `testing.py` gets
+`MethodTest()`.
+"""
+
+import dataclasses
+import importlib
+import typing
+
+# The tiny training files the shared tests write (see `MethodTest.data`).
+DATA_KINDS = ("corpus", "pairs", "triplets", "sts", "bitext", "multitask")
+
+
+@dataclasses.dataclass(frozen=True)
+class MethodTest:
+    """How the shared tests train a tiny model with a method, and what more they check.
+
+    Attributes:
+        data: str or callable. The `--train-file` of the tiny run: one of
+            `DATA_KINDS` (`"corpus"`: one sentence a line; `"pairs"`: a
+            `sentence<TAB>positive` file; `"triplets"`: a
+            `sent0,sent1,hard_neg` CSV; `"sts"`: STS-B-style scored pairs;
+            `"bitext"`: `source<TAB>target` lines; `"multitask"`: the
+            multitask folder), or `folder -> path` writing the method's own
+            data into `folder` and returning its path.
+        options: dict. The method's options for the tiny run (beyond `steps`,
+            `batch_size`, `max_length`, `dev=None`), e.g. `{"negatives":
+            "k3"}`; on the command line they are the `--kebab-case` flags.
+        make_trainer: callable or None. `encoder -> trainer`: a trainer with
+            options other than the defaults, for the config round trip; None
+            builds the method's trainer with its defaults.
+        postprocess: str or None. The class name of the post-processing
+            layer the saved encoder carries (`"Whitening"`), if any.
+        check: callable or None. `check(encoder, folder)`: more assertions on
+            the tiny run's returned encoder and its output folder.
+    """
+
+    data: typing.Union[str, typing.Callable] = "corpus"
+    options: dict = dataclasses.field(default_factory=dict)
+    make_trainer: typing.Optional[typing.Callable] = None
+    postprocess: typing.Optional[str] = None
+    check: typing.Optional[typing.Callable] = None
+
+    def __post_init__(self):
+        if isinstance(self.data, str) and self.data not in DATA_KINDS:
+            raise ValueError(f"MethodTest.data must be one of {DATA_KINDS} or a callable; "
+                             f"received {self.data!r}")
+
+    def flags(self):
+        """`options` as `train NAME` flags (`--name value`, `--flag` / `--no-flag`)."""
+        out = []
+        for name, value in self.options.items():
+            flag = "--" + name.replace("_", "-")
+            if isinstance(value, bool):
+                out.append(flag if value else "--no-" + flag[2:])
+            else:
+                out += [flag, ",".join(map(str, value)) if isinstance(value, tuple) else str(value)]
+        return out
+
+
+def method_test(module):
+    """The `MethodTest` of the method registered by `module` (its `testing.py`, else the default)."""
+    try:
+        testing = importlib.import_module(f"{module}.testing")
+    except ModuleNotFoundError as error:
+        if error.name != f"{module}.testing":
+            raise
+        return MethodTest()
+    return testing.METHOD_TEST

@@ -1,0 +1,36 @@
+"""Every registered method, read from the registry: a tiny run saves, reloads and encodes the same.
+
+A method's folder adds what its tiny run needs, and checks of its own, in its
+`testing.py` (`keras_sentemb.methods.testing.MethodTest`); nothing here names
+a method.
+"""
+
+import pytest
+
+from keras_sentemb.methods.registry import BUILTIN_METHODS
+from keras_sentemb.methods.testing import MethodTest
+from keras_sentemb.methods.testing import method_test
+from tests.helpers.methods import run_method_test
+
+
+@pytest.mark.parametrize("name", list(BUILTIN_METHODS))
+def test_a_tiny_run_saves_reloads_and_encodes_the_same(name, tmp_path):
+    run_method_test(name, tmp_path)
+
+
+@pytest.mark.parametrize("name", list(BUILTIN_METHODS))
+def test_every_methods_test_options_are_its_options(name):
+    from keras_sentemb.methods import get_method
+
+    spec = method_test(BUILTIN_METHODS[name])
+    assert isinstance(spec, MethodTest)
+    get_method(name).config_class(**spec.options)  # refused if not the method's options
+
+
+def test_method_test_flags_are_the_command_lines():
+    spec = MethodTest(options={"queue_size": 8, "track_alignment": False, "dropout": True,
+                               "views": ("a", "b")})
+    assert spec.flags() == ["--queue-size", "8", "--no-track-alignment", "--dropout",
+                            "--views", "a,b"]
+    with pytest.raises(ValueError, match="MethodTest.data must be one of"):
+        MethodTest(data="nope")
