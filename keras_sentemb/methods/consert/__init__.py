@@ -281,7 +281,7 @@ def fit_consert(data, model="default", steps=None, batch_size=96, learning_rate=
                 supervised=None, views="shuffle,feature_cutoff", view_rates=None,
                 temperature=0.1, encoder_dropout=False, alpha=0.15, noise_norm=1.0,
                 supervised_steps=None, supervised_learning_rate=2e-5, epochs=10,
-                warmup_ratio=0.1, patience=10, dev_pooling=None, precision="float32",
+                warmup_ratio=0.1, patience=10, dev_pooling=None, precision="auto",
                 mini_batch_size=None, matryoshka_dims=None, max_grad_norm=1.0,
                 matryoshka_weights=None,
                 dev_retrieval=None, dev_select="auto", max_skipped=0.01, preset=None):

@@ -158,7 +158,7 @@ def fit_ct(data, model="default", steps=500, batch_size=16, learning_rate=None, 
            pooling="auto", dev="stsb", eval_every=100, output=None, strategy=None,
            callbacks=None, seed=0, verbose="auto", negatives="k7", logits="dot", keep="best",
            dropout=False, optimizer=None, negatives_layout="official", tower_score=None,
-           precision="float32", mini_batch_size=None, matryoshka_dims=None, max_grad_norm=None,
+           precision="auto", mini_batch_size=None, matryoshka_dims=None, max_grad_norm=None,
            matryoshka_weights=None,
            dev_retrieval=None, dev_select="auto", max_skipped=0.01, preset=None):
     ...

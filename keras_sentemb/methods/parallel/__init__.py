@@ -394,7 +394,7 @@ def fit_parallel(data, model="default", steps=1000, batch_size=64, learning_rate
                  init_temperature=0.07, max_logit_scale=100.0, mlp="auto", weight_decay=0.01,
                  warmup_ratio=0.1, eval_size=1000, dev_size=500, track_alignment=True,
                  track_every=0, plot=None, extend_vocabulary=10000, vocabulary_min_count=2,
-                 vocabulary_init="aligned", precision="float32", mini_batch_size=None,
+                 vocabulary_init="aligned", precision="auto", mini_batch_size=None,
                  matryoshka_dims=None, max_grad_norm=None, matryoshka_weights=None,
                  dev_retrieval=None, dev_select="auto", max_skipped=0.01, preset=None):
     ...

@@ -132,7 +132,7 @@ def fit_simcse(data, model="default", steps=None, batch_size=64, learning_rate=3
                max_length=32, pooling="auto", dev="stsb", eval_every=125, output=None,
                strategy=None, callbacks=None, seed=42, verbose="auto", mode="unsup",
                temperature=0.05, mlp="auto", hard_negative_weight=0.0, negative_weight=1.0,
-               negative_margin=0.0, precision="float32", mini_batch_size=None,
+               negative_margin=0.0, precision="auto", mini_batch_size=None,
                matryoshka_dims=None, max_grad_norm=1.0, matryoshka_weights=None,
                dev_retrieval=None, dev_select="auto", max_skipped=0.01, preset=None):
     ...
