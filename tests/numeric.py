@@ -74,3 +74,17 @@ def assert_moved_alike(start, one, other, rtol, min_moved=0.0, err_msg=""):
         f"{err_msg} the runs differ by {drift:.3g}, {drift / moved:.3g} of how far they moved "
         f"({moved:.3g}; bound {rtol:g})"
     )
+
+
+def default_precision_bounds():
+    """`{"rtol": ..., "cos": ...}` for two `encode()` calls in the default precision through
+    different graphs (a folder loaded by the command line, an encoder built in Python).
+
+    Float32's where `"auto"` computes float32 on this host; bfloat16's rounding where it
+    computes bfloat16 (two bfloat16 graphs may pick different kernels for their shapes).
+    """
+    from keras_sentemb.kernels.precision import resolve_encode_precision
+
+    if resolve_encode_precision(None) == "float32":
+        return {"rtol": 1e-5, "cos": 0.99999}
+    return {"rtol": 2e-2, "cos": 0.9999}

@@ -21,6 +21,7 @@ from tests.conftest import REPO
 from tests.conftest import make_tiny_encoder
 from tests.helpers.corpora import CORPUS
 from tests.numeric import assert_close_vectors
+from tests.numeric import default_precision_bounds
 
 
 @pytest.fixture(scope="module")
@@ -39,7 +40,7 @@ def test_encode_writes_one_row_per_line_empty_lines_included(tiny_model, tmp_pat
     vectors = np.load(out)
     assert vectors.shape == (4, 32) and vectors.dtype == np.float32
     expected = SentenceEncoder.from_preset(tiny_model).encode(lines, pooling="max", normalize=True)
-    assert_close_vectors(vectors, expected, rtol=1e-5)
+    assert_close_vectors(vectors, expected, **default_precision_bounds())
     captured = capsys.readouterr()
     assert captured.out == "" and "4 x 32 float32" in captured.err
 
@@ -154,7 +155,7 @@ def test_num_layers_on_every_model_command(tiny_model, tmp_path):
     assert cli.main(["encode", "--model", tiny_model, "--num-layers", "1", "--input",
                      str(tmp_path / "in.txt"), "--output", str(tmp_path / "o.npy")]) == 0
     expected = SentenceEncoder.from_preset(tiny_model, num_layers=1).encode(["hello world"])
-    assert_close_vectors(np.load(tmp_path / "o.npy"), expected, rtol=1e-5)
+    assert_close_vectors(np.load(tmp_path / "o.npy"), expected, **default_precision_bounds())
     parser = cli.build_parser()
     for argv in (["evaluate", "sts", "--model", "m", "--data", "d", "--num-layers", "2"],
                  ["export", "--model", "m", "--output", "o", "--num-layers", "2"],

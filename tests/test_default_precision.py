@@ -105,7 +105,9 @@ def test_encode_computes_in_the_cpus_default(cpu, model, lines, tmp_path):
     texts = lines.read_text(encoding="utf-8").splitlines()
     same = encoder.encode(texts, precision=cpu)
     float32 = encoder.encode(texts, precision="float32")
-    assert cosines(got, same).min() >= 0.99999
+    # The command line loads the folder in bfloat16 directly, Python through a twin: two
+    # bfloat16 graphs, equal to bfloat16's rounding.
+    assert cosines(got, same).min() >= (0.99999 if cpu == "float32" else 0.9999)
     if cpu == "bfloat16":  # bfloat16 really ran: close to float32, not equal to it
         assert not np.array_equal(got, float32) and cosines(got, float32).min() >= 0.99
     else:
