@@ -5,6 +5,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
+from keras_sentemb.kernels.precision import PIN_ENV
 from keras_sentemb.models import SentenceEncoder
 from keras_sentemb.models.presets import ModelNotFoundError, resolve_model
 from keras_sentemb.models.encoding_engine import BUCKETS
@@ -14,6 +15,16 @@ from keras_sentemb.models.encoding_engine import EncodingEngine
 from keras_sentemb.models.encoding_engine import bucket_length
 from tests.conftest import make_tiny_encoder
 from tests.numeric import assert_close_vectors
+
+
+
+@pytest.fixture(autouse=True)
+def float32_encode(monkeypatch):
+    """These tests check `encode`'s semantics (batching, pooling, caching of its graphs) against
+    the model's own float32 forward pass, so `"auto"` computes float32 here; the default
+    precision is tested in tests/test_default_precision.py and tests/models/test_auto_precision.py."""
+    monkeypatch.setenv(PIN_ENV, "float32")
+
 
 SENTS = [
     "a man is playing a guitar .",
