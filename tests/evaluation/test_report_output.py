@@ -9,7 +9,7 @@ from keras_sentemb.data.resources import bundled_sts_dir
 from tests.conftest import make_tiny_encoder
 
 
-@pytest.mark.parametrize("output, fmt, benchmark, files", [
+@pytest.mark.parametrize("output, fmt, kind, files", [
     ("r.json", None, "retrieval", [("r.json", "json")]),
     ("r.md", None, "retrieval", [("r.md", "markdown")]),
     ("r.MD", "markdown", "retrieval", [("r.MD", "markdown")]),
@@ -20,8 +20,8 @@ from tests.conftest import make_tiny_encoder
     ("report", None, "all", [("report.json", "json"), ("report.md", "markdown")]),
     ("report", "markdown", "transfer", [("report.json", "json"), ("report.md", "markdown")]),
 ])
-def test_report_files(output, fmt, benchmark, files):
-    assert cli.report_files(output, fmt, benchmark) == files
+def test_report_files(output, fmt, kind, files):
+    assert cli.report_files(output, fmt, kind) == files
 
 
 def test_a_format_that_contradicts_the_extension_is_refused():
