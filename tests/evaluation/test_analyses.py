@@ -21,6 +21,16 @@ from keras_sentemb.evaluation.token_removal import token_frequencies
 from tests.conftest import make_tiny_encoder
 from tests.helpers.corpora import CORPUS, STS_PAIRS as PAIRS, STS_SENTENCES as SENTENCES
 from tests.helpers.files import write_stsb
+from keras_sentemb.kernels.precision import PIN_ENV
+
+
+@pytest.fixture(autouse=True)
+def float32_encode(monkeypatch):
+    """These tests check results against float32 references (a SavedModel, closed forms, the
+    model's own forward pass), so `"auto"` computes float32 here; the default precision is
+    tested in tests/test_default_precision.py."""
+    monkeypatch.setenv(PIN_ENV, "float32")
+
 
 # Scores on 0-5 with several pairs >= 4.
 SCORED = [(a, b, 5.0 * ((i * 7) % 11) / 10) for i, (a, b, _) in enumerate(PAIRS)]

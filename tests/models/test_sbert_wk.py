@@ -9,6 +9,15 @@ from keras_sentemb.models.sbert_wk import layer_windows
 from keras_sentemb.models.sbert_wk import sbert_wk_pool
 from tests.conftest import make_tiny_encoder
 from tests.numeric import assert_close_vectors
+from keras_sentemb.kernels.precision import PIN_ENV
+
+
+@pytest.fixture(autouse=True)
+def float32_encode(monkeypatch):
+    """These tests check results against float32 references (a SavedModel, closed forms, the
+    model's own forward pass), so `"auto"` computes float32 here; the default precision is
+    tested in tests/test_default_precision.py."""
+    monkeypatch.setenv(PIN_ENV, "float32")
 
 
 def _unit_columns(a):

@@ -9,7 +9,17 @@ import tensorflow as tf
 from keras_sentemb import cli
 from keras_sentemb.export.saved_model import export_saved_model
 from keras_sentemb.models import SentenceEncoder
+from keras_sentemb.kernels.precision import PIN_ENV
 from tests.conftest import make_tiny_encoder
+
+
+@pytest.fixture(autouse=True)
+def float32_encode(monkeypatch):
+    """These tests check results against float32 references (a SavedModel, closed forms, the
+    model's own forward pass), so `"auto"` computes float32 here; the default precision is
+    tested in tests/test_default_precision.py."""
+    monkeypatch.setenv(PIN_ENV, "float32")
+
 
 SENTENCES = ["a man is playing a guitar .", "the cat sits on the mat", "hello world !", ""]
 

@@ -13,6 +13,16 @@ from keras_sentemb.models.whitening import whitening_weights
 from tests.conftest import make_tiny_encoder
 from tests.helpers.corpora import CORPUS
 from tests.numeric import assert_close_vectors
+from keras_sentemb.kernels.precision import PIN_ENV
+
+
+@pytest.fixture(autouse=True)
+def float32_encode(monkeypatch):
+    """These tests check results against float32 references (a SavedModel, closed forms, the
+    model's own forward pass), so `"auto"` computes float32 here; the default precision is
+    tested in tests/test_default_precision.py."""
+    monkeypatch.setenv(PIN_ENV, "float32")
+
 
 RNG = np.random.default_rng(0)
 X = RNG.normal(size=(400, 6)) @ RNG.normal(size=(6, 6)) + RNG.normal(size=6)
@@ -71,7 +81,7 @@ def test_layer_applies_the_closed_form_and_round_trips_its_config():
 @pytest.fixture(scope="module")
 def whitened():
     encoder = make_tiny_encoder(normalize=True)
-    raw = encoder.encode(CORPUS)
+    raw = encoder.encode(CORPUS, precision="float32")
     encoder.postprocess = Whitening.from_vectors(raw, dim=8, pooling="mean")
     return encoder, raw
 
