@@ -38,7 +38,7 @@ def cosines(a, b):
 def test_bfloat16_where_native_float32_elsewhere(tiny_model, tmp_path, monkeypatch, capsys):
     monkeypatch.setattr(native_bfloat16, "has_native_bfloat16", lambda flags=None: True)
     bf16 = encode(tiny_model, tmp_path, "--precision", "bfloat16")
-    fp32 = SentenceEncoder.from_preset(tiny_model).encode(LINES)
+    fp32 = SentenceEncoder.from_preset(tiny_model).encode(LINES, precision="float32")
     assert bf16.dtype == np.float32 and not np.array_equal(bf16, fp32)
     assert np.all(cosines(bf16, fp32) > 0.99)
     monkeypatch.setattr(native_bfloat16, "has_native_bfloat16", lambda flags=None: False)
