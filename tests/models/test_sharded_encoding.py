@@ -10,6 +10,7 @@ from keras_sentemb.models.sharded_encoding import read_embedding_shards
 from keras_sentemb.models.sharded_encoding import read_manifest
 from tests.conftest import make_tiny_encoder
 from tests.numeric import assert_close_vectors
+from tests.numeric import default_precision_bounds
 
 FILE_A = ["a man plays the guitar", "", "the cat sits on the mat", "hello world", "x y z"]
 FILE_B = ["the dog runs in the park", "world"]
@@ -77,7 +78,8 @@ def test_cli_streams_a_glob_into_a_folder(corpus, tmp_path, capsys):
             "--output", str(out), "--shard-size", "3", "--normalize"]
     assert cli.main(argv) == 0
     ids, vectors = read_embedding_shards(out)
-    assert_close_vectors(vectors, enc.encode(FILE_A + FILE_B, normalize=True), rtol=1e-5)
+    assert_close_vectors(vectors, enc.encode(FILE_A + FILE_B, normalize=True),
+                         **default_precision_bounds())
     assert "7 rows x 32 float32 in 3 shard(s) (0 already there)" in capsys.readouterr().err
     assert cli.main(argv) == 0  # the same command again: nothing to do
     assert "(3 already there)" in capsys.readouterr().err
