@@ -549,11 +549,11 @@ def _check_keras(folder, sentemb):
 
 
 def _check_static(folder):
-    from keras_sentemb.models import static_runtime
+    from keras_sentemb.models import static_files
 
-    path = folder / static_runtime.STATIC_CONFIG
+    path = folder / static_files.STATIC_CONFIG
     check_sizes(read_json(path) or {}, path)
-    table = folder / static_runtime.TABLE_FILE
+    table = folder / static_files.TABLE_FILE
     if table.is_file():
         header = safetensors_header(table)
         if header is not None:
@@ -561,7 +561,7 @@ def _check_static(folder):
                 "embeddings": ("vocabulary", "width"), "weights": ("vocabulary",),
                 "keep": ("vocabulary",), "scales": ("vocabulary",),
                 "pca_mean": ("width",), "pca_components": ("width", "width")})
-    tokenizer = folder / static_runtime.TOKENIZER_FILE
+    tokenizer = folder / static_files.TOKENIZER_FILE
     if tokenizer.is_file():
         size = tokenizer.stat().st_size
         if size > FILE_LIMITS["tokenizer.json"]:

@@ -30,6 +30,9 @@ from pathlib import Path
 import numpy as np
 
 from keras_sentemb.models import folder_inspection
+from keras_sentemb.models.static_files import STATIC_CONFIG
+from keras_sentemb.models.static_files import TABLE_FILE
+from keras_sentemb.models.static_files import TOKENIZER_FILE
 
 
 # The sentences every static export is checked on against `encode` before it appears.
@@ -42,9 +45,6 @@ PROBES = (
     "An UPPER-case sentence, with punctuation; and numbers: 42, 3.14.",
 )
 
-STATIC_CONFIG = "sentemb_static.json"
-TABLE_FILE = "model.safetensors"
-TOKENIZER_FILE = "tokenizer.json"
 FORMAT_VERSION = 1
 TABLE_DTYPES = ("float32", "float16", "int8")
 
