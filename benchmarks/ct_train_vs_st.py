@@ -24,9 +24,13 @@ of the step's two passes on its share of the cores,
 `cpu_threads.configure_train_threads`); `--tf-default-threads` keeps
 TensorFlow's own, `--threads` / `--intra-op-threads` / `--inter-op-threads`
 set them.
-`--precisions float32,bfloat16` times ours in each (bfloat16: Keras'
-`mixed_bfloat16` policy, as `fit_ct(precision="bfloat16")`), one after the
-other in this process; `--repeats N` does that N times, alternating, and
+`--precisions float32,bfloat16` (the default) times ours in each (bfloat16:
+Keras' `mixed_bfloat16` policy, as `fit_ct(precision="bfloat16")`), one after
+the other in this process; ours' default (`precision="auto"`) is the one this
+CPU resolves to, named in the JSON with why. `--st-precisions float32,bf16`
+(the default) times sentence-transformers in float32 and under bf16 autocast
+(its trainer's `bf16=True` on a CPU), each in its own process; `ratio` is
+ours' default against its fastest path, `ratio_by_st_precision` against each; `--repeats N` does that N times, alternating, and
 reports each precision's median (single short runs vary by about 5 %). Prints one JSON line with steps/s of both, the ratios,
 each side's peak RSS (ours: this process, over every precision it ran; ST:
 its process) and the load average before and after.
@@ -163,8 +167,12 @@ def main():
                    help="ours with Keras' own optimizer update instead of the fused kernels")
     p.add_argument("--repeats", type=int, default=1,
                    help="time ours this many times per precision, alternating; medians count")
-    p.add_argument("--precisions", default="float32",
-                   help="ours: comma-separated float32 / bfloat16, each timed in turn")
+    p.add_argument("--precisions", default="float32,bfloat16",
+                   help="ours: comma-separated float32 / bfloat16, each timed in turn (the "
+                        "default, precision='auto', is the one of them this CPU resolves to)")
+    p.add_argument("--st-precisions", default="float32,bf16",
+                   help="sentence-transformers: comma-separated float32 / bf16 (its trainer's "
+                        "bf16=True: torch.autocast on the CPU), each in its own process")
     add_max_isa_argument(p)
     args = p.parse_args()
     apply_max_isa(args.max_isa)
@@ -194,18 +202,28 @@ def main():
                 sentences, args.steps, args.warmup, args.batch_size, args.max_length,
                 args.negatives, args.dropout, precision, args.method))
     ours_rates = {precision: statistics.median(rates) for precision, rates in runs.items()}
-    ours = ours_rates[precisions[0]]
+    from keras_sentemb.kernels.precision import resolve_training_precision
+
+    default, default_why = resolve_training_precision("auto")
+    # Ours' default (`precision="auto"`) is one of the precisions timed, else the first.
+    ours = ours_rates.get(default, ours_rates[precisions[0]])
     ours_peak = round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024)
-    st = None if args.method == "consert" else run_st("st_ct_train.py", ["--sentences", path, "--pool", args.pool,
-                                   "--steps", args.steps, "--warmup", args.warmup,
-                                   "--batch-size", args.batch_size,
-                                   "--max-length", args.max_length,
-                                   "--negatives", ("simcse" if args.method == "simcse"
-                                                   else "bce" if args.negatives == "k7"
-                                                   else "in_batch"),
-                                   *(["--lr", 3e-5] if args.method == "simcse" else []),
-                                   *(["--threads", args.threads] if args.threads else [])],
-                args.st_python)
+    st_runs = {}
+    st_precisions = [x.strip() for x in args.st_precisions.split(",") if x.strip()]
+    for st_precision in ([] if args.method == "consert" else st_precisions):
+        out = run_st("st_ct_train.py", [
+            "--sentences", path, "--pool", args.pool, "--steps", args.steps,
+            "--warmup", args.warmup, "--batch-size", args.batch_size,
+            "--max-length", args.max_length,
+            "--negatives", ("simcse" if args.method == "simcse" else "bce"
+                            if args.negatives == "k7" else "in_batch"),
+            *(["--lr", 3e-5] if args.method == "simcse" else []),
+            *(["--threads", args.threads] if args.threads else []),
+            *(["--bf16"] if st_precision == "bf16" else [])], args.st_python)
+        if out is not None:
+            st_runs[st_precision] = out
+    st_fastest = max(st_runs, key=lambda k: st_runs[k]["steps_per_s"]) if st_runs else None
+    st = st_runs.get(st_fastest)
     result = {
         "benchmark": "train",
         "method": args.method,
@@ -220,8 +238,16 @@ def main():
         "fused_gelu": not args.plain_gelu,
         "fused_optimizer": not args.plain_optimizer,
         **cpu_info(),
+        "keras_sentemb_default_precision": default,
+        "keras_sentemb_default_precision_why": default_why,
         "keras_sentemb_steps_per_s": round(ours, 3),
+        # The peer's fastest path on this CPU (float32 or bf16 autocast), and each.
+        "sentence_transformers_fastest": st_fastest,
         "sentence_transformers_steps_per_s": round(st["steps_per_s"], 3) if st else None,
+        "sentence_transformers_steps_per_s_by_precision": {
+            k: v["steps_per_s"] for k, v in st_runs.items()},
+        "sentence_transformers_peak_rss_mib_by_precision": {
+            k: v.get("peak_rss_mib") for k, v in st_runs.items()},
         "keras_sentemb_steps_per_s_by_precision": {k: round(v, 3) for k, v in ours_rates.items()},
         "keras_sentemb_steps_per_s_runs": {k: [round(x, 3) for x in v] for k, v in runs.items()},
         # Peak before ST ran: a child's getrusage peak starts at its parent's.
@@ -231,7 +257,10 @@ def main():
         "loadavg_after": [round(x, 2) for x in os.getloadavg()],
     }
     if st:
+        # Ours' default against the peer's fastest path; and against each of its paths.
         result["ratio"] = round(ours / st["steps_per_s"], 2)
+        result["ratio_by_st_precision"] = {
+            k: round(ours / v["steps_per_s"], 2) for k, v in st_runs.items()}
     if "bfloat16" in ours_rates and "float32" in ours_rates:
         result["ratio_bfloat16_vs_float32"] = round(
             ours_rates["bfloat16"] / ours_rates["float32"], 2)

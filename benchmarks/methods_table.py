@@ -19,9 +19,13 @@ README; measured there on one H100).
     python benchmarks/methods_table.py --methods ct_in_batch --learning-rates ct_in_batch=5e-5 \
         --variants ct_in_batch=dropout,dropout_clipped
     python benchmarks/methods_table.py --methods simcse --learning-rates simcse=3e-5 --optimizer keras
+    python benchmarks/methods_table.py --methods simcse --learning-rates simcse=3e-5 --precision bfloat16
 
 `--optimizer keras` trains the AdamW methods with Keras' AdamW formula and
 epsilon 1e-6 (what `fit_*` used before `TorchAdamW`), for comparison.
+`--precision` trains every run in that precision (`float32`, `bfloat16` or
+`auto`, the default of `fit_*`); the same seed in both precisions gives the
+float32 / bfloat16 quality table of docs/performance.md.
 
 Writes one JSON line per run to `--out` (default `runs/methods_table.jsonl`)
 and prints the markdown table last.
@@ -100,7 +104,8 @@ def fit(method, corpus, start, args, learning_rate, dev, options=None):
     batch_size, max_length = settings(method, args)
     common = dict(model=start, steps=args.steps, batch_size=batch_size,
                   learning_rate=learning_rate, max_length=max_length, dev=dev,
-                  eval_every=args.eval_every, seed=args.seed, verbose=0)
+                  eval_every=args.eval_every, seed=args.seed, verbose=0,
+                  precision=args.precision)
     if method == "ct_k7":
         return keras_sentemb.fit_ct(corpus, negatives="k7", **common, **options)
     if method == "ct_in_batch":
@@ -110,6 +115,7 @@ def fit(method, corpus, start, args, learning_rate, dev, options=None):
     if method == "consert":
         return keras_sentemb.fit_consert(corpus, **common)
     if method == "sg_opt":
+        common.pop("precision")  # SG-OPT trains in float32 only
         return keras_sentemb.fit_self_guided(corpus, patience=None, **common)
     raise ValueError(f"unknown method {method!r}")
 
@@ -193,6 +199,8 @@ def main(argv=None):
     p.add_argument("--out", default=str(REPO / "runs" / "methods_table.jsonl"))
     p.add_argument("--optimizer", choices=["torch", "keras"], default="torch",
                    help="AdamW formula of the AdamW methods (default torch: fit_*'s own)")
+    p.add_argument("--precision", choices=["auto", "float32", "bfloat16"], default="float32",
+                   help="training precision of every run (default float32, the table's own)")
     p.add_argument("--smoke", action="store_true")
     args = p.parse_args(argv)
     if args.optimizer == "keras":
@@ -232,6 +240,7 @@ def main(argv=None):
             trial = {"method": method, "learning_rate": lr, "variant": variant,
                      "pooling": report.pooling,
                      "pooling_reason": report.pooling_reason,
+                     "precision": report.resolved.get("precision", "float32"),
                      "kept": report.selection["kept"], "kept_step": report.selection["kept_step"],
                      "dev": report.selection["kept_score"], "history": report.selection["history"],
                      "seconds": round(time.time() - t0, 1), "encoder": encoder}
@@ -245,7 +254,8 @@ def main(argv=None):
         row = {**best, "steps": args.steps, "batch_size": batch_size, "max_length": max_length,
                "trials": [{"learning_rate": t["learning_rate"], "variant": t["variant"],
                            "dev": t["dev"]} for t in trials],
-               "cpus": os.cpu_count(), "smoke": args.smoke, "optimizer": args.optimizer}
+               "cpus": os.cpu_count(), "smoke": args.smoke, "optimizer": args.optimizer,
+               "precision": best["precision"]}
         rows.append(row)
         with open(out, "a", encoding="utf-8") as f:
             f.write(json.dumps(row) + "\n")

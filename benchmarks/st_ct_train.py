@@ -22,6 +22,10 @@ logging / dataloader overhead):
   single sentences through both towers, symmetric in-batch cross-entropy on cos_sim * exp(logit_scale).
   Optimizer: ``torch.optim.AdamW(loss.parameters(), lr=--lr)`` (towers + logit_scale).
 
+``--bf16``: the forward passes and the loss under ``torch.autocast("cpu", dtype=torch.bfloat16)``,
+as the sentence-transformers trainer's ``bf16=True`` runs them on a CPU (float32 weights, AdamW /
+RMSprop state and update; backward outside the context).
+
 Each timed step = tokenize (``model.preprocess``, max length ``--max-length`` = 75) + forward of both
 towers + backward + optimizer step, dropout on (train mode). The batches are sampled (seeded) from
 the first lines of ``--sentences`` before timing. ``--warmup`` (5) steps, then ``--steps`` (30) timed.
@@ -33,6 +37,7 @@ Prints exactly one JSON line:
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import random
@@ -103,6 +108,10 @@ def main(argv=None) -> None:
     p.add_argument("--threads", type=int, default=os.cpu_count())
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--model", default=None, help="model folder (default: bundled all-MiniLM-L6-v2)")
+    p.add_argument("--bf16", action="store_true",
+                   help="forward pass and loss under torch.autocast('cpu', torch.bfloat16), as "
+                        "its trainer's bf16=True runs them on a CPU (weights and optimizer "
+                        "stay float32)")
     args = p.parse_args(argv)
 
     import torch
@@ -140,6 +149,13 @@ def main(argv=None) -> None:
         optimizer_name = "AdamW"
     loss_fn.train()
 
+    def autocast():
+        # The Hugging Face trainer (`bf16=True`) wraps the loss computation so;
+        # backward and the optimizer step run outside it.
+        if args.bf16:
+            return torch.autocast("cpu", dtype=torch.bfloat16)
+        return contextlib.nullcontext()
+
     def step(batch):
         a, b, labels = batch
         if args.negatives == "bce":
@@ -151,7 +167,8 @@ def main(argv=None) -> None:
         else:
             features = [model.preprocess(a)]
             lab = None
-        loss = loss_fn(features, lab)
+        with autocast():
+            loss = loss_fn(features, lab)
         optimizer.zero_grad(set_to_none=True)
         loss.backward()
         optimizer.step()
@@ -180,6 +197,7 @@ def main(argv=None) -> None:
         "sentence_transformers": sentence_transformers.__version__,
         "threads": torch.get_num_threads(),
         "device": "cpu",
+        "precision": "bf16 autocast" if args.bf16 else "float32",
         "peak_rss_mib": peak_rss_mib(),
     }))
 

@@ -1,9 +1,24 @@
 """The precisions an encoder computes in, the Keras dtype policy of each, and `"auto"`.
 
-Training computes in `"float32"` or `"bfloat16"` (mixed precision).
-Encoding also takes `"int8"` (`int8_transformer`: int8 matrix multiplies,
-float32 elsewhere) and `"auto"`, the default: the fastest precision that
-keeps float32's results, on this host (`auto_precision`).
+Training computes in `"float32"` or `"bfloat16"` (mixed precision: bfloat16
+compute, float32 weights and optimizer state) and takes `"auto"`, the
+default of every `fit_*` that trains with gradients: mixed bfloat16 where
+the CPU computes bfloat16 natively, float32 elsewhere
+(`resolve_training_precision`). Encoding also takes `"int8"`
+(`int8_transformer`: int8 matrix multiplies, float32 elsewhere) and
+`"auto"`, its default too: the fastest precision that keeps float32's
+results, on this host (`auto_precision`).
+
+What stays float32 in a mixed bfloat16 training step (checked on the
+traced step by tests/models/test_training_precision.py): the weights and
+the optimizer update (Keras' mixed policy keeps float32 variables and casts
+them per layer), layer normalisation (Keras computes it in float32 under a
+mixed policy), the pooled sentence vectors as the losses see them, the
+similarity matrix, its temperature scaling, log-softmax / logsumexp and the
+loss (`keras_sentemb.losses` cast their inputs to float32: half-precision
+similarities tie scores), GradCache's cached gradients (taken with respect
+to the float32 embeddings the loss sees) and Matryoshka's slices (of those
+float32 embeddings).
 """
 
 import inspect
@@ -23,6 +38,9 @@ INFERENCE_POLICIES = {"float32": "float32", "bfloat16": "bfloat16", "int8": "flo
 
 # What `encode` and the command line take.
 ENCODE_PRECISIONS = ("auto", "float32", "bfloat16", "int8")
+
+# What training (`fit_*`, `keras-sentemb train`) takes; `"auto"` is the default.
+TRAINING_PRECISIONS = ("auto", "float32", "bfloat16")
 
 # Pins what `"auto"` means in this process, e.g. `KERAS_SENTEMB_PRECISION=float32`
 # for vectors that compare exactly across machines.
@@ -44,6 +62,68 @@ def check_precision(precision):
             f"`precision` must be one of {sorted(PRECISIONS)}. Received: precision={precision!r}."
         )
     return precision
+
+
+def check_training_precision(precision):
+    """`None` -> `"auto"`; else one of `TRAINING_PRECISIONS`, or a clear error."""
+    if precision is None:
+        return "auto"
+    if precision not in TRAINING_PRECISIONS:
+        raise ValueError(
+            f"`precision` must be one of {list(TRAINING_PRECISIONS)}. "
+            f"Received: precision={precision!r}."
+        )
+    return precision
+
+
+def resolve_training_precision(precision, flags=None):
+    """`(precision, why)`: what a training run asked for `precision` computes in here.
+
+    `"auto"` (the default of every `fit_*`) is mixed bfloat16 (bfloat16
+    compute, float32 weights, optimizer state and losses) on a CPU-only
+    host whose CPU computes bfloat16 natively (AVX512-BF16, AMX, Arm BF16),
+    and float32 on CPUs without it, where bfloat16 is emulated and slower
+    than float32 (`auto_precision`). On a GPU or TPU `"auto"` trains in
+    float32, as before: mixed precision there is a choice of the user
+    (`precision="bfloat16"`), since the gain and the right half type
+    depend on the accelerator (this package measures CPUs).
+    `KERAS_SENTEMB_PRECISION` pins `"auto"` (`float32` keeps float32; `int8`,
+    an encoding precision, trains in float32). An explicit `"float32"` is
+    float32 everywhere; an explicit `"bfloat16"` falls back to float32 on a
+    CPU without native bfloat16 (`native_bfloat16.effective_precision`,
+    with a notice).
+
+    Args:
+        precision: str or None. `"auto"`, `"float32"` or `"bfloat16"`;
+            None is `"auto"`.
+        flags: iterable of str or None. CPU flags to decide on (a test fakes a
+            CPU with them); `None` reads this CPU's.
+
+    Returns:
+        `(str, str)`: `"float32"` or `"bfloat16"`, and the reason in words.
+
+    Examples:
+
+    ```python
+    resolve_training_precision("auto")
+    # ("bfloat16", "auto: the CPU computes bfloat16 natively (amx_bf16, avx512_bf16)")
+    ```
+    """
+    from keras_sentemb.kernels.native_bfloat16 import effective_precision
+
+    precision = check_training_precision(precision)
+    if precision == "auto":
+        computes, why = auto_precision(flags)
+        why = f"auto: {why}"
+        if computes not in PRECISIONS:  # a pin to int8: an encoding precision
+            computes, why = "float32", f"{why}, which training computes in float32"
+        if pinned_precision() is None:  # decided on the CPU's flags already
+            return computes, why
+    else:
+        computes, why = precision, "asked for"
+    if computes == "bfloat16" and effective_precision("bfloat16") == "float32":
+        return "float32", f"{why}; bfloat16 is only emulated on this CPU"
+    return computes, why
 
 
 def check_encode_precision(precision):

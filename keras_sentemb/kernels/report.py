@@ -21,6 +21,9 @@ class KernelReport(dict):
         lines.append(f"  {'oneDNN':12s} {state:6s} {onednn['why']}")
         precision = self["precision"]
         lines.append(f"  {'precision':12s} {precision['computes']:8s} {precision['why']}")
+        training = self["training"]
+        computes = "mixed bfloat16" if training["computes"] == "bfloat16" else training["computes"]
+        lines.append(f"  {'training':12s} {computes:8s} {training['why']}")
         int8 = self["int8"]
         lines.append(f"  {'int8':12s} {'yes' if int8['available'] else 'no':8s} {int8['why']}")
         return "\n".join(lines)
@@ -45,6 +48,21 @@ def precision_status(precision=None):
     return {"asked": asked, "computes": computes, "why": why}
 
 
+def training_precision_status(precision=None):
+    """`{"asked", "computes", "why"}`: what a `fit_*` run in `precision` computes in here, and why.
+
+    `precision` defaults to `"auto"`, the default of every `fit_*`
+    (`keras_sentemb.kernels.precision.resolve_training_precision`):
+    `"bfloat16"` means mixed precision (bfloat16 compute, float32 weights,
+    optimizer state, layer norms, similarities and losses).
+    """
+    from keras_sentemb.kernels import precision as precisions
+
+    asked = precisions.check_training_precision(precision)
+    computes, why = precisions.resolve_training_precision(asked)
+    return {"asked": asked, "computes": computes, "why": why}
+
+
 def int8_status():
     """`{"available", "why"}`: whether int8 encoding runs here (TensorFlow's oneDNN kernels)."""
     import sys
@@ -57,7 +75,7 @@ def int8_status():
     return {"available": available, "why": why}
 
 
-def kernel_report(policy=None, isa=None, precision=None):
+def kernel_report(policy=None, isa=None, precision=None, training_precision=None):
     """Which kernel each op uses on this CPU, and why.
 
     For each op of `KernelPolicy` (the fused Transformer layer, the GELU in
@@ -76,6 +94,9 @@ def kernel_report(policy=None, isa=None, precision=None):
         precision: str or None. The precision an encode asks for (`"auto"`,
             `"float32"`, `"bfloat16"`, `"int8"`), for the `precision` entry.
             Defaults to `"auto"`.
+        training_precision: str or None. The precision a training run asks
+            for (`"auto"`, `"float32"`, `"bfloat16"`), for the `training`
+            entry. Defaults to `"auto"` (the default of every `fit_*`).
 
     Returns:
         a dict (`KernelReport`; `print` shows it as a table): `isa`,
@@ -84,7 +105,9 @@ def kernel_report(policy=None, isa=None, precision=None):
         `onednn`, `{"enabled": bool or None, "why": str}`: whether TensorFlow's
         oneDNN kernels run in this process (`onednn_status`); `precision`,
         `{"asked", "computes", "why"}`: what an encode computes in here
-        (`precision_status`); `int8`, `{"available", "why"}` (`int8_status`).
+        (`precision_status`); `training`, `{"asked", "computes", "why"}`: what a
+        training run computes in here (`training_precision_status`); `int8`,
+        `{"available", "why"}` (`int8_status`).
 
     Examples:
 
@@ -112,4 +135,6 @@ def kernel_report(policy=None, isa=None, precision=None):
     enabled, why = kernel_policy.onednn_status()
     return KernelReport(isa=isa, cpu_flags_read=kernel_policy.cpu_flag_set() is not None, ops=ops,
                         onednn={"enabled": enabled, "why": why},
-                        precision=precision_status(precision), int8=int8_status())
+                        precision=precision_status(precision),
+                        training=training_precision_status(training_precision),
+                        int8=int8_status())

@@ -292,10 +292,14 @@ SHARED_ARGUMENTS = (
              type_doc="str or int"),
 )
 OPTIONAL_ARGUMENTS = (
-    Argument("precision", str | None, "float32", "`\"float32\"` or `\"bfloat16\"` (compute in "
-             "bfloat16, weights and losses in float32; for GPUs and CPUs with AVX512-BF16 / "
-             "AMX: a CPU-only host without them computes float32, with a notice).",
-             choices=("float32", "bfloat16")),
+    Argument("precision", str | None, "auto", "`\"auto\"`, `\"float32\"` or `\"bfloat16\"` "
+             "(mixed precision: compute in bfloat16; weights, optimizer state, layer norms, "
+             "similarities and losses in float32). `\"auto\"` is bfloat16 where the CPU "
+             "computes it natively (AVX512-BF16, AMX, Arm BF16) and float32 elsewhere (CPUs "
+             "without it, GPUs and TPUs, or `KERAS_SENTEMB_PRECISION=float32`); an explicit "
+             "`\"bfloat16\"` on a CPU-only host without native bfloat16 computes float32, with "
+             "a notice. The run's report says which and why (`resolved`).",
+             choices=("auto", "float32", "bfloat16")),
     Argument("mini_batch_size", int | None, None, "GradCache: embed the batch in chunks of "
              "this many rows, so `batch_size` is limited by time, not memory (same loss and "
              "gradients; see `BaseTrainer`). None embeds the whole batch at once.", minimum=1),

@@ -17,8 +17,7 @@ import os
 from keras_sentemb import validation
 from keras_sentemb.evaluation.readers import load_stsb_pairs
 from keras_sentemb.io_utils import check_new_folder
-from keras_sentemb.kernels.native_bfloat16 import effective_precision
-from keras_sentemb.kernels.precision import check_precision
+from keras_sentemb.kernels.precision import resolve_training_precision
 from keras_sentemb.models.pooling import parse_pooling
 from keras_sentemb.pipelines.arguments import RUN_ARGUMENTS
 
@@ -130,6 +129,7 @@ class RunConfig:
     dev_select: str
     max_skipped: float
     custom_dev: bool = False
+    precision_reason: str = "asked for"
     dev_pairs: tuple | None = None
     dev_retrieval_data: object = None
 
@@ -170,9 +170,12 @@ class RunConfig:
             raise ValueError("`dev_select='dev'` needs a `dev` set; `dev` is None (use "
                              "dev_select='retrieval' to select on `dev_retrieval`).")
         values["callbacks"] = tuple(values["callbacks"] or ())
-        # bfloat16 only where the hardware computes it (else float32, with a notice).
-        values["precision"] = effective_precision(check_precision(values["precision"]))
-        return cls(**values, custom_dev=custom)
+        # "auto" resolved; bfloat16 only where the hardware computes it (else float32).
+        if "precision" in arguments:
+            values["precision"], reason = resolve_training_precision(values["precision"])
+        else:  # a method without the option (its trainer computes in float32)
+            values["precision"], reason = "float32", f"{method} trains in float32"
+        return cls(**values, custom_dev=custom, precision_reason=reason)
 
     def read_files(self):
         """The config with its dev sets read and its output folder checked (the I/O step).
@@ -207,8 +210,10 @@ class RunPlan:
         mlp: str or None. The training-only MLP head (`"train"`,
             `"none"`, `"keep"`), or None for a method without one.
         precision: str. `"float32"` or `"bfloat16"` (what the hardware
-            computes; see `keras_sentemb.kernels.native_bfloat16`).
+            computes; see `keras_sentemb.kernels.precision.resolve_training_precision`).
         encoder_max_length: int. The encoder's own token limit.
+        precision_reason: str. Why that precision (asked for, or what
+            `"auto"` found on this host).
     """
     pooling: str
     pooling_reason: str
@@ -218,6 +223,7 @@ class RunPlan:
     mlp: str | None
     precision: str
     encoder_max_length: int
+    precision_reason: str = "asked for"
 
     @property
     def training_max_length(self):
@@ -227,7 +233,8 @@ class RunPlan:
     def record(self):
         """The plan as the report's `resolved` entries."""
         resolved = {"pooling": self.pooling, "max_length": self.training_max_length,
-                    "steps": self.steps, "precision": self.precision}
+                    "steps": self.steps, "precision": self.precision,
+                    "precision_reason": self.precision_reason}
         if self.learning_rate is not None:
             resolved["learning_rate"] = self.learning_rate
         if self.mlp is not None:
@@ -342,4 +349,5 @@ def resolve(config, encoder, paper_pooling, examples=None, epochs=1, mlp=None,
         mlp=None if mlp is None else resolve_training_mlp(mlp, pooling),
         precision=config.precision,
         encoder_max_length=int(encoder.max_length),
+        precision_reason=config.precision_reason,
     )

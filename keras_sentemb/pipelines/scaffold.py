@@ -274,6 +274,9 @@ class FitScaffold:
                        epochs=epochs, mlp=mlp, learning_rate=learning_rate,
                        paper_pooling_only=paper_pooling_only)
         logger.info("%s: pooling %s (%s)", self.method, plan.pooling, plan.pooling_reason)
+        logger.info("%s: trains in %s (%s)", self.method,
+                    "mixed bfloat16" if plan.precision == "bfloat16" else plan.precision,
+                    plan.precision_reason)
         asked = self.config.max_length
         if asked is not None and plan.max_length is not None and plan.max_length < asked:
             logger.info("max_length %d is capped at the model's %d positions", asked,

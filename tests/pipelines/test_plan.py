@@ -93,13 +93,14 @@ def test_the_training_mlp_follows_the_resolved_pooling(raw, declared):
 
 
 def test_the_plan_is_frozen_and_records_what_it_resolved(raw):
-    plan = resolve(config(steps=None, batch_size=16, max_length=None), raw, "cls",
-                   examples=64, mlp="auto")
+    plan = resolve(config(steps=None, batch_size=16, max_length=None, precision="float32"),
+                   raw, "cls", examples=64, mlp="auto")
     assert isinstance(plan, RunPlan)
     with pytest.raises(dataclasses.FrozenInstanceError):
         plan.steps = 5
     assert plan.record() == {"pooling": "cls", "max_length": 64, "steps": 4,
-                             "precision": "float32", "learning_rate": 3e-5, "mlp": "train"}
+                             "precision": "float32", "precision_reason": "asked for",
+                             "learning_rate": 3e-5, "mlp": "train"}
 
 
 def test_resolving_changes_neither_the_config_nor_the_encoder(declared):
