@@ -76,7 +76,10 @@ def fit(method, data, preset=None, **options):
                       custom_dev=method.custom_dev, in_batch=method.in_batch)
     run.seed_everything()
     with output_lock(run.output):
-        return method().train(run, data, config)
+        try:
+            return method().train(run, data, config)
+        finally:  # also when the run fails or is interrupted
+            run.restore_precision()
 
 
 def fit_function(method_name, literal):

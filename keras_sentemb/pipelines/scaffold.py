@@ -55,6 +55,7 @@ from keras_sentemb.data.stream_batches import as_stream
 from keras_sentemb.data.stream_batches import stream_batches
 from keras_sentemb.data.stream_batches import worker_shard
 from keras_sentemb.models import SentenceEncoder
+from keras_sentemb.models.compute_policy import switch_compute_policy
 from keras_sentemb.models.keras_hub_models import is_keras_hub_model
 from keras_sentemb.kernels.precision import PRECISIONS
 from keras_sentemb.pipelines.plan import RunConfig
@@ -207,6 +208,7 @@ class FitScaffold:
             },
         )
         self._stages = []
+        self._restores = []  # undo a mixed-precision switch (`load_encoder`)
         self._start = time.time()
 
     def __getattr__(self, name):
@@ -241,13 +243,27 @@ class FitScaffold:
     def load_encoder(self, model=None):
         """The starting encoder (`model` defaults to the run's `model`).
 
-        With bfloat16 precision, a copy computing in bfloat16 (float32
-        weights): the caller's encoder is not trained in place.
+        With bfloat16 precision, the encoder itself computing in mixed
+        bfloat16 until the run ends (`compute_policy.switch_compute_policy`:
+        float32 weights and optimizer state, trained in place as in
+        float32); an encoder whose backbone does not compute in float32 is
+        copied into mixed bfloat16 instead.
         """
         encoder = resolve_encoder(self.config.model if model is None else model)
-        if self.config.precision != "float32":
-            encoder = encoder.clone(name=encoder.name, dtype=PRECISIONS[self.config.precision])
+        if self.config.precision == "float32" or not hasattr(encoder, "backbone"):
+            return encoder
+        policy = PRECISIONS[self.config.precision]
+        if encoder.backbone.dtype_policy.name == policy:
+            return encoder  # switched already (one encoder as teacher and student)
+        if encoder.backbone.dtype_policy.name != "float32":
+            return encoder.clone(name=encoder.name, dtype=policy)
+        self._restores.append(switch_compute_policy(encoder, policy))
         return encoder
+
+    def restore_precision(self):
+        """Every encoder `load_encoder` switched computes in its own precision again."""
+        while self._restores:
+            self._restores.pop()()
 
     def plan(self, encoder, examples=None, epochs=1, mlp=None, learning_rate=None,
              paper_pooling_only=None):
@@ -578,8 +594,10 @@ class FitScaffold:
         """Set the kept encoder's pooling (the plan's), attach the report, save; return it.
 
         An encoder trained in bfloat16 comes back as a float32 encoder
-        (its float32 weights, a float32 policy).
+        (its float32 weights, a float32 policy): the one trained in place
+        computes in float32 again, a copy is cloned back.
         """
+        self.restore_precision()
         backbone = getattr(encoder, "backbone", None)  # a StaticEncoder has none
         if (backbone is not None and backbone.dtype_policy.name != "float32"
                 and self.config.precision != "float32"):
