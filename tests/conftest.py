@@ -1,6 +1,8 @@
 """Shared fixtures: tiny random backbones for unit tests, paths to data."""
 
+import gc
 import os
+import sys
 from pathlib import Path
 
 os.environ.setdefault("KERAS_BACKEND", "tensorflow")
@@ -40,6 +42,29 @@ if _WORKERS > 1:
     for _variable in ("TF_NUM_INTRAOP_THREADS", "OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS",
                       "MKL_NUM_THREADS"):
         os.environ.setdefault(_variable, _SHARE)
+
+
+def _libc():
+    import ctypes
+    import ctypes.util
+
+    try:
+        return ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
+    except OSError:
+        return None
+
+
+# A test process lives for hundreds of modules, each building and dropping
+# models and traced graphs on many threads. glibc gives each thread that
+# allocates its own heap (arena), up to 8 per core, and keeps the freed pages
+# of each: a worker's resident memory grew past 12 GiB, two workers and the
+# processes their tests start past the 24 GiB of a CI machine. Two arenas per
+# process, and the free pages handed back after each module
+# (`_memory_returned_after_each_module`), keep it near what is in use.
+_LIBC = _libc() if sys.platform.startswith("linux") else None
+if _LIBC is not None and hasattr(_LIBC, "mallopt"):
+    _M_ARENA_MAX = -8
+    _LIBC.mallopt(_M_ARENA_MAX, 2)
 
 import pytest  # noqa: E402
 
@@ -164,6 +189,15 @@ def torch_worker():
     worker = TorchWorker()
     yield worker
     worker.close()
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _memory_returned_after_each_module():
+    """After each module: its models and graphs collected, the heap's free pages returned."""
+    yield
+    gc.collect()
+    if _LIBC is not None and hasattr(_LIBC, "malloc_trim"):
+        _LIBC.malloc_trim(0)
 
 
 @pytest.hookimpl(hookwrapper=True)
