@@ -3,6 +3,7 @@
 import keras
 import tensorflow as tf
 
+from keras_sentemb import compat
 from keras_sentemb.losses.info_nce import info_nce_loss
 from keras_sentemb.losses.loss_output import LossOutput
 from keras_sentemb.methods.esimcse.config import ESimCSEConfig
@@ -179,7 +180,22 @@ class ESimCSE(BaseTrainer):
 
     # ---------------------------------------------------------------- update
     def update_momentum_encoder(self, finite=True):
-        """`theta_m <- momentum * theta_m + (1 - momentum) * theta` (unchanged if not `finite`)."""
+        """`theta_m <- momentum * theta_m + (1 - momentum) * theta` (unchanged if not `finite`).
+
+        Under a strategy that synchronises through `merge_call`
+        (MirroredStrategy) the copies of a variable cannot be assigned from the
+        replica context: the update runs once in the cross-replica context,
+        where every copy receives it (`finite` agrees across replicas).
+        """
+        ctx = tf.distribute.get_replica_context()
+        if (ctx is not None and ctx.num_replicas_in_sync > 1
+                and not compat.strategy_supports_no_merge_call()):
+            ctx.merge_call(lambda distribution, finite: self._momentum_step(
+                distribution.experimental_local_results(finite)[0]), args=(finite,))
+        else:
+            self._momentum_step(finite)
+
+    def _momentum_step(self, finite):
         momentum = tf.where(tf.convert_to_tensor(finite), self.config.momentum, 1.0)
         for m, w in zip(encoder_weights(self.momentum_encoder), encoder_weights(self.encoder)):
             rate = tf.cast(momentum, m.dtype)
