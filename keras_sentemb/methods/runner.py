@@ -11,6 +11,7 @@ signature.
 import inspect
 import sys
 
+from keras_sentemb.kernels.gradient_registry import releasing_custom_gradients
 from keras_sentemb.methods.registry import get_method
 from keras_sentemb.pipelines.backup import output_lock
 from keras_sentemb.pipelines.scaffold import FitScaffold
@@ -75,7 +76,7 @@ def fit(method, data, preset=None, **options):
     run = FitScaffold(method.name, arguments, method.paper_pooling,
                       custom_dev=method.custom_dev, in_batch=method.in_batch)
     run.seed_everything()
-    with output_lock(run.output):
+    with output_lock(run.output), releasing_custom_gradients():
         try:
             return method().train(run, data, config)
         finally:  # also when the run fails or is interrupted
