@@ -35,29 +35,25 @@ def _write_json(path, data):
 def bert_casing(encoder):
     """`(do_lower_case, strip_accents)` that reproduce the encoder's text normalization.
 
-    Hugging Face's BERT tokenizer either lower-cases and strips accents
-    (uncased) or does neither (cased); so does the encoder when it loads such
-    a folder (`text_normalization`). A keras-hub tokenizer that lower-cases
-    without stripping accents (or the reverse) has no such folder.
+    An encoder loaded from a Hugging Face folder lower-cases and strips
+    accents together (uncased) or does neither (cased), as
+    `text_normalization` says. A keras-hub tokenizer may lower-case and keep
+    accents (keras-hub reads an uncased BERT preset so); Hugging Face's
+    `BertTokenizer` does the same with `strip_accents=False`, written
+    explicitly.
     """
     mode = encoder.text_normalization
     if mode is not None:
         return mode == "bert_uncased", mode == "bert_uncased"
     lowercase = bool(getattr(encoder.tokenizer, "lowercase", False))
     strip = bool(getattr(encoder.tokenizer, "strip_accents", False))
-    if lowercase != strip:
-        raise ValueError(
-            f"The encoder's tokenizer has lowercase={lowercase} and strip_accents={strip}; "
-            "a Hugging Face BERT folder lower-cases and strips accents together (uncased) "
-            "or does neither (cased). Set both the same before exporting."
-        )
     return lowercase, strip
 
 
 def _bert_files(encoder, folder, max_length):
     tokenizer = encoder.tokenizer
     vocab = [str(t) for t in tokenizer.get_vocabulary()]
-    lowercase, _ = bert_casing(encoder)
+    lowercase, strip = bert_casing(encoder)
     with open(folder / "vocab.txt", "w", encoding="utf-8") as f:
         f.write("".join(t + "\n" for t in vocab))
     special = {
@@ -72,7 +68,7 @@ def _bert_files(encoder, folder, max_length):
         max_input_chars_per_word=100,
     ))
     fast.normalizer = normalizers.BertNormalizer(
-        clean_text=True, handle_chinese_chars=True, strip_accents=None, lowercase=lowercase
+        clean_text=True, handle_chinese_chars=True, strip_accents=strip, lowercase=lowercase
     )
     fast.pre_tokenizer = pre_tokenizers.BertPreTokenizer()
     cls, sep = tokenizer.cls_token, tokenizer.sep_token
@@ -86,7 +82,7 @@ def _bert_files(encoder, folder, max_length):
         "tokenizer_class": "BertTokenizer",
         "do_lower_case": lowercase,
         # None: strip accents exactly when lower-casing (BERT's rule).
-        "strip_accents": None,
+        "strip_accents": None if strip == lowercase else strip,
         "tokenize_chinese_chars": True,
         "do_basic_tokenize": True,
         "never_split": None,
