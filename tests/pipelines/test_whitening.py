@@ -34,19 +34,19 @@ def test_fit_keeps_the_best_dev_dim_and_whitens_the_fitting_set(tmp_path):
     assert sts_spearman(kept, DEV) == pytest.approx(scores[best], abs=1e-3)
     assert report.data == {"sentences": 300} and report.steps_trained == 0
     # The kept layer whitens exactly the vectors it was fitted on.
-    whitened = kept.encode(CORPUS)
+    whitened = kept.encode(CORPUS, precision="float32")  # as the fitting set was encoded
     np.testing.assert_allclose(np.cov(whitened.T), np.eye(kept.output_dim), atol=1e-3)
-    raw = kept.encode(CORPUS, postprocess=False)
+    raw = kept.encode(CORPUS, postprocess=False, precision="float32")
     assert_close_vectors(whitened, np.asarray(kept.postprocess(raw)), rtol=1e-5)
     saved = json.loads((out / "training_report.json").read_text())
     assert saved["extras"]["fitted_on"] == {"vectors": 300, "input_dim": 32}
     loaded = SentenceEncoder.from_preset(str(out))
-    assert_close_vectors(loaded.encode(CORPUS[:6]), whitened[:6], rtol=1e-5)
+    assert_close_vectors(loaded.encode(CORPUS[:6], precision="float32"), whitened[:6], rtol=1e-5)
 
 
 def test_precomputed_vectors_give_the_same_layer_and_errors():
     encoder = make_tiny_encoder()
-    vectors = encoder.encode(CORPUS, pooling="mean")
+    vectors = encoder.encode(CORPUS, pooling="mean", precision="float32")  # as fit encodes
     from_sentences = keras_sentemb.fit_whitening(CORPUS, model=encoder, pooling="mean",
                                                  dim=8, dev=None).postprocess.get_weights()
     encoder.postprocess = None
