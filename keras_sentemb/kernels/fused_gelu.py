@@ -185,6 +185,11 @@ class FusedGelu:
         if (not isinstance(x, (tf.Tensor, tf.Variable)) or not x.dtype.is_floating
                 or not kernel_policy.decide(_gelu_op(), self.policy)):
             return self.original(x)
+        if kernel_policy.graph_kind().forward_only:
+            # Nothing differentiates a forward-only graph: the forward kernel alone. Wrapped
+            # in `tf.custom_gradient`, each trace would register a gradient in TensorFlow's
+            # process-wide registry that holds the graph, and so the encoder, forever.
+            return _gelu_forward(x, self.approximate)
         return self._fused(x)
 
     def __repr__(self):

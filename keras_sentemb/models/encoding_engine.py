@@ -302,7 +302,7 @@ class EncodingEngine:
             return target.encode(
                 sentences, batch_size=batch_size, max_length=max_length,
                 pooling=self.pooling if pooling is None else pooling, normalize=normalize,
-                show_progress=show_progress, precision="int8" if precision == "int8" else "float32",
+                show_progress=show_progress, precision=precision,  # the copy's own: itself
                 postprocess=postprocess, parallel_batches=parallel_batches,
                 max_batch_tokens=max_batch_tokens,
             )

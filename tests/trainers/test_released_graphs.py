@@ -46,3 +46,18 @@ def test_the_release_removes_only_what_was_registered_inside():
         tf.function(lambda x: doubled(x))(tf.constant(1.0))
         assert len(custom_gradient_names()) == len(kept) + 1
     assert custom_gradient_names() == kept
+
+
+def test_encoding_registers_no_gradient_and_its_graph_goes_with_the_encoder():
+    import weakref
+
+    before = custom_gradient_names()
+    for precision in ("float32", "bfloat16"):
+        encoder = make_tiny_encoder()
+        encoder.encode(CORPUS[:20], precision=precision)
+        gone = weakref.ref(encoder)
+        del encoder
+        gc.collect()
+        assert gone() is None, precision
+    # A forward-only graph takes the fused GELU's forward kernel without a custom gradient.
+    assert custom_gradient_names() == before
