@@ -30,6 +30,7 @@ _PUBLIC = {
     "export_huggingface": "keras_sentemb.export.huggingface",
     "export_litert": "keras_sentemb.export.litert",
     "export_keras_hub": "keras_sentemb.export.keras_hub_preset",
+    "to_text_embedder": "keras_sentemb.export.keras_hub_preset",
     "fit": "keras_sentemb.methods.runner",
     "streamed": "keras_sentemb.data.stream_batches",
     "Mixture": "keras_sentemb.data.stream_batches",

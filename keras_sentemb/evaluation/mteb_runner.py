@@ -9,7 +9,7 @@ to MTEB sends every encode request to a TensorFlow process. Two ways in:
   encoder it holds.
 - `keras_sentemb.mteb_model(MODEL)` in a program of your own that runs MTEB
   (a process without TensorFlow) starts the TensorFlow side itself
-  (`keras_sentemb.evaluation.mteb_worker`) and returns the encoder object for
+  (`keras_sentemb.cli.mteb_worker`) and returns the encoder object for
   `mteb.evaluate`.
 
 Besides MTEB's own tasks (by name, data from the Hugging Face Hub), two
@@ -268,7 +268,7 @@ def mteb_model(model, *, precision="auto", pooling=None, max_length=None, num_la
     workdir = tempfile.mkdtemp(prefix="keras_sentemb_mteb_")
     req_r, req_w = os.pipe()
     rep_r, rep_w = os.pipe()
-    command = [sys.executable, "-m", "keras_sentemb.evaluation.mteb_worker", "--model", str(model),
+    command = [sys.executable, "-m", "keras_sentemb.cli.mteb_worker", "--model", str(model),
                "--precision", precision, "--batch-size", str(batch_size),
                "--requests-fd", str(req_r), "--replies-fd", str(rep_w), "--workdir", workdir]
     for flag, value in (("--pooling", pooling), ("--max-length", max_length),

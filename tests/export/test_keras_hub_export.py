@@ -1,4 +1,4 @@
-"""Export to a keras-hub `TextEmbedder` preset folder (`export --format keras-hub`, `to_keras_hub`).
+"""Export to a keras-hub `TextEmbedder` preset folder (`export --format keras-hub`, `to_text_embedder`).
 
 The folder must load with `keras_hub.models.TextEmbedder.from_preset` in a
 process that never imports keras_sentemb and reproduce `encode()` in float32;
@@ -12,6 +12,8 @@ import sys
 
 import numpy as np
 import pytest
+
+import keras_sentemb
 
 from keras_sentemb.export.huggingface import NotExportableError
 from keras_sentemb.export.keras_hub_preset import cleans_alike
@@ -75,20 +77,19 @@ def test_a_tiny_bert_folder_loads_with_keras_hub_alone_and_encodes_as_encode(tmp
     assert errors.max() < 1e-4 and cosines.min() > 0.99999
 
 
-def test_to_keras_hub_returns_the_embedder_or_writes_the_folder(tmp_path):
+def test_to_text_embedder_returns_the_embedder_and_export_keras_hub_writes_the_folder(tmp_path):
     import keras_hub
 
     encoder = make_tiny_encoder(pooling="max", normalize=False)
-    embedder = encoder.to_keras_hub()
+    embedder = keras_sentemb.to_text_embedder(encoder)
     assert isinstance(embedder, keras_hub.models.BertTextEmbedder)
     assert (embedder.pooling_mode, embedder.normalize) == ("max", False)
     assert embedder.backbone is not encoder.backbone  # a copy: training one leaves the other
     errors, _ = relative_errors(embedder.encode_text(SENTENCES, verbose=0),
                                 encoder.encode(SENTENCES, precision="float32"))
     assert errors.max() < 1e-4
-    assert encoder.to_keras_hub(tmp_path / "kh", probe_sentences=SENTENCES) == str(tmp_path / "kh")
-    with pytest.raises(TypeError, match="takes no options"):
-        encoder.to_keras_hub(overwrite=True)
+    written = keras_sentemb.export_keras_hub(encoder, tmp_path / "kh", probe_sentences=SENTENCES)
+    assert str(written) == str(tmp_path / "kh")
 
 
 def test_an_xlm_roberta_encoder_exports_as_an_xlm_roberta_text_embedder_and_loads_back(tmp_path):

@@ -62,7 +62,7 @@ def test_fallback_with_one_notice(cpu, capsys, monkeypatch):
 def test_encode_in_bfloat16_computes_float32_without_native_support(cpu):
     encoder = make_tiny_encoder()
     sentences = ["the cat sat", "a dog ran far away"]
-    fp32 = encoder.encode(sentences)
+    fp32 = encoder.encode(sentences, precision="float32")
     cpu(AVX2_ONLY)
     np.testing.assert_array_equal(encoder.encode(sentences, precision="bfloat16"), fp32)
     assert not encoder._precision_twins  # no bfloat16 copy was built

@@ -1,6 +1,6 @@
 """The TensorFlow side that `keras_sentemb.mteb_model` starts: loads MODEL, answers encode requests.
 
-Run by `mteb_model` as `python -m keras_sentemb.evaluation.mteb_worker`; it
+Run by `mteb_model` as `python -m keras_sentemb.cli.mteb_worker`; it
 writes one line `{"name", "dim", "max_length", "precision"}` when the model
 is loaded, then serves (`mteb_wire.serve`) until the MTEB side closes the
 pipe. A model that cannot be loaded: one line on stderr, status 2.
@@ -12,7 +12,7 @@ import sys
 
 
 def main(argv=None):
-    parser = argparse.ArgumentParser(prog="python -m keras_sentemb.evaluation.mteb_worker")
+    parser = argparse.ArgumentParser(prog="python -m keras_sentemb.cli.mteb_worker")
     parser.add_argument("--model", required=True)
     parser.add_argument("--precision", default="float32")
     parser.add_argument("--pooling", default=None)
