@@ -566,3 +566,15 @@ def frozen_function(concrete_function):
         convert_variables_to_constants_v2)
 
     return convert_variables_to_constants_v2(concrete_function)
+
+
+def gradient_registry():
+    """TensorFlow's process-wide gradient registry: op type name -> gradient function.
+
+    `tf.custom_gradient` adds a `CustomGradient-N` entry per call in a traced
+    graph (`keras_sentemb.kernels.gradient_registry` removes a finished
+    run's).
+    """
+    from tensorflow.python.framework import ops
+
+    return ops._gradient_registry._registry

@@ -411,3 +411,16 @@ def test_tflite_schema_has_the_classes_the_litert_export_reads():
     for name in ("Model", "ModelT", "BufferT", "MetadataT"):
         assert hasattr(schema, name), name
     assert hasattr(schema.Model, "GetRootAsModel")
+
+
+def test_the_gradient_registry_holds_what_custom_gradient_registers():
+    from keras_sentemb import compat
+
+    @tf.custom_gradient
+    def doubled(x):
+        return 2 * x, lambda dy: 2 * dy
+
+    before = set(compat.gradient_registry())
+    tf.function(lambda x: doubled(x))(tf.constant(1.0))
+    new = set(compat.gradient_registry()) - before
+    assert len(new) == 1 and next(iter(new)).startswith("CustomGradient-")

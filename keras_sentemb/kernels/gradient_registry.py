@@ -18,14 +18,14 @@ trainer.
 
 import contextlib
 
-from tensorflow.python.framework import ops
+from keras_sentemb import compat
 
 # How `tf.custom_gradient` names what it registers (tensorflow/python/ops/custom_gradient.py).
 _PREFIX = "CustomGradient-"
 
 
 def _registry():
-    return ops._gradient_registry._registry
+    return compat.gradient_registry()
 
 
 def custom_gradient_names():

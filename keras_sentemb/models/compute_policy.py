@@ -17,10 +17,12 @@ they see the backbone's outputs cast to float32.
 
 import keras
 
+from keras_sentemb import compat
+
 
 def _switchable_layers(backbone):
     # Input layers carry the dtype of the token ids, not a compute dtype.
-    return [layer for layer in backbone._flatten_layers(include_self=True, recursive=True)
+    return [layer for layer in compat.all_layers(backbone)
             if not isinstance(layer, keras.layers.InputLayer)]
 
 
