@@ -53,27 +53,23 @@ PIN_ENV = "KERAS_SENTEMB_PRECISION"
 BFLOAT16_MIN_COSINE = 0.999
 
 
+def _one_of(precision, allowed, default):
+    """`None` -> `default`; else `precision` when in `allowed`, or a clear error."""
+    if precision is None:
+        return default
+    if precision not in allowed:
+        raise ValueError(f"`precision` must be one of {allowed}. Received: precision={precision!r}.")
+    return precision
+
+
 def check_precision(precision):
     """`None` -> `"float32"`; else one of `PRECISIONS`, or a clear error."""
-    if precision is None:
-        return "float32"
-    if precision not in PRECISIONS:
-        raise ValueError(
-            f"`precision` must be one of {sorted(PRECISIONS)}. Received: precision={precision!r}."
-        )
-    return precision
+    return _one_of(precision, sorted(PRECISIONS), "float32")
 
 
 def check_training_precision(precision):
     """`None` -> `"auto"`; else one of `TRAINING_PRECISIONS`, or a clear error."""
-    if precision is None:
-        return "auto"
-    if precision not in TRAINING_PRECISIONS:
-        raise ValueError(
-            f"`precision` must be one of {list(TRAINING_PRECISIONS)}. "
-            f"Received: precision={precision!r}."
-        )
-    return precision
+    return _one_of(precision, list(TRAINING_PRECISIONS), "auto")
 
 
 def resolve_training_precision(precision, flags=None):
@@ -128,14 +124,7 @@ def resolve_training_precision(precision, flags=None):
 
 def check_encode_precision(precision):
     """`None` -> `"auto"`; else one of `ENCODE_PRECISIONS`, or a clear error."""
-    if precision is None:
-        return "auto"
-    if precision not in ENCODE_PRECISIONS:
-        raise ValueError(
-            f"`precision` must be one of {list(ENCODE_PRECISIONS)}. "
-            f"Received: precision={precision!r}."
-        )
-    return precision
+    return _one_of(precision, list(ENCODE_PRECISIONS), "auto")
 
 
 def pinned_precision():
