@@ -6,37 +6,18 @@ import numpy as np
 import pytest
 
 import keras_sentemb
-from tests.helpers.corpora import MULTITASK_SENTENCES as WORDS
-from tests.helpers.files import write_multitask_folder
+from tests.helpers.every_method import RUNS
 from tests.helpers.keras_hub_starts import FAMILIES
 from tests.helpers.keras_hub_starts import make_start
-
-SENTENCES = [f"{WORDS[i % 8]} and {WORDS[(i * 3) % 8]} {i} ." for i in range(48)]
-# Options that keep each method tiny (the method's own data shape aside).
-OPTIONS = {"ct": {"negatives": "k3"}, "sg": {"projection_dim": 16},
-           "parallel": {"eval_size": 10, "dev_size": 10, "queue_size": 8,
-                        "track_alignment": False},
-           "multitask": {"pretrain": "none"}, "static": {"dims": 8}}
-
-
-def _data(method, tmp_path):
-    if method == "parallel":
-        return list(zip(SENTENCES, SENTENCES[1:] + SENTENCES[:1]))
-    if method == "sts":
-        return [(a, b, float(i % 6)) for i, (a, b) in enumerate(zip(SENTENCES, SENTENCES[2:]))]
-    if method == "multitask":
-        write_multitask_folder(tmp_path / "multitask")
-        return str(tmp_path / "multitask")
-    return SENTENCES
+from tests.helpers.methods import write_tiny_data
 
 
 def _train(method, start, tmp_path):
-    return keras_sentemb.fit(method, _data(method, tmp_path), model=start, steps=1, batch_size=8,
-                             max_length=16, dev=None, verbose=0, **OPTIONS.get(method, {}))
-
-
-def test_the_options_name_only_registered_methods():
-    assert set(OPTIONS) <= set(keras_sentemb.list_methods())
+    # Each method's tiny data and options come from its folder's `MethodTest` (the registry).
+    run = RUNS[method]
+    return keras_sentemb.fit(method, str(write_tiny_data(run.data, tmp_path)), model=start,
+                             steps=1, batch_size=8, max_length=16, dev=None, verbose=0,
+                             **run.options)
 
 
 # Training from an XLM-RoBERTa start does not work yet: the SentencePiece tokenizer's resource is
