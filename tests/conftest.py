@@ -200,6 +200,17 @@ def _memory_returned_after_each_module():
         _LIBC.malloc_trim(0)
 
 
+@pytest.fixture(autouse=True)
+def _registry_restored_after_each_test():
+    """Methods a test registers (toys, plugins) are gone for the tests after it."""
+    from keras_sentemb.methods import registry
+
+    before = dict(registry._REGISTERED)
+    yield
+    registry._REGISTERED.clear()
+    registry._REGISTERED.update(before)
+
+
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_makereport(item, call):
     """Fails the test after which this process holds TensorFlow and PyTorch together."""

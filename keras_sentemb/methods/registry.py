@@ -273,8 +273,8 @@ def list_methods(verbose=False):
 
     ```python
     keras_sentemb.list_methods()
-    # ['consert', 'ct', 'flow', 'mlm', 'multitask', 'parallel', 'sg', 'simcse', 'static', 'sts',
-    #  'whitening']
+    # ['consert', 'ct', 'esimcse', 'flow', 'mlm', 'multitask', 'parallel', 'sg', 'simcse',
+    #  'static', 'sts', 'whitening']
     keras_sentemb.list_methods(verbose=True)["simcse"]
     # 'built-in (keras_sentemb.methods.simcse); presets: unsup-bert-base'
     ```
