@@ -1,6 +1,6 @@
 """Every registered method trains from a keras-hub start: a `BertTextEmbedder`, a RoBERTa
 `(Backbone, Tokenizer)` pair and an `XLMRobertaTextEmbedder` (tiny random ones; the bundled model
-as a `BertTextEmbedder` loaded by keras-hub itself)."""
+as a `BertTextEmbedder` loaded by keras-hub itself is the default model and trains)."""
 
 import numpy as np
 import pytest
@@ -52,14 +52,27 @@ def test_a_text_embedder_start_keeps_its_pooling_and_normalization(tmp_path):
 
 
 @pytest.mark.integration
-@pytest.mark.slow
-def test_every_method_trains_from_the_bundled_model_as_a_keras_hub_text_embedder(tmp_path):
+def test_the_bundled_model_as_a_keras_hub_text_embedder_is_the_default_model_and_trains(tmp_path):
+    """keras-hub's own loader reads the bundled model; the copy encodes as keras-hub does, and trains.
+
+    Every method from a `BertTextEmbedder` start is the family test above; what the real
+    model adds is keras-hub's preset loader and the weights it reads, so one method trains here.
+    keras-hub builds BERT with the tanh approximation of GELU where the default model runs the
+    exact GELU the checkpoint was trained with: the two are near, not equal.
+    """
     import keras_hub
 
+    from keras_sentemb.export.parity import relative_errors
+    from keras_sentemb.models import SentenceEncoder
     from keras_sentemb.models.presets import default_model_dir
 
     start = keras_hub.models.TextEmbedder.from_preset(str(default_model_dir()))
     assert isinstance(start, keras_hub.models.BertTextEmbedder)
-    for method in keras_sentemb.list_methods():
-        encoder = _train(method, start, tmp_path)
-        assert np.isfinite(encoder.encode(["a man plays piano"])).all(), method
+    converted, default = SentenceEncoder.from_preset(start), SentenceEncoder.from_preset("default")
+    assert (converted.pooling, converted.normalize) == (default.pooling, default.normalize)
+    sentences = ["a man plays piano", "the cat sits on the mat", ""]
+    ours = converted.encode(sentences, precision="float32")
+    assert relative_errors(ours, np.asarray(start.encode_text(sentences, verbose=0)))[0].max() < 1e-4
+    assert relative_errors(ours, default.encode(sentences, precision="float32"))[0].max() < 4e-3
+    encoder = _train("simcse", start, tmp_path)
+    assert np.isfinite(encoder.encode(["a man plays piano"])).all()
