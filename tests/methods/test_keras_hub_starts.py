@@ -1,6 +1,6 @@
 """Every registered method trains from a keras-hub start: a `BertTextEmbedder`, a RoBERTa
 `(Backbone, Tokenizer)` pair and an `XLMRobertaTextEmbedder` (tiny random ones; the bundled model
-as a `BertTextEmbedder` loaded by keras-hub itself is the default model and trains)."""
+as a `BertTextEmbedder` loaded by keras-hub itself, which encodes as keras-hub does and trains)."""
 
 import numpy as np
 import pytest
@@ -52,7 +52,8 @@ def test_a_text_embedder_start_keeps_its_pooling_and_normalization(tmp_path):
 
 
 @pytest.mark.integration
-def test_the_bundled_model_as_a_keras_hub_text_embedder_is_the_default_model_and_trains(tmp_path):
+def test_the_bundled_model_as_a_keras_hub_text_embedder_encodes_as_keras_hub_does_and_trains(
+        tmp_path):
     """keras-hub's own loader reads the bundled model; the copy encodes as keras-hub does, and trains.
 
     Every method from a `BertTextEmbedder` start is the family test above; what the real
