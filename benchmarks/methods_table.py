@@ -73,6 +73,9 @@ DEFAULT_RATES = {
 VARIANTS = {
     "ct_in_batch": {"no_dropout": {"dropout": False}, "dropout": {"dropout": True},
                     "dropout_clipped": {"dropout": True, "max_grad_norm": 1.0}},
+    # SG-OPT trains [CLS] (its paper's vector) by default; mean pooling is the
+    # sentence vector the other methods train.
+    "sg_opt": {"cls": {}, "mean_pooling": {"pooling": "mean"}},
 }
 # Variants tried unless --variants names others.
 DEFAULT_VARIANTS = {"ct_in_batch": ["no_dropout", "dropout"]}
@@ -115,8 +118,7 @@ def fit(method, corpus, start, args, learning_rate, dev, options=None):
     if method == "consert":
         return keras_sentemb.fit_consert(corpus, **common)
     if method == "sg_opt":
-        common.pop("precision")  # SG-OPT trains in float32 only
-        return keras_sentemb.fit_self_guided(corpus, patience=None, **common)
+        return keras_sentemb.fit_self_guided(corpus, patience=None, **common, **options)
     raise ValueError(f"unknown method {method!r}")
 
 

@@ -22,6 +22,8 @@ from keras_sentemb.kernels import native_bfloat16
 from keras_sentemb.kernels import precision
 from keras_sentemb.kernels.precision import resolve_training_precision
 from keras_sentemb.kernels.report import kernel_report
+from keras_sentemb.methods.registry import BUILTIN_METHODS
+from keras_sentemb.methods.registry import get_method
 from keras_sentemb.methods.contrastive_tension.trainer import ContrastiveTension
 from keras_sentemb.methods.simcse.trainer import SimCSE
 from keras_sentemb.pipelines.plan import RunConfig
@@ -85,10 +87,23 @@ def test_auto_trains_in_bfloat16_exactly_where_the_cpu_computes_it(cpu, monkeypa
     assert resolve_training_precision("bfloat16")[0] == expected
 
 
-def test_every_gradient_method_with_the_option_defaults_to_auto():
-    for fit in (keras_sentemb.fit_ct, keras_sentemb.fit_simcse, keras_sentemb.fit_consert,
-                keras_sentemb.fit_parallel):
-        assert inspect.signature(fit).parameters["precision"].default == "auto", fit.__name__
+# The built-in methods that train in float32 on every CPU, and why.
+FLOAT32_METHODS = {
+    "whitening": "no gradients: one covariance of the vectors",
+    "flow": "the encoder is frozen; the flow's log-determinants need float32",
+    "static": "a lookup and a mean: no matrix multiply for bfloat16 to speed up",
+}
+
+
+def test_every_gradient_method_defaults_to_auto():
+    """Every registered method trains at the CPU's best precision, but the float32 ones named."""
+    for name in BUILTIN_METHODS:
+        default = get_method(name).signature().parameters.get("precision")
+        if name in FLOAT32_METHODS:
+            assert default is None, f"{name} has a precision option: drop it from the list"
+            continue
+        assert default is not None and default.default == "auto", name
+        assert run_config(name, precision="auto").precision_reason.startswith("auto: "), name
 
 
 def test_the_pin_accelerators_and_methods_without_the_option_keep_float32(monkeypatch):
@@ -110,9 +125,10 @@ def test_the_pin_accelerators_and_methods_without_the_option_keep_float32(monkey
     assert resolve_training_precision("auto") == (
         "float32", "auto: a GPU or TPU computes float32 by default")
     monkeypatch.setattr(cpu_threads, "has_accelerator", lambda: False)
-    # SG-OPT has no precision option: its runs stay float32, and say so.
-    config = run_config("sg")
-    assert (config.precision, config.precision_reason) == ("float32", "sg trains in float32")
+    # A method without the option (whitening) stays float32, and says so.
+    config = run_config("whitening")
+    assert (config.precision, config.precision_reason) == (
+        "float32", "whitening trains in float32")
     with pytest.raises(ValueError, match="precision"):
         resolve_training_precision("float16")
 

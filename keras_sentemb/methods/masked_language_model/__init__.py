@@ -44,7 +44,7 @@ class MaskedLanguageModelMethod(Method):
 
     config_class = MaskedLanguageModelConfig
     paper_pooling = "mean"
-    optional = ("max_grad_norm",) + DEV_RETRIEVAL + STREAMED
+    optional = ("precision", "max_grad_norm") + DEV_RETRIEVAL + STREAMED
     run_defaults = {"steps": 500, "batch_size": 128, "learning_rate": 1e-4, "max_length": 64,
                     "dev": None}
     run_docs = {"output": "Folder to save the encoder (without the head)."}

@@ -180,7 +180,7 @@ class MultitaskMethod(Method):
     paper_pooling = PAPER_POOLING
     in_batch = True
     custom_dev = (MULTITASK_DEV,)
-    optional = (("max_grad_norm", "matryoshka_dims", "matryoshka_weights") + DEV_RETRIEVAL
+    optional = (("precision", "max_grad_norm", "matryoshka_dims", "matryoshka_weights") + DEV_RETRIEVAL
                 + STREAMED)
     run_defaults = {"steps": 300, "batch_size": 16, "learning_rate": 2e-5, "max_length": 128,
                     "dev": MULTITASK_DEV}

@@ -61,7 +61,7 @@ class SelfGuidedMethod(Method):
     config_class = SelfGuidedConfig
     paper_pooling = PAPER_POOLING
     in_batch = True
-    optional = ("max_grad_norm",) + DEV_RETRIEVAL + STREAMED
+    optional = ("precision", "max_grad_norm") + DEV_RETRIEVAL + STREAMED
     run_defaults = {"batch_size": 16, "learning_rate": 5e-5, "eval_every": 50, "seed": 1,
                     "max_grad_norm": 1.0}
     run_docs = {"max_grad_norm": "Global gradient-norm clip (as in the authors' code); None "

@@ -160,7 +160,7 @@ class STSRegressionMethod(Method):
 
     config_class = STSRegressionConfig
     paper_pooling = "mean"
-    optional = ("max_grad_norm",) + DEV_RETRIEVAL + STREAMED
+    optional = ("precision", "max_grad_norm") + DEV_RETRIEVAL + STREAMED
     run_defaults = {"batch_size": 16, "learning_rate": 2e-5, "max_length": 75}
     run_docs = {
         "pooling": "`\"auto\"` (the model's own, else mean) or a pooling name; M is "
