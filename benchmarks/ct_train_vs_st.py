@@ -54,7 +54,8 @@ from _common import (  # noqa: E402
 )
 
 
-def simcse_trainer_and_data(encoder, sentences, batch_size):
+def simcse_trainer_and_data(encoder, sentences, batch_size, mini_batch_size=None,
+                            matryoshka_dims=None):
     """Ours for `--method simcse`: the trainer `fit_simcse` builds for the default model."""
     import tensorflow as tf
 
@@ -62,7 +63,10 @@ def simcse_trainer_and_data(encoder, sentences, batch_size):
     from keras_sentemb.methods.simcse.trainer import SimCSE
     from keras_sentemb.trainers.torch_adamw import TorchAdamW
 
-    trainer = SimCSE(encoder, mode="unsup", pooling="mean", mlp="none")
+    trainer = SimCSE(encoder, mode="unsup", pooling="mean", mlp="none",
+                     mini_batch_size=mini_batch_size)
+    if matryoshka_dims:  # as fit_simcse(matryoshka_dims=...) sets it
+        trainer.set_matryoshka(matryoshka_dims)
     trainer.compile(optimizer=TorchAdamW(3e-5))
     data = (tf.data.Dataset.from_tensor_slices({"sentence": sentences})
             .shuffle(len(sentences), seed=0).repeat().batch(batch_size, drop_remainder=True))
@@ -85,7 +89,8 @@ def consert_trainer_and_data(encoder, sentences, batch_size):
 
 
 def ours_steps_per_s(sentences, steps, warmup, batch_size, max_length, negatives, dropout,
-                     precision="float32", method="ct"):
+                     precision="float32", method="ct", mini_batch_size=None,
+                     matryoshka_dims=None):
     from keras_sentemb import SentenceEncoder
     from keras_sentemb.data.batching import tokenize_columns
     from keras_sentemb.data.ct_sampler import ct_pair_dataset
@@ -98,7 +103,8 @@ def ours_steps_per_s(sentences, steps, warmup, batch_size, max_length, negatives
     if precision != "float32":
         encoder = encoder.clone(name=encoder.name, dtype="mixed_bfloat16")
     if method == "simcse":
-        trainer, data = simcse_trainer_and_data(encoder, sentences, batch_size)
+        trainer, data = simcse_trainer_and_data(encoder, sentences, batch_size,
+                                                mini_batch_size, matryoshka_dims)
         return timed_fit(trainer, data, steps, warmup)
     if method == "consert":
         trainer, data = consert_trainer_and_data(encoder, sentences, batch_size)
@@ -173,6 +179,12 @@ def main():
     p.add_argument("--st-precisions", default="float32,bf16",
                    help="sentence-transformers: comma-separated float32 / bf16 (its trainer's "
                         "bf16=True: torch.autocast on the CPU), each in its own process")
+    p.add_argument("--mini-batch-size", type=int, default=None,
+                   help="--method simcse: ours with GradCache, this many rows embedded at once "
+                        "(pass --st-precisions '' to time ours only)")
+    p.add_argument("--matryoshka-dims", default=None,
+                   help="--method simcse: ours with Matryoshka's loss over these prefixes, "
+                        "e.g. 384,256,128,64,32")
     add_max_isa_argument(p)
     args = p.parse_args()
     apply_max_isa(args.max_isa)
@@ -195,12 +207,17 @@ def main():
     path = sentences_file(args.sentences)
     sentences = read_lines(path, args.pool)
     precisions = [x.strip() for x in args.precisions.split(",") if x.strip()]
+    matryoshka = ([int(d) for d in args.matryoshka_dims.split(",")]
+                  if args.matryoshka_dims else None)
+    if (args.mini_batch_size or matryoshka) and args.method != "simcse":
+        p.error("--mini-batch-size and --matryoshka-dims are timed with --method simcse")
     runs = {precision: [] for precision in precisions}
     for _ in range(args.repeats):  # alternating, so a change in load hits every precision
         for precision in precisions:
             runs[precision].append(ours_steps_per_s(
                 sentences, args.steps, args.warmup, args.batch_size, args.max_length,
-                args.negatives, args.dropout, precision, args.method))
+                args.negatives, args.dropout, precision, args.method,
+                args.mini_batch_size, matryoshka))
     ours_rates = {precision: statistics.median(rates) for precision, rates in runs.items()}
     from keras_sentemb.kernels.precision import resolve_training_precision
 
@@ -231,6 +248,8 @@ def main():
         "batch_size": args.batch_size,
         "max_length": args.max_length,
         "dropout": args.dropout,
+        "mini_batch_size": args.mini_batch_size,
+        "matryoshka_dims": matryoshka,
         "threads": args.threads,
         "tf_default_threads": args.tf_default_threads,
         "intra_op_threads": tf_threads("intra"),

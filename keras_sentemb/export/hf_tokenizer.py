@@ -142,6 +142,11 @@ def write_tokenizer_files(encoder, folder, max_length=None):
     Returns:
         list of the file names written.
     """
+    if type(encoder.tokenizer).__name__ == "XLMRobertaTokenizer":
+        raise ValueError(
+            "An XLM-RoBERTa (SentencePiece) tokenizer cannot be written as a Hugging Face "
+            "tokenizer.json yet: export it with --format keras-hub or savedmodel; a static "
+            "model needs a BERT (WordPiece) or RoBERTa (byte-level BPE) teacher.")
     max_length = int(encoder.max_length if max_length is None else max_length)
     family = BackboneAdapter(encoder.backbone).family
     make = _bert_files if family == "bert" else _roberta_files

@@ -128,6 +128,27 @@ def keras_hub_components(model, dtype=None):
     return copy_backbone(backbone, dtype), tokenizer, settings
 
 
+def renew_sentencepiece(encoder):
+    """Give `encoder`'s SentencePiece tokenizer a new TensorFlow resource; other tokenizers pass.
+
+    tensorflow-text keeps a SentencePiece model in a resource that belongs to
+    the kernel which made it, and `tf.random.set_seed` (which
+    `keras.utils.set_random_seed`, and so every seeded training run, calls)
+    clears TensorFlow's eager kernel cache: a tokenizer made before the seed
+    then fails in the run's `tf.data` map ("Resource ...
+    SentencepieceResource does not exist"). Reading the model proto again
+    makes a new resource; the encoder's traced tokenizer graph, which holds
+    the old one, is dropped. The tokenizer object is the same (shared with the
+    keras-hub object it came from, which it repairs too).
+    """
+    tokenizer = getattr(encoder, "tokenizer", None)
+    if (isinstance(tokenizer, keras_hub.tokenizers.SentencePieceTokenizer)
+            and isinstance(getattr(tokenizer, "proto", None), bytes)):
+        tokenizer.set_proto(tokenizer.proto)
+        if hasattr(encoder, "_tokenize_graph"):
+            encoder._tokenize_graph = None
+
+
 def task_settings(handle):
     """The pooling, normalisation and sequence length a keras-hub preset's `TextEmbedder` declares.
 

@@ -57,6 +57,7 @@ from keras_sentemb.data.stream_batches import worker_shard
 from keras_sentemb.models import SentenceEncoder
 from keras_sentemb.models.compute_policy import switch_compute_policy
 from keras_sentemb.models.keras_hub_models import is_keras_hub_model
+from keras_sentemb.models.keras_hub_models import renew_sentencepiece
 from keras_sentemb.kernels.precision import PRECISIONS
 from keras_sentemb.pipelines.plan import RunConfig
 from keras_sentemb.pipelines.plan import resolve
@@ -250,6 +251,7 @@ class FitScaffold:
         copied into mixed bfloat16 instead.
         """
         encoder = resolve_encoder(self.config.model if model is None else model)
+        renew_sentencepiece(encoder)  # the run's seed cleared the kernel holding its model
         if self.config.precision == "float32" or not hasattr(encoder, "backbone"):
             return encoder
         policy = PRECISIONS[self.config.precision]

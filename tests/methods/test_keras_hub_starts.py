@@ -20,21 +20,18 @@ def _train(method, start, tmp_path):
                              **run.options)
 
 
-# Training from an XLM-RoBERTa start does not work yet: the SentencePiece tokenizer's resource is
-# missing when the tf.data pipeline tokenizes ("Resource ... SentencepieceResource does not
-# exist"), and the static method cannot write a SentencePiece tokenizer. Encoding and exporting
-# one work (tests/models/test_keras_hub_models.py, tests/export/test_keras_hub_export.py).
-XLM_ROBERTA_TRAINING = pytest.mark.xfail(
-    strict=True, reason="training tokenizes XLM-RoBERTa's SentencePiece in tf.data: resource missing")
-
-
 @pytest.mark.slow
-@pytest.mark.parametrize("family", [f if f != "xlm_roberta" else
-                                    pytest.param(f, marks=XLM_ROBERTA_TRAINING) for f in FAMILIES])
+@pytest.mark.parametrize("family", FAMILIES)
 def test_every_method_trains_from_a_keras_hub_start(family, tmp_path):
     start = make_start(family)
     before = [np.array(w) for w in (start[0] if family == "roberta" else start).get_weights()]
     for method in keras_sentemb.list_methods():
+        if family == "xlm_roberta" and method == "static":
+            # A static model keeps its teacher's tokenizer as a Hugging Face tokenizer.json,
+            # which a SentencePiece tokenizer cannot be written as yet: one line.
+            with pytest.raises(ValueError, match="SentencePiece.*tokenizer.json"):
+                _train(method, start, tmp_path)
+            continue
         encoder = _train(method, start, tmp_path)
         vectors = encoder.encode(["a man plays piano", "the cat sits"])
         assert vectors.shape[0] == 2 and np.isfinite(vectors).all(), method
@@ -77,3 +74,23 @@ def test_the_bundled_model_as_a_keras_hub_text_embedder_encodes_as_keras_hub_doe
     assert relative_errors(ours, default.encode(sentences, precision="float32"))[0].max() < 4e-3
     encoder = _train("simcse", start, tmp_path)
     assert np.isfinite(encoder.encode(["a man plays piano"])).all()
+
+
+def test_a_sentencepiece_tokenizer_made_before_the_runs_seed_tokenizes_in_tf_data():
+    """`tf.random.set_seed` clears the kernel that holds tensorflow-text's SentencePiece model;
+    `renew_sentencepiece` (every run calls it on its start) makes a new one."""
+    import keras
+    import tensorflow as tf
+
+    from keras_sentemb.data.batching import tokenize_columns
+    from keras_sentemb.models import SentenceEncoder
+    from keras_sentemb.models.keras_hub_models import renew_sentencepiece
+
+    encoder = SentenceEncoder.from_preset(make_start("xlm_roberta"))
+    before = encoder.tokenize(["a man plays piano"]).to_list()
+    keras.utils.set_random_seed(0)
+    renew_sentencepiece(encoder)
+    rows = tf.data.Dataset.from_tensor_slices({"sentence": ["a man plays piano"] * 4}).batch(4)
+    batch = next(iter(tokenize_columns(encoder, rows, ["sentence"], 16)))
+    assert batch["sentence"]["token_ids"].shape[0] == 4
+    assert encoder.tokenize(["a man plays piano"]).to_list() == before
