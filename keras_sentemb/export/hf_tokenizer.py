@@ -15,7 +15,9 @@ transformers tokenize it the same way.
 
 import json
 
+import keras_hub
 from tokenizers import AddedToken
+from tokenizers import Regex
 from tokenizers import Tokenizer
 from tokenizers import decoders
 from tokenizers import models
@@ -23,7 +25,12 @@ from tokenizers import normalizers
 from tokenizers import pre_tokenizers
 from tokenizers import processors
 
+from keras_sentemb.export.sentencepiece_proto import read_sentencepiece_model
 from keras_sentemb.models.backbone_adapter import BackboneAdapter
+
+# The SentencePiece model beside the tokenizer.json, under the name transformers' slow
+# XLMRobertaTokenizer reads.
+SENTENCEPIECE_FILE = "sentencepiece.bpe.model"
 
 
 def _write_json(path, data):
@@ -129,6 +136,48 @@ def _roberta_files(encoder, folder, max_length):
     return fast, special, config
 
 
+def _sentencepiece_files(encoder, folder, max_length):
+    """XLM-RoBERTa's SentencePiece (unigram) tokenizer, as transformers' converter writes it.
+
+    keras-hub's `XLMRobertaTokenizer` gives `<s> <pad> </s> <unk>` ids 0-3,
+    each SentencePiece id `k >= 3` id `k + 1` (`<unk>`, SentencePiece's 0,
+    becomes 3) and `<mask>` the last id; the unigram model below has the same
+    ids, scores and normalisation (the model's precompiled character map).
+    """
+    tokenizer = encoder.tokenizer
+    model = read_sentencepiece_model(tokenizer.proto)
+    if model.model_type != "unigram":
+        raise ValueError(f"Only a unigram SentencePiece model (XLM-RoBERTa's) is written as a "
+                         f"Hugging Face tokenizer.json; this one is a {model.model_type} model.")
+    if [p[0] for p in model.pieces[:3]] != ["<unk>", "<s>", "</s>"]:
+        raise ValueError("The SentencePiece model does not start with <unk> <s> </s> "
+                         "(XLM-RoBERTa's layout), which keras-hub's XLMRobertaTokenizer assumes.")
+    vocab = ([("<s>", 0.0), ("<pad>", 0.0), ("</s>", 0.0), ("<unk>", 0.0)]
+             + [(text, score) for text, score, _ in model.pieces[3:]] + [("<mask>", 0.0)])
+    if len(vocab) != int(tokenizer.vocabulary_size()):
+        raise ValueError(f"The SentencePiece model gives {len(vocab)} ids; the tokenizer has "
+                         f"{tokenizer.vocabulary_size()}.")
+    (folder / SENTENCEPIECE_FILE).write_bytes(tokenizer.proto)
+    fast = Tokenizer(models.Unigram(vocab, unk_id=3, byte_fallback=False))
+    steps = []
+    if model.precompiled_charsmap:
+        steps.append(normalizers.Precompiled(model.precompiled_charsmap))
+    if model.remove_extra_whitespaces:
+        steps += [normalizers.Strip(), normalizers.Replace(Regex(" {2,}"), " ")]
+    if steps:
+        fast.normalizer = normalizers.Sequence(steps)
+    scheme = "always" if model.add_dummy_prefix else "never"
+    fast.pre_tokenizer = pre_tokenizers.Metaspace(replacement="\u2581", prepend_scheme=scheme)
+    fast.decoder = decoders.Metaspace(replacement="\u2581", prepend_scheme=scheme)
+    fast.post_processor = processors.TemplateProcessing(
+        single="<s> $A </s>", pair="<s> $A </s> </s> $B </s>",
+        special_tokens=[("<s>", 0), ("</s>", 2)])
+    special = {"bos_token": "<s>", "eos_token": "</s>", "sep_token": "</s>", "cls_token": "<s>",
+               "unk_token": "<unk>", "pad_token": "<pad>", "mask_token": "<mask>"}
+    config = {"tokenizer_class": "XLMRobertaTokenizer", "clean_up_tokenization_spaces": False}
+    return fast, special, config
+
+
 def write_tokenizer_files(encoder, folder, max_length=None):
     """Write the Hugging Face tokenizer files of `encoder` into `folder`.
 
@@ -142,14 +191,12 @@ def write_tokenizer_files(encoder, folder, max_length=None):
     Returns:
         list of the file names written.
     """
-    if type(encoder.tokenizer).__name__ == "XLMRobertaTokenizer":
-        raise ValueError(
-            "An XLM-RoBERTa (SentencePiece) tokenizer cannot be written as a Hugging Face "
-            "tokenizer.json yet: export it with --format keras-hub or savedmodel; a static "
-            "model needs a BERT (WordPiece) or RoBERTa (byte-level BPE) teacher.")
     max_length = int(encoder.max_length if max_length is None else max_length)
-    family = BackboneAdapter(encoder.backbone).family
-    make = _bert_files if family == "bert" else _roberta_files
+    if isinstance(encoder.tokenizer, keras_hub.tokenizers.SentencePieceTokenizer):
+        family, make = "sentencepiece", _sentencepiece_files
+    else:
+        family = BackboneAdapter(encoder.backbone).family
+        make = _bert_files if family == "bert" else _roberta_files
     fast, special, config = make(encoder, folder, max_length)
     # Special tokens are never split, and never normalized (lower-cased).
     fast.add_special_tokens([AddedToken(t, special=True, normalized=False)
@@ -160,5 +207,6 @@ def write_tokenizer_files(encoder, folder, max_length=None):
     config["split_special_tokens"] = True
     _write_json(folder / "tokenizer_config.json", config)
     _write_json(folder / "special_tokens_map.json", special)
-    vocab_files = ["vocab.txt"] if family == "bert" else ["vocab.json", "merges.txt"]
+    vocab_files = {"bert": ["vocab.txt"], "sentencepiece": [SENTENCEPIECE_FILE]}.get(
+        family, ["vocab.json", "merges.txt"])
     return vocab_files + ["tokenizer.json", "tokenizer_config.json", "special_tokens_map.json"]

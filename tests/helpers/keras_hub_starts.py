@@ -32,16 +32,19 @@ def make_bert_text_embedder(pooling_mode="mean", normalize=True, sequence_length
         backbone, preprocessor, pooling_mode=pooling_mode, normalize=normalize)
 
 
-def tiny_sentencepiece_proto(vocab_size=40):
-    """A serialized SentencePiece model trained on the test sentences (XLM-R's tokenizer asset)."""
+def tiny_sentencepiece_proto(vocab_size=60):
+    """A serialized unigram SentencePiece model trained on the test sentences, in XLM-R's layout.
+
+    `<unk> <s> </s>` are its ids 0-2 and it has no padding piece, as XLM-R's own model, which
+    keras-hub's `XLMRobertaTokenizer` assumes (it adds `<pad>` and `<mask>` itself).
+    """
     import sentencepiece
 
     sentences = MULTITASK_SENTENCES + ["hello world", "and the mat", "a b c d e x y z"]
     proto = io.BytesIO()
     sentencepiece.SentencePieceTrainer.train(
         sentence_iterator=iter(sentences * 4), model_writer=proto, vocab_size=vocab_size,
-        model_type="WORD", pad_id=0, unk_id=1, bos_id=2, eos_id=3,
-        pad_piece="<pad>", unk_piece="<unk>", bos_piece="<s>", eos_piece="</s>",
+        model_type="unigram", unk_id=0, bos_id=1, eos_id=2, pad_id=-1,
         hard_vocab_limit=False, minloglevel=2,
     )
     return proto.getvalue()
