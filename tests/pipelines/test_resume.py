@@ -31,6 +31,9 @@ METHODS = {
         TRIPLETS, mode="sup", batch_size=8, learning_rate=1e-2, **kw),
     "consert": lambda **kw: keras_sentemb.fit_consert(
         CORPUS, batch_size=8, learning_rate=1e-2, **kw),
+    # The momentum encoder and the queue of negatives are training state too.
+    "esimcse": lambda **kw: keras_sentemb.fit_esimcse(
+        CORPUS, batch_size=8, learning_rate=1e-2, queue_ratio=2.0, **kw),
     "self_guided": lambda **kw: keras_sentemb.fit_self_guided(
         CORPUS, batch_size=8, learning_rate=1e-2, projection_dim=16, patience=None, **kw),
     "sts_regression": lambda **kw: keras_sentemb.fit_sts_regression(
