@@ -8,9 +8,7 @@ traced step's graph (every op and every function it calls), not from the code.
 """
 
 import collections
-import inspect
 
-import keras
 import numpy as np
 import pytest
 import tensorflow as tf
