@@ -80,6 +80,10 @@ class TorchWorker:
                                  batch_size=batch_size)
         return arrays["vectors"]
 
+    def call(self, path, function, **fields):
+        """`function(request)` from the Python file `path`, in the worker: `(answer, arrays)`."""
+        return self.request("call", path=Path(path), function=function, **fields)
+
     def close(self):
         if self._process.poll() is None:
             self._process.stdin.close()

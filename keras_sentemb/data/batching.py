@@ -84,6 +84,44 @@ def shuffled_batches(columns, batch_size, seed=0, start_step=0, extra=None):
     return steps.map(make_batch, num_parallel_calls=tf.data.AUTOTUNE)
 
 
+def with_text_views(dataset, views, seed=0, start_step=0):
+    """`dataset` with views of its texts made before tokenization, one new column each.
+
+    A view is a function of a batch's strings and a stateless random key
+    (e.g. TSDAE's word deletion). The key of view `i` at batch `s` is drawn
+    from `(seed, s, i)`, so a run resumed at `start_step` draws the views the
+    uninterrupted run drew.
+
+    Args:
+        dataset: `tf.data.Dataset` of dicts of string batches (e.g. from
+            `shuffled_batches`), one element per step from `start_step`.
+        views: dict new column -> `(source column, fn)`, `fn(texts, key)`
+            returning a string tensor `[batch]` from `texts` `[batch]` and an
+            int64 key of shape `[2]`.
+        seed: int. Defaults to `0`.
+        start_step: int. The step of the dataset's first element. Defaults
+            to `0`.
+
+    Returns:
+        A dataset of the same dicts plus one string column per view.
+    """
+    views = dict(views)
+    seed = int(seed)
+
+    @tf.autograph.experimental.do_not_convert  # plain TensorFlow ops: nothing to convert
+    def add_views(step, element):
+        out = dict(element)
+        base = tf.stack([tf.constant(seed, tf.int64), step])
+        for index, (name, (source, fn)) in enumerate(sorted(views.items())):
+            key = tf.random.experimental.stateless_fold_in(base, index)
+            out[name] = tf.ensure_shape(fn(element[source], key), element[source].shape)
+        return out
+
+    steps = tf.data.Dataset.counter(start=int(start_step), dtype=tf.int64)
+    return tf.data.Dataset.zip((steps, dataset)).map(add_views,
+                                                     num_parallel_calls=tf.data.AUTOTUNE)
+
+
 def bucket_widths(max_length):
     """The lengths a batch may be padded to: the buckets below `max_length`, and it."""
 

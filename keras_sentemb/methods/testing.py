@@ -47,6 +47,13 @@ class MethodTest:
             layer the saved encoder carries (`"Whitening"`), if any.
         check: callable or None. `check(encoder, folder)`: more assertions on
             the tiny run's returned encoder and its output folder.
+        reference: callable or None. `reference(encoder, folder, worker)`:
+            the method against its reference implementation on identical
+            inputs, `encoder` a tiny float32 model and `worker` the PyTorch
+            side (`worker.call(path, function, **fields)` runs
+            `function(request)` from the file `path` in a process of its own,
+            with sentence-transformers and transformers, never TensorFlow).
+            Skipped where PyTorch is not installed.
     """
 
     data: typing.Union[str, typing.Callable] = "corpus"
@@ -54,6 +61,7 @@ class MethodTest:
     make_trainer: typing.Optional[typing.Callable] = None
     postprocess: typing.Optional[str] = None
     check: typing.Optional[typing.Callable] = None
+    reference: typing.Optional[typing.Callable] = None
 
     def __post_init__(self):
         if isinstance(self.data, str) and self.data not in DATA_KINDS:

@@ -46,6 +46,7 @@ from keras_sentemb import compat
 from keras_sentemb import validation
 from keras_sentemb.data.batching import shuffled_batches
 from keras_sentemb.data.batching import tokenize_columns
+from keras_sentemb.data.batching import with_text_views
 from keras_sentemb.data.batching import without_autotuner
 from keras_sentemb.data.corpus import load_corpus
 from keras_sentemb.data.read_errors import DataError
@@ -341,7 +342,8 @@ class FitScaffold:
         return None, stream, stream.size
 
     # ------------------------------------------------------------------ data
-    def batches(self, encoder, columns, plan, extra=None, encoders=None, max_length=None):
+    def batches(self, encoder, columns, plan, extra=None, encoders=None, max_length=None,
+                text_views=None):
         """A `make_dataset(start_step)` of tokenized, shuffled batches.
 
         Args:
@@ -352,6 +354,10 @@ class FitScaffold:
             encoders: dict column -> encoder for columns another encoder
                 tokenizes.
             max_length: int or None. Defaults to the plan's.
+            text_views: dict new column -> `(source column, fn(texts, key))`
+                or None: views of the texts made before tokenization (see
+                `keras_sentemb.data.batching.with_text_views`), tokenized
+                as columns of their own.
         """
         max_length = plan.max_length if max_length is None else max_length
 
@@ -360,12 +366,13 @@ class FitScaffold:
                 columns, self.config.batch_size, seed=self.config.seed or 0,
                 start_step=start_step, extra=extra,
             )
-            return tokenize_columns(encoder, ds, list(columns), max_length, encoders)
+            return self._tokenized(encoder, ds, list(columns), max_length, encoders,
+                                   text_views, start_step)
 
         return make_dataset
 
     def stream_batches(self, encoder, stream, names, plan, no_duplicates=False, max_length=None,
-                       encoders=None, exclude=None, labels=None):
+                       encoders=None, exclude=None, labels=None, text_views=None):
         """A `make_dataset(start_step)` of tokenized batches read from a stream.
 
         See `keras_sentemb.data.stream_batches`: shuffle buffer, no
@@ -385,6 +392,7 @@ class FitScaffold:
             labels: dict column -> label parser (see
                 `keras_sentemb.data.labeled_streams`): numbers read beside
                 the text, passed through untokenized.
+            text_views: see `batches`.
         """
         max_length = plan.max_length if max_length is None else max_length
         workers = worker_shard(self.config.strategy)
@@ -394,9 +402,17 @@ class FitScaffold:
                                 seed=self.config.seed or 0, start_step=start_step,
                                 no_duplicates=no_duplicates, workers=workers, exclude=exclude,
                                 labels=labels)
-            return tokenize_columns(encoder, ds, list(names), max_length, encoders)
+            return self._tokenized(encoder, ds, list(names), max_length, encoders, text_views,
+                                   start_step)
 
         return make_dataset
+
+    def _tokenized(self, encoder, ds, names, max_length, encoders, text_views, start_step):
+        """`ds` with its text views added, then every text column tokenized."""
+        if text_views:
+            ds = with_text_views(ds, text_views, self.config.seed or 0, start_step)
+            names = names + sorted(text_views)
+        return tokenize_columns(encoder, ds, names, max_length, encoders)
 
     # -------------------------------------------------------------- training
     def clipped(self, optimizer):

@@ -6,6 +6,7 @@ from keras_sentemb.data.batching import bucket_widths
 from keras_sentemb.data.batching import pad_to_bucket
 from keras_sentemb.data.batching import shuffled_batches
 from keras_sentemb.data.batching import tokenize_columns
+from keras_sentemb.data.batching import with_text_views
 from tests.conftest import make_tiny_encoder
 from tests.helpers.corpora import UNEVEN_CORPUS as CORPUS
 from tests.numeric import assert_close_vectors
@@ -91,3 +92,41 @@ def test_training_pipelines_run_without_the_autotuner(monkeypatch):
     keras_sentemb.fit_flow(CORPUS, model=make_tiny_encoder(), steps=2, batch_size=8, dev=None,
                            verbose=0)
     assert seen == [False, False, False]
+
+
+def _reversed_words(texts, key):
+    """A test view: the words of each text in a random order drawn from `key`."""
+    words = tf.strings.split(texts)
+    order = tf.random.stateless_uniform(tf.shape(words.flat_values), seed=key)
+    shuffled = tf.gather(words.flat_values, tf.argsort(
+        order + tf.cast(words.value_rowids(), tf.float32) * 2.0))
+    return tf.strings.reduce_join(words.with_flat_values(shuffled), axis=1, separator=" ")
+
+
+def test_text_views_are_keyed_by_step_and_drawn_again_on_resume():
+    sentences = [f"w{i} x{i} y{i} z{i} v{i}" for i in range(24)]
+    views = {"a": ("s", _reversed_words), "b": ("s", _reversed_words)}
+
+    def take(start, n):
+        ds = with_text_views(shuffled_batches({"s": sentences}, 4, seed=1, start_step=start),
+                             views, seed=1, start_step=start)
+        return [{k: v.numpy().tolist() for k, v in batch.items()} for batch in ds.take(n)]
+
+    full, resumed = take(0, 5), take(3, 2)
+    assert full[3:] == resumed  # a resumed run draws the same views
+    assert all(set(batch) == {"s", "a", "b"} for batch in full)
+    for batch in full:
+        for original, a in zip(batch["s"], batch["a"]):
+            assert sorted(original.split()) == sorted(a.split())
+    # Each view and each step has its own key.
+    assert any(x != y for batch in full for x, y in zip(batch["a"], batch["b"]))
+    assert take(0, 2) == full[:2]  # a pure function of (seed, step)
+
+
+def test_text_views_are_tokenized_as_columns():
+    encoder = make_tiny_encoder()
+    ds = with_text_views(shuffled_batches({"s": CORPUS[:16]}, 4), {"v": ("s", _reversed_words)})
+    batch = next(iter(tokenize_columns(encoder, ds, ["s", "v"], 16)))
+    assert batch["v"]["token_ids"].shape[0] == 4
+    assert (batch["v"]["padding_mask"].numpy().sum(1) == batch["s"]["padding_mask"].numpy().sum(1)
+            ).all()

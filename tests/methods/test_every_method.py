@@ -18,6 +18,17 @@ def test_a_tiny_run_saves_reloads_and_encodes_the_same(name, tmp_path):
     run_method_test(name, tmp_path)
 
 
+REFERENCED = [name for name in BUILTIN_METHODS
+              if method_test(BUILTIN_METHODS[name]).reference is not None]
+
+
+@pytest.mark.parametrize("name", REFERENCED)
+def test_a_method_matches_its_reference_implementation(name, tmp_path, torch_worker):
+    from tests.conftest import make_tiny_encoder
+
+    method_test(BUILTIN_METHODS[name]).reference(make_tiny_encoder(), tmp_path, torch_worker)
+
+
 @pytest.mark.parametrize("name", list(BUILTIN_METHODS))
 def test_every_methods_test_options_are_its_options(name):
     from keras_sentemb.methods import get_method

@@ -1,5 +1,8 @@
 """Every method resumes a killed run the same way (BackupAndRestore).
 
+The methods come from the registry: a method with no entry in `METHODS`
+resumes its folder's tiny run (`MethodTest.data` and `options`).
+
 A run of 6 steps in epochs of 3 (`eval_every`) is killed during step 5,
 after the step-3 backup; the same call again resumes at step 3 with the same
 data order, schedule and dev selection, and ends where the uninterrupted run
@@ -11,6 +14,8 @@ import numpy as np
 import pytest
 
 import keras_sentemb
+from keras_sentemb.methods.registry import BUILTIN_METHODS
+from keras_sentemb.methods.testing import method_test
 from tests.conftest import make_tiny_encoder
 from tests.helpers.corpora import CORPUS, DEV
 from tests.helpers.training import StepRecorder
@@ -58,10 +63,29 @@ NOT_HERE = {
 }
 
 
-def test_every_registered_method_is_resumed():
-    """A new method's kill-and-resume is missing until it is an entry above (or named why not)."""
-    from keras_sentemb.methods.registry import BUILTIN_METHODS
+# The tiny data of a method's `MethodTest.data` kind, for methods with no entry above.
+DATA_OF_KIND = {"corpus": CORPUS, "pairs": [(a, b) for a, b, _ in PAIRS], "triplets": TRIPLETS,
+                "bitext": BITEXT}
 
+
+def _registered_case(name):
+    """A method with no entry above: its tiny run's data and options (its `testing.py`)."""
+    spec = method_test(BUILTIN_METHODS[name])
+    if not isinstance(spec.data, str) or spec.data not in DATA_OF_KIND:
+        return None
+    data = DATA_OF_KIND[spec.data]
+    return lambda **kw: keras_sentemb.fit(name, data, batch_size=8, learning_rate=1e-2,
+                                          **spec.options, **kw)
+
+
+_COVERED = {METHOD_OF.get(entry, entry) for entry in METHODS}
+for _name in BUILTIN_METHODS:
+    if _name not in _COVERED and _name not in NOT_HERE and _registered_case(_name):
+        METHODS[_name] = _registered_case(_name)
+
+
+def test_every_registered_method_is_resumed():
+    """Every method is resumed: an entry above, its folder's tiny run, or named why not."""
     covered = {METHOD_OF.get(entry, entry) for entry in METHODS}
     assert covered.isdisjoint(NOT_HERE)
     assert covered | set(NOT_HERE) == set(BUILTIN_METHODS)
