@@ -27,6 +27,18 @@ def test_learning_rates_override_one_method_only(table):
     assert rates["ct_k7"] == table.DEFAULT_RATES["ct_k7"]
 
 
+def test_a_registered_method_without_a_rate_here_tries_its_own_default(table):
+    from keras_sentemb.methods import get_method
+
+    rates = table.parse_rates("tsdae=1e-4")
+    assert table.default_rates("tsdae", rates) == [1e-4]
+    assert table.default_rates("esimcse", table.parse_rates(None)) == [
+        get_method("esimcse").run_defaults["learning_rate"]]
+    assert table.default_rates("simcse", rates) == table.DEFAULT_RATES["simcse"]
+    with pytest.raises(SystemExit):
+        table.main(["--steps", "1001"])  # the table's budget is at most 1,000 steps
+
+
 def test_markdown_names_the_dev_chosen_variant_and_the_reference(table):
     start = {"pooling": "mean", "dev": 75.77, "test": 65.54}
     rows = [
