@@ -54,6 +54,13 @@ class MethodTest:
             `function(request)` from the file `path` in a process of its own,
             with sentence-transformers and transformers, never TensorFlow).
             Skipped where PyTorch is not installed.
+        every_family: bool. The method reaches past the encoder's forward
+            pass into its backbone or tokenizer (the embedding layer, the
+            hidden layers, the LM head, a copy of the weights, the
+            vocabulary), so the keras-hub start tests train it from every
+            family (BERT, RoBERTa, XLM-RoBERTa). A method that only calls the
+            encoder trains from BERT there: the forward pass of each family
+            is what the methods that set this exercise.
     """
 
     data: typing.Union[str, typing.Callable] = "corpus"
@@ -62,6 +69,7 @@ class MethodTest:
     postprocess: typing.Optional[str] = None
     check: typing.Optional[typing.Callable] = None
     reference: typing.Optional[typing.Callable] = None
+    every_family: bool = False
 
     def __post_init__(self):
         if isinstance(self.data, str) and self.data not in DATA_KINDS:

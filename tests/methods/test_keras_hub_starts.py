@@ -1,6 +1,11 @@
 """Every registered method trains from a keras-hub start: a `BertTextEmbedder`, a RoBERTa
 `(Backbone, Tokenizer)` pair and an `XLMRobertaTextEmbedder` (tiny random ones; the bundled model
-as a `BertTextEmbedder` loaded by keras-hub itself, which encodes as keras-hub does and trains)."""
+as a `BertTextEmbedder` loaded by keras-hub itself, which encodes as keras-hub does and trains).
+
+Every method trains from BERT. A method that only calls the encoder runs the same forward pass
+whatever the family, so RoBERTa and XLM-RoBERTa train the methods that reach further into the
+backbone or the tokenizer (`MethodTest.every_family`: views on the embeddings, hidden layers,
+an LM head, copies of the weights, the vocabulary), each of which also runs that forward pass."""
 
 import numpy as np
 import pytest
@@ -20,12 +25,27 @@ def _train(method, start, tmp_path):
                              **run.options)
 
 
+def _methods(family):
+    """Every method from BERT; from the other families, those that reach past the encoder's
+    forward pass into the backbone or the tokenizer (`MethodTest.every_family`)."""
+    methods = keras_sentemb.list_methods()
+    return methods if family == "bert" else [m for m in methods if RUNS[m].every_family]
+
+
+def test_every_family_trains_a_method_of_each_kind():
+    """Each family trains at least a method that only calls the encoder (through the methods
+    that also reach further) and one that reaches into the backbone."""
+    for family in FAMILIES:
+        assert any(RUNS[m].every_family for m in _methods(family)), family
+    assert not all(RUNS[m].every_family for m in _methods("bert"))
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("family", FAMILIES)
 def test_every_method_trains_from_a_keras_hub_start(family, tmp_path):
     start = make_start(family)
     before = [np.array(w) for w in (start[0] if family == "roberta" else start).get_weights()]
-    for method in keras_sentemb.list_methods():
+    for method in _methods(family):
         encoder = _train(method, start, tmp_path)
         vectors = encoder.encode(["a man plays piano", "the cat sits"])
         assert vectors.shape[0] == 2 and np.isfinite(vectors).all(), method

@@ -12,4 +12,4 @@ def _trainer(encoder):
     return BertFlow(glow, name="flow_trainer")
 
 
-METHOD_TEST = MethodTest(postprocess="GlowFlow", make_trainer=_trainer)
+METHOD_TEST = MethodTest(postprocess="GlowFlow", make_trainer=_trainer, every_family=True)

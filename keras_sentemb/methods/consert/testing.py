@@ -10,4 +10,4 @@ def _trainer(encoder):
                    temperature=0.2, mode="joint", alpha=0.3, num_labels=2, seed=4)
 
 
-METHOD_TEST = MethodTest(make_trainer=_trainer)
+METHOD_TEST = MethodTest(make_trainer=_trainer, every_family=True)

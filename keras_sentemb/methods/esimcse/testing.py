@@ -195,4 +195,4 @@ def check(encoder, folder):
     check_repetition_alone(encoder)
 
 
-METHOD_TEST = MethodTest(make_trainer=_trainer, check=check)
+METHOD_TEST = MethodTest(make_trainer=_trainer, check=check, every_family=True)

@@ -9,4 +9,4 @@ def _trainer(encoder):
     return MaskedLanguageModel(encoder, mask_rate=0.3, seed=5)
 
 
-METHOD_TEST = MethodTest(make_trainer=_trainer)
+METHOD_TEST = MethodTest(make_trainer=_trainer, every_family=True)

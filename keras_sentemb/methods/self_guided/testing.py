@@ -10,4 +10,5 @@ def _trainer(encoder):
                       projection_dim=8, seed=2, pooling="mean")
 
 
-METHOD_TEST = MethodTest(options={"projection_dim": 16}, make_trainer=_trainer)
+METHOD_TEST = MethodTest(options={"projection_dim": 16}, make_trainer=_trainer,
+                         every_family=True)

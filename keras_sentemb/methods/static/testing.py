@@ -2,4 +2,4 @@
 
 from keras_sentemb.methods.testing import MethodTest
 
-METHOD_TEST = MethodTest(options={"dims": 8})
+METHOD_TEST = MethodTest(options={"dims": 8}, every_family=True)

@@ -220,4 +220,5 @@ def reference(encoder, folder, worker):
     assert abs(ours - answer["loss"]) <= 1e-4 * abs(answer["loss"]), (ours, answer["loss"])
 
 
-METHOD_TEST = MethodTest(make_trainer=_trainer, check=check, reference=reference)
+METHOD_TEST = MethodTest(make_trainer=_trainer, check=check, reference=reference,
+                         every_family=True)
