@@ -20,6 +20,7 @@ from keras_sentemb.io_utils import check_new_folder
 from keras_sentemb.kernels.precision import resolve_training_precision
 from keras_sentemb.models.pooling import parse_pooling
 from keras_sentemb.pipelines.arguments import RUN_ARGUMENTS
+from keras_sentemb.trainers.training_head import resolve_training_mlp
 
 logger = logging.getLogger(__name__)
 
@@ -283,20 +284,6 @@ def resolve_pooling(pooling, encoder, paper_pooling, paper_only=None):
         parse_pooling(paper_pooling, encoder.num_layers),
         f"the model declares no pooling; the paper's {paper_pooling} pooling",
     )
-
-
-def resolve_training_mlp(mlp, pooling):
-    """`"auto"` -> `"train"` with [CLS] pooling (the papers' setting), else `"none"`.
-
-    A projection MLP used in training only (SimCSE, the parallel-pairs
-    method) belongs to the papers' [CLS] pooling; on a model's own mean
-    pooling it would train a head that is then thrown away. `"keep"` (a
-    head trained and kept as the encoder's projection) passes through.
-    """
-    validation.choice(mlp, "mlp", ("auto", "train", "none", "keep"))
-    if mlp == "auto":
-        return "train" if pooling == "cls" else "none"
-    return mlp
 
 
 def resolve_steps(steps, batch_size, examples, epochs=1):

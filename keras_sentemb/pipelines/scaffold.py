@@ -44,23 +44,17 @@ import keras
 
 from keras_sentemb import compat
 from keras_sentemb import validation
-from keras_sentemb.data.batching import shuffled_batches
-from keras_sentemb.data.batching import tokenize_columns
-from keras_sentemb.data.batching import with_text_views
 from keras_sentemb.data.batching import without_autotuner
-from keras_sentemb.data.corpus import load_corpus
 from keras_sentemb.data.read_errors import DataError
 from keras_sentemb.data.read_errors import reading
 from keras_sentemb.data.row_accounting import accounting
-from keras_sentemb.data.stream_batches import as_stream
-from keras_sentemb.data.stream_batches import stream_batches
-from keras_sentemb.data.stream_batches import worker_shard
 from keras_sentemb.models import SentenceEncoder
 from keras_sentemb.models.compute_policy import switch_compute_policy
 from keras_sentemb.models.keras_hub_models import is_keras_hub_model
 from keras_sentemb.models.keras_hub_models import renew_sentencepiece
 from keras_sentemb.kernels.precision import PRECISIONS
 from keras_sentemb.pipelines.plan import RunConfig
+from keras_sentemb.pipelines.run_data import RunData
 from keras_sentemb.pipelines.plan import resolve
 from keras_sentemb.pipelines.callbacks import BeirDevEvaluation
 from keras_sentemb.pipelines.callbacks import LossHistory
@@ -152,7 +146,7 @@ def resolve_encoder(model):
     return encoder
 
 
-class FitScaffold:
+class FitScaffold(RunData):
     """One `fit_*` run: its validated arguments and the steps every method shares.
 
     A method's `train(run, data, config)` gets it from the runner
@@ -163,8 +157,7 @@ class FitScaffold:
     `run.dev_pairs`, ...), except the ones a plan resolves: `steps`,
     `max_length`, `pooling` and `learning_rate` are read from the
     `RunPlan` that `run.plan(encoder, ...)` returns (or, as asked, from
-    `run.config`). The scaffold keeps no state between its steps except
-    the report it writes.
+    `run.config`). It keeps no state between its steps but its report.
 
     Args:
         method: str. The method's name (for logs and the report).
@@ -180,9 +173,9 @@ class FitScaffold:
 
     ```python
     def train(self, run, data, config):  # a Method's train (see docs: adding a method)
-        sentences = load_corpus(data)
+        sentences, _, count = run.read_sentences(data)  # a list (a stream: `stream_batches`)
         with run.scope():
-            encoder, plan = run.start(examples=len(sentences))
+            encoder, plan = run.start(examples=count)
             trainer = MyTrainer(encoder, pooling=plan.pooling)
         optimizer = keras.optimizers.AdamW(plan.learning_rate)
         make_dataset = run.batches(encoder, {"sentence": sentences}, plan)
@@ -324,95 +317,6 @@ class FitScaffold:
     def record_data(self, **counts):
         """Add data counts to the report."""
         self.report.data.update(counts)
-
-    def read_sentences(self, data):
-        """`(sentences, stream, count)` of a corpus of sentences, recorded in the report.
-
-        A list or a small local file is read into a list (`load_corpus`;
-        `stream` is None); a glob, a large or remote file, `streamed(...)`, a
-        `Mixture`, a `tf.data.Dataset` or a TFDS name streams (`sentences`
-        is None, `count` None when the size is unknown). See `as_stream`.
-        """
-        stream = as_stream(data, tfds=True)
-        if stream is None:
-            sentences = load_corpus(data)
-            self.record_data(sentences=len(sentences))
-            return sentences, None, len(sentences)
-        self.record_data(sentences=stream.size, streamed=repr(stream))
-        return None, stream, stream.size
-
-    # ------------------------------------------------------------------ data
-    def batches(self, encoder, columns, plan, extra=None, encoders=None, max_length=None,
-                text_views=None):
-        """A `make_dataset(start_step)` of tokenized, shuffled batches.
-
-        Args:
-            encoder: `SentenceEncoder` that tokenizes the columns.
-            columns: dict name -> list of str (aligned rows).
-            plan: `RunPlan`. Its `max_length` cuts the batches.
-            extra: dict name -> list of numbers passed through (labels).
-            encoders: dict column -> encoder for columns another encoder
-                tokenizes.
-            max_length: int or None. Defaults to the plan's.
-            text_views: dict new column -> `(source column, fn(texts, key))`
-                or None: views of the texts made before tokenization (see
-                `keras_sentemb.data.batching.with_text_views`), tokenized
-                as columns of their own.
-        """
-        max_length = plan.max_length if max_length is None else max_length
-
-        def make_dataset(start_step):
-            ds = shuffled_batches(
-                columns, self.config.batch_size, seed=self.config.seed or 0,
-                start_step=start_step, extra=extra,
-            )
-            return self._tokenized(encoder, ds, list(columns), max_length, encoders,
-                                   text_views, start_step)
-
-        return make_dataset
-
-    def stream_batches(self, encoder, stream, names, plan, no_duplicates=False, max_length=None,
-                       encoders=None, exclude=None, labels=None, text_views=None):
-        """A `make_dataset(start_step)` of tokenized batches read from a stream.
-
-        See `keras_sentemb.data.stream_batches`: shuffle buffer, no
-        duplicate texts in a batch, mixing, sharding, and a resumed run
-        skipping the batches it has trained on.
-
-        Args:
-            encoder: `SentenceEncoder` that tokenizes the columns.
-            stream: a stream source or `Mixture`.
-            names: tuple of str. The columns, in the trainer's order.
-            plan: `RunPlan`. Its `max_length` cuts the batches.
-            no_duplicates: bool. The method's default (its loss is in-batch).
-            max_length: int or None. Defaults to the plan's.
-            encoders: dict column -> encoder for columns another encoder
-                tokenizes.
-            exclude: dict column -> texts left out of training (held out).
-            labels: dict column -> label parser (see
-                `keras_sentemb.data.labeled_streams`): numbers read beside
-                the text, passed through untokenized.
-            text_views: see `batches`.
-        """
-        max_length = plan.max_length if max_length is None else max_length
-        workers = worker_shard(self.config.strategy)
-
-        def make_dataset(start_step):
-            ds = stream_batches(stream, names, self.config.batch_size,
-                                seed=self.config.seed or 0, start_step=start_step,
-                                no_duplicates=no_duplicates, workers=workers, exclude=exclude,
-                                labels=labels)
-            return self._tokenized(encoder, ds, list(names), max_length, encoders, text_views,
-                                   start_step)
-
-        return make_dataset
-
-    def _tokenized(self, encoder, ds, names, max_length, encoders, text_views, start_step):
-        """`ds` with its text views added, then every text column tokenized."""
-        if text_views:
-            ds = with_text_views(ds, text_views, self.config.seed or 0, start_step)
-            names = names + sorted(text_views)
-        return tokenize_columns(encoder, ds, names, max_length, encoders)
 
     # -------------------------------------------------------------- training
     def clipped(self, optimizer):

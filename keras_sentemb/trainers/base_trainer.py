@@ -15,6 +15,7 @@ from keras_sentemb.trainers.grad_cache import SEED_STRIDE
 from keras_sentemb.trainers.grad_cache import GradCacheMixin
 from keras_sentemb.trainers.matryoshka_training import MatryoshkaMixin
 from keras_sentemb.trainers.optimizers import get
+from keras_sentemb.trainers.trainer_config import TrainerConfig
 
 
 def dense_gradients(grads):
@@ -103,7 +104,7 @@ def all_finite(loss, grads, loss_scaled):
 
 
 @compat.replace_symbolic_build
-class BaseTrainer(GradCacheMixin, MatryoshkaMixin, keras.Model):
+class BaseTrainer(TrainerConfig, GradCacheMixin, MatryoshkaMixin, keras.Model):
     """Base class of the method trainers: loss in, guarded update out.
 
     **The loss hook.** A subclass implements `compute_loss_terms(data,
@@ -469,43 +470,3 @@ class BaseTrainer(GradCacheMixin, MatryoshkaMixin, keras.Model):
         if compat.in_multi_worker_mode(self.distribute_strategy):
             logs = {k: tf.reshape(v, [1]) for k, v in logs.items()}
         return logs
-
-    # --------------------------------------------------------------- config
-    @classmethod
-    def method_config(cls, config, kwargs):
-        """The trainer's `config_class` instance from `config` and the single options in `kwargs`.
-
-        The options are removed from `kwargs` (the rest goes to Keras).
-
-        Raises:
-            TypeError: `config` given to a trainer without `config_class`,
-                or not an instance or dict of its options.
-            ValueError: an option's value is invalid (as for the method).
-        """
-        if cls.config_class is None:
-            if config is not None:
-                raise TypeError(f"{cls.__name__} takes no method config; received {config!r}")
-            return None
-        names = {f.name for f in cls.config_class.option_fields()}
-        options = {k: kwargs.pop(k) for k in list(kwargs) if k in names}
-        return cls.config_class.resolve(config, **options)
-
-    def get_config(self):
-        """The constructor arguments; subclasses add theirs to `super()`'s."""
-        config = {
-            "encoder": keras.saving.serialize_keras_object(self.encoder),
-            "mini_batch_size": self.mini_batch_size,
-            "name": self.name,
-        }
-        if self.config is not None:
-            config["config"] = self.config.trainer_dict()
-        return config
-
-    @classmethod
-    def from_config(cls, config):
-        config = dict(config)
-        for key in cls.encoder_arguments:
-            if config.get(key) is not None:
-                config[key] = keras.saving.deserialize_keras_object(config[key])
-        return cls(**config)
-

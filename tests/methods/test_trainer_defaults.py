@@ -7,7 +7,7 @@ import pytest
 
 from keras_sentemb.methods import get_method
 from keras_sentemb.methods.registry import BUILTIN_METHODS
-from keras_sentemb.pipelines.plan import resolve_training_mlp
+from keras_sentemb.trainers.training_head import resolve_training_mlp
 from keras_sentemb.trainers.base_trainer import BaseTrainer
 from tests.conftest import make_tiny_encoder
 

@@ -9,7 +9,7 @@ from keras_sentemb.augment.views import make_view
 from keras_sentemb.models import SentenceEncoder
 from keras_sentemb.models.backbone_adapter import BackboneAdapter
 from keras_sentemb.pipelines.plan import resolve_pooling
-from keras_sentemb.pipelines.plan import resolve_training_mlp
+from keras_sentemb.trainers.training_head import resolve_training_mlp
 from tests.conftest import TINY_VOCAB, make_tiny_encoder
 from tests.helpers.models import make_tiny_roberta
 from tests.numeric import assert_close_vectors

@@ -10,10 +10,8 @@ from keras_sentemb.methods.esimcse.config import ESimCSEConfig
 from keras_sentemb.methods.esimcse.config import PAPER_BATCH_SIZE
 from keras_sentemb.methods.esimcse.config import PAPER_POOLING
 from keras_sentemb.models.memory_queue import MemoryQueue
-from keras_sentemb.models.pooling import parse_pooling
-from keras_sentemb.models.projection_mlp import ProjectionMLP
-from keras_sentemb.pipelines.plan import resolve_training_mlp
 from keras_sentemb.trainers.base_trainer import BaseTrainer
+from keras_sentemb.trainers.training_head import TrainingHead
 
 
 def esimcse_loss(anchors, positives, queue=None, temperature=0.05):
@@ -46,7 +44,7 @@ def encoder_weights(encoder):
 
 
 @keras.saving.register_keras_serializable(package="keras_sentemb")
-class ESimCSE(BaseTrainer):
+class ESimCSE(TrainingHead, BaseTrainer):
     """ESimCSE trainer: word-repetition positives, momentum-encoded queue negatives.
 
     Each batch holds the sentences (`"sentence"`) and their word-repetition
@@ -106,13 +104,8 @@ class ESimCSE(BaseTrainer):
     def __init__(self, encoder, config=None, pooling=PAPER_POOLING, batch_size=PAPER_BATCH_SIZE,
                  momentum_encoder=None, **kwargs):
         super().__init__(encoder, config=config, **kwargs)
-        self.pooling = parse_pooling(pooling, encoder.num_layers)
+        self.build_training_head(encoder, pooling, "esimcse_mlp")
         self.batch_size = int(batch_size)
-        mlp = resolve_training_mlp(self.config.mlp, self.pooling)
-        self.mlp = None
-        if mlp == "train":
-            self.mlp = ProjectionMLP(encoder.output_dim, name="esimcse_mlp")
-            self.mlp.build((None, encoder.output_dim))
         self.queue_size = int(round(self.config.queue_ratio * self.batch_size))
         self.queue = self.momentum_encoder = None
         if self.queue_size > 0:
@@ -145,19 +138,10 @@ class ESimCSE(BaseTrainer):
         return config
 
     # ------------------------------------------------------------- encoding
-    def embed(self, inputs, training):
-        """Pooled vectors (through the MLP head in training), dropout on in training."""
-        x = self.encoder.sentence_vectors(inputs, self.pooling, training=training)
-        if self.mlp is not None and training:
-            x = self.mlp(x)
-        return x
-
     def momentum_embed(self, inputs, training):
         """The momentum encoder's vectors (no dropout, no gradients), through the head."""
         x = self.momentum_encoder.sentence_vectors(inputs, self.pooling, training=False)
-        if self.mlp is not None and training:
-            x = self.mlp(x)
-        return tf.stop_gradient(tf.cast(x, tf.float32))
+        return tf.stop_gradient(tf.cast(self.through_head(x, training), tf.float32))
 
     def embed_batch(self, data, training=True):
         """The sentences' and their views' vectors (and the views' momentum vectors)."""

@@ -37,7 +37,7 @@ from keras_sentemb.pipelines.backup import TrainingBackup
 from keras_sentemb.pipelines.callbacks import DevSelection
 from keras_sentemb.methods.multitask.three_given import THREE_GIVEN
 from keras_sentemb.methods.multitask.three_given import pretrain_three_given
-from keras_sentemb.pipelines.plan import resolve_training_mlp
+from keras_sentemb.trainers.training_head import resolve_training_mlp
 from keras_sentemb.pipelines.schedules import adamw_linear_decay
 from keras_sentemb.trainers import optimizers
 from keras_sentemb.methods.multitask.config import MULTITASK_DEV

@@ -36,7 +36,7 @@ import math
 
 from keras_sentemb import validation
 from keras_sentemb.data.multitask import pretraining_examples
-from keras_sentemb.pipelines.plan import resolve_training_mlp
+from keras_sentemb.trainers.training_head import resolve_training_mlp
 from keras_sentemb.trainers import optimizers
 from keras_sentemb.methods.simcse.trainer import SimCSE
 

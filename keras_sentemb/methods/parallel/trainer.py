@@ -14,7 +14,7 @@ from keras_sentemb.methods.parallel.config import resolve_temperature
 from keras_sentemb.models.logit_scale import LogitScale
 from keras_sentemb.models.pooling import parse_pooling
 from keras_sentemb.models.projection_mlp import ProjectionMLP
-from keras_sentemb.pipelines.plan import resolve_training_mlp
+from keras_sentemb.trainers.training_head import resolve_training_mlp
 from keras_sentemb.trainers.base_trainer import BaseTrainer
 from keras_sentemb.models.memory_queue import MemoryQueue
 

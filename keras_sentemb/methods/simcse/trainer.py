@@ -5,16 +5,14 @@ import keras
 from keras_sentemb.losses.info_nce import info_nce_loss
 from keras_sentemb.losses.loss_output import LossOutput
 from keras_sentemb.losses.paraphrase import paraphrase_loss
-from keras_sentemb.models.pooling import parse_pooling
 from keras_sentemb.methods.simcse.config import PAPER_POOLING
 from keras_sentemb.methods.simcse.config import SimCSEConfig
-from keras_sentemb.models.projection_mlp import ProjectionMLP
-from keras_sentemb.pipelines.plan import resolve_training_mlp
 from keras_sentemb.trainers.base_trainer import BaseTrainer
+from keras_sentemb.trainers.training_head import TrainingHead
 
 
 @keras.saving.register_keras_serializable(package="keras_sentemb")
-class SimCSE(BaseTrainer):
+class SimCSE(TrainingHead, BaseTrainer):
     """SimCSE trainer: InfoNCE with in-batch negatives.
 
     - `"unsup"`: every sentence is encoded twice, in two passes of the
@@ -82,12 +80,7 @@ class SimCSE(BaseTrainer):
 
     def __init__(self, encoder, config=None, pooling=PAPER_POOLING, **kwargs):
         super().__init__(encoder, config=config, **kwargs)
-        self.pooling = parse_pooling(pooling, encoder.num_layers)
-        mlp = resolve_training_mlp(self.config.mlp, self.pooling)
-        self.mlp = None
-        if mlp == "train":
-            self.mlp = ProjectionMLP(encoder.output_dim, name="simcse_mlp")
-            self.mlp.build((None, encoder.output_dim))
+        self.build_training_head(encoder, pooling, "simcse_mlp")
         self.positive_tracker = keras.metrics.Mean(name="positive_loss")
         self.negative_tracker = keras.metrics.Mean(name="negative_loss")
 
@@ -108,13 +101,6 @@ class SimCSE(BaseTrainer):
         config = super().get_config()
         config["pooling"] = self.pooling
         return config
-
-    def embed(self, inputs, training):
-        """Pooled vectors (through the MLP head in training), dropout on."""
-        x = self.encoder.sentence_vectors(inputs, self.pooling, training=training)
-        if self.mlp is not None and training:
-            x = self.mlp(x)
-        return x
 
     def embed_batch(self, data, training=True):
         """The pooled (and MLP-projected) vectors of every column of the batch."""

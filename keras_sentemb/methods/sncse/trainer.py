@@ -8,10 +8,8 @@ from keras_sentemb.losses.loss_output import LossOutput
 from keras_sentemb.losses.similarity import l2_normalize
 from keras_sentemb.methods.sncse.config import PAPER_POOLING
 from keras_sentemb.methods.sncse.config import SNCSEConfig
-from keras_sentemb.models.pooling import parse_pooling
-from keras_sentemb.models.projection_mlp import ProjectionMLP
-from keras_sentemb.pipelines.plan import resolve_training_mlp
 from keras_sentemb.trainers.base_trainer import BaseTrainer
+from keras_sentemb.trainers.training_head import TrainingHead
 
 
 def row_cosines(a, b):
@@ -57,7 +55,7 @@ def sncse_loss(anchors, positives, negated, temperature=0.05, alpha=0.1, beta=0.
 
 
 @keras.saving.register_keras_serializable(package="keras_sentemb")
-class SNCSE(BaseTrainer):
+class SNCSE(TrainingHead, BaseTrainer):
     """SNCSE trainer: SimCSE's dropout views, and each sentence's negation as a soft negative.
 
     Each batch holds the sentences (`"sentence"`) and their negations
@@ -105,12 +103,7 @@ class SNCSE(BaseTrainer):
 
     def __init__(self, encoder, config=None, pooling=PAPER_POOLING, **kwargs):
         super().__init__(encoder, config=config, **kwargs)
-        self.pooling = parse_pooling(pooling, encoder.num_layers)
-        mlp = resolve_training_mlp(self.config.mlp, self.pooling)
-        self.mlp = None
-        if mlp == "train":
-            self.mlp = ProjectionMLP(encoder.output_dim, name="sncse_mlp")
-            self.mlp.build((None, encoder.output_dim))
+        self.build_training_head(encoder, pooling, "sncse_mlp")
         self.info_nce_tracker = keras.metrics.Mean(name="info_nce")
         self.bml_tracker = keras.metrics.Mean(name="bml")
         self.gap_tracker = keras.metrics.Mean(name="negation_gap")
@@ -126,13 +119,6 @@ class SNCSE(BaseTrainer):
         config = super().get_config()
         config["pooling"] = self.pooling
         return config
-
-    def embed(self, inputs, training):
-        """Pooled vectors (through the MLP head in training), dropout on in training."""
-        x = self.encoder.sentence_vectors(inputs, self.pooling, training=training)
-        if self.mlp is not None and training:
-            x = self.mlp(x)
-        return x
 
     def embed_batch(self, data, training=True):
         """Two dropout views of the sentences and one of their negations."""

@@ -1,0 +1,47 @@
+"""benchmarks/soak.py: the requests it sends, the small model it can run, what it counts."""
+
+import numpy as np
+import pytest
+
+from tests.helpers.processes import load_benchmark
+
+
+@pytest.fixture(scope="module")
+def soak():
+    return load_benchmark("soak")
+
+
+def test_requests_are_random_sized_mixed_script_and_the_same_for_a_seed(soak):
+    requests = list(soak.requests(300, seed=3))
+    sizes = [len(r) for r in requests]
+    lengths = [len(s) for r in requests for s in r]
+    assert 1 <= min(sizes) and max(sizes) <= 256 and len(set(sizes)) > 50
+    assert min(lengths) == 0 and max(lengths) <= 5000 and max(lengths) > 1000
+    text = "".join(s for r in requests for s in r)
+    assert all(any(c in text for c in script) for script in soak.SCRIPTS)
+    assert list(soak.requests(300, seed=3)) == requests
+    assert list(soak.requests(3, seed=4)) != requests[:3]
+
+
+@pytest.mark.integration
+def test_the_small_model_tokenizes_and_pools_as_the_default_model(soak, default_encoder,
+                                                                   tmp_path):
+    from keras_sentemb.models import SentenceEncoder
+
+    small = SentenceEncoder.from_preset(soak.small_model(tmp_path / "small"))
+    texts = ["A man is playing a guitar.", "Кошка сидит на коврике.", "猫がマットの上に", ""]
+    assert small.tokenize(texts).to_list() == default_encoder.tokenize(texts).to_list()
+    assert (small.pooling, small.normalize, small.max_length) == (
+        default_encoder.pooling, default_encoder.normalize, default_encoder.max_length)
+    assert (small.num_layers, small.base_output_dim) == (2, 64)
+    vectors = small.encode(texts, precision="float32")
+    assert vectors.shape == (4, 64) and np.isfinite(vectors).all()
+
+
+def test_the_traced_functions_stay_at_one_forward_pass_and_one_tokenizer(soak):
+    from tests.conftest import make_tiny_encoder
+
+    encoder = make_tiny_encoder()
+    for sentences in soak.requests(12, seed=1):
+        encoder.encode(sentences, precision="float32")
+    assert soak.traced_functions(encoder) == {"count": 2, "variants": 2}
