@@ -184,6 +184,8 @@ def _soak(call, calls, warmup, traced=None):
                 traces["warm"] = traced()
         if (i + 1) % every == 0:
             rss["samples"].append(rss_mib())
+            print(f"soak: {i + 1} / {calls} calls, RSS {rss['samples'][-1]:.0f} MiB",
+                  file=sys.stderr, flush=True)  # progress of a run that takes an hour
     rss["end"] = rss_mib()
     if traced is not None:
         traces["end"] = traced()
@@ -255,9 +257,10 @@ def _child(args, worker, **extra):
         argv += [f"--{key.replace('_', '-')}", str(value)]
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO), env.get("PYTHONPATH")]))
-    done = subprocess.run(argv, capture_output=True, text=True, env=env)
+    # The worker's progress and errors go to this process's stderr; its result to stdout.
+    done = subprocess.run(argv, stdout=subprocess.PIPE, text=True, env=env)
     if done.returncode != 0:
-        raise SystemExit(f"soak worker {worker} failed:\n{done.stderr[-4000:]}")
+        raise SystemExit(f"soak worker {worker} failed (exit {done.returncode}); its error is above")
     return json.loads(done.stdout.strip().splitlines()[-1])
 
 
