@@ -22,16 +22,10 @@ import sys
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
+from soak import rss_mib  # noqa: E402 (this folder is on the path of a script it runs)
+
 SHAPES = [(384, 384), (384, 1536), (1536, 384), (384,), (1536,), (512, 384), (2, 384)]
 RUNS = 60
-
-
-def rss_mib():
-    with open("/proc/self/status", encoding="utf-8") as f:
-        for line in f:
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1]) / 1024
-    return float("nan")
 
 
 def worker(mode):
