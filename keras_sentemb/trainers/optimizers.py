@@ -19,10 +19,14 @@ Keras' update of dense gradients to float32 rounding
 (tests/trainers/test_optimizers.py).
 `KERAS_SENTEMB_PLAIN_OPTIMIZER=1` turns the kernels off everywhere.
 
-Each optimizer owns its kernels (`_kernel`): a kernel traced in one training
-step belongs to the optimizer of that step and goes with it, so a later run
-in the same process (a second `fit_*`, a notebook's next cell) traces its
-own and can never call a kernel traced over an earlier run's variables.
+The kernels are pure functions (tensors in, new values out; the optimizer
+assigns the results) and shared by every optimizer in the process, one per
+formula, constants and variable shape. A kernel that took the variables
+themselves would be traced over one run's variables: called again from a
+later run's step it referred to deleted variables, and giving each
+optimizer its own instead left each run's compiled kernels in TensorFlow's
+process-wide XLA cache (about 50 MiB a `fit_*` on the default model). Pure
+kernels compile once per process and are right for any variables.
 """
 
 import os
@@ -33,8 +37,10 @@ import tensorflow as tf
 
 from keras_sentemb import compat
 
-# optimizer -> {(formula, constants): compiled kernel}; an entry goes with its optimizer.
-_KERNELS = weakref.WeakKeyDictionary()
+# (formula, constants) -> compiled kernel, shared by every optimizer of the process.
+_KERNELS = {}
+# optimizer -> the keys of the kernels it has called (for tests and inspection).
+_USED = weakref.WeakKeyDictionary()
 
 
 def fused_enabled(fused=True):
@@ -43,28 +49,33 @@ def fused_enabled(fused=True):
 
 
 def _kernel(owner, name, build):
-    """The compiled kernel of `owner` (an optimizer) for one formula and set of constants.
+    """The compiled kernel for one formula and set of constants, called by `owner`.
 
-    Kernels are not shared between optimizers: a `tf.function` traced inside
-    one run's training step and called again from another run's step (same
-    shapes, same constants) referred to the first run's variables (a second
-    `fit_*` in one process failed with "Called a function referencing
-    variables which have been deleted", or could update the first model).
-    Keyed by the optimizer (weakly), every traced step calls kernels traced
-    for its own variables only.
+    `build` is a pure function of tensors that returns the new values; the
+    caller assigns them. Kernels are shared by every optimizer: a second
+    `fit_*` in one process reuses the first one's compiled code for its own
+    variables instead of compiling (and keeping) its own copy.
     """
-    kernels = _KERNELS.get(owner)
-    if kernels is None:
-        kernels = _KERNELS[owner] = {}
-    fn = kernels.get(name)
+    _USED.setdefault(owner, set()).add(name)
+    fn = _KERNELS.get(name)
     if fn is None:
-        fn = kernels[name] = tf.function(build, jit_compile=True, autograph=False)
+        fn = _KERNELS[name] = tf.function(build, jit_compile=True, autograph=False)
     return fn
 
 
 def kernel_names(owner):
-    """The (formula, constants) keys of the kernels `owner` has compiled so far."""
-    return sorted(_KERNELS.get(owner, {}), key=repr)
+    """The (formula, constants) keys of the kernels `owner` has called so far."""
+    return sorted(_USED.get(owner, ()), key=repr)
+
+
+def _values(variables):
+    """The variables' current values as tensors: a kernel never sees a variable."""
+    return [tf.convert_to_tensor(v) for v in variables]
+
+
+def _assign(targets, values):
+    for target, value in zip(targets, values):
+        target.assign(value)
 
 
 def _decayed(variable, decay_rate):
@@ -74,17 +85,19 @@ def _decayed(variable, decay_rate):
 
 def _rmsprop_kernel(owner, rho, epsilon, momentum, decay):
     def increment(velocity, gradient, lr):
-        velocity.assign(rho * velocity + (1 - rho) * tf.square(gradient))
-        return (lr * gradient) / tf.sqrt(velocity + epsilon)
+        velocity = rho * velocity + (1 - rho) * tf.square(gradient)
+        return velocity, (lr * gradient) / tf.sqrt(velocity + epsilon)
 
     def step(variable, velocity, gradient, lr, decay_rate):
         value = _decayed(variable, decay_rate) if decay else variable
-        variable.assign(value - increment(velocity, gradient, lr))
+        velocity, change = increment(velocity, gradient, lr)
+        return value - change, velocity
 
     def step_with_momentum(variable, velocity, moment, gradient, lr, decay_rate):
         value = _decayed(variable, decay_rate) if decay else variable
-        moment.assign(momentum * moment + increment(velocity, gradient, lr))
-        variable.assign(value - moment)
+        velocity, change = increment(velocity, gradient, lr)
+        moment = momentum * moment + change
+        return value - moment, velocity, moment
 
     if momentum > 0:
         return _kernel(owner, ("rmsprop_momentum", rho, epsilon, momentum, decay), step_with_momentum)
@@ -93,10 +106,10 @@ def _rmsprop_kernel(owner, rho, epsilon, momentum, decay):
 
 def _adam_kernel(owner, beta_1, beta_2, epsilon, decay):
     def step(variable, m, v, gradient, alpha, decay_rate):
-        m.assign(m + (gradient - m) * (1 - beta_1))
-        v.assign(v + (tf.square(gradient) - v) * (1 - beta_2))
+        m = m + (gradient - m) * (1 - beta_1)
+        v = v + (tf.square(gradient) - v) * (1 - beta_2)
         value = _decayed(variable, decay_rate) if decay else variable
-        variable.assign(value - (m * alpha) / (tf.sqrt(v) + epsilon))
+        return value - (m * alpha) / (tf.sqrt(v) + epsilon), m, v
 
     return _kernel(owner, ("adam", beta_1, beta_2, epsilon, decay), step)
 
@@ -235,11 +248,9 @@ class RMSprop(_FusedUpdate, keras.optimizers.RMSprop):
         decays, decay_rate = self._decay_rate(variable, lr)
         kernel = _rmsprop_kernel(self, self.rho, self.epsilon, self.momentum, decays)
         names = ("velocities", "momentums") if self.momentum > 0 else ("velocities",)
-        slots = compat.optimizer_slots(self, variable, *names)
-        kernel(
-            self._tf_variable(variable), *(self._tf_variable(s) for s in slots),
-            gradient, lr, decay_rate,
-        )
+        targets = [self._tf_variable(v)
+                   for v in (variable, *compat.optimizer_slots(self, variable, *names))]
+        _assign(targets, kernel(*_values(targets), gradient, lr, decay_rate))
 
 
 @keras.saving.register_keras_serializable(package="keras_sentemb")
@@ -277,10 +288,8 @@ class Adam(_FusedUpdate, keras.optimizers.Adam):
         lr, alpha = self._step_values.get(("adam", dtype, id(learning_rate)), corrections)
         decays, decay_rate = self._decay_rate(variable, lr)
         kernel = _adam_kernel(self, self.beta_1, self.beta_2, self.epsilon, decays)
-        kernel(
-            self._tf_variable(variable), self._tf_variable(momentum),
-            self._tf_variable(velocity), gradient, alpha, decay_rate,
-        )
+        targets = [self._tf_variable(v) for v in (variable, momentum, velocity)]
+        _assign(targets, kernel(*_values(targets), gradient, alpha, decay_rate))
 
 
 @keras.saving.register_keras_serializable(package="keras_sentemb")

@@ -29,16 +29,16 @@ import tensorflow as tf
 from keras import ops
 
 from keras_sentemb import compat
-from keras_sentemb.trainers.optimizers import _FusedUpdate, _kernel
+from keras_sentemb.trainers.optimizers import _assign, _FusedUpdate, _kernel, _values
 
 
 def _torch_adamw_kernel(owner, beta_1, beta_2, epsilon, decay):
     def step(variable, m, v, gradient, step_size, root_correction, decay_factor):
-        m.assign(m + (gradient - m) * (1 - beta_1))
-        v.assign(v * beta_2 + gradient * gradient * (1 - beta_2))
+        m = m + (gradient - m) * (1 - beta_1)
+        v = v * beta_2 + gradient * gradient * (1 - beta_2)
         value = variable * decay_factor if decay else variable
         denominator = tf.sqrt(v) / root_correction + epsilon
-        variable.assign(value - step_size * (m / denominator))
+        return value - step_size * (m / denominator), m, v
 
     return _kernel(owner, ("torch_adamw", beta_1, beta_2, epsilon, decay), step)
 
@@ -133,8 +133,9 @@ class TorchAdamW(_FusedUpdate, keras.optimizers.Optimizer):
         if self._fuses():
             decays, decay_rate = self._decay_rate(variable, lr)
             kernel = _torch_adamw_kernel(self, self.beta_1, self.beta_2, self.epsilon, decays)
-            kernel(self._tf_variable(variable), self._tf_variable(m), self._tf_variable(v),
-                   gradient, step_size, root_correction, 1 - decay_rate)
+            targets = [self._tf_variable(x) for x in (variable, m, v)]
+            _assign(targets, kernel(*_values(targets), gradient, step_size, root_correction,
+                                    1 - decay_rate))
             return
         # Keras already applied the decay (`_apply_weight_decay`), before the update as PyTorch.
         self.assign_add(m, ops.multiply(ops.subtract(gradient, m), 1 - self.beta_1))

@@ -101,9 +101,9 @@ class StaticMethod(Method):
                                      table_dtype=config.table_dtype)
             trainable = teacher.trainable  # frozen while it teaches; the caller's flag after
             trainer = StaticTrainer(student, teacher, config.objective, config.temperature)
-        # The fused AdamW update (each optimizer owns its kernels, so a second
-        # fit in one process traces its own): on a 30,522 x 256 table one update
-        # took 88 ms fused against 242 ms as Keras ops
+        # The fused AdamW update (pure kernels shared by every run: a second fit
+        # in one process reuses them for its own variables): on a 30,522 x 256
+        # table one update took 88 ms fused against 242 ms as Keras ops
         # (`python benchmarks/static_optimizer_step.py`, a shared 2-core machine).
         run.compile(trainer, adamw_linear_decay(plan.learning_rate, plan.steps))
         names = COLUMNS[config.objective]
