@@ -76,6 +76,9 @@ VARIANTS = {
     # SG-OPT trains [CLS] (its paper's vector) by default; mean pooling is the
     # sentence vector the other methods train.
     "sg_opt": {"cls": {}, "mean_pooling": {"pooling": "mean"}},
+    # PromptBERT's paper setting (template denoising, the training-only MLP head) and each
+    # part left out.
+    "promptbert": {"paper": {}, "no_denoise": {"denoise": False}, "no_mlp": {"mlp": "none"}},
 }
 # Variants tried unless --variants names others.
 DEFAULT_VARIANTS = {"ct_in_batch": ["no_dropout", "dropout"]}
@@ -86,6 +89,7 @@ NAMES = {
     "consert": "ConSERT (shuffle + feature cutoff)",
     "sg_opt": "SG-OPT",
     "esimcse": "ESimCSE (repetition + momentum queue)",
+    "promptbert": "PromptBERT (template [MASK], denoising)",
 }
 
 

@@ -177,7 +177,8 @@ def tokenize_columns(encoder, dataset, columns, max_length=None, encoders=None, 
             length = column_encoder.max_length if max_length is None else max_length
             packed = column_encoder.preprocess(element[key], length)
             if buckets:
-                packed = pad_to_bucket(packed, length, column_encoder.pad_token_id)
+                packed = pad_to_bucket(packed, column_encoder.packed_length(length),
+                                       column_encoder.pad_token_id)
             rows = element[key].shape[0]  # static when the batches are (shuffled_batches)
             out[key] = {k: tf.ensure_shape(v, [rows, None]) for k, v in packed.items()}
         return out

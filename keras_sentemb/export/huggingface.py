@@ -103,6 +103,12 @@ def check_exportable(encoder, format="sentence-transformers"):
             f"folders; this encoder has a {type(encoder.backbone).__name__} with a "
             f"{type(tokenizer).__name__}."
         )
+    if getattr(encoder, "prompt", None) is not None:
+        raise NotExportableError(
+            f"A Hugging Face folder tokenizes sentences as they are; this encoder frames them "
+            f"in the prompt {encoder.prompt.template!r}. Export the SavedModel "
+            "(--format saved-model), which frames them as encode does."
+        )
     post = encoder.postprocess
     if format == "transformers":
         parts = [name for name, present in (

@@ -93,6 +93,12 @@ def check_keras_hub_exportable(encoder):
             f"keras-hub has TextEmbedders for BERT and XLM-RoBERTa backbones only, not for a "
             f"{type(backbone).__name__}; {CARRIERS['sentence-transformers']} carries this model."
         )
+    if getattr(encoder, "prompt", None) is not None:
+        raise NotExportableError(
+            f"A keras-hub TextEmbedder's preprocessor packs the sentence alone; this encoder "
+            f"frames it in the prompt {encoder.prompt.template!r}; "
+            f"{CARRIERS['saved-model']} carries it."
+        )
     if encoder.pooling not in TEXT_EMBEDDER_POOLINGS:
         raise NotExportableError(
             f"A keras-hub TextEmbedder pools with {', '.join(TEXT_EMBEDDER_POOLINGS)}, not "

@@ -66,6 +66,12 @@ def check_litert_exportable(encoder):
             f"{encoder.pooling!r} pooling (float64 QR per token) has no LiteRT builtin ops; "
             f"{EXPORTABLE}. Choose another pooling (e.g. --pooling mean)."
         )
+    if getattr(encoder, "prompt", None) is not None:
+        raise NotExportableError(
+            f"A LiteRT model is fed the tokens of the sentence alone; this encoder frames it in "
+            f"the prompt {encoder.prompt.template!r}. Export the SavedModel "
+            "(--format saved-model), which frames sentences as encode does."
+        )
     family = encoder.adapter.family
     if family not in ("bert", "roberta"):
         raise NotExportableError(f"{EXPORTABLE}; this encoder is a {family} model.")

@@ -54,6 +54,9 @@ DEV_RETRIEVAL = ("dev_retrieval", "dev_select")
 # The share of a streamed source's rows that may be skipped: every built-in method takes it.
 STREAMED = ("max_skipped",)
 DATA_DOC = "list of str, a text file (one sentence a line), a `tf.data.Dataset` or a TFDS name."
+# ... for a method that also streams its corpus.
+STREAMED_DATA_DOC = DATA_DOC + (" Streams too: a glob of files, `keras_sentemb.streamed(...)` "
+                                "or a `Mixture` (see the large-corpora guide).")
 
 
 @dataclasses.dataclass(frozen=True)

@@ -5,6 +5,7 @@ import tensorflow as tf
 
 from keras_sentemb.augment.views import apply_embedding_view
 from keras_sentemb.augment.views import apply_position_view
+from keras_sentemb.models.pooling import MASK_POOLING
 from keras_sentemb.models.pooling import parse_pooling
 from keras_sentemb.models.pooling import pool_hidden_states
 
@@ -147,7 +148,11 @@ class EncoderForward:
 
     def pool(self, hidden_states, padding_mask, pooling=None):
         """Pool hidden states with `pooling` (default: the encoder's)."""
-        return pool_hidden_states(hidden_states, padding_mask, self._resolve_pooling(pooling))
+        pooling = self._resolve_pooling(pooling)
+        if pooling == MASK_POOLING:  # where the prompt puts its [MASK] (checked when set)
+            self._check_mask_pooling(pooling, self.prompt_template)
+            pooling = f"token:{self.prompt.mask_index}"
+        return pool_hidden_states(hidden_states, padding_mask, pooling)
 
     def head(self, pooled, normalize=None, postprocess=True):
         """The projection head (if any), the L2 normalisation, then the post-processing.

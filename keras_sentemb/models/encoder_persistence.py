@@ -29,6 +29,7 @@ from keras_sentemb.models.keras_hub_models import keras_hub_components
 from keras_sentemb.models.loading import Components
 from keras_sentemb.models.loading import POSTPROCESS_FORMAT_VERSION
 from keras_sentemb.models.loading import POSTPROCESS_WEIGHTS
+from keras_sentemb.models.loading import PROMPT_FORMAT_VERSION
 from keras_sentemb.models.loading import load_components
 from keras_sentemb.models.loading import register_serializable_classes
 
@@ -67,6 +68,7 @@ class EncoderPersistence:
             "projection_activation": self.projection_activation,
             "text_normalization": self.text_normalization,
             "feedforward_gelu": self.feedforward_gelu,
+            "prompt": self.prompt_template,
         }
 
     @classmethod
@@ -87,6 +89,10 @@ class EncoderPersistence:
         if self.postprocess is not None:
             config["format_version"] = POSTPROCESS_FORMAT_VERSION
             config["postprocess"] = keras.saving.serialize_keras_object(self.postprocess)
+        if config["prompt"] is None:  # older readers never see the key for the default
+            del config["prompt"]
+        else:
+            config["format_version"] = PROMPT_FORMAT_VERSION
         return config
 
     def save(self, filepath, overwrite=True, **kwargs):
@@ -241,6 +247,7 @@ class EncoderPersistence:
             text_normalization=self.text_normalization,
             kernels=self.kernels,
             feedforward_gelu=self.feedforward_gelu,
+            prompt=self.prompt_template,
             name=name or f"{self.name}_copy",
         )
         if self.projection is not None:

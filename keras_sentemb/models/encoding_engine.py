@@ -51,6 +51,34 @@ ENCODE_BUCKETS = tuple(range(2, 129, 2)) + tuple(b for b in BUCKETS if b > 128)
 EXACT_BUCKETS = tuple(range(2, 129)) + tuple(b for b in BUCKETS if b > 128)
 
 
+def pack_tokens(tokens, body_length, start_id, end_id, pad_id, prefix=(), suffix=()):
+    """Packed inputs `[start, *prefix, sentence, *suffix, end]` of a ragged batch (in graph).
+
+    Each row keeps `body_length` tokens of its sentence; `token_ids`,
+    `padding_mask` and `segment_ids` are `[B, T]`, T the longest packed row.
+    Framed on the padded dense tensor: a ragged concat would transpose int64
+    row indices, which oneDNN turns down with an error line in the log.
+    """
+    tokens = tokens[:, :body_length]
+    body = tokens.to_tensor(default_value=pad_id)
+    batch = tf.shape(body)[0]
+    lead, tail = [start_id, *prefix], [*suffix, end_id]
+    framed = tf.concat([tf.tile(tf.constant([lead], body.dtype), [batch, 1]), body,
+                        tf.fill([batch, len(tail)], tf.constant(pad_id, body.dtype))], axis=1)
+    positions = tf.range(tf.shape(framed)[1])[tf.newaxis, :]
+    # Each position's place in the row's tail (suffix and end token), which follows its sentence.
+    offset = positions - (tf.cast(tokens.row_lengths(), tf.int32)[:, tf.newaxis] + len(lead))
+    in_tail = (offset >= 0) & (offset < len(tail))
+    token_ids = tf.where(
+        in_tail, tf.gather(tf.constant(tail, body.dtype), tf.clip_by_value(offset, 0, len(tail) - 1)),
+        framed)
+    return {
+        "token_ids": token_ids,
+        "padding_mask": tf.cast(offset < len(tail), tf.int32),
+        "segment_ids": tf.zeros_like(token_ids),
+    }
+
+
 def bucket_length(length, buckets=ENCODE_BUCKETS):
     """Smallest bucket >= `length` (or `length` rounded up to 64 past the last)."""
     for b in buckets:
@@ -141,40 +169,44 @@ class EncodingEngine:
             tokens = tf.RaggedTensor.from_tensor(tokens)
         return tf.cast(tokens, "int32")
 
-    def pack(self, tokens, max_length=None):
-        """Truncate, add start/end tokens and pad a ragged batch (in graph).
+    def pack(self, tokens, max_length=None, prompt=None):
+        """Truncate, frame (start token, prompt, end token) and pad a ragged batch (in graph).
 
         Args:
             tokens: ragged int tensor [B, None] from `tokenize`.
             max_length: int or None. Defaults to the encoder's `max_length`.
+                A sentence keeps `max_length - 2` tokens; a prompt's tokens
+                come on top (see `packed_length`).
+            prompt: a `Prompt` (`make_prompt`) or None. Defaults to the
+                encoder's own.
 
         Returns:
             dict with `token_ids`, `padding_mask`, `segment_ids` ([B, T], T =
             the longest packed row of this batch).
         """
         max_length = self.max_length if max_length is None else max_length
-        tokens = tokens[:, : max_length - 2]
-        # Padded first, then framed on the dense tensor: a ragged concat would
-        # transpose int64 row indices, which oneDNN turns down with an error
-        # line in the log.
-        body = tokens.to_tensor(default_value=self.pad_token_id)
-        batch = tf.shape(body)[0]
-        framed = tf.concat([tf.fill([batch, 1], self.start_token_id), body,
-                            tf.fill([batch, 1], self.pad_token_id)], axis=1)
-        positions = tf.range(tf.shape(framed)[1])[tf.newaxis, :]
-        ends = tf.cast(tokens.row_lengths(), tf.int32)[:, tf.newaxis] + 1
-        token_ids = tf.where(positions == ends, tf.constant(self.end_token_id, framed.dtype),
-                             framed)
-        padding_mask = tf.cast(positions <= ends, tf.int32)
-        return {
-            "token_ids": token_ids,
-            "padding_mask": padding_mask,
-            "segment_ids": tf.zeros_like(token_ids),
-        }
+        prompt = self.prompt if prompt is None else prompt
+        return pack_tokens(tokens, self.body_length(max_length, prompt), self.start_token_id,
+                           self.end_token_id, self.pad_token_id,
+                           () if prompt is None else prompt.prefix,
+                           () if prompt is None else prompt.suffix)
 
-    def preprocess(self, sentences, max_length=None):
+    def body_length(self, max_length, prompt=None):
+        """The tokens a sentence keeps at `max_length`: `max_length - 2`, less where the prompt
+        (default: the encoder's) would otherwise pass the backbone's last position."""
+        prompt = self.prompt if prompt is None else prompt
+        extra = 0 if prompt is None else prompt.extra
+        return min(int(max_length), int(self.backbone.max_sequence_length) - extra) - 2
+
+    def packed_length(self, max_length, prompt=None):
+        """The widest packed row at `max_length`: the sentence, its special tokens and the
+        prompt (default: the encoder's)."""
+        prompt = self.prompt if prompt is None else prompt
+        return self.body_length(max_length, prompt) + 2 + (0 if prompt is None else prompt.extra)
+
+    def preprocess(self, sentences, max_length=None, prompt=None):
         """Raw strings (tensor [B]) to packed model inputs; usable in tf.data."""
-        return self.pack(self.tokenize(sentences), max_length)
+        return self.pack(self.tokenize(sentences), max_length, prompt)
 
     # ---------------------------------------------------------------- encode
     def _encode_fn(self, pooling, normalize, postprocess=True, int8=False):
@@ -429,11 +461,17 @@ class EncodingEngine:
         """`packed_batches` of tokens from `_tokenize_to_numpy`."""
         flat, offsets, lengths = tokens
         n = len(lengths)
-        kept = np.minimum(lengths, max_length - 2)
+        prompt = self.prompt
+        lead = np.array([self.start_token_id, *(() if prompt is None else prompt.prefix)],
+                        np.int32)
+        tail = np.array([*(() if prompt is None else prompt.suffix), self.end_token_id],
+                        np.int32)
+        frame = len(lead) + len(tail)
+        kept = np.minimum(lengths, self.body_length(max_length))
         order = np.argsort(-kept, kind="stable")
         widths = np.minimum(
-            [bucket_length(int(k) + 2, buckets) for k in range(int(kept.max(initial=0)) + 1)],
-            max_length,
+            [bucket_length(k + frame, buckets) for k in range(int(kept.max(initial=0)) + 1)],
+            self.packed_length(max_length),
         )[kept[order]]  # each sorted sentence's own padded width
         begin = 0
         while begin < n:
@@ -447,10 +485,10 @@ class EncodingEngine:
             begin = end
             token_ids = np.full((len(idx), width), self.pad_token_id, np.int32)
             mask = np.zeros((len(idx), width), np.int32)
+            token_ids[:, : len(lead)] = lead
             for row, i in enumerate(idx):
                 k = kept[i]
-                token_ids[row, 0] = self.start_token_id
-                token_ids[row, 1 : k + 1] = flat[offsets[i] : offsets[i] + k]
-                token_ids[row, k + 1] = self.end_token_id
-                mask[row, : k + 2] = 1
+                token_ids[row, len(lead) : len(lead) + k] = flat[offsets[i] : offsets[i] + k]
+                token_ids[row, len(lead) + k : k + frame] = tail
+                mask[row, : k + frame] = 1
             yield idx, token_ids, mask

@@ -32,6 +32,9 @@ from keras_sentemb.models.st_modules import read_dense_modules
 # folder is newer); its weights go in POSTPROCESS_WEIGHTS.
 POSTPROCESS_FORMAT_VERSION = 2
 POSTPROCESS_WEIGHTS = "sentemb_postprocess.npz"
+# Folders whose encoder frames sentences in a prompt template are format 3
+# (older versions, which do not frame, then say the folder is newer).
+PROMPT_FORMAT_VERSION = 3
 
 logger = logging.getLogger(__name__)
 
@@ -318,10 +321,10 @@ def _load_sentemb(folder, dtype):
     parts = _load_backbone_and_tokenizer(str(folder), dtype)
     stored = presets.read_json(folder / presets.SENTEMB_CONFIG)
     version = stored.pop("format_version", 1)
-    if version > POSTPROCESS_FORMAT_VERSION:
+    if version > PROMPT_FORMAT_VERSION:
         raise ValueError(
             f"{folder} was written by a newer keras_sentemb (format "
-            f"{version}); this version reads formats 1 and {POSTPROCESS_FORMAT_VERSION}."
+            f"{version}); this version reads formats 1 to {PROMPT_FORMAT_VERSION}."
         )
     postprocess = stored.pop("postprocess", None)
     if postprocess is not None:

@@ -4,6 +4,7 @@ import re
 
 import keras
 from keras import ops
+import tensorflow as tf
 
 from keras_sentemb.models import sbert_wk
 from keras_sentemb.models.sbert_wk import sbert_wk_pool
@@ -11,6 +12,9 @@ from keras_sentemb.models.sbert_wk import sbert_wk_pool
 POOLING_MODES = ("cls", "mean", "max", "mean_last2", "first_last")
 _LAYER_RE = re.compile(r"^layer:(-?\d+)$")
 _SBERT_WK_RE = re.compile(r"^sbert_wk(?::(-?\d+)(?::(\d+))?)?$")
+_TOKEN_RE = re.compile(r"^token:(-?\d+)$")
+# The last layer at the [MASK] of the encoder's prompt (`SentenceEncoder(prompt=...)`).
+MASK_POOLING = "mask"
 
 
 def parse_pooling(pooling, num_layers=None):
@@ -20,7 +24,12 @@ def parse_pooling(pooling, num_layers=None):
         pooling: str. One of `"cls"`, `"mean"`, `"max"`, `"mean_last2"`,
             `"first_last"` or `"layer:K"` (masked mean of layer `K`, `0` being
             the embedding output and negative `K` counting from the last
-            layer).
+            layer), `"token:I"` (the last layer at token `I`: from the start
+            when `I >= 0`, `token:0` being [CLS]; from each sentence's own
+            end when negative, `token:-1` being its end token, the
+            last-token pooling of decoder embedders), `"mask"` (the last layer at
+            the [MASK] of the encoder's prompt; see `SentenceEncoder`'s
+            `prompt`) or `"sbert_wk[:START[:WINDOW]]"`.
         num_layers: int or None. The number of Transformer layers, to check
             `layer:K`. Defaults to None (no range check).
 
@@ -34,8 +43,11 @@ def parse_pooling(pooling, num_layers=None):
             f"({type(pooling).__name__})."
         )
     pooling = pooling.strip().lower()
-    if pooling in POOLING_MODES:
+    if pooling in POOLING_MODES or pooling == MASK_POOLING:
         return pooling
+    match = _TOKEN_RE.match(pooling)
+    if match:
+        return f"token:{int(match.group(1))}"
     match = _LAYER_RE.match(pooling)
     if match:
         k = int(match.group(1))
@@ -54,7 +66,8 @@ def parse_pooling(pooling, num_layers=None):
         return _parse_sbert_wk(pooling, match, num_layers)
     raise ValueError(
         f"Unknown pooling {pooling!r}. Expected one of "
-        f"{', '.join(POOLING_MODES)}, 'layer:K' or 'sbert_wk[:START[:WINDOW]]'."
+        f"{', '.join(POOLING_MODES)}, 'layer:K', 'token:I', 'mask' or "
+        "'sbert_wk[:START[:WINDOW]]'."
     )
 
 
@@ -95,6 +108,15 @@ def masked_max(hidden, padding_mask):
     return ops.max(ops.where(mask, hidden, -1e9), axis=1)
 
 
+def token_state(hidden, padding_mask, index):
+    """The state of token `index` of each row: from the start if `index >= 0`, else from its end."""
+    if index >= 0:
+        return ops.cast(hidden[:, index, :], "float32")
+    lengths = ops.sum(ops.cast(padding_mask, "int32"), axis=1)
+    positions = ops.maximum(lengths + index, 0)
+    return ops.cast(tf.gather(hidden, positions, batch_dims=1), "float32")
+
+
 def pool_hidden_states(hidden_states, padding_mask, pooling):
     """Pool a list of hidden states (embedding output first) into [B, D].
 
@@ -126,6 +148,11 @@ def pool_hidden_states(hidden_states, padding_mask, pooling):
             masked_mean(hidden_states[1], padding_mask)
             + masked_mean(hidden_states[-1], padding_mask)
         )
+    if pooling.startswith("token:"):
+        return token_state(last, padding_mask, int(pooling.split(":")[1]))
+    if pooling == MASK_POOLING:
+        raise ValueError("`pooling='mask'` reads the [MASK] of an encoder's prompt; pool through "
+                         "the encoder (`encoder.pool`), which knows where its prompt puts it.")
     if pooling.startswith("sbert_wk:"):
 
         _, start, window = pooling.split(":")

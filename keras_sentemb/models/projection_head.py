@@ -62,7 +62,8 @@ def with_projection_head(encoder, units=None, activation="tanh", initializer="no
         encoder.backbone, encoder.tokenizer, pooling=encoder.declared_pooling,
         normalize=encoder.normalize, max_length=encoder.max_length, projection_dim=dim,
         projection_activation=activation, text_normalization=encoder.text_normalization,
-        kernels=encoder.kernels, name=encoder.name,
+        kernels=encoder.kernels, feedforward_gelu=encoder.feedforward_gelu,
+        prompt=encoder.prompt_template, name=encoder.name,
     )
     if initializer == "identity":
         kernel = np.eye(hidden, dim, dtype="float32")

@@ -2,6 +2,7 @@
 
 import keras
 import numpy as np
+import tensorflow as tf
 
 from keras_sentemb.compat import require_tensorflow_backend
 from keras_sentemb.models.backbone_adapter import BackboneAdapter
@@ -14,8 +15,12 @@ from keras_sentemb.kernels.fused_gelu import set_gelu_form
 from keras_sentemb.kernels.install import install_kernels
 from keras_sentemb.kernels.policy import KernelPolicy
 from keras_sentemb.models.loading import register_serializable_classes
+from keras_sentemb.models.pooling import MASK_POOLING
 from keras_sentemb.models.pooling import parse_pooling
 from keras_sentemb.models.post_processing import PostProcessing
+from keras_sentemb.models.prompt import MASK
+from keras_sentemb.models.prompt import check_template
+from keras_sentemb.models.prompt import parse_prompt
 from keras_sentemb.models.text_normalization import check_mode
 
 require_tensorflow_backend()
@@ -79,6 +84,15 @@ class SentenceEncoder(EncoderPersistence, EncodingEngine, EncoderForward, keras.
             `config.json`'s `hidden_act` (`"gelu"` is exact, as Hugging Face
             computes it). Saved in the config. Defaults to `None` (the
             backbone's own).
+        prompt: str or None. A template that frames every sentence, `[X]`
+            marking the sentence and `[MASK]` the tokenizer's mask token,
+            e.g. `'This sentence : "[X]" means [MASK] .'` (PromptBERT);
+            `pooling="mask"` then reads the last layer at `[MASK]`. The
+            sentence keeps up to `max_length - 2` tokens and the template's
+            come on top. `encode`, training batches and the SavedModel
+            frame sentences alike; saved in the folder. Formats that
+            tokenize outside the model (Hugging Face, LiteRT, a keras-hub
+            `TextEmbedder`) cannot carry it. Defaults to `None`.
 
     Examples:
 
@@ -105,6 +119,7 @@ class SentenceEncoder(EncoderPersistence, EncodingEngine, EncoderForward, keras.
         postprocess=None,
         kernels=None,
         feedforward_gelu=None,
+        prompt=None,
         **kwargs,
     ):
         super().__init__(**kwargs)
@@ -123,6 +138,10 @@ class SentenceEncoder(EncoderPersistence, EncodingEngine, EncoderForward, keras.
         self.tokenizer = tokenizer
         self.num_layers = len(backbone.transformer_layers)
         self._declared_pooling = None
+        object.__setattr__(self, "_prompt_template", None)
+        object.__setattr__(self, "_prompt", None)
+        if prompt is not None:
+            self._set_prompt(prompt)
         if pooling is not None:
             self.pooling = pooling
         self.normalize = bool(normalize)
@@ -182,12 +201,76 @@ class SentenceEncoder(EncoderPersistence, EncodingEngine, EncoderForward, keras.
         if name == "pooling":
             pooling = parse_pooling(value, self.num_layers)
             self._check_postprocess_pooling(pooling)
+            self._check_mask_pooling(pooling, self.prompt_template)
             super().__setattr__("_declared_pooling", pooling)
+            return
+        if name == "prompt":
+            self._set_prompt(value)
             return
         if name == "postprocess":
             self._set_postprocess(value)
             return
         super().__setattr__(name, value)
+
+    # ---------------------------------------------------------------- prompt
+    @property
+    def prompt(self):
+        """The `Prompt` that frames every sentence (see the `prompt` argument), or None.
+
+        Assign a template string (or None) to change it; `encode` then
+        frames with the new one. Tokenized on first use: an encoder
+        restored from its config has no vocabulary until its assets load.
+        """
+        template = self.__dict__.get("_prompt_template")
+        if template is None:
+            return None
+        prompt = self.__dict__.get("_prompt")
+        if prompt is None:
+            prompt = self.make_prompt(template)
+            object.__setattr__(self, "_prompt", prompt)
+        return prompt
+
+    @property
+    def prompt_template(self):
+        """The template string of `prompt`, or None."""
+        return self.__dict__.get("_prompt_template")
+
+    def make_prompt(self, template):
+        """The `Prompt` of `template` for this encoder's tokenizer (see the `prompt` argument).
+
+        What `pack` and `preprocess` take to frame sentences in a template
+        other than the encoder's own (e.g. a training method's second view).
+        """
+        def tokenize(text):
+            with tf.init_scope():  # eager, even when first needed while a graph traces
+                return self._tokenize(tf.constant([text])).flat_values.numpy()
+
+        prompt = parse_prompt(template, tokenize, getattr(self.tokenizer, "mask_token_id", None))
+        limit = int(self.backbone.max_sequence_length)
+        if prompt.extra + 3 > limit:
+            raise ValueError(f"`prompt` takes {prompt.extra} tokens; this backbone reads "
+                             f"{limit} at most.")
+        return prompt
+
+    def _set_prompt(self, template):
+        if template is not None:
+            check_template(template)
+        self._check_mask_pooling(self._declared_pooling, template)
+        parsed = None
+        if template is not None and getattr(self.tokenizer, "vocabulary", None) is not None:
+            parsed = self.make_prompt(template)  # errors now, where the vocabulary is known
+        object.__setattr__(self, "_prompt_template", template)
+        object.__setattr__(self, "_prompt", parsed)
+        for cache in ("_encode_fns", "_warm_encode_fns", "_precision_twins"):
+            self.__dict__.get(cache, {}).clear()  # traced or built with the old framing
+
+    @staticmethod
+    def _check_mask_pooling(pooling, template):
+        if pooling == MASK_POOLING and (template is None or MASK not in template):
+            raise ValueError(
+                "`pooling='mask'` reads the last layer at the [MASK] of the encoder's prompt; "
+                "this encoder has no prompt with [MASK] (set `prompt`, e.g. "
+                "'This sentence : \"[X]\" means [MASK] .').")
 
     # ----------------------------------------------------------- postprocess
     @property

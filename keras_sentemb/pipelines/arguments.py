@@ -275,7 +275,7 @@ SHARED_ARGUMENTS = (
              "the encoder's.", minimum=1),
     Argument("pooling", str, "auto", "`\"auto\"` (the model's own pooling when it declares "
              "one, else the paper's) or a pooling name (`cls`, `mean`, `max`, `mean_last2`, "
-             "`first_last`, `layer:K`).", check=_pooling),
+             "`first_last`, `layer:K`, `token:I`, `mask` with a prompt).", check=_pooling),
     Argument("dev", object, "stsb", "`\"stsb\"` (the bundled STS-B dev set), an STS-B file or "
              "folder, a list of (s1, s2, score) or None (no dev selection). With a dev set the "
              "best checkpoint, the starting weights included, is kept.",

@@ -98,6 +98,21 @@ class RunData:
 
         return make_dataset
 
+    def sentence_batches(self, encoder, sentences, stream, plan, no_duplicates=False,
+                         text_views=None, encoders=None):
+        """`make_dataset` of one `"sentence"` column, from `read_sentences`'s `(sentences, stream)`.
+
+        `stream_batches` when the corpus streams, else `batches` of the
+        list; `no_duplicates` applies to a stream (a list's batches are its
+        shuffled rows), `text_views` and `encoders` as in `batches`.
+        """
+        if stream is not None:
+            return self.stream_batches(encoder, stream, ("sentence",), plan,
+                                       no_duplicates=no_duplicates, text_views=text_views,
+                                       encoders=encoders)
+        return self.batches(encoder, {"sentence": sentences}, plan, text_views=text_views,
+                            encoders=encoders)
+
     def _tokenized(self, encoder, ds, names, max_length, encoders, text_views, start_step):
         """`ds` with its text views added, then every text column tokenized."""
         if text_views:

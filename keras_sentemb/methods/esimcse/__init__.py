@@ -5,9 +5,9 @@ from keras_sentemb.methods.esimcse.config import PRESETS
 from keras_sentemb.methods.esimcse.config import ESimCSEConfig
 from keras_sentemb.methods.esimcse.repetition import with_word_repetition
 from keras_sentemb.methods.esimcse.trainer import ESimCSE as ESimCSETrainer
-from keras_sentemb.methods.method import DATA_DOC
 from keras_sentemb.methods.method import DEV_RETRIEVAL
 from keras_sentemb.methods.method import STREAMED
+from keras_sentemb.methods.method import STREAMED_DATA_DOC
 from keras_sentemb.methods.method import Method
 from keras_sentemb.methods.registry import register_method
 from keras_sentemb.methods.runner import fit_function
@@ -51,8 +51,7 @@ class ESimCSEMethod(Method):
     optional = ("precision", "mini_batch_size", "max_grad_norm") + DEV_RETRIEVAL + STREAMED
     run_defaults = {"batch_size": 64, "learning_rate": 3e-5, "max_length": 32,
                     "eval_every": 125, "seed": 42, "max_grad_norm": 1.0}
-    data_doc = DATA_DOC + " Streams too: a glob of files, `keras_sentemb.streamed(...)` or a " \
-        "`Mixture` (see the large-corpora guide)."
+    data_doc = STREAMED_DATA_DOC
 
     presets = PRESETS
 
@@ -67,11 +66,7 @@ class ESimCSEMethod(Method):
                                      batch_size=run.batch_size,
                                      mini_batch_size=run.mini_batch_size)
         optimizer = adamw_linear_decay(plan.learning_rate, plan.steps)
-        if stream is not None:
-            make_dataset = run.stream_batches(encoder, stream, ("sentence",), plan,
-                                              no_duplicates=True)
-        else:
-            make_dataset = run.batches(encoder, {"sentence": sentences}, plan)
+        make_dataset = run.sentence_batches(encoder, sentences, stream, plan, no_duplicates=True)
         make_dataset = with_word_repetition(make_dataset, encoder, run.seed or 0,
                                             config.dup_rate, plan.max_length)
         return run.train(trainer, optimizer, make_dataset, plan)

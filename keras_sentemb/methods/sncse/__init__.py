@@ -1,8 +1,8 @@
 """SNCSE, unsupervised: negated sentences as soft negatives (margin loss): `fit_sncse`."""
 
-from keras_sentemb.methods.method import DATA_DOC
 from keras_sentemb.methods.method import DEV_RETRIEVAL
 from keras_sentemb.methods.method import STREAMED
+from keras_sentemb.methods.method import STREAMED_DATA_DOC
 from keras_sentemb.methods.method import Method
 from keras_sentemb.methods.registry import register_method
 from keras_sentemb.methods.runner import fit_function
@@ -66,8 +66,7 @@ class SNCSEMethod(Method):
     optional = ("precision", "max_grad_norm") + DEV_RETRIEVAL + STREAMED
     run_defaults = {"batch_size": 256, "learning_rate": 1e-5, "max_length": 32,
                     "eval_every": 125, "seed": 42, "max_grad_norm": 1.0}
-    data_doc = DATA_DOC + " Streams too: a glob of files, `keras_sentemb.streamed(...)` or a " \
-        "`Mixture` (see the large-corpora guide)."
+    data_doc = STREAMED_DATA_DOC
 
     presets = PRESETS
 
@@ -81,11 +80,8 @@ class SNCSEMethod(Method):
             trainer = SNCSETrainer(encoder, config, pooling=plan.pooling)
         optimizer = adamw_linear_decay(plan.learning_rate, plan.steps)
         views = {"negated": ("sentence", negation_view)}
-        if stream is not None:
-            make_dataset = run.stream_batches(encoder, stream, ("sentence",), plan,
-                                              no_duplicates=True, text_views=views)
-        else:
-            make_dataset = run.batches(encoder, {"sentence": sentences}, plan, text_views=views)
+        make_dataset = run.sentence_batches(encoder, sentences, stream, plan, no_duplicates=True,
+                                            text_views=views)
         return run.train(trainer, optimizer, make_dataset, plan)
 
 

@@ -153,32 +153,13 @@ def check_trainer_loss(encoder):
         raise AssertionError("bml_alpha > bml_beta must be refused")
 
 
-class _Captured(Exception):
-    """Raised instead of training: the batches the method's pipeline made."""
-
-    def __init__(self, batches):
-        super().__init__("captured")
-        self.batches = batches
-
-
 def _method_batches(encoder, data):
     """The first batches of `fit_sncse`'s pipeline on `data`, from step 0 and from step 1."""
     from keras_sentemb.methods.sncse import fit_sncse
-    from keras_sentemb.pipelines.scaffold import FitScaffold
+    from keras_sentemb.methods.testing import first_batches
 
-    def capture(self, trainer, optimizer, make_dataset, plan, **kwargs):
-        raise _Captured([list(make_dataset(start).take(2 - start)) for start in (0, 1)])
-
-    original = FitScaffold.train
-    FitScaffold.train = capture
-    try:
-        fit_sncse(data, model=encoder, steps=2, batch_size=4, max_length=16,
-                  dev=None, verbose=0, seed=5)
-    except _Captured as captured:
-        return captured.batches
-    finally:
-        FitScaffold.train = original
-    raise AssertionError("fit_sncse trained instead of reaching run.train")
+    return first_batches(fit_sncse, data, model=encoder, steps=2, batch_size=4, max_length=16,
+                         dev=None, verbose=0, seed=5)
 
 
 def _rows(packed):

@@ -1,8 +1,8 @@
 """TSDAE, a denoising auto-encoder for sentence vectors: `fit_tsdae`."""
 
-from keras_sentemb.methods.method import DATA_DOC
 from keras_sentemb.methods.method import DEV_RETRIEVAL
 from keras_sentemb.methods.method import STREAMED
+from keras_sentemb.methods.method import STREAMED_DATA_DOC
 from keras_sentemb.methods.method import Method
 from keras_sentemb.methods.registry import register_method
 from keras_sentemb.methods.runner import fit_function
@@ -49,8 +49,7 @@ class TSDAEMethod(Method):
     paper_pooling = PAPER_POOLING
     optional = ("precision", "max_grad_norm") + DEV_RETRIEVAL + STREAMED
     run_defaults = {"batch_size": 8, "learning_rate": 3e-5, "max_grad_norm": 1.0}
-    data_doc = DATA_DOC + " Streams too: a glob of files, `keras_sentemb.streamed(...)` or a " \
-        "`Mixture` (see the large-corpora guide)."
+    data_doc = STREAMED_DATA_DOC
 
     presets = PRESETS
 
@@ -63,11 +62,7 @@ class TSDAEMethod(Method):
         optimizer = TorchAdamW(learning_rate=plan.learning_rate,
                                weight_decay=config.weight_decay)
         views = {"noisy": ("sentence", deletion_view(config.deletion_rate))}
-        if stream is not None:
-            make_dataset = run.stream_batches(encoder, stream, ("sentence",), plan,
-                                              text_views=views)
-        else:
-            make_dataset = run.batches(encoder, {"sentence": sentences}, plan, text_views=views)
+        make_dataset = run.sentence_batches(encoder, sentences, stream, plan, text_views=views)
         return run.train(trainer, optimizer, make_dataset, plan)
 
 
