@@ -110,22 +110,22 @@ class _Captured(Exception):
 def first_batches(fit, data, **options):
     """The first two batches `fit(data, **options)` would train on, and its second from step 1.
 
-    For a method's own checks of its data pipeline: `FitScaffold.train` is
+    For a method's own checks of its data pipeline: `FitScaffold.fit` is
     replaced for the call, so nothing trains. Returns `(full, resumed)`:
     the batches of steps 0 and 1, and the batch a run resumed at step 1
     reads first.
     """
     from keras_sentemb.pipelines.scaffold import FitScaffold
 
-    def capture(self, trainer, optimizer, make_dataset, plan, **kwargs):
+    def capture(self, trainer, make_dataset, plan, **kwargs):
         raise _Captured([list(make_dataset(start).take(2 - start)) for start in (0, 1)])
 
-    original = FitScaffold.train
-    FitScaffold.train = capture
+    original = FitScaffold.fit
+    FitScaffold.fit = capture
     try:
         fit(data, **options)
     except _Captured as captured:
         return captured.batches
     finally:
-        FitScaffold.train = original
-    raise AssertionError(f"{fit.__name__} trained instead of reaching run.train")
+        FitScaffold.fit = original
+    raise AssertionError(f"{fit.__name__} trained instead of reaching run.fit")

@@ -1,5 +1,8 @@
 """PromptBERT, unsupervised: a template's [MASK] state as the vector: `fit_promptbert`."""
 
+import dataclasses
+import logging
+
 from keras_sentemb.methods.method import DEV_RETRIEVAL
 from keras_sentemb.methods.method import STREAMED
 from keras_sentemb.methods.method import STREAMED_DATA_DOC
@@ -12,7 +15,10 @@ from keras_sentemb.methods.prompt_bert.trainer import PromptBERT as PromptBERTTr
 from keras_sentemb.methods.registry import register_method
 from keras_sentemb.methods.runner import fit_function
 from keras_sentemb.models.projection_head import with_projection_head
+from keras_sentemb.pipelines.callbacks import sts_spearman
 from keras_sentemb.pipelines.schedules import adamw_linear_decay
+
+logger = logging.getLogger(__name__)
 
 
 class TemplateView:
@@ -90,6 +96,7 @@ class PromptBERTMethod(Method):
         with run.scope():
             encoder, plan = run.start(examples=n, mlp=config.mlp,
                                       paper_pooling_only=POOLING_REASON)
+            given = _given_candidate(run, encoder, plan)
             encoder.prompt = config.template
             if plan.mlp == "keep" and encoder.projection is None:
                 # The head is part of the encoder; the trainer adds none.
@@ -100,7 +107,52 @@ class PromptBERTMethod(Method):
         packers = {"positive": TemplateView(encoder, config.positive_template)}
         make_dataset = run.sentence_batches(encoder, sentences, stream, plan, no_duplicates=True,
                                             text_views=views, encoders=packers)
-        return run.train(trainer, optimizer, make_dataset, plan)
+        run.compile(trainer, optimizer)
+        selection = run.fit(trainer, make_dataset, plan)
+        if given is not None and selection is not None and given.score >= selection.best_score:
+            # The model as it was given reads STS-B dev better than any checkpoint read
+            # through the template: it is kept, its own pooling and no template.
+            given.restore(trainer.encoder)
+            plan = dataclasses.replace(plan, pooling=given.pooling)
+            run.report.pooling = given.pooling
+            run.report.pooling_reason = (
+                f"the model as given ({given.pooling} pooling, no template) scored STS-B dev "
+                f"{given.score:.2f}, above every checkpoint's template vector "
+                f"({selection.best_score:.2f}); it is kept")
+            logger.info("promptbert: %s", run.report.pooling_reason)
+        return run.finish(trainer.encoder, plan,
+                          extras=None if given is None else {"given_model_dev": given.score})
+
+
+class _Given:
+    """The model as given (its own pooling, no template) as a dev candidate: score and weights."""
+
+    def __init__(self, encoder, pooling, score):
+        self.pooling, self.score = pooling, score
+        self.weights = encoder.get_weights()
+
+    def restore(self, encoder):
+        encoder.set_weights(self.weights)
+        encoder.pooling = self.pooling  # before the template goes: it no longer reads [MASK]
+        encoder.prompt = None
+
+
+def _given_candidate(run, encoder, plan):
+    """`_Given` for a model that declares its own pooling, when STS dev chooses the kept model.
+
+    PromptBERT reads a different vector (the template's [MASK]) than the
+    model did: the starting weights read through the template can score far
+    below the model itself (the default model: STS-B dev 86.72 with its mean
+    pooling, 40.90 at [MASK]). So the model as given is a candidate too, and
+    training never returns a model that reads dev worse than it.
+    """
+    own = encoder.declared_pooling
+    pairs = run.config.dev_pairs
+    if own is None or not pairs or run.config.dev_select == "retrieval" or plan.mlp == "keep":
+        return None
+    if encoder.prompt_template is not None:
+        return None  # already a template model: its own start is the candidate
+    return _Given(encoder, own, sts_spearman(encoder, pairs, pooling=own))
 
 
 # The `fit_*` function: its signature and docstring are the method's.

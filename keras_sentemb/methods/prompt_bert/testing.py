@@ -276,6 +276,32 @@ def check_saved_encoder(encoder, folder, scratch):
     assert cos.min() > 1 - 1e-4, cos
 
 
+def check_the_given_model_is_a_candidate(encoder):
+    """A model with its own pooling that reads dev better than every template checkpoint is
+    returned as it was given: its weights, its pooling, no template."""
+    import numpy as np
+
+    from keras_sentemb.methods.prompt_bert import fit_promptbert
+
+    given = encoder.clone("given")
+    given.pooling = "mean"
+    given.prompt = None
+    texts = [f"{a} {b} ." for a in ("a man", "the cat", "a woman", "the dog")
+             for b in ("plays", "sits on the mat", "runs in the park")]
+    vectors = given.encode(texts, precision="float32")
+    # Gold scores are the given model's own cosines: it scores Spearman 100 on this dev set.
+    pairs = [(texts[i], texts[j], float(vectors[i] @ vectors[j] / np.linalg.norm(vectors[i])
+                                        / np.linalg.norm(vectors[j])))
+             for i in range(len(texts)) for j in range(i + 1, len(texts)) if (i + j) % 3 == 0]
+    kept = fit_promptbert(texts * 4, model=given, steps=2, batch_size=4, max_length=16,
+                          dev=pairs, eval_every=1, learning_rate=1e-3, verbose=0, seed=1)
+    assert kept.prompt is None and kept.pooling == "mean"
+    report = kept.training_report
+    assert report.extras["given_model_dev"] > 99.99 and "as given" in report.pooling_reason
+    np.testing.assert_allclose(kept.encode(texts, precision="float32"), vectors, rtol=1e-5,
+                               atol=1e-6)
+
+
 def check(encoder, folder):
     """PromptBERT's own checks, on the tiny run's encoder (its tokenizer and weights)."""
     check_template_inputs()
@@ -285,6 +311,7 @@ def check(encoder, folder):
     scratch.mkdir(exist_ok=True)
     check_views_in_the_pipeline(encoder, scratch)
     check_saved_encoder(encoder, folder, scratch)
+    check_the_given_model_is_a_candidate(encoder)
 
 
 def reference(encoder, folder, worker):
