@@ -76,9 +76,12 @@ VARIANTS = {
     # SG-OPT trains [CLS] (its paper's vector) by default; mean pooling is the
     # sentence vector the other methods train.
     "sg_opt": {"cls": {}, "mean_pooling": {"pooling": "mean"}},
-    # PromptBERT's paper setting (template denoising, the training-only MLP head) and each
-    # part left out.
-    "promptbert": {"paper": {}, "no_denoise": {"denoise": False}, "no_mlp": {"mlp": "none"}},
+    # PromptBERT's paper setting ([MASK], template denoising, the training-only MLP head), each
+    # part left out, and the two templates' views in the start's mean pooling (`auto` there).
+    "promptbert": {"paper": {"pooling": "mask", "mlp": "train"},
+                   "no_denoise": {"pooling": "mask", "mlp": "train", "denoise": False},
+                   "no_mlp": {"pooling": "mask", "mlp": "none"},
+                   "mean_pooling": {"pooling": "mean", "mlp": "none"}},
 }
 # Variants tried unless --variants names others.
 DEFAULT_VARIANTS = {"ct_in_batch": ["no_dropout", "dropout"]}

@@ -12,16 +12,17 @@ from keras_sentemb.models.projection_mlp import ProjectionMLP
 
 
 def resolve_training_mlp(mlp, pooling):
-    """`"auto"` -> `"train"` with [CLS] pooling (the papers' setting), else `"none"`.
+    """`"auto"` -> `"train"` with [CLS] or a prompt's [MASK] (the papers' settings), else `"none"`.
 
     A projection MLP used in training only (SimCSE, the parallel-pairs
-    method) belongs to the papers' [CLS] pooling; on a model's own mean
-    pooling it would train a head that is then thrown away. `"keep"` (a
-    head trained and kept as the encoder's projection) passes through.
+    method, PromptBERT) belongs to the papers' one-token vectors of a raw
+    backbone; on a model's own mean pooling it would train a head that is
+    then thrown away. `"keep"` (a head trained and kept as the encoder's
+    projection) passes through.
     """
     validation.choice(mlp, "mlp", ("auto", "train", "none", "keep"))
     if mlp == "auto":
-        return "train" if pooling == "cls" else "none"
+        return "train" if pooling in ("cls", "mask") else "none"
     return mlp
 
 

@@ -8,7 +8,6 @@ from keras_sentemb.methods.method import STREAMED
 from keras_sentemb.methods.method import STREAMED_DATA_DOC
 from keras_sentemb.methods.method import Method
 from keras_sentemb.methods.prompt_bert.config import PAPER_POOLING
-from keras_sentemb.methods.prompt_bert.config import POOLING_REASON
 from keras_sentemb.methods.prompt_bert.config import PRESETS
 from keras_sentemb.methods.prompt_bert.config import PromptBERTConfig
 from keras_sentemb.methods.prompt_bert.trainer import PromptBERT as PromptBERTTrainer
@@ -60,10 +59,12 @@ class PromptBERTMethod(Method):
     training only. A tanh MLP head follows in training only. InfoNCE at
     temperature 0.05 against the batch's positives; batch 256, learning
     rate 1e-5 (linear decay), max length 32 (the sentence's tokens; the
-    template's come on top), one epoch. The returned encoder keeps the
-    first template and [MASK] pooling (`pooling="auto"` is [MASK] whatever
-    the model declares): `encode`, evaluation and the SavedModel frame each
-    sentence in it. Hugging Face, LiteRT and keras-hub `TextEmbedder`
+    template's come on top), one epoch. That is the paper's setting for a
+    raw backbone; a model that declares its own pooling (a sentence
+    encoder) trains the two templates' views in that pooling, without the
+    MLP head (`pooling="auto"`, `mlp="auto"`; `pooling="mask"` asks for the
+    paper's vector). The returned encoder keeps the first template:
+    `encode`, evaluation and the SavedModel frame each sentence in it. Hugging Face, LiteRT and keras-hub `TextEmbedder`
     exports refuse such an encoder (they tokenize the sentence alone). With
     `dev` (STS-B dev by default) the best checkpoint, the starting weights
     included, is kept.
@@ -94,8 +95,7 @@ class PromptBERTMethod(Method):
     def train(self, run, data, config):
         sentences, stream, n = run.read_sentences(data)
         with run.scope():
-            encoder, plan = run.start(examples=n, mlp=config.mlp,
-                                      paper_pooling_only=POOLING_REASON)
+            encoder, plan = run.start(examples=n, mlp=config.mlp)
             given = _given_candidate(run, encoder, plan)
             encoder.prompt = config.template
             if plan.mlp == "keep" and encoder.projection is None:
@@ -140,11 +140,12 @@ class _Given:
 def _given_candidate(run, encoder, plan):
     """`_Given` for a model that declares its own pooling, when STS dev chooses the kept model.
 
-    PromptBERT reads a different vector (the template's [MASK]) than the
-    model did: the starting weights read through the template can score far
-    below the model itself (the default model: STS-B dev 86.72 with its mean
-    pooling, 40.90 at [MASK]). So the model as given is a candidate too, and
-    training never returns a model that reads dev worse than it.
+    PromptBERT reads every sentence through its template: the starting
+    weights read so can score below the model itself (the default model:
+    STS-B dev 86.72 with its mean pooling, 82.97 with it through the
+    template, 40.90 at the template's [MASK]). So the model as given is a
+    candidate too, and training never returns a model that reads dev worse
+    than it.
     """
     own = encoder.declared_pooling
     pairs = run.config.dev_pairs
