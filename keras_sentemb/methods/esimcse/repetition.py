@@ -5,7 +5,9 @@ out), `dup_len` is drawn uniformly from `[0, max(2, int(dup_rate * N))]`
 (at most `N`), `dup_len` distinct token positions are drawn uniformly and
 each of those tokens is written twice, in place. The view is packed again
 (start and end tokens, padding) and cut to `max_length`: a sentence whose
-view is too long loses its last content tokens, never its end token.
+view is too long loses its last content tokens, never its end token. An
+encoder with a prompt template repeats the sentence's tokens only, and the
+view is framed in the template as the sentence is.
 
 Everything here is stateless and runs in the `tf.data` pipeline: the draws
 of batch `step` depend on `(seed, step)` only, so a resumed run sees the
@@ -15,17 +17,18 @@ views the uninterrupted run saw.
 import tensorflow as tf
 
 from keras_sentemb.data.batching import pad_to_bucket
+from keras_sentemb.models.encoding_engine import pack_tokens
 
 
-def content_mask(packed):
-    """`[B, T]` bool: the positions of each row's content tokens (not start, end or padding)."""
+def content_mask(packed, prefix=(), suffix=()):
+    """`[B, T]` bool: each row's content tokens (not start, end, a template's tokens or padding)."""
     mask = tf.cast(packed["padding_mask"], tf.bool)
     lengths = tf.reduce_sum(tf.cast(mask, tf.int32), axis=1, keepdims=True)
     positions = tf.range(tf.shape(mask)[1])[tf.newaxis, :]
-    return mask & (positions >= 1) & (positions <= lengths - 2)
+    return mask & (positions >= 1 + len(prefix)) & (positions <= lengths - 2 - len(suffix))
 
 
-def repetition_counts(packed, seed, dup_rate):
+def repetition_counts(packed, seed, dup_rate, prefix=(), suffix=()):
     """`[B, T]` int32: how many times each position is written in the view (0, 1 or 2).
 
     Padding is written 0 times, the start and end tokens once, and each row
@@ -36,8 +39,10 @@ def repetition_counts(packed, seed, dup_rate):
         packed: dict with `token_ids` and `padding_mask` `[B, T]`.
         seed: int tensor `[2]`. The stateless seed of the draws.
         dup_rate: float. The maximum repetition rate.
+        prefix, suffix: the template's token ids around the sentence, if any
+            (written once, as the start and end tokens).
     """
-    content = content_mask(packed)
+    content = content_mask(packed, prefix, suffix)
     n = tf.reduce_sum(tf.cast(content, tf.int32), axis=1)
     length_seed, position_seed = tf.unstack(tf.random.experimental.stateless_split(seed, 2))
     # int(dup_rate * N) in float64, as Python computes it.
@@ -53,32 +58,30 @@ def repetition_counts(packed, seed, dup_rate):
     return tf.cast(mask, tf.int32) + tf.cast(chosen, tf.int32)
 
 
-def repeat_tokens(packed, counts, max_length, start_token_id, end_token_id, pad_token_id):
-    """The view written by `counts`, packed again and cut to `max_length`.
+def repeat_tokens(packed, counts, max_length, start_token_id, end_token_id, pad_token_id,
+                  prefix=(), suffix=(), body_length=None):
+    """The view written by `counts`, packed again (in the template of `prefix` and `suffix`,
+    if any) and cut to `max_length`.
 
     Returns a dict `token_ids`, `padding_mask`, `segment_ids` `[B, T']`, `T'`
-    the longest row of the view, at most `max_length`.
+    the longest row of the view: at most `max_length`, plus the template's
+    tokens. `body_length` is the sentence's limit (default `max_length - 2`).
     """
     ids = packed["token_ids"]
-    content = content_mask(packed)
+    content = content_mask(packed, prefix, suffix)
     content_counts = tf.boolean_mask(counts, content)
     tokens = tf.repeat(tf.boolean_mask(ids, content), content_counts)
     rows = tf.math.unsorted_segment_sum(
         content_counts, tf.boolean_mask(tf.broadcast_to(
             tf.range(tf.shape(ids)[0])[:, tf.newaxis], tf.shape(ids)), content),
         tf.shape(ids)[0])
-    body = tf.RaggedTensor.from_row_lengths(tokens, rows)[:, : max_length - 2]
-    body = body.to_tensor(default_value=tf.cast(pad_token_id, ids.dtype))
-    batch = tf.shape(body)[0]
-    framed = tf.concat([tf.fill([batch, 1], tf.cast(start_token_id, ids.dtype)), body,
-                        tf.fill([batch, 1], tf.cast(pad_token_id, ids.dtype))], axis=1)
-    positions = tf.range(tf.shape(framed)[1])[tf.newaxis, :]
-    ends = tf.minimum(rows, max_length - 2)[:, tf.newaxis] + 1
-    token_ids = tf.where(positions == ends, tf.cast(end_token_id, ids.dtype), framed)
-    padding_mask = tf.cast(positions <= ends, packed["padding_mask"].dtype)
-    out = {"token_ids": token_ids, "padding_mask": padding_mask}
+    body = tf.RaggedTensor.from_row_lengths(tf.cast(tokens, tf.int32), rows)
+    view = pack_tokens(body, max_length - 2 if body_length is None else body_length,
+                       start_token_id, end_token_id, pad_token_id, prefix, suffix)
+    out = {"token_ids": tf.cast(view["token_ids"], ids.dtype),
+           "padding_mask": tf.cast(view["padding_mask"], packed["padding_mask"].dtype)}
     if "segment_ids" in packed:
-        out["segment_ids"] = tf.zeros_like(token_ids, dtype=packed["segment_ids"].dtype)
+        out["segment_ids"] = tf.zeros_like(out["token_ids"], dtype=packed["segment_ids"].dtype)
     return out
 
 
@@ -96,11 +99,14 @@ def word_repetition(encoder, packed, seed, dup_rate, max_length, buckets=True):
     Returns:
         The view's packed inputs.
     """
-    counts = repetition_counts(packed, seed, dup_rate)
+    prompt = encoder.prompt
+    prefix, suffix = ((), ()) if prompt is None else (prompt.prefix, prompt.suffix)
+    counts = repetition_counts(packed, seed, dup_rate, prefix, suffix)
     view = repeat_tokens(packed, counts, max_length, encoder.start_token_id,
-                         encoder.end_token_id, encoder.pad_token_id)
+                         encoder.end_token_id, encoder.pad_token_id, prefix, suffix,
+                         encoder.body_length(max_length))
     if buckets:
-        view = pad_to_bucket(view, max_length, encoder.pad_token_id)
+        view = pad_to_bucket(view, encoder.packed_length(max_length), encoder.pad_token_id)
     return view
 
 

@@ -185,11 +185,43 @@ def check_repetition_alone(encoder):
     assert out.aux is None and bool(tf.math.is_finite(out.loss))
 
 
+def check_repetition_in_a_template(encoder):
+    """With a prompt template, the sentence's tokens alone are repeated and the view is framed
+    in the template, as the sentence is."""
+    import numpy as np
+    import tensorflow as tf
+
+    from keras_sentemb.methods.esimcse.repetition import repetition_counts
+    from keras_sentemb.methods.esimcse.repetition import word_repetition
+
+    encoder = encoder.clone("prompted")
+    encoder.prompt = "the [X] is [MASK] ."
+    prompt = encoder.prompt
+    lead = [encoder.start_token_id, *prompt.prefix]
+    tail = [*prompt.suffix, encoder.end_token_id]
+    packed = encoder.preprocess(tf.constant(SENTENCES), 16)
+    ids, mask = packed["token_ids"].numpy(), packed["padding_mask"].numpy()
+    for seed in range(4):
+        key = tf.constant([seed, 3], tf.int64)
+        counts = repetition_counts(packed, key, 1.0, prompt.prefix, prompt.suffix).numpy()
+        view = word_repetition(encoder, packed, key, 1.0, 16)
+        for r, (row_ids, row_mask) in enumerate(zip(view["token_ids"].numpy(),
+                                                    view["padding_mask"].numpy())):
+            row = [int(t) for t, m in zip(row_ids, row_mask) if m]
+            assert row[:len(lead)] == lead and row[len(row) - len(tail):] == tail, row
+            n = int(mask[r].sum())
+            sentence = slice(len(lead), n - len(tail))  # the sentence's tokens, template left out
+            assert (counts[r, :len(lead)] == 1).all() and (counts[r, n - len(tail):n] == 1).all()
+            want = np.repeat(ids[r, sentence], counts[r, sentence])[:14].tolist()
+            assert row[len(lead):len(row) - len(tail)] == want, (row, want)
+
+
 def check(encoder, folder):
     """ESimCSE's own checks, on the tiny run's encoder (its tokenizer and weights)."""
     del folder
     check_loss()
     check_repetition(encoder)
+    check_repetition_in_a_template(encoder)
     check_resumed_views(encoder)
     check_momentum_and_queue(encoder)
     check_repetition_alone(encoder)
