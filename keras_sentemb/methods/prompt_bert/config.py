@@ -25,8 +25,10 @@ PAPER_POOLING = "mask"
 
 BERT_TEMPLATE = 'This sentence of "[X]" means [MASK] .'
 BERT_POSITIVE_TEMPLATE = 'This sentence : "[X]" means [MASK] .'
-ROBERTA_TEMPLATE = "This sentence : '[X]' means [MASK]."
-ROBERTA_POSITIVE_TEMPLATE = "The sentence : '[X]' means [MASK]."
+# Spaces matter to RoBERTa's byte-level BPE: as the official code builds them, the prefix ends
+# without a space, the suffix starts with one (" ' means"), and [MASK] follows "means" directly.
+ROBERTA_TEMPLATE = "This sentence : '[X] ' means[MASK]."
+ROBERTA_POSITIVE_TEMPLATE = "The sentence : '[X] ' means[MASK]."
 
 
 @dataclasses.dataclass(frozen=True)
