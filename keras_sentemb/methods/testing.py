@@ -99,6 +99,13 @@ def method_test(module):
     return testing.METHOD_TEST
 
 
+def packed_rows(packed):
+    """Each row's token ids without padding (tuples), from packed inputs' `token_ids` and
+    `padding_mask`: what a method's pipeline check compares."""
+    ids, mask = packed["token_ids"].numpy(), packed["padding_mask"].numpy()
+    return [tuple(int(t) for t, m in zip(row, keep) if m) for row, keep in zip(ids, mask)]
+
+
 class _Captured(Exception):
     """Raised instead of training: the batches a method's pipeline made."""
 

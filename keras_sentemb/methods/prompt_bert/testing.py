@@ -20,6 +20,7 @@ by line.
 """
 
 from keras_sentemb.methods.testing import MethodTest
+from keras_sentemb.methods.testing import packed_rows
 
 SENTENCES = ["a man plays the guitar .", "the cat sits on the mat .", "hello world",
              "a woman is slicing an onion and the dog runs in the park ."]
@@ -41,11 +42,6 @@ def _framed(encoder, prompt, text, max_length):
     return [encoder.start_token_id, *prompt.prefix, *body, *prompt.suffix, encoder.end_token_id]
 
 
-def _rows(packed):
-    ids, mask = packed["token_ids"].numpy(), packed["padding_mask"].numpy()
-    return [[int(t) for t, m in zip(row, keep) if m] for row, keep in zip(ids, mask)]
-
-
 def check_packing(encoder):
     """Graph packing, `encode`'s bulk packing and a hand-built list agree; [MASK] always stays."""
     from keras_sentemb.methods.prompt_bert.config import BERT_TEMPLATE
@@ -60,7 +56,7 @@ def check_packing(encoder):
     texts = SENTENCES + [long, ""]
     for max_length in (8, 16, 64):
         want = [_framed(encoder, prompt, t, max_length) for t in texts]
-        assert _rows(encoder.preprocess(texts, max_length)) == want
+        assert packed_rows(encoder.preprocess(texts, max_length)) == [tuple(w) for w in want]
         got = {}
         for idx, ids, mask in encoder.packed_batches(texts, 3, max_length):
             for i, row, keep in zip(idx, ids, mask):
@@ -213,7 +209,7 @@ def check_views_in_the_pipeline(encoder, folder):
     first = encoder.make_prompt(BERT_TEMPLATE)
     second = encoder.make_prompt(BERT_POSITIVE_TEMPLATE)
     sentences = [f"the cat {i} sits on the mat ." for i in range(12)]
-    expected = {tuple(_framed(encoder, first, s, 16)): _framed(encoder, second, s, 16)
+    expected = {tuple(_framed(encoder, first, s, 16)): tuple(_framed(encoder, second, s, 16))
                 for s in sentences}
     stream_file = folder / "promptbert_stream_0.txt"
     stream_file.write_text("\n".join(sentences) + "\n", encoding="utf-8")
@@ -221,11 +217,11 @@ def check_views_in_the_pipeline(encoder, folder):
         full, resumed = _method_batches(encoder, data)
         assert len(full) == 2 and len(resumed) == 1
         for batch in full:
-            pairs = list(zip(_rows(batch["sentence"]), _rows(batch["positive"])))
+            pairs = list(zip(packed_rows(batch["sentence"]), packed_rows(batch["positive"])))
             assert len(pairs) == 4
             for sentence, positive in pairs:
-                assert expected[tuple(sentence)] == positive, (data, sentence, positive)
-        assert _rows(resumed[0]["positive"]) == _rows(full[1]["positive"])
+                assert expected[sentence] == positive, (data, sentence, positive)
+        assert packed_rows(resumed[0]["positive"]) == packed_rows(full[1]["positive"])
     assert encoder.prompt == first  # trained in place, the model reads the first template
 
 

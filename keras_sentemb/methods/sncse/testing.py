@@ -17,6 +17,7 @@ closed form below follows term by term.
 """
 
 from keras_sentemb.methods.testing import MethodTest
+from keras_sentemb.methods.testing import packed_rows
 
 # Each sentence and its negation by the rules of `negation.py`.
 NEGATIONS = [
@@ -162,11 +163,6 @@ def _method_batches(encoder, data):
                          dev=None, verbose=0, seed=5)
 
 
-def _rows(packed):
-    ids, mask = packed["token_ids"].numpy(), packed["padding_mask"].numpy()
-    return [tuple(int(t) for t, m in zip(row, keep) if m) for row, keep in zip(ids, mask)]
-
-
 def check_negations_in_the_pipeline(encoder, folder):
     """`fit_sncse`'s batches hold each sentence's negation, tokenized, as `"negated"`."""
     import tensorflow as tf
@@ -175,8 +171,8 @@ def check_negations_in_the_pipeline(encoder, folder):
 
     sentences = [f"the cat {i} is on the mat ." if i % 2 else f"dogs {i} have a ball"
                  for i in range(12)]
-    expected = dict(zip(_rows(encoder.preprocess(tf.constant(sentences), 16)),
-                        _rows(encoder.preprocess(negate(tf.constant(sentences)), 16))))
+    expected = dict(zip(packed_rows(encoder.preprocess(tf.constant(sentences), 16)),
+                        packed_rows(encoder.preprocess(negate(tf.constant(sentences)), 16))))
     stream_file = folder / "sncse_stream_0.txt"
     stream_file.write_text("\n".join(sentences) + "\n", encoding="utf-8")
     for data in (sentences, str(folder / "sncse_stream_*.txt")):
@@ -184,12 +180,12 @@ def check_negations_in_the_pipeline(encoder, folder):
         assert len(full) == 2 and len(resumed) == 1
         for batch in full:
             assert set(batch) >= {"sentence", "negated"}
-            pairs = list(zip(_rows(batch["sentence"]), _rows(batch["negated"])))
+            pairs = list(zip(packed_rows(batch["sentence"]), packed_rows(batch["negated"])))
             assert len(pairs) == 4
             for sentence, negated in pairs:
                 assert expected[sentence] == negated, (data, sentence, negated)
         # A resumed run reads the batch the uninterrupted run read at that step.
-        assert _rows(resumed[0]["negated"]) == _rows(full[1]["negated"])
+        assert packed_rows(resumed[0]["negated"]) == packed_rows(full[1]["negated"])
 
 
 def check(encoder, folder):
