@@ -82,6 +82,9 @@ VARIANTS = {
                    "no_denoise": {"pooling": "mask", "mlp": "train", "denoise": False},
                    "no_mlp": {"pooling": "mask", "mlp": "none"},
                    "mean_pooling": {"pooling": "mean", "mlp": "none"}},
+    # ESimCSE as its paper trains it, and with ConSERT's views on top (sentence, positive).
+    "esimcse": {"paper": {}, "shuffle_cutoff": {"views": "shuffle,feature_cutoff"},
+                "cutoff": {"views": "feature_cutoff,feature_cutoff"}},
 }
 # Variants tried unless --variants names others.
 DEFAULT_VARIANTS = {"ct_in_batch": ["no_dropout", "dropout"]}

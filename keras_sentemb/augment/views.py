@@ -118,6 +118,59 @@ def make_view(view, /, **kwargs):
     return cls(**{**defaults, **kwargs})
 
 
+def parse_view_pair(views, extra=()):
+    """Two view names (a pair or `"a,b"`) from the registry (or `extra`) -> a tuple of two.
+
+    Args:
+        views: a pair of names or one string `"a,b"`.
+        extra: tuple of str. Names a trainer accepts beyond the registry's
+            (ConSERT's `"adversarial"`).
+
+    Raises:
+        ValueError: one line naming the valid names, unless there are two of them.
+    """
+    if isinstance(views, str):
+        views = [v.strip() for v in views.split(",")]
+    views = tuple(views) if views is not None else ()
+    valid = VIEW_NAMES + tuple(extra)
+    if len(views) != 2 or any(v not in valid for v in views):
+        raise ValueError(
+            f"`views` must be two view names from {list(valid)} (a pair or "
+            f"'a,b'). Received: {views!r}."
+        )
+    return views
+
+
+def parse_view_rates(view_rates):
+    """`view_rates` (None, `"0.1,none"` or a pair) -> a pair of float or None (the view's default).
+
+    Raises:
+        ValueError: one line, unless there are two rates, each None or in [0, 1].
+    """
+    if view_rates is None:
+        return (None, None)
+    try:
+        if isinstance(view_rates, str):
+            rates = tuple(None if r.strip().lower() == "none" else float(r)
+                          for r in view_rates.split(","))
+        else:
+            rates = tuple(None if r is None else float(r) for r in view_rates)
+    except (TypeError, ValueError):
+        rates = ()
+    if len(rates) != 2 or any(r is not None and not 0.0 <= r <= 1.0 for r in rates):
+        raise ValueError("`view_rates` must be two rates in [0, 1] or `none` (a pair or "
+                         f"'0.1,none'). Received: {view_rates!r}.")
+    return rates
+
+
+def make_view_pair(views, view_rates=None, seed=None):
+    """The two view layers of `views` at `view_rates` (seeds `seed` and `seed + 1`)."""
+    return [make_view(name, rate=rate, seed=None if seed is None else seed + i)
+            if name != "none" else make_view("none")
+            for i, (name, rate) in enumerate(zip(parse_view_pair(views),
+                                                  parse_view_rates(view_rates)))]
+
+
 def _accepted_arguments(cls, defaults):
     base = {"name", "dtype", "trainable"}
     if cls is IdentityView:

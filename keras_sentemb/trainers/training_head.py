@@ -45,7 +45,11 @@ class TrainingHead:
         """`vectors` through the MLP head in training (unchanged otherwise, or without one)."""
         return self.mlp(vectors) if self.mlp is not None and training else vectors
 
-    def embed(self, inputs, training):
-        """Pooled vectors (through the MLP head in training), the encoder's dropout on in training."""
+    def embed(self, inputs, training, view=None):
+        """Pooled vectors (through the MLP head in training), the encoder's dropout on in training.
+
+        `view`: a layer of `keras_sentemb.augment` applied in training (None: none).
+        """
         return self.through_head(
-            self.encoder.sentence_vectors(inputs, self.pooling, training=training), training)
+            self.encoder.sentence_vectors(inputs, self.pooling, training=training, view=view),
+            training)

@@ -9,7 +9,8 @@ import os
 import typing
 
 from keras_sentemb import validation
-from keras_sentemb.augment.views import VIEW_NAMES
+from keras_sentemb.augment.views import parse_view_pair
+from keras_sentemb.augment.views import parse_view_rates
 from keras_sentemb.methods.method import Preset
 from keras_sentemb.methods.options import MethodConfig
 from keras_sentemb.methods.options import option
@@ -33,27 +34,8 @@ PAPER_POOLING = "mean"
 
 
 def parse_views(views):
-    if isinstance(views, str):
-        views = [v.strip() for v in views.split(",")]
-    views = tuple(views) if views is not None else ()
-    valid = VIEW_NAMES + (ADVERSARIAL,)
-    if len(views) != 2 or any(v not in valid for v in views):
-        raise ValueError(
-            f"`views` must be two view names from {list(valid)} (a pair or "
-            f"'a,b'). Received: {views!r}."
-        )
-    return views
-
-
-def parse_view_rates(view_rates):
-    """`view_rates` (None, `"0.1,none"` or a pair) -> a pair of float or None."""
-    if view_rates is None:
-        return (None, None)
-    if isinstance(view_rates, str):
-        return tuple(
-            None if r.strip().lower() == "none" else float(r) for r in view_rates.split(",")
-        )
-    return tuple(view_rates)
+    """ConSERT's two views: the registry's, or `"adversarial"` in supervised modes."""
+    return parse_view_pair(views, extra=(ADVERSARIAL,))
 
 
 @dataclasses.dataclass(frozen=True)
@@ -72,7 +54,7 @@ class ConSERTConfig(MethodConfig):
         source=f"{PAPER}, section 5.2")
     view_rates: typing.Union[str, typing.Tuple[typing.Optional[float], ...], None] = option(
         None, "Rates of the two views, e.g. `\"0.1,0.2\"`; None is each view's default rate "
-        "(`none` for one of them, e.g. `\"none,0.2\"`).")
+        "(`none` for one of them, e.g. `\"none,0.2\"`).", check=parse_view_rates)
     temperature: float = option(0.1, "Temperature of the NT-Xent loss.", above=0.0,
                                 source=f"{PAPER}, section 4.1")
     encoder_dropout: bool = option(False, "Keep the encoder's own dropout on (the paper "

@@ -9,10 +9,10 @@ from keras_sentemb import validation
 from keras_sentemb.methods.consert.config import ADVERSARIAL
 from keras_sentemb.methods.consert.config import ConSERTConfig
 from keras_sentemb.methods.consert.config import PAPER_POOLING
-from keras_sentemb.methods.consert.config import parse_view_rates
 from keras_sentemb.methods.consert.config import parse_views
 from keras_sentemb.augment.adversarial_perturbation import adversarial_perturbation
 from keras_sentemb.augment.views import make_view
+from keras_sentemb.augment.views import parse_view_rates
 from keras_sentemb.losses.classification import pair_features
 from keras_sentemb.losses.classification import softmax_classification_loss
 from keras_sentemb.losses.loss_output import LossOutput

@@ -64,7 +64,7 @@ class ESimCSEMethod(Method):
                 encoder = with_projection_head(encoder, seed=run.seed)
             trainer = ESimCSETrainer(encoder, config, pooling=plan.pooling,
                                      batch_size=run.batch_size,
-                                     mini_batch_size=run.mini_batch_size)
+                                     mini_batch_size=run.mini_batch_size, seed=run.seed)
         optimizer = adamw_linear_decay(plan.learning_rate, plan.steps)
         make_dataset = run.sentence_batches(encoder, sentences, stream, plan, no_duplicates=True)
         make_dataset = with_word_repetition(make_dataset, encoder, run.seed or 0,

@@ -5,7 +5,10 @@ and help, the docs' option tables and the trainer's defaults are read from here.
 """
 
 import dataclasses
+import typing
 
+from keras_sentemb.augment.views import parse_view_pair
+from keras_sentemb.augment.views import parse_view_rates
 from keras_sentemb.methods.method import Preset
 from keras_sentemb.methods.options import MethodConfig
 from keras_sentemb.methods.options import option
@@ -38,6 +41,14 @@ class ESimCSEConfig(MethodConfig):
         source=f"{PAPER}, section 3.2; {SCRIPT}: neg_size=160 with batch 64")
     temperature: float = option(0.05, "Softmax temperature of the InfoNCE loss.", above=0.0,
                                 source=f"{SCRIPT}: --temp 0.05")
+    views: typing.Union[str, typing.Tuple[str, ...]] = option(
+        "none,none", "ConSERT's views of the sentence and of its repeated positive, on top of "
+        "the encoder's dropout, e.g. `\"shuffle,feature_cutoff\"` (a pair or `\"a,b\"`; "
+        "`\"none,none\"`: the paper's ESimCSE). The momentum encoder's queue rows are not "
+        "augmented.", check=parse_view_pair)
+    view_rates: typing.Union[str, typing.Tuple[typing.Optional[float], ...], None] = option(
+        None, "Rates of the two views, e.g. `\"0.1,0.2\"`; None is each view's default rate.",
+        check=parse_view_rates)
     mlp: str = option("auto", "`\"auto\"` (a training-only MLP head exactly when pooling is "
                       "[CLS]), `\"train\"`, `\"none\"` or `\"keep\"` (a tanh head trained and kept "
                       "as the encoder's projection).",

@@ -185,6 +185,62 @@ def check_repetition_alone(encoder):
     assert out.aux is None and bool(tf.math.is_finite(out.loss))
 
 
+def check_views(encoder):
+    """ConSERT's views: the first acts on the sentence, the second on its repeated positive, in
+    training only; the momentum encoder's queue rows get neither."""
+    import numpy as np
+    import tensorflow as tf
+
+    from keras_sentemb.augment.identity_view import IdentityView
+    from keras_sentemb.augment.token_shuffle import TokenShuffle
+    from keras_sentemb.augment.feature_cutoff import FeatureCutoff
+    from keras_sentemb.methods.esimcse.config import ESimCSEConfig
+    from keras_sentemb.methods.esimcse.repetition import word_repetition
+    from keras_sentemb.methods.esimcse.trainer import ESimCSE
+
+    class Spy(IdentityView):
+        """Records the padding mask of every call in training."""
+
+        def __init__(self):
+            super().__init__()
+            self.masks = []
+
+        def call(self, embeddings, padding_mask=None, training=None):
+            if training:
+                self.masks.append(np.asarray(padding_mask))
+            return embeddings
+
+    trainer = ESimCSE(encoder.clone("views"), pooling="mean", mlp="none", queue_ratio=1.0,
+                      batch_size=4, views="shuffle,feature_cutoff", view_rates="none,0.1", seed=3)
+    shuffle, cutoff = trainer.view_layers
+    assert isinstance(shuffle, TokenShuffle) and isinstance(cutoff, FeatureCutoff)
+    assert cutoff.rate == 0.1 and trainer.get_config()["seed"] == 3
+    packed = trainer.encoder.preprocess(tf.constant(SENTENCES[:4]), 16)
+    data = {"sentence": packed,
+            "positive": word_repetition(trainer.encoder, packed, tf.constant([1, 2], tf.int64),
+                                        1.0, 16)}
+    out = trainer.compute_loss_terms(data, training=True)
+    assert bool(tf.math.is_finite(out.loss))
+    trainer.view_layers = [Spy(), Spy()]
+    trainer.embed_batch(data, training=True)
+    first, second = (spy.masks for spy in trainer.view_layers)
+    assert len(first) == len(second) == 1  # the momentum pass goes through neither
+    np.testing.assert_array_equal(first[0], packed["padding_mask"].numpy())
+    np.testing.assert_array_equal(second[0], data["positive"]["padding_mask"].numpy())
+    trainer.embed_batch(data, training=False)
+    assert len(first) == len(second) == 1
+    # The paper's setting has no views; a bad pair is one line.
+    assert ESimCSEConfig().views == "none,none"
+    for views, rates in ((("shuffle",), None), ("shuffle,adversarial", None),
+                         ("none,none", "0.1,2"), ("none,none", "a,b")):
+        try:
+            ESimCSEConfig(views=views, view_rates=rates)
+        except ValueError as error:
+            assert "\n" not in str(error) and "view" in str(error), error
+        else:
+            raise AssertionError((views, rates))
+
+
 def check_repetition_in_a_template(encoder):
     """With a prompt template, the sentence's tokens alone are repeated and the view is framed
     in the template, as the sentence is."""
@@ -225,6 +281,7 @@ def check(encoder, folder):
     check_resumed_views(encoder)
     check_momentum_and_queue(encoder)
     check_repetition_alone(encoder)
+    check_views(encoder)
 
 
 METHOD_TEST = MethodTest(make_trainer=_trainer, check=check, every_family=True)

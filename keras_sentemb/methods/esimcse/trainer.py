@@ -4,6 +4,7 @@ import keras
 import tensorflow as tf
 
 from keras_sentemb import compat
+from keras_sentemb.augment.views import make_view_pair
 from keras_sentemb.losses.info_nce import info_nce_loss
 from keras_sentemb.losses.loss_output import LossOutput
 from keras_sentemb.methods.esimcse.config import ESimCSEConfig
@@ -63,6 +64,11 @@ class ESimCSE(TrainingHead, BaseTrainer):
     (non-finite) step leaves the momentum encoder as it was.
     `queue_ratio=0` keeps neither: word repetition alone.
 
+    `views` adds ConSERT's views (token shuffle, cutoffs, embedding
+    dropout; `keras_sentemb.augment`) on top of the encoder's dropout: the
+    first to the sentence, the second to its repeated positive, in training
+    only. The queue's momentum rows are encoded without them.
+
     Inputs of `fit`: dict batches `{"sentence": packed, "positive": packed}`
     (without `"positive"`, the sentence itself is its view: SimCSE with the
     queue).
@@ -71,7 +77,7 @@ class ESimCSE(TrainingHead, BaseTrainer):
         encoder: `SentenceEncoder`. Trained in place; kept as `.encoder`.
         config: `ESimCSEConfig` (or a dict of its options): `dup_rate` (read
             by the data pipeline), `momentum`, `queue_ratio`, `temperature`,
-            `mlp`. Defaults to the method's.
+            `views`, `view_rates`, `mlp`. Defaults to the method's.
         pooling: str. The pooling trained. Defaults to the paper's [CLS].
         batch_size: int. The batch size the queue is sized for: it holds
             `round(queue_ratio * batch_size)` rows. Defaults to the paper's 64.
@@ -79,6 +85,7 @@ class ESimCSE(TrainingHead, BaseTrainer):
             restored trainer's); None copies `encoder`.
         mini_batch_size: int or None. GradCache chunk size (see
             `BaseTrainer`). Defaults to `None` (off).
+        seed: int or None. Seed of the view layers. Defaults to `None`.
         **kwargs: single options overriding `config`'s, and Keras `Model`
             arguments.
 
@@ -102,9 +109,11 @@ class ESimCSE(TrainingHead, BaseTrainer):
     config_class = ESimCSEConfig
 
     def __init__(self, encoder, config=None, pooling=PAPER_POOLING, batch_size=PAPER_BATCH_SIZE,
-                 momentum_encoder=None, **kwargs):
+                 momentum_encoder=None, seed=None, **kwargs):
         super().__init__(encoder, config=config, **kwargs)
         self.build_training_head(encoder, pooling, "esimcse_mlp")
+        self.seed = seed
+        self.view_layers = make_view_pair(self.config.views, self.config.view_rates, seed)
         self.batch_size = int(batch_size)
         self.queue_size = int(round(self.config.queue_ratio * self.batch_size))
         self.queue = self.momentum_encoder = None
@@ -132,6 +141,7 @@ class ESimCSE(TrainingHead, BaseTrainer):
         config.update({
             "pooling": self.pooling,
             "batch_size": self.batch_size,
+            "seed": self.seed,
             "momentum_encoder": (None if self.momentum_encoder is None
                                  else keras.saving.serialize_keras_object(self.momentum_encoder)),
         })
@@ -146,8 +156,9 @@ class ESimCSE(TrainingHead, BaseTrainer):
     def embed_batch(self, data, training=True):
         """The sentences' and their views' vectors (and the views' momentum vectors)."""
         positive = data.get("positive", data["sentence"])
-        out = {"anchors": self.embed(data["sentence"], training),
-               "positives": self.embed(positive, training)}
+        view_a, view_b = self.view_layers
+        out = {"anchors": self.embed(data["sentence"], training, view_a),
+               "positives": self.embed(positive, training, view_b)}
         if self.momentum_encoder is not None:
             out["keys"] = self.momentum_embed(positive, training)
         return out
