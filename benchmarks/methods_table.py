@@ -84,7 +84,8 @@ VARIANTS = {
                    "mean_pooling": {"pooling": "mean", "mlp": "none"}},
     # ESimCSE as its paper trains it, and with ConSERT's views on top (sentence, positive).
     "esimcse": {"paper": {}, "shuffle_cutoff": {"views": "shuffle,feature_cutoff"},
-                "cutoff": {"views": "feature_cutoff,feature_cutoff"}},
+                "cutoff": {"views": "feature_cutoff,feature_cutoff"},
+                "cls": {"pooling": "cls"}},
 }
 # Variants tried unless --variants names others.
 DEFAULT_VARIANTS = {"ct_in_batch": ["no_dropout", "dropout"]}

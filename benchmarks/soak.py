@@ -53,6 +53,8 @@ import time
 from pathlib import Path
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _common import cpu_info  # noqa: E402
 
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parent
@@ -82,6 +84,28 @@ def rss_mib():
             if line.startswith("VmRSS:"):
                 return int(line.split()[1]) / 1024
     return float("nan")
+
+
+class _Mallinfo2(__import__("ctypes").Structure):
+    _fields_ = [(name, __import__("ctypes").c_size_t) for name in (
+        "arena", "ordblks", "smblks", "hblks", "hblkhd", "usmblks", "fsmblks", "uordblks",
+        "fordblks", "keepcost")]
+
+
+def heap_mib():
+    """glibc's heap now: `(in use, free but kept)` in MiB (mallinfo2: bytes allocated by malloc
+    and not freed, counting mmap'd blocks, and freed bytes the allocator still holds), or None
+    where the C library has no mallinfo2. RSS that grows while the first stays flat is memory
+    the allocator keeps, not memory the program holds."""
+    import ctypes
+
+    try:
+        libc = ctypes.CDLL("libc.so.6")
+        libc.mallinfo2.restype = _Mallinfo2
+    except (OSError, AttributeError):
+        return None
+    info = libc.mallinfo2()
+    return ((info.uordblks + info.hblkhd) / 2**20, info.fordblks / 2**20)
 
 
 def percentile(values, q):
@@ -163,6 +187,9 @@ def _summary(latencies, rss, warm_index, traced=None):
         "first_tenth_p50_ms": round(1000 * percentile(timed[:tenth], 0.5), 2),
         "last_tenth_p50_ms": round(1000 * percentile(timed[-tenth:], 0.5), 2),
     }
+    if rss.get("heap"):
+        out["heap_in_use_samples_mib"] = [round(used, 1) for used, _ in rss["heap"]]
+        out["heap_free_kept_samples_mib"] = [round(free, 1) for _, free in rss["heap"]]
     if traced is not None:
         out["traced"] = traced
     return out
@@ -184,7 +211,11 @@ def _soak(call, calls, warmup, traced=None):
                 traces["warm"] = traced()
         if (i + 1) % every == 0:
             rss["samples"].append(rss_mib())
-            print(f"soak: {i + 1} / {calls} calls, RSS {rss['samples'][-1]:.0f} MiB",
+            heap = heap_mib()
+            if heap is not None:
+                rss.setdefault("heap", []).append(heap)
+            in_use = "" if heap is None else f", heap in use {heap[0]:.0f} MiB"
+            print(f"soak: {i + 1} / {calls} calls, RSS {rss['samples'][-1]:.0f} MiB{in_use}",
                   file=sys.stderr, flush=True)  # progress of a run that takes an hour
     rss["end"] = rss_mib()
     if traced is not None:
@@ -327,13 +358,19 @@ def _export(args, folder):
 
 def table(results):
     lines = ["| what | calls | RSS start / warm / end (MiB) | growth after warm-up | "
+             "malloc heap in use, first / last sample (MiB) | "
              "traced functions (warm / end) | p50 / p99 (ms) | p50 first / last tenth (ms) |",
-             "|---|---|---|---|---|---|---|"]
+             "|---|---|---|---|---|---|---|---|"]
+
+    def heap(r):
+        used = r.get("heap_in_use_samples_mib")
+        return f"{used[0]:.0f} / {used[-1]:.0f}" if used else "n/a"
+
     for name, r in results.get("encode", {}).items():
         traced = r["traced"]
         lines.append(
             f"| `encode`, {name} | {r['calls']} | {r['rss_start_mib']:.0f} / {r['rss_warm_mib']:.0f}"
-            f" / {r['rss_end_mib']:.0f} | {r['rss_growth_after_warmup_pct']:+.1f} % | "
+            f" / {r['rss_end_mib']:.0f} | {r['rss_growth_after_warmup_pct']:+.1f} % | {heap(r)} | "
             f"{traced['warm']['count']} / {traced['end']['count']} | {r['p50_ms']:.0f} / "
             f"{r['p99_ms']:.0f} | {r['first_tenth_p50_ms']:.0f} / {r['last_tenth_p50_ms']:.0f} |")
     r = results.get("savedmodel")
@@ -341,7 +378,7 @@ def table(results):
         lines.append(
             f"| SavedModel (plain TensorFlow) | {r['calls']} | {r['rss_start_mib']:.0f} / "
             f"{r['rss_warm_mib']:.0f} / {r['rss_end_mib']:.0f} | "
-            f"{r['rss_growth_after_warmup_pct']:+.1f} % | its stored graph | {r['p50_ms']:.0f} / "
+            f"{r['rss_growth_after_warmup_pct']:+.1f} % | {heap(r)} | its stored graph | {r['p50_ms']:.0f} / "
             f"{r['p99_ms']:.0f} | {r['first_tenth_p50_ms']:.0f} / {r['last_tenth_p50_ms']:.0f} |")
     f = results.get("fit")
     if f:
@@ -387,8 +424,9 @@ def main():
 def run_parts(args, parts, model):
     """Runs `parts` on `args.model` (named `model` in the results)."""
     results = {"command": "python benchmarks/soak.py " + " ".join(sys.argv[1:]), "model": model,
-               "machine": {"cpus": os.cpu_count(), "load_average": os.getloadavg(),
-                           "platform": platform.platform()}}
+               "machine": {**cpu_info(), "load_average": os.getloadavg(),
+                           "platform": platform.platform(),
+                           "malloc_arena_max": os.environ.get("MALLOC_ARENA_MAX")}}
 
     def save():  # after every part: a long run that stops keeps what it measured
         results["machine"]["load_average_end"] = os.getloadavg()

@@ -23,6 +23,21 @@ def test_requests_are_random_sized_mixed_script_and_the_same_for_a_seed(soak):
     assert list(soak.requests(3, seed=4)) != requests[:3]
 
 
+def test_the_heap_in_use_counts_what_the_process_holds(soak):
+    """glibc's in-use bytes rise by an allocation's size while it lives and fall when it is freed:
+    the reading that tells a held allocation from memory the allocator only keeps."""
+    before = soak.heap_mib()
+    if before is None:
+        pytest.skip("the C library has no mallinfo2")
+    held = bytearray(64 * 2**20)
+    during = soak.heap_mib()
+    del held
+    after = soak.heap_mib()
+    assert 63 <= during[0] - before[0] <= 66, (before, during)
+    assert during[0] - after[0] >= 63, (during, after)
+    assert all(v >= 0 for v in before + during + after)
+
+
 @pytest.mark.integration
 def test_the_small_model_tokenizes_and_pools_as_the_default_model(soak, default_encoder,
                                                                    tmp_path):
