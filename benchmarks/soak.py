@@ -270,8 +270,11 @@ def worker_fit(args):
         start = time.perf_counter()
         model = _fit_once(method, args)
         seconds = time.perf_counter() - start
+        heap = heap_mib()
         runs.append({"run": i + 1, "method": method, "seconds": round(seconds, 2),
-                     "rss_mib": round(rss_mib(), 1), "vectors": _probe_vectors(model)})
+                     "rss_mib": round(rss_mib(), 1), "vectors": _probe_vectors(model),
+                     **({} if heap is None else {"heap_in_use_mib": round(heap[0], 1),
+                                                 "heap_free_kept_mib": round(heap[1], 1)})})
         del model
     print(json.dumps({"rss_start_mib": round(rss_start, 1), "runs": runs}))
 
