@@ -108,6 +108,28 @@ def heap_mib():
     return ((info.uordblks + info.hblkhd) / 2**20, info.fordblks / 2**20)
 
 
+def rss_by_mapping():
+    """Resident MiB by kind of mapping (/proc/self/smaps): `heap` (brk), `anonymous` (mmap'd
+    memory with no file: glibc's large blocks and other arenas, allocators that map their own
+    memory, JIT-compiled code), `files` (shared libraries and mapped files) and `other`
+    (stacks, vdso). Shows where growth that glibc's heap counters do not see lives."""
+    kinds = {"heap": 0.0, "anonymous": 0.0, "files": 0.0, "other": 0.0}
+    kind = "other"
+    try:
+        with open("/proc/self/smaps", encoding="utf-8") as f:
+            for line in f:
+                head = line.split()
+                if head and "-" in head[0] and len(head) >= 5 and not head[0].endswith(":"):
+                    path = head[5] if len(head) > 5 else ""
+                    kind = ("heap" if path == "[heap]" else "anonymous" if not path
+                            else "other" if path.startswith("[") else "files")
+                elif head and head[0] == "Rss:":
+                    kinds[kind] += int(head[1]) / 1024
+    except OSError:
+        return None
+    return {k: round(v, 1) for k, v in kinds.items()}
+
+
 def percentile(values, q):
     values = sorted(values)
     k = (len(values) - 1) * q
@@ -274,7 +296,8 @@ def worker_fit(args):
         runs.append({"run": i + 1, "method": method, "seconds": round(seconds, 2),
                      "rss_mib": round(rss_mib(), 1), "vectors": _probe_vectors(model),
                      **({} if heap is None else {"heap_in_use_mib": round(heap[0], 1),
-                                                 "heap_free_kept_mib": round(heap[1], 1)})})
+                                                 "heap_free_kept_mib": round(heap[1], 1)}),
+                     "rss_by_mapping_mib": rss_by_mapping()})
         del model
     print(json.dumps({"rss_start_mib": round(rss_start, 1), "runs": runs}))
 

@@ -38,6 +38,17 @@ def test_the_heap_in_use_counts_what_the_process_holds(soak):
     assert all(v >= 0 for v in before + during + after)
 
 
+def test_rss_by_mapping_adds_up_to_the_rss_and_sees_a_large_block(soak):
+    """The kinds of mapping sum to the RSS, and a large touched block shows as anonymous memory
+    (glibc maps blocks this size on their own)."""
+    before = soak.rss_by_mapping()
+    assert abs(sum(before.values()) - soak.rss_mib()) <= 0.05 * soak.rss_mib() + 2
+    held = b"x" * (64 * 2**20)
+    during = soak.rss_by_mapping()
+    assert during["anonymous"] - before["anonymous"] >= 60, (before, during)
+    del held
+
+
 @pytest.mark.integration
 def test_the_small_model_tokenizes_and_pools_as_the_default_model(soak, default_encoder,
                                                                    tmp_path):
