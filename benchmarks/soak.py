@@ -43,6 +43,7 @@ Prints a markdown table; `--json` writes every number.
 """
 
 import argparse
+import ctypes
 import json
 import os
 import platform
@@ -86,8 +87,8 @@ def rss_mib():
     return float("nan")
 
 
-class _Mallinfo2(__import__("ctypes").Structure):
-    _fields_ = [(name, __import__("ctypes").c_size_t) for name in (
+class _Mallinfo2(ctypes.Structure):
+    _fields_ = [(name, ctypes.c_size_t) for name in (
         "arena", "ordblks", "smblks", "hblks", "hblkhd", "usmblks", "fsmblks", "uordblks",
         "fordblks", "keepcost")]
 
@@ -97,8 +98,6 @@ def heap_mib():
     and not freed, counting mmap'd blocks, and freed bytes the allocator still holds), or None
     where the C library has no mallinfo2. RSS that grows while the first stays flat is memory
     the allocator keeps, not memory the program holds."""
-    import ctypes
-
     try:
         libc = ctypes.CDLL("libc.so.6")
         libc.mallinfo2.restype = _Mallinfo2
