@@ -28,8 +28,10 @@ functions (`tf.function` traces of the encoder's forward passes and
 tokenizer, in every precision it built; they must stay at their bound:
 one per forward-pass variant used, one tokenizer graph), and the p50 / p99
 latency of a call after the warm-up (the first and last tenth apart, to
-show the late calls cost what the early ones did). The fits: RSS after
-each, each run's seconds, the last run of a method against its second
+show the late calls cost what the early ones did). Beside each RSS sample:
+glibc's heap in use and the freed memory it keeps (`mallinfo2`), which tell
+memory the process holds from memory its allocator keeps. The fits: RSS after
+each (also by kind of mapping: brk heap, anonymous, files), each run's seconds, the last run of a method against its second
 (within 10 %), and the largest relative difference of each run's vectors
 from the fresh process's.
 
