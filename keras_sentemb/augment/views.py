@@ -163,11 +163,15 @@ def parse_view_rates(view_rates):
     return rates
 
 
-def make_view_pair(views, view_rates=None, seed=None):
-    """The two view layers of `views` at `view_rates` (seeds `seed` and `seed + 1`)."""
-    return [make_view(name, rate=rate, seed=None if seed is None else seed + i)
-            if name != "none" else make_view("none")
-            for i, (name, rate) in enumerate(zip(parse_view_pair(views),
+def make_view_pair(views, view_rates=None, seed=None, extra=()):
+    """The two view layers of `views` at `view_rates` (seeds `seed` and `seed + 1`).
+
+    A name of `extra` (a view the trainer builds itself, such as ConSERT's
+    `"adversarial"`) gives None in its place.
+    """
+    return [None if name in extra else make_view(name, rate=rate,
+                                                 seed=None if seed is None else seed + i)
+            for i, (name, rate) in enumerate(zip(parse_view_pair(views, extra),
                                                   parse_view_rates(view_rates)))]
 
 

@@ -11,7 +11,7 @@ from keras_sentemb.methods.consert.config import ConSERTConfig
 from keras_sentemb.methods.consert.config import PAPER_POOLING
 from keras_sentemb.methods.consert.config import parse_views
 from keras_sentemb.augment.adversarial_perturbation import adversarial_perturbation
-from keras_sentemb.augment.views import make_view
+from keras_sentemb.augment.views import make_view_pair
 from keras_sentemb.augment.views import parse_view_rates
 from keras_sentemb.losses.classification import pair_features
 from keras_sentemb.losses.classification import softmax_classification_loss
@@ -111,10 +111,6 @@ class ConSERT(BaseTrainer):
             )
         views = parse_views(self.config.views)
         view_rates = parse_view_rates(self.config.view_rates)
-        if len(view_rates) != 2:
-            raise ValueError(
-                f"`view_rates` must be a pair (rate_a, rate_b). Received: {view_rates!r}."
-            )
         if ADVERSARIAL in views and mode == "unsup":
             raise ValueError(
                 "The 'adversarial' view needs a supervised loss; use mode='sup' "
@@ -130,12 +126,7 @@ class ConSERT(BaseTrainer):
         self.num_labels = validation.positive_int(num_labels, "num_labels")
         self.noise_norm = self.config.noise_norm
         self.seed = seed
-        self.view_layers = [
-            None if name == ADVERSARIAL else make_view(
-                name, rate=rate, seed=None if seed is None else seed + i
-            ) if name != "none" else make_view("none")
-            for i, (name, rate) in enumerate(zip(views, view_rates))
-        ]
+        self.view_layers = make_view_pair(views, view_rates, seed, extra=(ADVERSARIAL,))
         self.classifier = None
         if mode != "unsup":
             self.classifier = keras.layers.Dense(
