@@ -86,6 +86,10 @@ VARIANTS = {
     "esimcse": {"paper": {}, "shuffle_cutoff": {"views": "shuffle,feature_cutoff"},
                 "cutoff": {"views": "feature_cutoff,feature_cutoff"},
                 "cls": {"pooling": "cls"}},
+    # WhitenedCSE at its defaults (groups of 6 channels, no head on mean pooling), with the
+    # official code's dense + tanh head after the whitening (in training only), and with the
+    # paper's 128 groups (3 channels each on a 384-wide model).
+    "whitenedcse": {"paper": {}, "mlp": {"mlp": "train"}, "groups_128": {"group_size": 3}},
 }
 # Variants tried unless --variants names others.
 DEFAULT_VARIANTS = {"ct_in_batch": ["no_dropout", "dropout"]}
@@ -97,6 +101,7 @@ NAMES = {
     "sg_opt": "SG-OPT",
     "esimcse": "ESimCSE (repetition + momentum queue)",
     "promptbert": "PromptBERT (template [MASK], denoising)",
+    "whitenedcse": "WhitenedCSE (shuffled group whitening, two positives)",
 }
 
 
