@@ -307,12 +307,19 @@ class FitScaffold(RunData):
         """`(encoder, plan)`: the starting encoder and its plan, in one step.
 
         `load_encoder()` then `plan(encoder, ...)` (see them); call it inside
-        `run.scope()`, where the trainer is built next.
+        `run.scope()`, where the trainer is built next. With `mlp` resolved
+        to `"keep"` the encoder gets a projection head if it has none: the
+        head is then part of the encoder (and of any copy a trainer makes of
+        it), trained and kept.
         """
+        from keras_sentemb.models.projection_head import with_projection_head
+
         encoder = self.load_encoder()
-        return encoder, self.plan(encoder, examples=examples, epochs=epochs, mlp=mlp,
-                                  learning_rate=learning_rate,
-                                  paper_pooling_only=paper_pooling_only)
+        plan = self.plan(encoder, examples=examples, epochs=epochs, mlp=mlp,
+                         learning_rate=learning_rate, paper_pooling_only=paper_pooling_only)
+        if plan.mlp == "keep" and encoder.projection is None:
+            encoder = with_projection_head(encoder, seed=self.seed)
+        return encoder, plan
 
     def record_data(self, **counts):
         """Add data counts to the report."""

@@ -45,3 +45,24 @@ def test_method_test_flags_are_the_command_lines():
                             "--views", "a,b"]
     with pytest.raises(ValueError, match="MethodTest.data must be one of"):
         MethodTest(data="nope")
+
+
+@pytest.mark.parametrize("name", list(BUILTIN_METHODS))
+def test_mlp_keep_returns_an_encoder_with_its_projection_head(name, tmp_path):
+    """A method with `mlp="keep"` adds a projection head to a start without one and keeps it."""
+    import keras_sentemb
+    from keras_sentemb.methods import get_method
+    from tests.conftest import make_tiny_encoder
+    from tests.helpers.methods import TINY_RUN
+    from tests.helpers.methods import write_tiny_data
+
+    options = {o.name: o for o in get_method(name).config_class.option_fields()}
+    if "mlp" not in options or "keep" not in (options["mlp"].choices or ()):
+        pytest.skip(f"{name} has no mlp='keep'")
+    spec = method_test(BUILTIN_METHODS[name])
+    start = make_tiny_encoder()
+    assert start.projection is None
+    encoder = keras_sentemb.fit(name, str(write_tiny_data(spec.data, tmp_path)), model=start,
+                                **{**TINY_RUN, "steps": 1, **spec.options, "mlp": "keep"})
+    assert encoder.projection is not None
+    assert encoder.training_report.resolved["mlp"] == "keep"

@@ -11,7 +11,6 @@ from keras_sentemb.methods.method import STREAMED_DATA_DOC
 from keras_sentemb.methods.method import Method
 from keras_sentemb.methods.registry import register_method
 from keras_sentemb.methods.runner import fit_function
-from keras_sentemb.models.projection_head import with_projection_head
 from keras_sentemb.pipelines.schedules import adamw_linear_decay
 
 
@@ -59,9 +58,6 @@ class ESimCSEMethod(Method):
         sentences, stream, n = run.read_sentences(data)
         with run.scope():
             encoder, plan = run.start(examples=n, mlp=config.mlp)
-            if plan.mlp == "keep" and encoder.projection is None:
-                # The head is part of the encoder (and of its momentum copy).
-                encoder = with_projection_head(encoder, seed=run.seed)
             trainer = ESimCSETrainer(encoder, config, pooling=plan.pooling,
                                      batch_size=run.batch_size,
                                      mini_batch_size=run.mini_batch_size, seed=run.seed)

@@ -13,7 +13,6 @@ from keras_sentemb.methods.prompt_bert.config import PromptBERTConfig
 from keras_sentemb.methods.prompt_bert.trainer import PromptBERT as PromptBERTTrainer
 from keras_sentemb.methods.registry import register_method
 from keras_sentemb.methods.runner import fit_function
-from keras_sentemb.models.projection_head import with_projection_head
 from keras_sentemb.pipelines.callbacks import sts_spearman
 from keras_sentemb.pipelines.schedules import adamw_linear_decay
 
@@ -98,9 +97,6 @@ class PromptBERTMethod(Method):
             encoder, plan = run.start(examples=n, mlp=config.mlp)
             given = _given_candidate(run, encoder, plan)
             encoder.prompt = config.template
-            if plan.mlp == "keep" and encoder.projection is None:
-                # The head is part of the encoder; the trainer adds none.
-                encoder = with_projection_head(encoder, seed=run.seed)
             trainer = PromptBERTTrainer(encoder, config, pooling=plan.pooling)
         optimizer = adamw_linear_decay(plan.learning_rate, plan.steps)
         views = {"positive": ("sentence", same_text)}

@@ -10,7 +10,6 @@ from keras_sentemb.methods.method import ALL_OPTIONAL
 from keras_sentemb.methods.method import Method
 from keras_sentemb.methods.registry import register_method
 from keras_sentemb.methods.runner import fit_function
-from keras_sentemb.models.projection_head import with_projection_head
 from keras_sentemb.pipelines.schedules import adamw_linear_decay
 from keras_sentemb.methods.simcse.config import PAPER_POOLING
 from keras_sentemb.methods.simcse.config import PRESETS
@@ -107,9 +106,6 @@ class SimCSEMethod(Method):
             run.record_data(examples=n, mode=config.mode)
         with run.scope():
             encoder, plan = run.start(examples=n, mlp=config.mlp)
-            if plan.mlp == "keep" and encoder.projection is None:
-                # The head is part of the encoder; the trainer adds none.
-                encoder = with_projection_head(encoder, seed=run.seed)
             trainer = SimCSETrainer(encoder, config, pooling=plan.pooling,
                                     mini_batch_size=run.mini_batch_size)
         optimizer = adamw_linear_decay(plan.learning_rate, plan.steps)

@@ -11,7 +11,6 @@ from keras_sentemb.methods.sncse.config import PRESETS
 from keras_sentemb.methods.sncse.config import SNCSEConfig
 from keras_sentemb.methods.sncse.negation import negation_view
 from keras_sentemb.methods.sncse.trainer import SNCSE as SNCSETrainer
-from keras_sentemb.models.projection_head import with_projection_head
 from keras_sentemb.pipelines.schedules import adamw_linear_decay
 
 
@@ -74,9 +73,6 @@ class SNCSEMethod(Method):
         sentences, stream, n = run.read_sentences(data)
         with run.scope():
             encoder, plan = run.start(examples=n, mlp=config.mlp)
-            if plan.mlp == "keep" and encoder.projection is None:
-                # The head is part of the encoder; the trainer adds none.
-                encoder = with_projection_head(encoder, seed=run.seed)
             trainer = SNCSETrainer(encoder, config, pooling=plan.pooling)
         optimizer = adamw_linear_decay(plan.learning_rate, plan.steps)
         views = {"negated": ("sentence", negation_view)}

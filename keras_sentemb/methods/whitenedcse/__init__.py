@@ -10,7 +10,6 @@ from keras_sentemb.methods.whitenedcse.config import PAPER_POOLING
 from keras_sentemb.methods.whitenedcse.config import PRESETS
 from keras_sentemb.methods.whitenedcse.config import WhitenedCSEConfig
 from keras_sentemb.methods.whitenedcse.trainer import WhitenedCSE as WhitenedCSETrainer
-from keras_sentemb.models.projection_head import with_projection_head
 from keras_sentemb.pipelines.schedules import adamw_linear_decay
 
 
@@ -79,9 +78,6 @@ class WhitenedCSEMethod(Method):
                 raise ValueError(
                     f"WhitenedCSE's group_size ({config.group_size}) must divide the sentence "
                     f"vector's width ({encoder.output_dim}).")
-            if plan.mlp == "keep" and encoder.projection is None:
-                # The head is part of the encoder; the trainer adds none.
-                encoder = with_projection_head(encoder, seed=run.seed)
             trainer = WhitenedCSETrainer(encoder, config, pooling=plan.pooling, seed=run.seed)
         optimizer = adamw_linear_decay(plan.learning_rate, plan.steps)
         make_dataset = run.sentence_batches(encoder, sentences, stream, plan, no_duplicates=True)
