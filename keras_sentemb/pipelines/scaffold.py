@@ -52,6 +52,7 @@ from keras_sentemb.models import SentenceEncoder
 from keras_sentemb.models.compute_policy import switch_compute_policy
 from keras_sentemb.models.keras_hub_models import is_keras_hub_model
 from keras_sentemb.models.keras_hub_models import renew_sentencepiece
+from keras_sentemb.models.projection_head import with_projection_head
 from keras_sentemb.kernels.precision import PRECISIONS
 from keras_sentemb.pipelines.plan import RunConfig
 from keras_sentemb.pipelines.run_data import RunData
@@ -304,16 +305,8 @@ class FitScaffold(RunData):
 
     def start(self, examples=None, epochs=1, mlp=None, learning_rate=None,
               paper_pooling_only=None):
-        """`(encoder, plan)`: the starting encoder and its plan, in one step.
-
-        `load_encoder()` then `plan(encoder, ...)` (see them); call it inside
-        `run.scope()`, where the trainer is built next. With `mlp` resolved
-        to `"keep"` the encoder gets a projection head if it has none: the
-        head is then part of the encoder (and of any copy a trainer makes of
-        it), trained and kept.
-        """
-        from keras_sentemb.models.projection_head import with_projection_head
-
+        """`(encoder, plan)`: `load_encoder()` then `plan(...)`, in `run.scope()`; with `mlp`
+        resolved to `"keep"`, a projection head (trained and kept) if the encoder has none."""
         encoder = self.load_encoder()
         plan = self.plan(encoder, examples=examples, epochs=epochs, mlp=mlp,
                          learning_rate=learning_rate, paper_pooling_only=paper_pooling_only)
