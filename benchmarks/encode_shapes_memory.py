@@ -14,7 +14,12 @@ process holds should not move). Each setting runs in a fresh process:
 ```
 python benchmarks/encode_shapes_memory.py --model small
 python benchmarks/encode_shapes_memory.py --model default --rows 1-32:2 --widths 4-120:4
+python benchmarks/encode_shapes_memory.py --model small --precision float32,bfloat16
 ```
+
+`--precision` names what `encode` computes in (`auto`, the default: bfloat16 on a CPU
+that computes it natively, float32 elsewhere); each precision runs every setting, and
+the table names the precision each process resolved.
 
 The table gives, per setting, the heap in use after each block of new shapes,
 after the second pass, and the time of both passes.
@@ -61,7 +66,7 @@ def worker(args):
     def call(rows, words):
         sentences = [" ".join(WORDS[(i + j) % len(WORDS)] for j in range(words))
                      for i in range(rows)]
-        encoder.encode(sentences, batch_size=max(span(args.rows)))
+        encoder.encode(sentences, batch_size=max(span(args.rows)), precision=args.precision)
 
     call(1, 1)
     samples = [(0, round(rss_mib()), round(heap_mib()[0], 1))]
@@ -75,7 +80,10 @@ def worker(args):
     for rows, words in grid:
         call(rows, words)
     second = time.perf_counter() - start
-    print(json.dumps({"shapes": len(grid), "samples": samples,
+    from keras_sentemb.kernels.precision import resolve_encode_precision
+
+    print(json.dumps({"precision": resolve_encode_precision(args.precision),
+                      "shapes": len(grid), "samples": samples,
                       "again": (round(rss_mib()), round(heap_mib()[0], 1)),
                       "first_pass_s": round(first, 1), "second_pass_s": round(second, 1)}))
 
@@ -87,6 +95,8 @@ def main():
     parser.add_argument("--widths", default="2-119:3", help="words per sentence, a-b:step")
     parser.add_argument("--every", type=int, default=100, help="new shapes between samples")
     parser.add_argument("--settings", default=",".join(SETTINGS))
+    parser.add_argument("--precision", default="auto",
+                        help="what encode computes in: auto, float32, bfloat16 (comma-separated)")
     parser.add_argument("--json", default=None, help="write every number to this file")
     parser.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--model-path", default=None, help=argparse.SUPPRESS)
@@ -101,19 +111,22 @@ def main():
         path = args.model
         if args.model == "small":
             path = str(soak.small_model(Path(tmp) / "small"))
-        for name in args.settings.split(","):
-            env = dict(os.environ, **SETTINGS[name])
-            out = subprocess.run(
-                [sys.executable, __file__, "--worker", "--model-path", path, "--rows", args.rows,
-                 "--widths", args.widths, "--every", str(args.every)],
-                env=env, capture_output=True, text=True, check=True)
-            results[name] = json.loads(out.stdout.strip().splitlines()[-1])
-    print("| setting | shapes | heap in use after 0 / each block of new shapes (MiB) "
+        for precision in args.precision.split(","):
+            for name in args.settings.split(","):
+                env = dict(os.environ, **SETTINGS[name])
+                out = subprocess.run(
+                    [sys.executable, __file__, "--worker", "--model-path", path, "--rows",
+                     args.rows, "--widths", args.widths, "--every", str(args.every),
+                     "--precision", precision],
+                    env=env, capture_output=True, text=True, check=True)
+                key = name if precision == "auto" else f"{name} {precision}"
+                results[key] = json.loads(out.stdout.strip().splitlines()[-1])
+    print("| setting | computes in | shapes | heap in use after 0 / each block of new shapes (MiB) "
           "| after a second pass | RSS start / end (MiB) | first / second pass (s) |")
-    print("|---|---|---|---|---|---|")
+    print("|---|---|---|---|---|---|---|")
     for name, r in results.items():
         heap = " / ".join(f"{h:.0f}" for _, _, h in r["samples"])
-        print(f"| {name} | {r['shapes']} | {heap} | {r['again'][1]:.0f} | "
+        print(f"| {name} | {r['precision']} | {r['shapes']} | {heap} | {r['again'][1]:.0f} | "
               f"{r['samples'][0][1]} / {r['again'][0]} | {r['first_pass_s']} / "
               f"{r['second_pass_s']} |")
     if args.json:
@@ -121,7 +134,8 @@ def main():
         words = [Path(a).name if os.path.isabs(a) else a for a in sys.argv[1:]]
         record = {"command": "python benchmarks/encode_shapes_memory.py " + " ".join(words),
                   "model": Path(args.model).name,
-            "rows": args.rows, "widths": args.widths, "results": results,
+            "rows": args.rows, "widths": args.widths, "precision": args.precision,
+            "results": results,
             "machine": {**cpu_info(), "load_average": os.getloadavg()}}
         Path(args.json).write_text(json.dumps(record, indent=1) + "\n", encoding="utf-8")
 

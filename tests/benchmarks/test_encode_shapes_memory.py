@@ -32,12 +32,13 @@ def test_a_tiny_run_writes_its_table_and_numbers(tmp_path):
     run = subprocess.run(
         [sys.executable, str(REPO / "benchmarks" / "encode_shapes_memory.py"), "--model",
          str(tmp_path / "tiny"), "--rows", "1-3", "--widths", "1-4", "--every", "4",
-         "--settings", "onednn", "--json", str(out)],
+         "--settings", "onednn", "--precision", "float32", "--json", str(out)],
         capture_output=True, text=True, timeout=600, cwd=REPO)
     assert run.returncode == 0, run.stderr[-2000:]
-    assert "| onednn | 12 |" in run.stdout
+    assert "| onednn float32 | float32 | 12 |" in run.stdout
     record = json.loads(out.read_text())
-    result = record["results"]["onednn"]
+    result = record["results"]["onednn float32"]
+    assert result["precision"] == "float32"
     assert result["shapes"] == 12
     assert [n for n, _, _ in result["samples"]] == [0, 4, 8, 12]
     assert all(heap > 0 for _, _, heap in result["samples"])
