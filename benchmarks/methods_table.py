@@ -89,9 +89,11 @@ VARIANTS = {
     # WhitenedCSE at its defaults (groups of 6 channels, no head on mean pooling), with the
     # official code's dense + tanh head after the whitening (in training only), and with the
     # paper's 128 groups (3 channels each on a 384-wide model); and at higher temperatures: the
-    # whitened batch's negatives are near-orthogonal, so at 0.05 InfoNCE is near zero.
+    # whitened batch's negatives are near-orthogonal, so at 0.05 InfoNCE is near zero; and at
+    # 0.1 with ESimCSE's word repetition for the positives (a harder positive).
     "whitenedcse": {"paper": {}, "mlp": {"mlp": "train"}, "groups_128": {"group_size": 3},
-                    "t0.1": {"temperature": 0.1}, "t0.2": {"temperature": 0.2}},
+                    "t0.1": {"temperature": 0.1}, "t0.2": {"temperature": 0.2},
+                    "t0.1_dup": {"temperature": 0.1, "dup_rate": 0.32}},
 }
 # Variants tried unless --variants names others.
 DEFAULT_VARIANTS = {"ct_in_batch": ["no_dropout", "dropout"]}

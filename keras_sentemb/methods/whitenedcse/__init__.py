@@ -1,5 +1,6 @@
 """WhitenedCSE, unsupervised: shuffled group whitening of dropout views, several positives."""
 
+from keras_sentemb.methods.esimcse.repetition import with_word_repetition
 from keras_sentemb.methods.method import DEV_RETRIEVAL
 from keras_sentemb.methods.method import STREAMED
 from keras_sentemb.methods.method import STREAMED_DATA_DOC
@@ -31,7 +32,8 @@ class WhitenedCSEMethod(Method):
     whitening) in training only. The kept encoder has neither the whitening
     nor the head. With `dev` (STS-B dev by default) the best checkpoint, the
     starting weights included, is kept. The batch must be larger than
-    `group_size`, which must divide the vector's width.
+    `group_size`, which must divide the vector's width. `dup_rate` > 0 takes
+    the positives from ESimCSE's word-repetition copy of each sentence.
 
     Deliberate differences from the official code: its whitening module
     splits the stacked batch into thirds, and the stack interleaves each
@@ -81,6 +83,9 @@ class WhitenedCSEMethod(Method):
             trainer = WhitenedCSETrainer(encoder, config, pooling=plan.pooling, seed=run.seed)
         optimizer = adamw_linear_decay(plan.learning_rate, plan.steps)
         make_dataset = run.sentence_batches(encoder, sentences, stream, plan, no_duplicates=True)
+        if config.dup_rate > 0:
+            make_dataset = with_word_repetition(make_dataset, encoder, run.seed or 0,
+                                                config.dup_rate, plan.max_length)
         return run.train(trainer, optimizer, make_dataset, plan)
 
 

@@ -45,6 +45,12 @@ class WhitenedCSEConfig(MethodConfig):
         1e-5, "Added to each eigenvalue of a group's covariance before its inverse square "
         "root (the official code adds none; this keeps a rank-deficient group finite).",
         minimum=0.0)
+    dup_rate: float = option(
+        0.0, "ESimCSE's word repetition for the positives: each positive is a dropout view of "
+        "one copy of the sentence that repeats a random number of its subword tokens, up to "
+        "max(2, int(dup_rate * N)) of its N (0: the positives are views of the sentence "
+        "itself, as in the paper).", minimum=0.0, maximum=1.0,
+        source="Wu et al. 2022 (ESimCSE), section 3.1: dup_rate=0.32 on BERT")
     mlp: str = option("auto", "`\"auto\"` (a training-only MLP head after the whitening "
                       "exactly when pooling is [CLS]), `\"train\"`, `\"none\"` or `\"keep\"` "
                       "(a tanh head trained and kept as the encoder's projection).",

@@ -4,8 +4,9 @@ Beyond the shared tiny run (save, reload, the same vectors), `check` tests
 what is WhitenedCSE's own: shuffled group whitening against its closed form
 in NumPy (each group's covariance the identity after it; the channels back in
 their places; no gradient through the covariance), the loss against its
-closed form, and the trainer's views (each whitened with its own
-permutation, none outside training, the same draws on a replayed step).
+closed form, the trainer's views (each whitened with its own
+permutation, none outside training, the same draws on a replayed step), and
+the positives taken from ESimCSE's repeated copies with `dup_rate`.
 
 No `reference`: the official module (SupstarZh/WhitenedCSE
 `whitenedcse/shuffled_group_whitening.py`) is not an installable package and
@@ -169,6 +170,35 @@ def check_trainer(encoder):
         raise AssertionError("group_size 5 of a 32-wide vector must be refused")
 
 
+def check_repetition(encoder):
+    """`dup_rate`: the positives are views of the batch's `"positive"` (the repeated copies)."""
+    import numpy as np
+    import tensorflow as tf
+
+    from keras_sentemb.methods.whitenedcse import fit_whitenedcse
+    from keras_sentemb.methods.whitenedcse.trainer import WhitenedCSE
+
+    sentences = [f"sentence number {i} about {w}" for i, w in
+                 enumerate(["cats", "dogs", "the sea", "music", "rain", "a town", "trees", "x"])]
+    copies = [s.replace("number", "number number") for s in sentences]
+    trainer = WhitenedCSE(encoder.clone("whitenedcse_repetition"), pooling="mean", mlp="none",
+                          group_size=4, positives=2, dup_rate=0.3)
+    preprocess = trainer.encoder.preprocess
+    views = trainer.embed_batch({"sentence": preprocess(tf.constant(sentences), 16),
+                                 "positive": preprocess(tf.constant(copies), 16)},
+                                training=False)
+    for k, text in ((0, sentences), (1, copies), (2, copies)):
+        a = views[f"view_{k}"].numpy()
+        b = np.asarray(trainer.encoder.encode(text, pooling="mean"))
+        cosine = (a * b).sum(-1) / np.linalg.norm(a, axis=-1) / np.linalg.norm(b, axis=-1)
+        assert cosine.min() >= 0.9999, (k, cosine)
+    # End to end: the run adds the repeated copies and trains on them.
+    trained = fit_whitenedcse([f"line {i} of the corpus" for i in range(40)], model=encoder,
+                              steps=2, batch_size=8, group_size=4, max_length=12,
+                              dup_rate=0.32, dev=None, verbose=0)
+    assert np.isfinite(trained.encode(["a line"])).all()
+
+
 def check_refusals(encoder):
     """A batch no larger than a group, and a group size that does not divide the width."""
     from keras_sentemb.methods.whitenedcse import fit_whitenedcse
@@ -190,6 +220,7 @@ def check(encoder, folder):
     check_whitening()
     check_loss()
     check_trainer(encoder)
+    check_repetition(encoder)
     check_refusals(encoder)
 
 

@@ -39,15 +39,16 @@ class WhitenedCSE(TrainingHead, BaseTrainer):
     training-only MLP head when there is one. The loss is the sum, over the
     positives, of InfoNCE of the first view against the batch's views of
     that positive (`temperature`). The kept encoder has neither the
-    whitening nor the head.
+    whitening nor the head. With a `"positive"` in the batch (ESimCSE's
+    word repetition, `dup_rate`), the positives are dropout views of it.
 
-    Inputs of `fit`: dict batches `{"sentence": packed}`.
+    Inputs of `fit`: dict batches `{"sentence": packed}` (and `"positive"`).
 
     Args:
         encoder: `SentenceEncoder`. Trained in place; kept as `.encoder`.
         config: `WhitenedCSEConfig` (or a dict of its options):
             `temperature`, `positives`, `group_size`, `shuffle`, `epsilon`,
-            `mlp`. Defaults to the method's.
+            `dup_rate` (read by the data pipeline), `mlp`. Defaults to the method's.
         pooling: str. The pooling trained. Defaults to the paper's [CLS].
         seed: int or None. Seed of the whitening's channel permutations.
         **kwargs: single options overriding `config`'s, and Keras `Model`
@@ -99,9 +100,10 @@ class WhitenedCSE(TrainingHead, BaseTrainer):
         return self.through_head(self.whitening(vectors, training=training), training)
 
     def embed_batch(self, data, training=True):
-        """`1 + positives` independent views of the sentences, in order."""
-        x = data["sentence"]
-        return {f"view_{k}": self.embed_view(x, training)
+        """`1 + positives` independent views: the sentences', then their positives' (the
+        repeated copies when the batch has them, else the sentences again)."""
+        positive = data.get("positive", data["sentence"])
+        return {f"view_{k}": self.embed_view(data["sentence"] if k == 0 else positive, training)
                 for k in range(self.config.positives + 1)}
 
     def loss_from_embeddings(self, embeddings, data, training=True):
