@@ -3,6 +3,7 @@
     python benchmarks/soak.py                                  # the full run: 20,000 calls, 30 fits
     python benchmarks/soak.py --calls 300 --fits 16 --json benchmarks/results/soak.json
     python benchmarks/soak.py --model small --parts encode,savedmodel   # 20,000 calls in minutes
+    python benchmarks/soak.py --model small --parts encode --malloc-trim-every 100
 
 Three parts, each in processes of its own (a fresh interpreter per part, as a
 service or a notebook starts):
@@ -40,6 +41,10 @@ cleaning and pooling over a random 2-layer, 64-wide BERT: every step of a
 call (tokenizing, packing, batching, tracing, the forward pass, pooling) at
 a fraction of the arithmetic, so that 20,000 calls take minutes instead of
 the default model's hours (about a second a call, on average, on 2 cores).
+
+`--malloc-trim-every N` calls glibc's `malloc_trim(0)` after every N calls
+(what a service can do to hand freed memory back to the system), and records
+what the trims took, apart from the calls' latencies.
 
 Prints a markdown table; `--json` writes every number.
 """
@@ -218,9 +223,25 @@ def _summary(latencies, rss, warm_index, traced=None):
     return out
 
 
-def _soak(call, calls, warmup, traced=None):
-    """Runs `call(sentences)` on `calls` requests; RSS, latency and traces as `_summary`."""
+def malloc_trim():
+    """glibc's `malloc_trim(0)`: hands the free memory of every arena back to the system; its
+    seconds (None where the C library has no such call)."""
+    try:
+        trim = ctypes.CDLL("libc.so.6").malloc_trim
+    except (OSError, AttributeError):
+        return None
+    start = time.perf_counter()
+    trim(0)
+    return time.perf_counter() - start
+
+
+def _soak(call, calls, warmup, traced=None, trim_every=0):
+    """Runs `call(sentences)` on `calls` requests; RSS, latency and traces as `_summary`.
+
+    With `trim_every`, `malloc_trim` after every that many calls (its time apart from the
+    calls': what a service that trims its heap pays)."""
     warm_index = max(1, int(calls * warmup))
+    trims = []
     every = max(1, calls // 20)
     rss = {"start": rss_mib(), "samples": []}
     latencies, traces = [], {}
@@ -228,6 +249,8 @@ def _soak(call, calls, warmup, traced=None):
         start = time.perf_counter()
         call(sentences)
         latencies.append(time.perf_counter() - start)
+        if trim_every and (i + 1) % trim_every == 0:
+            trims.append(malloc_trim())
         if i + 1 == warm_index:
             rss["warm"] = rss_mib()
             if traced is not None:
@@ -243,7 +266,12 @@ def _soak(call, calls, warmup, traced=None):
     rss["end"] = rss_mib()
     if traced is not None:
         traces["end"] = traced()
-    return _summary(latencies, rss, warm_index, traces or None)
+    out = _summary(latencies, rss, warm_index, traces or None)
+    if trim_every and trims and None not in trims:
+        out["malloc_trim"] = {"every": trim_every, "calls": len(trims),
+                              "p50_ms": round(1000 * percentile(trims, 0.5), 2),
+                              "max_ms": round(1000 * max(trims), 2)}
+    return out
 
 
 def worker_encode(args):
@@ -251,7 +279,8 @@ def worker_encode(args):
 
     encoder = SentenceEncoder.from_preset(args.model)
     result = _soak(lambda s: encoder.encode(s, precision=args.precision, show_progress=False),
-                   args.calls, args.warmup, lambda: traced_functions(encoder))
+                   args.calls, args.warmup, lambda: traced_functions(encoder),
+                   args.malloc_trim_every)
     result["precision"] = args.precision
     print(json.dumps(result))
 
@@ -264,7 +293,7 @@ def worker_savedmodel(args):
     loaded = tf.saved_model.load(args.saved_model)
     serve = loaded.signatures["serving_default"]
     result = _soak(lambda s: serve(sentences=tf.constant(s, tf.string))["embeddings"].numpy(),
-                   args.calls, args.warmup)
+                   args.calls, args.warmup, trim_every=args.malloc_trim_every)
     result["keras_sentemb_imported"] = "keras_sentemb" in sys.modules
     print(json.dumps(result))
 
@@ -310,7 +339,8 @@ def worker_fresh_fit(args):
 def _child(args, worker, **extra):
     argv = [sys.executable, __file__, "--worker", worker, "--model", args.model,
             "--calls", str(args.calls), "--warmup", str(args.warmup),
-            "--fits", str(args.fits), "--fit-steps", str(args.fit_steps)]
+            "--fits", str(args.fits), "--fit-steps", str(args.fit_steps),
+            "--malloc-trim-every", str(args.malloc_trim_every)]
     for key, value in extra.items():
         argv += [f"--{key.replace('_', '-')}", str(value)]
     env = dict(os.environ)
@@ -431,6 +461,9 @@ def main():
     p.add_argument("--methods", default=None, help="methods fitted in turn (default: "
                                                    + ",".join(FIT_METHODS) + ")")
     p.add_argument("--parts", default="encode,savedmodel,fit")
+    p.add_argument("--malloc-trim-every", type=int, default=0,
+                   help="call glibc's malloc_trim(0) after every N encode / SavedModel calls, "
+                        "as a service can (0: never)")
     p.add_argument("--json", default=None, help="write every number to this file")
     p.add_argument("--worker", default=None, help=argparse.SUPPRESS)
     p.add_argument("--precision", default=None, help=argparse.SUPPRESS)
@@ -453,7 +486,8 @@ def run_parts(args, parts, model):
     results = {"command": "python benchmarks/soak.py " + " ".join(sys.argv[1:]), "model": model,
                "machine": {**cpu_info(), "load_average": os.getloadavg(),
                            "platform": platform.platform(),
-                           "malloc_arena_max": os.environ.get("MALLOC_ARENA_MAX")}}
+                           "malloc_arena_max": os.environ.get("MALLOC_ARENA_MAX")},
+               "malloc_trim_every": args.malloc_trim_every}
 
     def save():  # after every part: a long run that stops keeps what it measured
         results["machine"]["load_average_end"] = os.getloadavg()

@@ -38,6 +38,27 @@ def test_the_heap_in_use_counts_what_the_process_holds(soak):
     assert all(v >= 0 for v in before + during + after)
 
 
+def test_a_soak_that_trims_records_its_trims_apart_from_the_calls(soak):
+    """`trim_every`: malloc_trim after every that many calls, timed apart; the freed memory it
+    hands back leaves the allocator's kept bytes."""
+    if soak.heap_mib() is None or soak.malloc_trim() is None:
+        pytest.skip("the C library has no mallinfo2 / malloc_trim")
+    calls = []
+    result = soak._soak(calls.append, 30, 0.1, trim_every=10)
+    assert len(calls) == 30 and result["calls"] == 30
+    assert result["malloc_trim"]["every"] == 10 and result["malloc_trim"]["calls"] == 3
+    assert 0 <= result["malloc_trim"]["p50_ms"] <= result["malloc_trim"]["max_ms"]
+    assert "malloc_trim" not in soak._soak(calls.append, 5, 0.2)
+    # 80 MiB of small blocks freed between blocks still held: resident until a trim.
+    blocks = [bytearray(4096) for _ in range(20000)]
+    keep = blocks[::50]
+    del blocks
+    before = soak.rss_mib()
+    soak.malloc_trim()
+    assert before - soak.rss_mib() >= 40, (before, soak.rss_mib())
+    del keep
+
+
 def test_rss_by_mapping_adds_up_to_the_rss_and_sees_a_large_block(soak):
     """The kinds of mapping sum to the RSS, and a large touched block shows as anonymous memory
     (glibc maps blocks this size on their own)."""
