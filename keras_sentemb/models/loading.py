@@ -264,11 +264,35 @@ def _declared_gelu(folder, config):
     return form
 
 
+def _declared_dropout(folder, config):
+    """`{"dropout": rate}` of `config.json`'s `hidden_dropout_prob`, or `{}` (keras-hub's 0.1).
+
+    keras-hub's converter builds the backbone with its default dropout whatever the
+    checkpoint declares; its backbones have one rate for the hidden states and the
+    attention probabilities, so a checkpoint that declares two different ones keeps its
+    hidden rate (with a warning).
+    """
+    hidden = config.get("hidden_dropout_prob")
+    if hidden is None:
+        return {}
+    if isinstance(hidden, bool) or not isinstance(hidden, (int, float)) or not 0 <= hidden < 1:
+        logger.warning("%s declares hidden_dropout_prob=%r, not a rate in [0, 1); the backbone "
+                       "keeps keras-hub's dropout.", folder, hidden)
+        return {}
+    attention = config.get("attention_probs_dropout_prob", hidden)
+    if attention != hidden:
+        logger.warning("%s declares dropout %r on the hidden states and %r on the attention "
+                       "probabilities; keras-hub's backbone has one rate: %r for both.",
+                       folder, hidden, attention, hidden)
+    return {"dropout": float(hidden)}
+
+
 def _load_hf(folder, dtype):
     config = presets.read_json(Path(folder) / "config.json")
     with _bert_with_pooler(folder, config) as source, prefixed_view(source, config) as source:
         with initializers_deferred():  # every weight is loaded: no random draws first
-            backbone = keras_hub.models.Backbone.from_preset(source, dtype=dtype)
+            backbone = keras_hub.models.Backbone.from_preset(
+                source, dtype=dtype, **_declared_dropout(folder, config))
     settings = _sentence_transformers_settings(folder)
     settings["feedforward_gelu"] = _declared_gelu(folder, config)
     # Dense modules: the projection head and a whitening (see st_modules).

@@ -85,3 +85,34 @@ def test_a_non_gelu_hidden_act_keeps_keras_hubs_activation_and_says_so(tmp_path,
     assert "hidden_act='quick_gelu'" in caplog.text
     assert loaded.feedforward_gelu is None
     assert_close_vectors(loaded.encode(SENTS), source.encode(SENTS), rtol=1e-5)
+
+
+@pytest.mark.parametrize("declared,expected,warning", [
+    ({"hidden_dropout_prob": 0.25, "attention_probs_dropout_prob": 0.25}, 0.25, None),
+    ({"hidden_dropout_prob": 0.0, "attention_probs_dropout_prob": 0.0}, 0.0, None),
+    ({"hidden_dropout_prob": 0.2, "attention_probs_dropout_prob": 0.1}, 0.2, "one rate"),
+    ({"hidden_dropout_prob": "high"}, 0.1, "not a rate"),
+    ({"hidden_dropout_prob": 1.5}, 0.1, "not a rate"),
+])
+def test_the_checkpoints_declared_dropout_is_the_one_trained(declared, expected, warning,
+                                                             tmp_path, caplog):
+    """keras-hub's converter builds BERT with dropout 0.1 whatever the checkpoint declares (the
+    rate SimCSE's dropout views are made of): the encoder follows the checkpoint, in every
+    dropout layer, and keeps it when saved and reloaded; a rate that is not one is named."""
+    import logging
+
+    import keras
+
+    source = make_tiny_encoder(max_length=32)
+    folder = write_hf_bert(source, tmp_path / "hf")
+    config = json.loads((folder / "config.json").read_text())
+    (folder / "config.json").write_text(json.dumps({**config, **declared}))
+    with caplog.at_level(logging.WARNING):
+        loaded = SentenceEncoder.from_preset(str(folder))
+    assert (warning in caplog.text) if warning else "dropout" not in caplog.text
+    again = SentenceEncoder.from_preset(loaded.save(tmp_path / "saved"))
+    for encoder in (loaded, again):
+        rates = [layer.rate for layer in encoder.backbone._flatten_layers()
+                 if isinstance(layer, keras.layers.Dropout)]
+        assert rates and all(rate == pytest.approx(expected) for rate in rates), rates
+    assert_close_vectors(loaded.encode(SENTS), source.encode(SENTS), rtol=1e-5)
