@@ -95,7 +95,8 @@ VARIANTS = {
                     "t0.1": {"temperature": 0.1}, "t0.2": {"temperature": 0.2},
                     "t0.1_dup": {"temperature": 0.1, "dup_rate": 0.32},
                     "t0.1_groups_32": {"temperature": 0.1, "group_size": 12},
-                    "t0.1_positives_3": {"temperature": 0.1, "positives": 3}},
+                    "t0.1_positives_3": {"temperature": 0.1, "positives": 3},
+                    "t0.1_cls": {"temperature": 0.1, "pooling": "cls", "mlp": "none"}},
 }
 # Variants tried unless --variants names others.
 DEFAULT_VARIANTS = {"ct_in_batch": ["no_dropout", "dropout"]}
