@@ -19,6 +19,7 @@ import tensorflow as tf
 
 from keras_sentemb.kernels.cpu_threads import check_max_batch_tokens
 from keras_sentemb.kernels.cpu_threads import run_batches
+from keras_sentemb.kernels.heap_trim import after_encode
 from keras_sentemb.kernels.policy import compiles_per_shape
 from keras_sentemb.kernels.policy import declare_graph
 from keras_sentemb.models.int8_encoder import int8_target
@@ -364,6 +365,7 @@ class EncodingEngine:
             out[idx] = vectors
             if progbar is not None:
                 progbar.add(len(idx))
+        after_encode()  # every 100th call hands freed memory back (`kernels.heap_trim`)
         return out[0] if single else out
 
     def _check_lengths(self, batch_size, max_length):
