@@ -225,7 +225,8 @@ def _summary(latencies, rss, warm_index, traced=None):
 
 def malloc_trim():
     """glibc's `malloc_trim(0)`: hands the free memory of every arena back to the system; its
-    seconds (None where the C library has no such call)."""
+    seconds (None where the C library has no such call). Its own lookup, not
+    `keras_sentemb.kernels.heap_trim`'s: the SavedModel worker imports nothing of the package."""
     try:
         trim = ctypes.CDLL("libc.so.6").malloc_trim
     except (OSError, AttributeError):
