@@ -32,9 +32,10 @@ latency of a call after the warm-up (the first and last tenth apart, to
 show the late calls cost what the early ones did). Beside each RSS sample:
 glibc's heap in use and the freed memory it keeps (`mallinfo2`), which tell
 memory the process holds from memory its allocator keeps. The fits: RSS after
-each (also by kind of mapping: brk heap, anonymous, files), each run's seconds, the last run of a method against its second
-(within 10 %), and the largest relative difference of each run's vectors
-from the fresh process's.
+each (also by kind of mapping: brk heap, anonymous, files), each run's
+seconds (wall and CPU), a method's late runs against its early ones (the
+median of its last three over that of its runs 2-4; within 10 %), and the
+largest relative difference of each run's vectors from the fresh process's.
 
 `--model small` runs the default model's tokenizer, vocabulary, text
 cleaning and pooling over a random 2-layer, 64-wide BERT: every step of a
@@ -320,11 +321,12 @@ def worker_fit(args):
     rss_start = rss_mib()
     for i in range(args.fits):
         method = methods[i % len(methods)]
-        start = time.perf_counter()
+        start, cpu_start = time.perf_counter(), time.process_time()
         model = _fit_once(method, args)
-        seconds = time.perf_counter() - start
+        seconds, cpu_seconds = time.perf_counter() - start, time.process_time() - cpu_start
         heap = heap_mib()
         runs.append({"run": i + 1, "method": method, "seconds": round(seconds, 2),
+                     "cpu_seconds": round(cpu_seconds, 2),
                      "rss_mib": round(rss_mib(), 1), "vectors": _probe_vectors(model),
                      **({} if heap is None else {"heap_in_use_mib": round(heap[0], 1),
                                                  "heap_free_kept_mib": round(heap[1], 1)}),
@@ -361,6 +363,24 @@ def _max_rel_diff(a, b):
     return float(rows.max())
 
 
+def late_over_early(by_method, key="seconds"):
+    """Each method's late runs against its early ones, by `key`: the median of its last three
+    runs over the median of its runs 2-4 (its first run traces and warms up). One run is a few
+    steps, and a single pair of runs moves by 10-20 % with whatever else the CPU does; the
+    medians of three do not. With fewer than six runs of a method, its last run over its
+    second."""
+    from statistics import median
+
+    ratios = {}
+    for method, own in by_method.items():
+        values = [run[key] for run in own if key in run]
+        if len(values) >= 6:
+            ratios[method] = round(median(values[-3:]) / median(values[1:4]), 3)
+        elif len(values) >= 3:
+            ratios[method] = round(values[-1] / values[1], 3)
+    return ratios
+
+
 def fit_part(args):
     methods = list(FIT_METHODS) if args.methods is None else args.methods.split(",")
     long_run = _child(args, "fit", methods=",".join(methods))
@@ -371,16 +391,14 @@ def fit_part(args):
     by_method = {}
     for run in runs:
         by_method.setdefault(run["method"], []).append(run)
-    late_vs_early = {}
-    for method, own in by_method.items():
-        if len(own) >= 3:  # the method's last run against its second (the first warms up)
-            late_vs_early[method] = round(own[-1]["seconds"] / own[1]["seconds"], 3)
+    late_vs_early = {key: late_over_early(by_method, key) for key in ("seconds", "cpu_seconds")}
     rss = [r["rss_mib"] for r in runs]
     return {
         "fits": len(runs), "methods": methods, "steps_per_fit": args.fit_steps,
         "rss_start_mib": long_run["rss_start_mib"], "rss_after_first_round_mib":
             rss[min(len(methods), len(rss)) - 1], "rss_end_mib": rss[-1], "rss_max_mib": max(rss),
-        "late_over_early_seconds": late_vs_early,
+        "late_over_early_seconds": late_vs_early["seconds"],
+        "late_over_early_cpu_seconds": late_vs_early["cpu_seconds"],
         "max_rel_diff_vs_fresh_process": max(r["max_rel_diff_vs_fresh_process"] for r in runs),
         "runs": runs,
     }
@@ -440,10 +458,12 @@ def table(results):
             f"{r['p99_ms']:.0f} | {r['first_tenth_p50_ms']:.0f} / {r['last_tenth_p50_ms']:.0f} |")
     f = results.get("fit")
     if f:
-        ratios = ", ".join(f"{m} {v:.2f}" for m, v in f["late_over_early_seconds"].items())
+        cpu = f.get("late_over_early_cpu_seconds", {})
+        ratios = ", ".join(f"{m} {v:.2f}" + (f" ({cpu[m]:.2f})" if m in cpu else "")
+                           for m, v in f["late_over_early_seconds"].items())
         lines += ["", "| fits | RSS start / after the first round / end / max (MiB) | "
-                      "last run / second run of a method (seconds) | largest relative difference "
-                      "from a fresh process |", "|---|---|---|---|",
+                      "late runs / early runs of a method, median seconds (CPU seconds) | "
+                      "largest relative difference from a fresh process |", "|---|---|---|---|",
                   f"| {f['fits']} ({', '.join(f['methods'])} in turn, {f['steps_per_fit']} steps "
                   f"each) | {f['rss_start_mib']:.0f} / {f['rss_after_first_round_mib']:.0f} / "
                   f"{f['rss_end_mib']:.0f} / {f['rss_max_mib']:.0f} | {ratios} | "

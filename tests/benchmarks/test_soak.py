@@ -92,3 +92,15 @@ def test_the_traced_functions_stay_at_one_forward_pass_and_one_tokenizer(soak):
     for sentences in soak.requests(12, seed=1):
         encoder.encode(sentences, precision="float32")
     assert soak.traced_functions(encoder) == {"count": 2, "variants": 2}
+
+
+def test_late_over_early_compares_medians_of_three_and_skips_the_first_run(soak):
+    def runs(values):
+        return [{"seconds": v, "cpu_seconds": 2 * v} for v in values]
+
+    # Runs 2-4 (median 10) against the last three (median 11); the first, slow run and a
+    # single noisy late run do not move it.
+    by_method = {"simcse": runs([40, 10, 9, 12, 10, 30, 11, 11]), "ct": runs([20, 5, 6, 7, 8])}
+    assert soak.late_over_early(by_method) == {"simcse": 1.1, "ct": 1.6}
+    assert soak.late_over_early(by_method, "cpu_seconds") == {"simcse": 1.1, "ct": 1.6}
+    assert soak.late_over_early({"sg": runs([3, 4])}) == {}
