@@ -119,22 +119,41 @@ def rss_by_mapping():
     """Resident MiB by kind of mapping (/proc/self/smaps): `heap` (brk), `anonymous` (mmap'd
     memory with no file: glibc's large blocks and other arenas, allocators that map their own
     memory, JIT-compiled code), `files` (shared libraries and mapped files) and `other`
-    (stacks, vdso). Shows where growth that glibc's heap counters do not see lives."""
-    kinds = {"heap": 0.0, "anonymous": 0.0, "files": 0.0, "other": 0.0}
-    kind = "other"
+    (stacks, vdso). Shows where growth that glibc's heap counters do not see lives. Two parts of
+    `anonymous` are told apart: `anonymous_executable` (pages that may run: code compiled at run
+    time, XLA's and oneDNN's kernels) and `thread_stacks` (a writable mapping right above a
+    small inaccessible one, the guard page glibc puts under every thread's stack); `threads`
+    counts the process's threads."""
+    kinds = {"heap": 0.0, "anonymous": 0.0, "files": 0.0, "other": 0.0,
+             "anonymous_executable": 0.0, "thread_stacks": 0.0}
+    kind, sub, guard_end = "other", None, None
     try:
         with open("/proc/self/smaps", encoding="utf-8") as f:
             for line in f:
                 head = line.split()
                 if head and "-" in head[0] and len(head) >= 5 and not head[0].endswith(":"):
-                    path = head[5] if len(head) > 5 else ""
+                    low, high = (int(x, 16) for x in head[0].split("-"))
+                    perms, path = head[1], head[5] if len(head) > 5 else ""
                     kind = ("heap" if path == "[heap]" else "anonymous" if not path
                             else "other" if path.startswith("[") else "files")
+                    sub = None
+                    if kind == "anonymous":
+                        if "x" in perms:
+                            sub = "anonymous_executable"
+                        elif perms.startswith("rw") and guard_end == low:
+                            sub = "thread_stacks"
+                    small_guard = kind == "anonymous" and perms.startswith("---") \
+                        and high - low <= 2**16
+                    guard_end = high if small_guard else None
                 elif head and head[0] == "Rss:":
                     kinds[kind] += int(head[1]) / 1024
+                    if sub:
+                        kinds[sub] += int(head[1]) / 1024
+        with open("/proc/self/status", encoding="utf-8") as f:
+            threads = next((int(line.split()[1]) for line in f if line.startswith("Threads:")), 0)
     except OSError:
         return None
-    return {k: round(v, 1) for k, v in kinds.items()}
+    return {**{k: round(v, 3) for k, v in kinds.items()}, "threads": threads}
 
 
 def percentile(values, q):

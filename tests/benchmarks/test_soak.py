@@ -62,12 +62,50 @@ def test_a_soak_that_trims_records_its_trims_apart_from_the_calls(soak):
 def test_rss_by_mapping_adds_up_to_the_rss_and_sees_a_large_block(soak):
     """The kinds of mapping sum to the RSS, and a large touched block shows as anonymous memory
     (glibc maps blocks this size on their own)."""
+    def total(kinds):
+        return sum(kinds[k] for k in ("heap", "anonymous", "files", "other"))
+
     before = soak.rss_by_mapping()
-    assert abs(sum(before.values()) - soak.rss_mib()) <= 0.05 * soak.rss_mib() + 2
+    assert abs(total(before) - soak.rss_mib()) <= 0.05 * soak.rss_mib() + 2
     held = b"x" * (64 * 2**20)
     during = soak.rss_by_mapping()
     assert during["anonymous"] - before["anonymous"] >= 60, (before, during)
     del held
+
+
+def test_rss_by_mapping_tells_thread_stacks_and_executable_pages_apart(soak):
+    """A thread adds one to `threads` and its stack's resident pages to `thread_stacks`; pages
+    mapped to run code count as `anonymous_executable` (and as `anonymous`)."""
+    import mmap
+    import threading
+
+    before = soak.rss_by_mapping()
+    started, release = threading.Event(), threading.Event()
+
+    def wait():
+        started.set()
+        release.wait()
+
+    thread = threading.Thread(target=wait)
+    thread.start()
+    assert started.wait(60)
+    try:
+        during = soak.rss_by_mapping()
+    finally:
+        release.set()
+        thread.join()
+    assert during["threads"] == before["threads"] + 1
+    assert during["thread_stacks"] > before["thread_stacks"], (before, during)
+
+    try:
+        code = mmap.mmap(-1, 8 * 2**20, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS,
+                         prot=mmap.PROT_READ | mmap.PROT_WRITE | mmap.PROT_EXEC)
+    except (OSError, PermissionError):
+        pytest.skip("this system refuses writable executable pages")
+    code.write(b"\xc3" * (8 * 2**20))  # touch every page
+    after = soak.rss_by_mapping()
+    code.close()
+    assert after["anonymous_executable"] - before["anonymous_executable"] >= 7.5, (before, after)
 
 
 @pytest.mark.integration
