@@ -45,7 +45,9 @@ the default model's hours (about a second a call, on average, on 2 cores).
 
 `--malloc-trim-every N` calls glibc's `malloc_trim(0)` after every N calls
 (what a service can do to hand freed memory back to the system), and records
-what the trims took, apart from the calls' latencies.
+what the trims took, apart from the calls' latencies; in the `fit` part, after
+every N fits (the finished run's model released), with the RSS after the
+trim beside the RSS before it: what of the RSS was memory glibc had freed.
 
 Prints a markdown table; `--json` writes every number.
 """
@@ -256,6 +258,19 @@ def malloc_trim():
     return time.perf_counter() - start
 
 
+def trimmed():
+    """`malloc_trim(0)`, then the RSS (in all and by mapping) and glibc's heap in use after it:
+    set beside the numbers read before the trim, what of the RSS was memory glibc had freed
+    and kept. `{}` where the C library has no `malloc_trim`."""
+    seconds = malloc_trim()
+    if seconds is None:
+        return {}
+    heap = heap_mib()
+    return {"trim_seconds": round(seconds, 4), "rss_after_trim_mib": round(rss_mib(), 1),
+            **({} if heap is None else {"heap_in_use_after_trim_mib": round(heap[0], 1)}),
+            "rss_by_mapping_after_trim_mib": rss_by_mapping()}
+
+
 def _soak(call, calls, warmup, traced=None, trim_every=0):
     """Runs `call(sentences)` on `calls` requests; RSS, latency and traces as `_summary`.
 
@@ -351,6 +366,8 @@ def worker_fit(args):
                                                  "heap_free_kept_mib": round(heap[1], 1)}),
                      "rss_by_mapping_mib": rss_by_mapping()})
         del model
+        if args.malloc_trim_every and (i + 1) % args.malloc_trim_every == 0:
+            runs[-1].update(trimmed())
     print(json.dumps({"rss_start_mib": round(rss_start, 1), "runs": runs}))
 
 
@@ -502,8 +519,8 @@ def main():
                                                    + ",".join(FIT_METHODS) + ")")
     p.add_argument("--parts", default="encode,savedmodel,fit")
     p.add_argument("--malloc-trim-every", type=int, default=0,
-                   help="call glibc's malloc_trim(0) after every N encode / SavedModel calls, "
-                        "as a service can (0: never)")
+                   help="call glibc's malloc_trim(0) after every N encode / SavedModel calls "
+                        "(fits, in the fit part), as a service can (0: never)")
     p.add_argument("--json", default=None, help="write every number to this file")
     p.add_argument("--worker", default=None, help=argparse.SUPPRESS)
     p.add_argument("--precision", default=None, help=argparse.SUPPRESS)

@@ -59,6 +59,22 @@ def test_a_soak_that_trims_records_its_trims_apart_from_the_calls(soak):
     del keep
 
 
+def test_trimmed_reads_the_rss_after_handing_freed_memory_back(soak):
+    """What the fit part records after a trim: freed, fragmented memory leaves the RSS."""
+    if soak.heap_mib() is None or soak.malloc_trim() is None:
+        pytest.skip("the C library has no mallinfo2 / malloc_trim")
+    blocks = [bytearray(4096) for _ in range(20000)]
+    keep = blocks[::50]
+    del blocks
+    before = soak.rss_mib()
+    after = soak.trimmed()
+    assert set(after) == {"trim_seconds", "rss_after_trim_mib", "heap_in_use_after_trim_mib",
+                          "rss_by_mapping_after_trim_mib"}
+    assert before - after["rss_after_trim_mib"] >= 40, (before, after)
+    assert after["rss_by_mapping_after_trim_mib"]["threads"] >= 1
+    del keep
+
+
 def test_rss_by_mapping_adds_up_to_the_rss_and_sees_a_large_block(soak):
     """The kinds of mapping sum to the RSS, and a large touched block shows as anonymous memory
     (glibc maps blocks this size on their own)."""
