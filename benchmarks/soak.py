@@ -267,7 +267,8 @@ def trimmed():
         return {}
     heap = heap_mib()
     return {"trim_seconds": round(seconds, 4), "rss_after_trim_mib": round(rss_mib(), 1),
-            **({} if heap is None else {"heap_in_use_after_trim_mib": round(heap[0], 1)}),
+            **({} if heap is None else {"heap_in_use_after_trim_mib": round(heap[0], 1),
+                                        "heap_free_kept_after_trim_mib": round(heap[1], 1)}),
             "rss_by_mapping_after_trim_mib": rss_by_mapping()}
 
 
