@@ -117,17 +117,24 @@ def heap_mib():
     return ((info.uordblks + info.hblkhd) / 2**20, info.fordblks / 2**20)
 
 
+# glibc reserves each per-thread arena's heap aligned to HEAP_MAX_SIZE: 64 MiB on 64-bit systems.
+_ARENA_ALIGNMENT = 64 * 2**20
+
+
 def rss_by_mapping():
     """Resident MiB by kind of mapping (/proc/self/smaps): `heap` (brk), `anonymous` (mmap'd
     memory with no file: glibc's large blocks and other arenas, allocators that map their own
     memory, JIT-compiled code), `files` (shared libraries and mapped files) and `other`
     (stacks, vdso). Shows where growth that glibc's heap counters do not see lives. Two parts of
     `anonymous` are told apart: `anonymous_executable` (pages that may run: code compiled at run
-    time, XLA's and oneDNN's kernels) and `thread_stacks` (a writable mapping right above a
-    small inaccessible one, the guard page glibc puts under every thread's stack); `threads`
-    counts the process's threads."""
+    time, XLA's and oneDNN's kernels), `thread_stacks` (a writable mapping right above a
+    small inaccessible one, the guard page glibc puts under every thread's stack) and
+    `malloc_arenas` (writable mappings that start on a 64 MiB boundary: the heaps of glibc's
+    per-thread arenas, each reserved 64 MiB-aligned); `threads` counts the process's threads.
+    What is left of `anonymous` is glibc's blocks mapped on their own (its `hblkhd`) and
+    memory mapped outside `malloc`."""
     kinds = {"heap": 0.0, "anonymous": 0.0, "files": 0.0, "other": 0.0,
-             "anonymous_executable": 0.0, "thread_stacks": 0.0}
+             "anonymous_executable": 0.0, "thread_stacks": 0.0, "malloc_arenas": 0.0}
     kind, sub, guard_end = "other", None, None
     try:
         with open("/proc/self/smaps", encoding="utf-8") as f:
@@ -144,6 +151,8 @@ def rss_by_mapping():
                             sub = "anonymous_executable"
                         elif perms.startswith("rw") and guard_end == low:
                             sub = "thread_stacks"
+                        elif perms.startswith("rw") and low % _ARENA_ALIGNMENT == 0:
+                            sub = "malloc_arenas"
                     small_guard = kind == "anonymous" and perms.startswith("---") \
                         and high - low <= 2**16
                     guard_end = high if small_guard else None

@@ -59,6 +59,26 @@ def test_a_soak_that_trims_records_its_trims_apart_from_the_calls(soak):
     del keep
 
 
+def test_rss_by_mapping_counts_a_threads_small_blocks_in_mallocs_arenas(soak):
+    """Small blocks a second thread allocates come from a glibc arena of its own, whose heap is
+    mapped 64 MiB-aligned: they count as `malloc_arenas`."""
+    import threading
+
+    seen = {}
+
+    def allocate():
+        seen["before"] = soak.rss_by_mapping()
+        blocks = [bytearray(1000) for _ in range(100_000)]  # ~100 MiB of small blocks
+        seen["during"] = soak.rss_by_mapping()
+        del blocks
+
+    thread = threading.Thread(target=allocate)
+    thread.start()
+    thread.join()
+    grown = seen["during"]["malloc_arenas"] - seen["before"]["malloc_arenas"]
+    assert grown >= 80, seen
+
+
 def test_trimmed_reads_the_rss_after_handing_freed_memory_back(soak):
     """What the fit part records after a trim: freed, fragmented memory leaves the RSS."""
     if soak.heap_mib() is None or soak.malloc_trim() is None:
