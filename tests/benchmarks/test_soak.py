@@ -110,7 +110,7 @@ def test_rss_by_mapping_adds_up_to_the_rss_and_sees_a_large_block(soak):
 
 
 def test_rss_by_mapping_tells_thread_stacks_and_executable_pages_apart(soak):
-    """A thread adds one to `threads` and its stack's resident pages to `thread_stacks`; pages
+    """A thread adds one to `threads`, and its stack's resident pages count in `thread_stacks`; pages
     mapped to run code count as `anonymous_executable` (and as `anonymous`)."""
     import mmap
     import threading
@@ -131,7 +131,9 @@ def test_rss_by_mapping_tells_thread_stacks_and_executable_pages_apart(soak):
         release.set()
         thread.join()
     assert during["threads"] == before["threads"] + 1
-    assert during["thread_stacks"] > before["thread_stacks"], (before, during)
+    # glibc keeps a finished thread's stack mapped for the next thread, so the stack may have
+    # been counted before; it must be counted now.
+    assert during["thread_stacks"] > 0, (before, during)
 
     try:
         code = mmap.mmap(-1, 8 * 2**20, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS,
