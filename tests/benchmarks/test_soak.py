@@ -110,8 +110,8 @@ def test_rss_by_mapping_adds_up_to_the_rss_and_sees_a_large_block(soak):
 
 
 def test_rss_by_mapping_tells_thread_stacks_and_executable_pages_apart(soak):
-    """A thread adds one to `threads`, and its stack's resident pages count in `thread_stacks`; pages
-    mapped to run code count as `anonymous_executable` (and as `anonymous`)."""
+    """A thread adds one to `threads`, and its stack's resident pages count in
+    `thread_stacks`; pages mapped to run code count as `anonymous_executable` (and as `anonymous`)."""
     import mmap
     import threading
 
