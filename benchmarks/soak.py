@@ -103,18 +103,32 @@ class _Mallinfo2(ctypes.Structure):
         "fordblks", "keepcost")]
 
 
-def heap_mib():
-    """glibc's heap now: `(in use, free but kept)` in MiB (mallinfo2: bytes allocated by malloc
-    and not freed, counting mmap'd blocks, and freed bytes the allocator still holds), or None
-    where the C library has no mallinfo2. RSS that grows while the first stays flat is memory
-    the allocator keeps, not memory the program holds."""
+def _mallinfo2():
     try:
         libc = ctypes.CDLL("libc.so.6")
         libc.mallinfo2.restype = _Mallinfo2
     except (OSError, AttributeError):
         return None
-    info = libc.mallinfo2()
+    return libc.mallinfo2()
+
+
+def heap_mib():
+    """glibc's heap now: `(in use, free but kept)` in MiB (mallinfo2: bytes allocated by malloc
+    and not freed, counting mmap'd blocks, and freed bytes the allocator still holds), or None
+    where the C library has no mallinfo2. RSS that grows while the first stays flat is memory
+    the allocator keeps, not memory the program holds."""
+    info = _mallinfo2()
+    if info is None:
+        return None
     return ((info.uordblks + info.hblkhd) / 2**20, info.fordblks / 2**20)
+
+
+def mapped_blocks_mib():
+    """MiB of the blocks glibc mapped on their own (mallinfo2's `hblkhd`: each allocation above
+    its mmap threshold), or None: with `rss_by_mapping`'s `malloc_arenas` and the brk heap,
+    every mapping glibc's allocator owns."""
+    info = _mallinfo2()
+    return None if info is None else info.hblkhd / 2**20
 
 
 # glibc reserves each per-thread arena's heap aligned to HEAP_MAX_SIZE: 64 MiB on 64-bit systems.
@@ -277,7 +291,9 @@ def trimmed():
     heap = heap_mib()
     return {"trim_seconds": round(seconds, 4), "rss_after_trim_mib": round(rss_mib(), 1),
             **({} if heap is None else {"heap_in_use_after_trim_mib": round(heap[0], 1),
-                                        "heap_free_kept_after_trim_mib": round(heap[1], 1)}),
+                                        "heap_free_kept_after_trim_mib": round(heap[1], 1),
+                                        "heap_mapped_blocks_after_trim_mib":
+                                            round(mapped_blocks_mib(), 1)}),
             "rss_by_mapping_after_trim_mib": rss_by_mapping()}
 
 
@@ -373,7 +389,9 @@ def worker_fit(args):
                      "cpu_seconds": round(cpu_seconds, 2),
                      "rss_mib": round(rss_mib(), 1), "vectors": _probe_vectors(model),
                      **({} if heap is None else {"heap_in_use_mib": round(heap[0], 1),
-                                                 "heap_free_kept_mib": round(heap[1], 1)}),
+                                                 "heap_free_kept_mib": round(heap[1], 1),
+                                                 "heap_mapped_blocks_mib":
+                                                     round(mapped_blocks_mib(), 1)}),
                      "rss_by_mapping_mib": rss_by_mapping()})
         del model
         if args.malloc_trim_every and (i + 1) % args.malloc_trim_every == 0:
