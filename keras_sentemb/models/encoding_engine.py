@@ -31,6 +31,7 @@ from keras_sentemb.models import sharded_encoding
 from keras_sentemb.models.text_normalization import normalize_text
 from keras_sentemb.models.truncation import check_truncate_dim
 from keras_sentemb.models.truncation import truncate_embeddings
+from keras_sentemb.models.weights_signature import follow_weights
 
 # Sequence lengths that training batches are padded up to
 # (`keras_sentemb.data.batching.bucket_widths`): with `jit_compile=True` each
@@ -385,8 +386,8 @@ class EncodingEngine:
 
         A copy built once per precision (`clone(dtype=...)`, with the
         inference policy of `precision`: weights stored in that precision);
-        every call copies this encoder's weights into it, so it follows
-        training. The encoder itself when it already computes so. For
+        it gets this encoder's weights again at a call after they changed
+        (`weights_signature.follow_weights`), so it follows training. The encoder itself when it already computes so. For
         `"int8"`, the encoder that holds the int8 weights
         (`int8_encoder.prepare_int8`: this one when it computes in float32);
         its graphs declared int8 compute in int8.
@@ -401,8 +402,7 @@ class EncodingEngine:
         if twin is None:
             twin = self.clone(name=f"{self.name}_{precision}", dtype=policy)
             self._precision_twins[precision] = twin
-        else:
-            twin.set_weights(self.get_weights())
+        follow_weights(twin, self)
         return twin
 
     # `encoder.encode_to_files(...)` runs `sharded_encoding.encode_to_files(encoder, ...)`.

@@ -15,11 +15,11 @@ first `DEFAULT_CALIBRATION_SIZE` sentences of the bundled Wikipedia sample.
 """
 
 from pathlib import Path
-import zlib
-
-import numpy as np
+import functools
 
 from keras_sentemb.kernels import int8_transformer
+from keras_sentemb.models.weights_signature import follow_weights
+from keras_sentemb.models.weights_signature import weights_signature
 
 DEFAULT_CALIBRATION_SIZE = 128
 CALIBRATION_BATCH_SIZE = 64
@@ -30,10 +30,11 @@ KEY_ATTRIBUTE = "_keras_sentemb_int8_key"
 FLOAT32_COPY = "int8-float32"
 
 
+@functools.lru_cache(maxsize=4)
 def bundled_calibration_sentences(count=DEFAULT_CALIBRATION_SIZE):
-    """The first `count` sentences of the bundled Wikipedia sample."""
+    """The first `count` sentences of the bundled Wikipedia sample (read once)."""
     with open(BUNDLED_SENTENCES, encoding="utf-8") as f:
-        return [line.rstrip("\n") for _, line in zip(range(count), f)]
+        return tuple(line.rstrip("\n") for _, line in zip(range(count), f))
 
 
 def check_calibration(sentences):
@@ -63,14 +64,6 @@ def check_int8(encoder):
         )
 
 
-def weights_fingerprint(encoder):
-    """A checksum of every weight of `encoder` (tells when the int8 copy is out of date)."""
-    checksum = 0
-    for weight in encoder.get_weights():
-        checksum = zlib.crc32(np.ascontiguousarray(weight).view(np.uint8), checksum)
-    return checksum
-
-
 def prepare_int8(encoder):
     """The encoder to compute `encoder`'s int8 forward pass with, its int8 weights current.
 
@@ -79,7 +72,7 @@ def prepare_int8(encoder):
     """
     sentences = encoder.int8_calibration or bundled_calibration_sentences()
     target = int8_target(encoder)
-    key = (weights_fingerprint(target), hash(tuple(sentences)))
+    key = (weights_signature(target), hash(tuple(sentences)))
     if target.__dict__.get(KEY_ATTRIBUTE) == key:
         return target
     check_int8(target)
@@ -104,7 +97,8 @@ def prepare_int8(encoder):
 def int8_target(encoder):
     """The encoder that holds `encoder`'s int8 weights: itself when float32, else a float32 copy.
 
-    The copy (kept with `encoder`) gets `encoder`'s current weights at every call.
+    The copy (kept with `encoder`) gets `encoder`'s weights again whenever they changed since
+    it last did (`weights_signature.follow_weights`).
     """
     if encoder.backbone.dtype_policy.name == "float32":
         return encoder
@@ -112,6 +106,5 @@ def int8_target(encoder):
     if copy is None:
         copy = encoder.clone(name=f"{encoder.name}_float32", dtype="float32")
         encoder._precision_twins[FLOAT32_COPY] = copy
-    else:
-        copy.set_weights(encoder.get_weights())
+    follow_weights(copy, encoder)
     return copy
