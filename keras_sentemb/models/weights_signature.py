@@ -14,7 +14,7 @@ last included), beside each variable's identity, shape and dtype. Training
 `set_weights`, `load_weights` and swapping a layer all change it. What it
 cannot see is an assignment by hand that leaves every sampled position as it
 was (one row of an embedding table, say); after one, `forget_copies(model)`
-(or assigning any sampled value) makes the next call copy again.
+changes the signature, and the next call copies again.
 """
 
 import numpy as np
@@ -23,6 +23,7 @@ import tensorflow as tf
 SAMPLES = 16
 _SAMPLER = "_keras_sentemb_weights_sampler"
 _FOLLOWS = "_keras_sentemb_follows"  # on a copy: the signature of the weights it holds
+_GENERATION = "_keras_sentemb_forgotten"  # how many times `forget_copies` was called
 
 
 def sample_positions(size, samples=SAMPLES):
@@ -49,8 +50,9 @@ def _sampler(variables):
 def weights_signature(model):
     """A hashable value that changes when `model`'s weights change (see the module docstring).
 
-    Its variables' identities, shapes and dtypes, and the bytes of their sampled values; the
-    sampling function is traced once per model (and again when its variables change).
+    Its variables' identities, shapes and dtypes, the bytes of their sampled values and the
+    number of times `forget_copies` was called on it; the sampling function is traced once
+    per model (and again when its variables change).
     """
     variables = list(model.weights)
     layout = tuple((id(v), tuple(v.shape), str(v.dtype)) for v in variables)
@@ -58,7 +60,7 @@ def weights_signature(model):
     if cached is None or cached[0] != layout:
         cached = (layout, _sampler(variables))
         object.__setattr__(model, _SAMPLER, cached)  # a plain attribute: not tracked by Keras
-    return layout, cached[1]().numpy().tobytes()
+    return layout, cached[1]().numpy().tobytes(), model.__dict__.get(_GENERATION, 0)
 
 
 def follow_weights(copy, source):
@@ -71,15 +73,14 @@ def follow_weights(copy, source):
     if copy.__dict__.get(_FOLLOWS) != signature:
         if _FOLLOWS in copy.__dict__:  # made before: its weights are the source's earlier ones
             copy.set_weights(source.get_weights())
+            forget_copies(copy)  # what is derived from the copy follows too
         object.__setattr__(copy, _FOLLOWS, signature)
 
 
 def forget_copies(model):
     """Make the copies that follow `model`'s weights copy them again at their next use.
 
-    Needed only after an assignment by hand that leaves every sampled value as it was.
+    Needed only after an assignment by hand that leaves every sampled value as it was: it
+    changes `model`'s signature, so its bfloat16 copy and its int8 weights are made again.
     """
-    from keras_sentemb.models.int8_encoder import KEY_ATTRIBUTE
-
-    model.__dict__.get("_precision_twins", {}).clear()
-    model.__dict__.pop(KEY_ATTRIBUTE, None)
+    object.__setattr__(model, _GENERATION, model.__dict__.get(_GENERATION, 0) + 1)

@@ -105,3 +105,24 @@ def test_forget_copies_follows_an_edit_the_samples_do_not_see():
     followed = encoder.encode([sentence], precision="bfloat16")
     assert cosines(followed, encoder.encode([sentence], precision="float32")).min() > 0.99
     assert not np.allclose(followed, stale)
+
+
+def test_forget_copies_remakes_the_int8_weights_of_a_bfloat16_encoder():
+    """A bfloat16 encoder computes int8 through a float32 copy; an edit the samples miss
+    reaches the int8 weights through that copy after `forget_copies`."""
+    half = make_tiny_encoder().clone(dtype="bfloat16")
+    sentence = "the cat sits on the mat"
+    stale = half.encode([sentence], precision="int8")
+    table = half.backbone.token_embedding.embeddings
+    values = table.numpy().astype(np.float32)
+    width = values.shape[1]
+    seen = set(sample_positions(values.size).tolist())
+    row = next(int(i) for i in np.asarray(half.tokenizer(sentence))
+               if not seen & set(range(int(i) * width, (int(i) + 1) * width)))
+    values[row] = 5.0
+    table.assign(values)
+    assert np.array_equal(half.encode([sentence], precision="int8"), stale)
+    forget_copies(half)
+    followed = half.encode([sentence], precision="int8")
+    assert not np.allclose(followed, stale)
+    assert cosines(followed, half.encode([sentence], precision="float32")).min() > 0.98
