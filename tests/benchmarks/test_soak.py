@@ -59,22 +59,49 @@ def test_a_soak_that_trims_records_its_trims_apart_from_the_calls(soak):
     del keep
 
 
-def test_rss_by_mapping_counts_a_threads_small_blocks_in_mallocs_arenas(soak):
+def _in_a_fresh_process(body):
+    """Runs `body` (Python source using `soak`) in a new interpreter with glibc's default malloc
+    settings and prints nothing but the JSON of the dict `seen` it fills. Where blocks land depends
+    on the allocator's history: a test worker has limited its arenas and has freed gigabytes in its
+    main heap, which a new block may reuse. A fresh process shows the defaults a reading explains."""
+    import json
+    import os
+    import subprocess
+    import sys
+    import textwrap
+
+    from tests.helpers.processes import REPO
+
+    program = textwrap.dedent("""
+        import json, sys
+        sys.path.insert(0, {benchmarks!r})
+        import soak
+        seen = {{}}
+    """).format(benchmarks=str(REPO / "benchmarks")) + textwrap.dedent(body) + "\nprint(json.dumps(seen))\n"
+    env = {k: v for k, v in os.environ.items()
+           if not k.startswith("MALLOC_") and k not in ("GLIBC_TUNABLES", "LD_PRELOAD")}
+    done = subprocess.run([sys.executable, "-c", program], env=env, capture_output=True, text=True,
+                          timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def test_rss_by_mapping_counts_a_threads_small_blocks_in_mallocs_arenas():
     """Small blocks a second thread allocates come from a glibc arena of its own, whose heap is
     mapped 64 MiB-aligned: they count as `malloc_arenas`."""
-    import threading
+    seen = _in_a_fresh_process("""
+        import threading
 
-    seen = {}
+        def allocate():
+            seen["before"] = soak.rss_by_mapping()
+            blocks = [bytearray(1000) for _ in range(100_000)]  # ~100 MiB of small blocks
+            seen["during"] = soak.rss_by_mapping()
+            del blocks
 
-    def allocate():
-        seen["before"] = soak.rss_by_mapping()
-        blocks = [bytearray(1000) for _ in range(100_000)]  # ~100 MiB of small blocks
-        seen["during"] = soak.rss_by_mapping()
-        del blocks
-
-    thread = threading.Thread(target=allocate)
-    thread.start()
-    thread.join()
+        thread = threading.Thread(target=allocate)
+        thread.start()
+        thread.join()
+    """)
     grown = seen["during"]["malloc_arenas"] - seen["before"]["malloc_arenas"]
     assert grown >= 80, seen
 
@@ -96,20 +123,20 @@ def test_trimmed_reads_the_rss_after_handing_freed_memory_back(soak):
     del keep
 
 
-def test_rss_by_mapping_adds_up_to_the_rss_and_sees_a_large_block(soak):
+def test_rss_by_mapping_adds_up_to_the_rss_and_sees_a_large_block():
     """The kinds of mapping sum to the RSS, and a large touched block shows as anonymous memory
     (glibc maps blocks this size on their own)."""
-    def total(kinds):
-        return sum(kinds[k] for k in ("heap", "anonymous", "files", "other"))
-
-    before = soak.rss_by_mapping()
-    assert abs(total(before) - soak.rss_mib()) <= 0.05 * soak.rss_mib() + 2
-    held = b"x" * (64 * 2**20)
-    during = soak.rss_by_mapping()
+    seen = _in_a_fresh_process("""
+        seen["before"], seen["rss_before"] = soak.rss_by_mapping(), soak.rss_mib()
+        held = b"x" * (64 * 2**20)
+        seen["during"], seen["mapped_blocks"] = soak.rss_by_mapping(), soak.mapped_blocks_mib()
+    """)
+    before, during = seen["before"], seen["during"]
+    total = sum(before[k] for k in ("heap", "anonymous", "files", "other"))
+    assert abs(total - seen["rss_before"]) <= 0.05 * seen["rss_before"] + 2, seen
     assert during["anonymous"] - before["anonymous"] >= 60, (before, during)
-    if soak.mapped_blocks_mib() is not None:  # glibc maps a block this size on its own
-        assert soak.mapped_blocks_mib() >= 64
-    del held
+    if seen["mapped_blocks"] is not None:  # glibc maps a block this size on its own
+        assert seen["mapped_blocks"] >= 64, seen
 
 
 def test_rss_by_mapping_tells_thread_stacks_and_executable_pages_apart(soak):
