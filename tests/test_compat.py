@@ -424,3 +424,17 @@ def test_the_gradient_registry_holds_what_custom_gradient_registers():
     tf.function(lambda x: doubled(x))(tf.constant(1.0))
     new = set(compat.gradient_registry()) - before
     assert len(new) == 1 and next(iter(new)).startswith("CustomGradient-")
+
+
+def test_dataset_scan_scans_and_leaves_the_global_graph_as_it_was():
+    def library():
+        return len(tf.compat.v1.get_default_graph().as_graph_def().library.function)
+
+    numbers = tf.data.Dataset.range(5)
+    before = library()
+    sums = compat.dataset_scan(numbers, tf.constant(0, tf.int64),
+                               lambda total, x: (total + x, total + x))
+    assert library() == before
+    assert [int(x) for x in sums] == [0, 1, 3, 6, 10]
+    numbers.scan(tf.constant(0, tf.int64), lambda total, x: (total + x, total + x))
+    assert library() > before  # what TensorFlow's own scan leaves, which the helper removes

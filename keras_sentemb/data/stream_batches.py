@@ -28,6 +28,7 @@ import logging
 
 import tensorflow as tf
 
+from keras_sentemb import compat
 from keras_sentemb import validation
 from keras_sentemb.data.row_accounting import BAD_LABEL
 from keras_sentemb.data.row_accounting import active_accounting
@@ -208,7 +209,7 @@ def unique_batches(rows, batch_size, names):
                  for n in spec}
         return new_carry, (full, batch)
 
-    out = chunks.scan(init, step).filter(lambda full, batch: full)
+    out = compat.dataset_scan(chunks, init, step).filter(lambda full, batch: full)
     return out.map(lambda full, batch: {n: tf.ensure_shape(batch[n], [batch_size])
                                         for n in spec})
 

@@ -123,3 +123,18 @@ def test_held_out_rows_are_left_out_and_the_head_is_read_in_file_order(tmp_path)
     ds = sb.stream_batches(source, names, 4, exclude={"source": ["s1"], "target": ["t2", "t9"]})
     seen = {t for b in ds.take(20).as_numpy_iterator() for t in b["source"]}
     assert seen == {f"s{i}".encode() for i in range(20)} - {b"s1", b"s2", b"s9"}
+
+
+def test_making_batches_leaves_no_function_in_the_global_graph(corpus):
+    """TensorFlow's scan dataset adds its function to the global graph even eagerly; a
+    process that trains again and again would keep one per run. Batches made twice leave
+    the global graph's function library as it was, and still run."""
+    def library_size():
+        return len(tf.compat.v1.get_default_graph().as_graph_def().library.function)
+
+    before = library_size()
+    for _ in range(2):
+        rows = tf.data.Dataset.from_tensor_slices({"sentence": [f"s{i % 7}" for i in range(40)]})
+        batches = _texts(sb.unique_batches(rows, 4, ["sentence"]), 3)
+        assert all(len(set(b)) == 4 for b in batches)
+    assert library_size() == before
