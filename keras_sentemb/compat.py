@@ -11,6 +11,7 @@ method (`tests/test_compat.py` fails when one does).
 """
 
 import collections
+import contextlib
 import json
 import os
 import sys
@@ -580,25 +581,31 @@ def gradient_registry():
     return ops._gradient_registry._registry
 
 
-def dataset_scan(dataset, initial_state, scan_func):
-    """`dataset.scan(initial_state, scan_func)`, without leaving its function in the global graph.
 
-    TensorFlow's scan dataset adds its traced function to the default graph
-    even while executing eagerly (`tensorflow/python/data/ops/scan_op.py`,
+@contextlib.contextmanager
+def functions_kept_out_of_the_global_graph():
+    """Removes the functions the block adds to TensorFlow's global graph, while executing eagerly.
+
+    Some tf.data datasets add their traced function to the default graph even
+    while executing eagerly: `Dataset.scan`, and `Dataset.counter`, made with
+    a scan (`tensorflow/python/data/ops/scan_op.py`,
     `add_to_graph(ops.get_default_graph())`). Eagerly, that graph is the
     process's global one, which keeps the function, its graph and its
     registration in the eager context for as long as the process lives: one
-    more for every scan dataset made, so every training run of a long-lived
-    process. The functions that call adds are removed from the global graph
-    again here (`Graph._functions`, `Graph._remove_function`); the dataset
-    keeps its own reference, so it runs as before and lets the function go
-    when it goes.
+    more for every such dataset, so for every training run of a long-lived
+    process. The functions the block added are removed from the global graph
+    when it ends (`Graph._functions`, `Graph._remove_function`); each dataset
+    keeps its own reference to its function, so it runs as before and lets
+    the function go when it goes. Nothing happens in graph mode, where the
+    graph is the caller's.
     """
     if not tf.executing_eagerly():
-        return dataset.scan(initial_state, scan_func)
+        yield
+        return
     graph = tf.compat.v1.get_default_graph()
     before = set(graph._functions)
-    scanned = dataset.scan(initial_state, scan_func)
-    for name in set(graph._functions) - before:
-        graph._remove_function(name)
-    return scanned
+    try:
+        yield
+    finally:
+        for name in set(graph._functions) - before:
+            graph._remove_function(name)

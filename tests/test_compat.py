@@ -426,15 +426,20 @@ def test_the_gradient_registry_holds_what_custom_gradient_registers():
     assert len(new) == 1 and next(iter(new)).startswith("CustomGradient-")
 
 
-def test_dataset_scan_scans_and_leaves_the_global_graph_as_it_was():
+
+def test_functions_kept_out_of_the_global_graph_while_datasets_still_run():
+    """TensorFlow's scan and counter datasets add their function to the global graph even
+    eagerly; inside the block they leave it as it was, and run."""
     def library():
         return len(tf.compat.v1.get_default_graph().as_graph_def().library.function)
 
-    numbers = tf.data.Dataset.range(5)
     before = library()
-    sums = compat.dataset_scan(numbers, tf.constant(0, tf.int64),
-                               lambda total, x: (total + x, total + x))
+    with compat.functions_kept_out_of_the_global_graph():
+        sums = tf.data.Dataset.range(5).scan(tf.constant(0, tf.int64),
+                                             lambda total, x: (total + x, total + x))
+        steps = tf.data.Dataset.counter(start=3, dtype=tf.int64)
     assert library() == before
     assert [int(x) for x in sums] == [0, 1, 3, 6, 10]
-    numbers.scan(tf.constant(0, tf.int64), lambda total, x: (total + x, total + x))
-    assert library() > before  # what TensorFlow's own scan leaves, which the helper removes
+    assert [int(x) for x in steps.take(2)] == [3, 4]
+    tf.data.Dataset.counter(dtype=tf.int64)
+    assert library() > before  # what TensorFlow's own counter leaves, which the block removes

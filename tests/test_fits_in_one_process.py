@@ -6,8 +6,8 @@ process; a run must never reach another run's variables through them
 called a kernel traced over the first run's table). One fresh interpreter
 fits every registered method once (each run seeded alike), keeps the
 models, then fits every method again in the reverse order: each first
-model still encodes as it did, and each second run gives the first run's
-vectors.
+model still encodes as it did, each second run gives the first run's
+vectors, and the second round adds no function to TensorFlow's global graph.
 """
 
 import json
@@ -32,6 +32,12 @@ from tests.helpers.every_method import PROBE, fit_tiny, write_every_method_data
 
 import inspect
 
+import tensorflow as tf
+
+
+def global_graph_functions():
+    return len(tf.compat.v1.get_default_graph().as_graph_def().library.function)
+
 
 def vectors(model):  # in float32 where the model computes in a chosen precision
     takes = "precision" in inspect.signature(model.encode).parameters
@@ -44,10 +50,13 @@ first, seen, second = {{}}, {{}}, {{}}
 for method in methods:
     first[method] = fit_tiny(method, root)
     seen[method] = vectors(first[method])
+functions = [global_graph_functions()]
 for method in reversed(methods):
     second[method] = vectors(fit_tiny(method, root))
+functions.append(global_graph_functions())
 after = {{m: vectors(first[m]) for m in methods}}
-print(json.dumps({{"first": seen, "after": after, "second": second}}))
+print(json.dumps({{"first": seen, "after": after, "second": second,
+                  "global_graph_functions": functions}}))
 """
 
 
@@ -74,3 +83,7 @@ def test_every_method_fits_twice_in_one_process(tmp_path):
     differ = [m for m in RUNS if not _close(out["first"][m], out["second"][m])]
     assert not changed, f"a later fit changed these first models: {changed}"
     assert not differ, f"a second fit differs from the first: {differ}"
+    # Nothing a run traces outlives it in TensorFlow's global graph (tf.data's scan and
+    # counter datasets would leave one function per run there).
+    after_first, after_second = out["global_graph_functions"]
+    assert after_second == after_first, out["global_graph_functions"]

@@ -14,10 +14,19 @@ import logging
 import numpy as np
 import tensorflow as tf
 
+from keras_sentemb import compat
 from keras_sentemb import validation
 from keras_sentemb.models.encoding_engine import BUCKETS
 
 logger = logging.getLogger(__name__)
+
+
+def step_counter(start=0):
+    """`tf.data.Dataset.counter(start)` (int64 step numbers, endless), made so that it stays no
+    longer than the datasets that use it: TensorFlow's counter would leave its function in the
+    process's global graph (`compat.functions_kept_out_of_the_global_graph`)."""
+    with compat.functions_kept_out_of_the_global_graph():
+        return tf.data.Dataset.counter(start=int(start), dtype=tf.int64)
 
 
 def shuffled_batches(columns, batch_size, seed=0, start_step=0, extra=None):
@@ -80,7 +89,7 @@ def shuffled_batches(columns, batch_size, seed=0, start_step=0, extra=None):
         rows = tf.ensure_shape(order[first : first + batch_size], [batch_size])
         return {k: tf.gather(t, rows) for k, t in tensors.items()}
 
-    steps = tf.data.Dataset.counter(start=int(start_step), dtype=tf.int64)
+    steps = step_counter(start_step)
     return steps.map(make_batch, num_parallel_calls=tf.data.AUTOTUNE)
 
 
@@ -117,7 +126,7 @@ def with_text_views(dataset, views, seed=0, start_step=0):
             out[name] = tf.ensure_shape(fn(element[source], key), element[source].shape)
         return out
 
-    steps = tf.data.Dataset.counter(start=int(start_step), dtype=tf.int64)
+    steps = step_counter(start_step)
     return tf.data.Dataset.zip((steps, dataset)).map(add_views,
                                                      num_parallel_calls=tf.data.AUTOTUNE)
 

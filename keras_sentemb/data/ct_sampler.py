@@ -2,6 +2,8 @@
 
 import tensorflow as tf
 
+from keras_sentemb.data.batching import step_counter
+
 
 LAYOUTS = ("official", "paper")
 
@@ -87,5 +89,5 @@ def ct_pair_dataset(sentences, batch_size=16, negatives_per_positive=7, seed=0, 
             "labels": labels,
         }
 
-    steps = tf.data.Dataset.counter(start=start_step, dtype=tf.int64)
+    steps = step_counter(start_step)
     return steps.map(make_batch, num_parallel_calls=tf.data.AUTOTUNE)

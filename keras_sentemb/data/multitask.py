@@ -39,6 +39,7 @@ import numpy as np
 import tensorflow as tf
 
 from keras_sentemb import validation
+from keras_sentemb.data.batching import step_counter
 from keras_sentemb.data.batching import without_autotuner
 
 logger = logging.getLogger(__name__)
@@ -415,9 +416,7 @@ def multitask_batches(train, procedure="average", batch_size=16, seed=0, start_s
     def make_element(step):
         return {task: task_batch(task, step) for task in TASKS}
 
-    steps = tf.data.Dataset.counter(
-        start=validation.non_negative_int(start_step, "start_step"), dtype=tf.int64
-    )
+    steps = step_counter(validation.non_negative_int(start_step, "start_step"))
     return steps.map(make_element, num_parallel_calls=tf.data.AUTOTUNE)
 
 

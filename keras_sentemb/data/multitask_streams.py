@@ -37,6 +37,7 @@ What differs from the folder, by construction:
 
 import tensorflow as tf
 
+from keras_sentemb.data.batching import step_counter
 from keras_sentemb.data.labeled_streams import class_labels
 from keras_sentemb.data.labeled_streams import score_labels
 from keras_sentemb.data.multitask import NUM_SENTIMENT_CLASSES
@@ -143,7 +144,7 @@ def streamed_multitask_batches(streams, procedure, batch_size, seed=0, start_ste
         def scheduled(step):
             return step % len(TASKS)
 
-        choice = tf.data.Dataset.counter(dtype=tf.int64).map(scheduled)
+        choice = step_counter().map(scheduled)
         ds = tf.data.Dataset.choose_from_datasets([task_elements(t) for t in TASKS], choice)
     else:  # every task at every step
         @tf.autograph.experimental.do_not_convert

@@ -30,6 +30,7 @@ import tensorflow as tf
 
 from keras_sentemb import compat
 from keras_sentemb import validation
+from keras_sentemb.data.batching import step_counter
 from keras_sentemb.data.row_accounting import BAD_LABEL
 from keras_sentemb.data.row_accounting import active_accounting
 from keras_sentemb.data.row_accounting import new_counter
@@ -209,7 +210,8 @@ def unique_batches(rows, batch_size, names):
                  for n in spec}
         return new_carry, (full, batch)
 
-    out = compat.dataset_scan(chunks, init, step).filter(lambda full, batch: full)
+    with compat.functions_kept_out_of_the_global_graph():
+        out = chunks.scan(init, step).filter(lambda full, batch: full)
     return out.map(lambda full, batch: {n: tf.ensure_shape(batch[n], [batch_size])
                                         for n in spec})
 
@@ -355,7 +357,7 @@ def _choose(parts, weights, mode, seed):
             logits, 1, seed=tf.stack([tf.constant(seed, tf.int64), step]))
         return draw[0, 0]
 
-    choice = tf.data.Dataset.counter(dtype=tf.int64).map(pick)
+    choice = step_counter().map(pick)
     return tf.data.Dataset.choose_from_datasets(parts, choice)
 
 
