@@ -581,7 +581,6 @@ def gradient_registry():
     return ops._gradient_registry._registry
 
 
-
 @contextlib.contextmanager
 def functions_kept_out_of_the_global_graph():
     """Removes the functions the block adds to TensorFlow's global graph, while executing eagerly.
