@@ -18,9 +18,11 @@ service or a notebook starts):
   tensorflow-text (as TF Serving runs it).
 - `fit`: `--fits` calls of `keras_sentemb.fit(method, ...)` in one process,
   the methods that train on plain sentences in turn, each a few steps on
-  the bundled Wikipedia sample, seed 0; then each method once more in a
-  fresh process of its own, whose vectors each run of that method in the
-  long process must equal.
+  the bundled Wikipedia sample, seed 0. After each, the same method in a
+  fresh process of its own, fitted once to warm up and timed on a second
+  fit: its vectors each run in the long process must equal, and its time
+  the control of the long process's (the host's speed drifts over a long
+  run; a fresh process at the same moment drifts with it).
 
 For each it records the resident memory (RSS, from /proc) at the start (the
 model loaded), after the warm-up (the first `--warmup` share of the calls)
@@ -33,9 +35,11 @@ show the late calls cost what the early ones did). Beside each RSS sample:
 glibc's heap in use and the freed memory it keeps (`mallinfo2`), which tell
 memory the process holds from memory its allocator keeps. The fits: RSS after
 each (also by kind of mapping: brk heap, anonymous, files), each run's
-seconds (wall and CPU), a method's late runs against its early ones (the
-median of its last three over that of its runs 2-4; within 10 %), and the
-largest relative difference of each run's vectors from the fresh process's.
+seconds (wall and CPU) and its CPU seconds over the fresh process's fit
+right after it, a method's late runs against its early ones (the median of
+its last three over that of its runs 2-4; within 10 %), by seconds and by
+that ratio to the fresh process, and the largest relative difference of
+each run's vectors from the fresh process's.
 
 `--model small` runs the default model's tokenizer, vocabulary, text
 cleaning and pooling over a random 2-layer, 64-wide BERT: every step of a
@@ -375,35 +379,40 @@ def _fit_once(method, args):
                              **FIT_METHODS[method])
 
 
+def _fit_run(method, args):
+    """One timed fit of `method`: seconds (wall and CPU) and the probe's vectors."""
+    start, cpu_start = time.perf_counter(), time.process_time()
+    model = _fit_once(method, args)
+    seconds, cpu_seconds = time.perf_counter() - start, time.process_time() - cpu_start
+    return {"seconds": round(seconds, 2), "cpu_seconds": round(cpu_seconds, 2),
+            "vectors": _probe_vectors(model)}
+
+
 def worker_fit(args):
-    methods = args.methods.split(",")
-    runs = []
-    rss_start = rss_mib()
-    for i in range(args.fits):
-        method = methods[i % len(methods)]
-        start, cpu_start = time.perf_counter(), time.process_time()
-        model = _fit_once(method, args)
-        seconds, cpu_seconds = time.perf_counter() - start, time.process_time() - cpu_start
+    """The long process: one fit per method name read from stdin, one JSON line out per fit."""
+    print(json.dumps({"rss_start_mib": round(rss_mib(), 1)}), flush=True)
+    for i, line in enumerate(sys.stdin):
+        run = _fit_run(line.strip(), args)  # the model is released before the samples below
         heap = heap_mib()
-        runs.append({"run": i + 1, "method": method, "seconds": round(seconds, 2),
-                     "cpu_seconds": round(cpu_seconds, 2),
-                     "rss_mib": round(rss_mib(), 1), "vectors": _probe_vectors(model),
-                     **({} if heap is None else {"heap_in_use_mib": round(heap[0], 1),
-                                                 "heap_free_kept_mib": round(heap[1], 1),
-                                                 "heap_mapped_blocks_mib":
-                                                     round(mapped_blocks_mib(), 1)}),
-                     "rss_by_mapping_mib": rss_by_mapping()})
-        del model
+        run.update({"rss_mib": round(rss_mib(), 1),
+                    **({} if heap is None else {"heap_in_use_mib": round(heap[0], 1),
+                                                "heap_free_kept_mib": round(heap[1], 1),
+                                                "heap_mapped_blocks_mib":
+                                                    round(mapped_blocks_mib(), 1)}),
+                    "rss_by_mapping_mib": rss_by_mapping()})
         if args.malloc_trim_every and (i + 1) % args.malloc_trim_every == 0:
-            runs[-1].update(trimmed())
-    print(json.dumps({"rss_start_mib": round(rss_start, 1), "runs": runs}))
+            run.update(trimmed())
+        print(json.dumps(run), flush=True)
 
 
 def worker_fresh_fit(args):
-    print(json.dumps(_probe_vectors(_fit_once(args.methods, args))))
+    """A fresh process: `args.methods` fitted once to warm up (the first fit of a process
+    traces and compiles what later fits reuse), then timed on a second fit."""
+    _fit_once(args.methods, args)
+    print(json.dumps(_fit_run(args.methods, args)))
 
 
-def _child(args, worker, **extra):
+def _worker_argv(args, worker, **extra):
     argv = [sys.executable, __file__, "--worker", worker, "--model", args.model,
             "--calls", str(args.calls), "--warmup", str(args.warmup),
             "--fits", str(args.fits), "--fit-steps", str(args.fit_steps),
@@ -412,6 +421,11 @@ def _child(args, worker, **extra):
         argv += [f"--{key.replace('_', '-')}", str(value)]
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO), env.get("PYTHONPATH")]))
+    return argv, env
+
+
+def _child(args, worker, **extra):
+    argv, env = _worker_argv(args, worker, **extra)
     # The worker's progress and errors go to this process's stderr; its result to stdout.
     done = subprocess.run(argv, stdout=subprocess.PIPE, text=True, env=env)
     if done.returncode != 0:
@@ -446,23 +460,52 @@ def late_over_early(by_method, key="seconds"):
 
 
 def fit_part(args):
+    """The long process's fits, each followed by the same method's warm fit in a fresh process.
+
+    A host's speed drifts over a half-hour run (other tenants, clocks): the late fits of a
+    long process alone cannot tell a process that slows down from a host that does. The
+    fresh process's fit, timed right after each long-process fit, can: each run's
+    `cpu_over_fresh` is its CPU seconds over the fresh fit's, and a process that stays as
+    fast keeps that ratio flat from its early runs to its late ones.
+    """
     methods = list(FIT_METHODS) if args.methods is None else args.methods.split(",")
-    long_run = _child(args, "fit", methods=",".join(methods))
-    fresh = {m: _child(args, "fresh-fit", methods=m) for m in methods}
-    runs = long_run["runs"]
-    for run in runs:
-        run["max_rel_diff_vs_fresh_process"] = _max_rel_diff(run.pop("vectors"), fresh[run["method"]])
+    argv, env = _worker_argv(args, "fit")
+    long_run = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
+                                env=env)
+    rss_start = json.loads(long_run.stdout.readline())["rss_start_mib"]
+    runs = []
+    for i in range(args.fits):
+        method = methods[i % len(methods)]
+        long_run.stdin.write(method + "\n")
+        long_run.stdin.flush()
+        line = long_run.stdout.readline()
+        if not line:
+            raise SystemExit(f"soak worker fit failed at run {i + 1} ({method}); its error is above")
+        run = {"run": i + 1, "method": method, **json.loads(line)}
+        fresh = _child(args, "fresh-fit", methods=method)
+        run["max_rel_diff_vs_fresh_process"] = _max_rel_diff(run.pop("vectors"),
+                                                             fresh.pop("vectors"))
+        run.update({"fresh_seconds": fresh["seconds"], "fresh_cpu_seconds": fresh["cpu_seconds"],
+                    "cpu_over_fresh": round(run["cpu_seconds"] / fresh["cpu_seconds"], 3)})
+        runs.append(run)
+        print(f"fit {i + 1}/{args.fits} {method}: {run['cpu_seconds']:.2f} s CPU, "
+              f"a fresh process's {fresh['cpu_seconds']:.2f} s", file=sys.stderr, flush=True)
+    long_run.stdin.close()
+    if long_run.wait() != 0:
+        raise SystemExit(f"soak worker fit failed (exit {long_run.returncode}); its error is above")
     by_method = {}
     for run in runs:
         by_method.setdefault(run["method"], []).append(run)
-    late_vs_early = {key: late_over_early(by_method, key) for key in ("seconds", "cpu_seconds")}
+    late_vs_early = {key: late_over_early(by_method, key)
+                     for key in ("seconds", "cpu_seconds", "cpu_over_fresh")}
     rss = [r["rss_mib"] for r in runs]
     return {
         "fits": len(runs), "methods": methods, "steps_per_fit": args.fit_steps,
-        "rss_start_mib": long_run["rss_start_mib"], "rss_after_first_round_mib":
+        "rss_start_mib": rss_start, "rss_after_first_round_mib":
             rss[min(len(methods), len(rss)) - 1], "rss_end_mib": rss[-1], "rss_max_mib": max(rss),
         "late_over_early_seconds": late_vs_early["seconds"],
         "late_over_early_cpu_seconds": late_vs_early["cpu_seconds"],
+        "late_over_early_cpu_over_fresh": late_vs_early["cpu_over_fresh"],
         "max_rel_diff_vs_fresh_process": max(r["max_rel_diff_vs_fresh_process"] for r in runs),
         "runs": runs,
     }
@@ -525,13 +568,16 @@ def table(results):
         cpu = f.get("late_over_early_cpu_seconds", {})
         ratios = ", ".join(f"{m} {v:.2f}" + (f" ({cpu[m]:.2f})" if m in cpu else "")
                            for m, v in f["late_over_early_seconds"].items())
+        controlled = ", ".join(f"{m} {v:.2f}"
+                               for m, v in f.get("late_over_early_cpu_over_fresh", {}).items())
         lines += ["", "| fits | RSS start / after the first round / end / max (MiB) | "
                       "late runs / early runs of a method, median seconds (CPU seconds) | "
-                      "largest relative difference from a fresh process |", "|---|---|---|---|",
+                      "the same, of CPU seconds over a fresh process's at the same moment | "
+                      "largest relative difference from a fresh process |", "|---|---|---|---|---|",
                   f"| {f['fits']} ({', '.join(f['methods'])} in turn, {f['steps_per_fit']} steps "
                   f"each) | {f['rss_start_mib']:.0f} / {f['rss_after_first_round_mib']:.0f} / "
                   f"{f['rss_end_mib']:.0f} / {f['rss_max_mib']:.0f} | {ratios} | "
-                  f"{f['max_rel_diff_vs_fresh_process']:.1e} |"]
+                  f"{controlled or 'n/a'} | {f['max_rel_diff_vs_fresh_process']:.1e} |"]
     return "\n".join(lines)
 
 

@@ -210,3 +210,8 @@ def test_late_over_early_compares_medians_of_three_and_skips_the_first_run(soak)
     assert soak.late_over_early(by_method) == {"simcse": 1.1, "ct": 1.6}
     assert soak.late_over_early(by_method, "cpu_seconds") == {"simcse": 1.1, "ct": 1.6}
     assert soak.late_over_early({"sg": runs([3, 4])}) == {}
+    # The same, of each run over a fresh process's at the same moment: a host that slows
+    # down by half slows both, and the ratio stays flat.
+    drifting = [{"cpu_over_fresh": round(v / f, 3)} for v, f in
+                zip([40, 10, 9, 12, 10, 30, 15, 15], [20, 10, 9, 12, 10, 20, 15, 15])]
+    assert soak.late_over_early({"simcse": drifting}, "cpu_over_fresh") == {"simcse": 1.0}
