@@ -18,11 +18,12 @@ service or a notebook starts):
   tensorflow-text (as TF Serving runs it).
 - `fit`: `--fits` calls of `keras_sentemb.fit(method, ...)` in one process,
   the methods that train on plain sentences in turn, each a few steps on
-  the bundled Wikipedia sample, seed 0. After each, the same method in a
-  fresh process of its own, fitted once to warm up and timed on a second
-  fit: its vectors each run in the long process must equal, and its time
-  the control of the long process's (the host's speed drifts over a long
-  run; a fresh process at the same moment drifts with it).
+  the bundled Wikipedia sample, seed 0. After each, a fresh process fits
+  one round of the methods (as the long process's first round) and then
+  the same method, timed: its vectors each run in the long process must
+  equal, and its time the control of the long process's (the host's speed
+  drifts over a long run; a fresh process at the same moment drifts with
+  it).
 
 For each it records the resident memory (RSS, from /proc) at the start (the
 model loaded), after the warm-up (the first `--warmup` share of the calls)
@@ -406,9 +407,12 @@ def worker_fit(args):
 
 
 def worker_fresh_fit(args):
-    """A fresh process: `args.methods` fitted once to warm up (the first fit of a process
-    traces and compiles what later fits reuse), then timed on a second fit."""
-    _fit_once(args.methods, args)
+    """A fresh process: one round of the long process's methods (`args.round`), each followed
+    by the probe's vectors as there, then `args.methods` timed: the long process's early life
+    replayed, so that its late runs are compared with a process that did the same work, less
+    the age."""
+    for method in args.round.split(","):
+        _probe_vectors(_fit_once(method, args))
     print(json.dumps(_fit_run(args.methods, args)))
 
 
@@ -464,7 +468,8 @@ def fit_part(args):
 
     A host's speed drifts over a half-hour run (other tenants, clocks): the late fits of a
     long process alone cannot tell a process that slows down from a host that does. The
-    fresh process's fit, timed right after each long-process fit, can: each run's
+    fresh process (one round of the methods, then the method timed), run right after each
+    long-process fit, can: each run's
     `cpu_over_fresh` is its CPU seconds over the fresh fit's, and a process that stays as
     fast keeps that ratio flat from its early runs to its late ones.
     """
@@ -482,7 +487,7 @@ def fit_part(args):
         if not line:
             raise SystemExit(f"soak worker fit failed at run {i + 1} ({method}); its error is above")
         run = {"run": i + 1, "method": method, **json.loads(line)}
-        fresh = _child(args, "fresh-fit", methods=method)
+        fresh = _child(args, "fresh-fit", methods=method, round=",".join(methods))
         run["max_rel_diff_vs_fresh_process"] = _max_rel_diff(run.pop("vectors"),
                                                              fresh.pop("vectors"))
         run.update({"fresh_seconds": fresh["seconds"], "fresh_cpu_seconds": fresh["cpu_seconds"],
@@ -599,6 +604,7 @@ def main():
     p.add_argument("--worker", default=None, help=argparse.SUPPRESS)
     p.add_argument("--precision", default=None, help=argparse.SUPPRESS)
     p.add_argument("--saved-model", default=None, help=argparse.SUPPRESS)
+    p.add_argument("--round", default=None, help=argparse.SUPPRESS)
     args = p.parse_args()
     if args.worker is not None:
         {"encode": worker_encode, "savedmodel": worker_savedmodel, "fit": worker_fit,
