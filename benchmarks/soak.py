@@ -464,14 +464,14 @@ def late_over_early(by_method, key="seconds"):
 
 
 def fit_part(args):
-    """The long process's fits, each followed by the same method's warm fit in a fresh process.
+    """The long process's fits, each followed by a fresh process's fit of the same method.
 
     A host's speed drifts over a half-hour run (other tenants, clocks): the late fits of a
-    long process alone cannot tell a process that slows down from a host that does. The
-    fresh process (one round of the methods, then the method timed), run right after each
-    long-process fit, can: each run's
-    `cpu_over_fresh` is its CPU seconds over the fresh fit's, and a process that stays as
-    fast keeps that ratio flat from its early runs to its late ones.
+    long process alone cannot tell a process that slows down from a host that does. A fresh
+    process that replays the first round of the methods and then fits the method, timed, right
+    after each long-process fit, can: each run's `cpu_over_fresh` is its CPU seconds over the
+    fresh fit's, and a process that stays as fast keeps that ratio flat from its early runs
+    to its late ones.
     """
     methods = list(FIT_METHODS) if args.methods is None else args.methods.split(",")
     argv, env = _worker_argv(args, "fit")
