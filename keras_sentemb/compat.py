@@ -307,6 +307,27 @@ def transformer_parts(layer):
     return TransformerParts(**parts)
 
 
+def masked_lm_head_transform(head, x):
+    """keras-hub `MaskedLMHead`'s output for every position of `x` (`[B, K, H]`), no gather.
+
+    The head's own `call` first gathers `x` at `mask_positions` with
+    `keras.ops.take_along_axis`, which casts the positions to int64 and
+    transposes them; on CPUs oneDNN then prints an "E0000 ... DT_INT64" line.
+    This applies the rest of that `call` (its private `_intermediate_dense`,
+    `_intermediate_layer_norm`, `_kernel` without a tied embedding, and
+    `_bias`) to states the caller gathered, with the same operations (the
+    bias read in the compute dtype, as the head's call reads it).
+    """
+    x = vars(head)["_intermediate_layer_norm"](vars(head)["_intermediate_dense"](x))
+    if head.token_embedding is not None:
+        outputs = head.token_embedding(x, reverse=True)
+    else:
+        outputs = keras.ops.matmul(x, vars(head)["_kernel"])
+    outputs = keras.ops.cast(outputs, head.compute_dtype)
+    outputs = outputs + keras.ops.cast(vars(head)["_bias"], head.compute_dtype)
+    return outputs if head.activation is None else head.activation(outputs)
+
+
 def feedforward_intermediate(layer):
     """The feed-forward intermediate Dense of a keras-hub Transformer layer, or None."""
     return vars(layer).get(TRANSFORMER_PARTS["intermediate"])

@@ -235,6 +235,37 @@ def test_keras_hub_transformer_layer_parts_are_where_the_kernels_read_them():
     assert compat.feedforward_intermediate(unbuilt) is None
 
 
+@pytest.mark.parametrize("tied", [True, False])
+@pytest.mark.parametrize("policy", ["float32", "mixed_bfloat16"])
+def test_masked_lm_head_transform_is_the_heads_call_after_its_gather(tied, policy):
+    import keras_hub
+
+    from keras_sentemb.trainers.lm_head import masked_lm_logits
+
+    keras.utils.set_random_seed(1)
+    embedding = None
+    if tied:
+        embedding = keras_hub.layers.ReversibleEmbedding(40, 8, dtype=policy)
+        embedding.build((None, None))
+    head = keras_hub.layers.MaskedLMHead(vocabulary_size=40, token_embedding=embedding,
+                                         intermediate_activation="gelu", activation="softmax",
+                                         bias_initializer="random_normal", dtype=policy)
+    head.build((None, None, 8), (None, None))
+    states = tf.random.normal([2, 6, 8])
+    positions = tf.constant([[1, 4, 0], [5, 2, 2]])
+    theirs = head(states, mask_positions=positions)
+    ours = masked_lm_logits(head, states, positions)
+    assert ours.dtype == theirs.dtype
+    every = tf.tile(tf.range(6)[None], [2, 1])
+    for a, b in ((ours, theirs),
+                 (masked_lm_logits(head, states), head(states, mask_positions=every))):
+        a, b = np.asarray(tf.cast(a, tf.float32)), np.asarray(tf.cast(b, tf.float32))
+        if policy == "float32":
+            np.testing.assert_array_equal(a, b)
+        else:  # a bfloat16 value may round the other way: one unit, up to 2^-7 of it
+            assert np.linalg.norm(a - b) <= 2.0 ** -7 * np.linalg.norm(b)
+
+
 def test_multi_head_attention_private_options():
     plain = keras.layers.MultiHeadAttention(2, 4)
     for name, _ in compat.ATTENTION_OPTIONS.values():

@@ -9,6 +9,7 @@ from keras_sentemb.losses.loss_output import LossOutput
 from keras_sentemb.losses.masked_language_model import masked_token_loss
 from keras_sentemb.methods.masked_language_model.config import MaskedLanguageModelConfig
 from keras_sentemb.trainers.base_trainer import BaseTrainer
+from keras_sentemb.trainers.lm_head import masked_lm_logits
 
 
 def mask_tokens(inputs, seed, mask_rate, mask_token_id, vocabulary_size, special_ids):
@@ -128,7 +129,7 @@ class MaskedLanguageModel(BaseTrainer):
             self.vocabulary_size, self.special_ids,
         )
         states, _ = self.encoder.forward(inputs, training=training)
-        logits = self.head(states[-1], mask_positions=positions)
+        logits = masked_lm_logits(self.head, states[-1], positions)
         loss, accuracy = masked_token_loss(logits, ids, weights)
         return LossOutput(loss, {"accuracy": accuracy})
 

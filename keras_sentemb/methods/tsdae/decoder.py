@@ -23,6 +23,7 @@ import tensorflow as tf
 
 from keras_sentemb import compat
 from keras_sentemb.kernels.fused_gelu import gelu_form
+from keras_sentemb.trainers.lm_head import masked_lm_logits
 
 
 @keras.saving.register_keras_serializable(package="keras_sentemb")
@@ -133,5 +134,4 @@ class Decoder(keras.layers.Layer):
             x = cross(x, memory, training=training)
             fed = part.output(part.intermediate(x))
             x = part.output_norm(x + part.output_dropout(fed, training=training))
-        positions = tf.tile(tf.range(tf.shape(x)[1])[None], [tf.shape(x)[0], 1])
-        return tf.cast(self.lm_head(x, mask_positions=positions), tf.float32)
+        return tf.cast(masked_lm_logits(self.lm_head, x), tf.float32)
