@@ -39,8 +39,10 @@ each (also by kind of mapping: brk heap, anonymous, files), each run's
 seconds (wall and CPU) and its CPU seconds over the fresh process's fit
 right after it, a method's late runs against its early ones (the median of
 its last three over that of its runs 2-4; within 10 %), by seconds and by
-that ratio to the fresh process, and the largest relative difference of
-each run's vectors from the fresh process's.
+that ratio to the fresh process, the same late / early ratio for each phase
+of a fit (its setup up to the first batch, the first batch with its trace,
+the median later batch, and what follows the last batch), and the largest
+relative difference of each run's vectors from the fresh process's.
 
 `--model small` runs the default model's tokenizer, vocabulary, text
 cleaning and pooling over a random 2-layer, 64-wide BERT: every step of a
@@ -372,21 +374,64 @@ def _probe_vectors(model):
     return model.encode(PROBE, **({"precision": "float32"} if takes else {})).tolist()
 
 
-def _fit_once(method, args):
+PHASES = ("setup", "first_step", "step", "finish")
+
+
+def _phase_clock():
+    """A Keras callback that stamps the start of training and the end of every batch (wall
+    and CPU seconds): where a fit's time goes (see `_phases`)."""
+    import keras
+
+    class PhaseClock(keras.callbacks.Callback):
+        def __init__(self):
+            super().__init__()
+            self.stamps = []
+
+        def on_train_begin(self, logs=None):
+            self.stamps.append((time.perf_counter(), time.process_time()))
+
+        def on_train_batch_end(self, batch, logs=None):
+            self.stamps.append((time.perf_counter(), time.process_time()))
+
+    return PhaseClock()
+
+
+def _phases(start, clock, end):
+    """A fit's seconds by phase, wall and CPU: `setup` (the model loaded, the data read, the
+    step built, up to the first batch), `first_step` (the first batch: its trace and first
+    execution), `step` (the median of every later batch: the steady cost of a step) and
+    `finish` (after the last batch: the kept model restored and returned)."""
+    from statistics import median
+
+    stamps = clock.stamps
+    if len(stamps) < 3:  # no training batches (or one): the whole fit is its setup
+        return {}
+    out = {}
+    for k, name in ((0, "wall"), (1, "cpu")):
+        later = [b[k] - a[k] for a, b in zip(stamps[1:], stamps[2:])]
+        out.update({f"setup_{name}": stamps[0][k] - start[k],
+                    f"first_step_{name}": stamps[1][k] - stamps[0][k],
+                    f"step_{name}": median(later),
+                    f"finish_{name}": end[k] - stamps[-1][k]})
+    return {key: round(value, 3) for key, value in out.items()}
+
+
+def _fit_once(method, args, callbacks=()):
     import keras_sentemb
 
     return keras_sentemb.fit(method, str(WIKI), model=args.model, steps=args.fit_steps,
                              batch_size=8, max_length=32, dev=None, verbose=0, seed=0,
-                             **FIT_METHODS[method])
+                             callbacks=list(callbacks), **FIT_METHODS[method])
 
 
 def _fit_run(method, args):
-    """One timed fit of `method`: seconds (wall and CPU) and the probe's vectors."""
-    start, cpu_start = time.perf_counter(), time.process_time()
-    model = _fit_once(method, args)
-    seconds, cpu_seconds = time.perf_counter() - start, time.process_time() - cpu_start
-    return {"seconds": round(seconds, 2), "cpu_seconds": round(cpu_seconds, 2),
-            "vectors": _probe_vectors(model)}
+    """One timed fit of `method`: seconds (wall and CPU), by phase, and the probe's vectors."""
+    clock = _phase_clock()
+    start = (time.perf_counter(), time.process_time())
+    model = _fit_once(method, args, callbacks=[clock])
+    end = (time.perf_counter(), time.process_time())
+    return {"seconds": round(end[0] - start[0], 2), "cpu_seconds": round(end[1] - start[1], 2),
+            **_phases(start, clock, end), "vectors": _probe_vectors(model)}
 
 
 def worker_fit(args):
@@ -502,7 +547,8 @@ def fit_part(args):
     for run in runs:
         by_method.setdefault(run["method"], []).append(run)
     late_vs_early = {key: late_over_early(by_method, key)
-                     for key in ("seconds", "cpu_seconds", "cpu_over_fresh")}
+                     for key in ("seconds", "cpu_seconds", "cpu_over_fresh",
+                                 *(f"{phase}_cpu" for phase in PHASES))}
     rss = [r["rss_mib"] for r in runs]
     return {
         "fits": len(runs), "methods": methods, "steps_per_fit": args.fit_steps,
@@ -511,6 +557,8 @@ def fit_part(args):
         "late_over_early_seconds": late_vs_early["seconds"],
         "late_over_early_cpu_seconds": late_vs_early["cpu_seconds"],
         "late_over_early_cpu_over_fresh": late_vs_early["cpu_over_fresh"],
+        "late_over_early_cpu_by_phase": {phase: late_vs_early[f"{phase}_cpu"]
+                                         for phase in PHASES},
         "max_rel_diff_vs_fresh_process": max(r["max_rel_diff_vs_fresh_process"] for r in runs),
         "runs": runs,
     }
@@ -583,6 +631,14 @@ def table(results):
                   f"each) | {f['rss_start_mib']:.0f} / {f['rss_after_first_round_mib']:.0f} / "
                   f"{f['rss_end_mib']:.0f} / {f['rss_max_mib']:.0f} | {ratios} | "
                   f"{controlled or 'n/a'} | {f['max_rel_diff_vs_fresh_process']:.1e} |"]
+        by_phase = f.get("late_over_early_cpu_by_phase", {})
+        if any(by_phase.values()):
+            lines += ["", "| late / early, CPU seconds by phase | "
+                          + " | ".join(f["methods"]) + " |",
+                      "|---|" + "---|" * len(f["methods"])]
+            lines += [f"| {phase} | " + " | ".join(
+                f"{ratios[m]:.2f}" if m in ratios else "" for m in f["methods"]) + " |"
+                for phase, ratios in by_phase.items()]
     return "\n".join(lines)
 
 

@@ -215,3 +215,25 @@ def test_late_over_early_compares_medians_of_three_and_skips_the_first_run(soak)
     drifting = [{"cpu_over_fresh": round(v / f, 3)} for v, f in
                 zip([40, 10, 9, 12, 10, 30, 15, 15], [20, 10, 9, 12, 10, 20, 15, 15])]
     assert soak.late_over_early({"simcse": drifting}, "cpu_over_fresh") == {"simcse": 1.0}
+
+
+def test_a_fits_phases_split_its_seconds_at_the_batches(soak):
+    """setup: up to the start of training; first step: the first batch; step: the median later
+    batch; finish: after the last batch. Wall and CPU each, from the callback's stamps."""
+
+    class Clock:
+        stamps = [(10.0, 100.0), (14.0, 103.0), (15.0, 104.0), (15.5, 104.5), (17.5, 106.0)]
+
+    phases = soak._phases((8.0, 99.0), Clock(), (18.0, 106.25))
+    assert phases == {"setup_wall": 2.0, "first_step_wall": 4.0, "step_wall": 1.0,
+                      "finish_wall": 0.5, "setup_cpu": 1.0, "first_step_cpu": 3.0,
+                      "step_cpu": 1.0, "finish_cpu": 0.25}
+    Clock.stamps = Clock.stamps[:2]  # one batch: no later batch to take a median of
+    assert soak._phases((8.0, 99.0), Clock(), (18.0, 106.0)) == {}
+
+
+def test_the_late_runs_are_read_against_the_early_ones_phase_by_phase(soak):
+    runs = [{"step_cpu": 1.0 + (i >= 6) * 0.5, "setup_cpu": 2.0} for i in range(9)]
+    assert soak.late_over_early({"simcse": runs}, "step_cpu") == {"simcse": 1.5}
+    assert soak.late_over_early({"simcse": runs}, "setup_cpu") == {"simcse": 1.0}
+    assert soak.late_over_early({"simcse": [{"seconds": 1.0}]}, "step_cpu") == {}
