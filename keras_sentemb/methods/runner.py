@@ -8,6 +8,7 @@ Every `fit_*` function is a thin wrapper over it with the method's real
 signature.
 """
 
+import gc
 import inspect
 import sys
 
@@ -76,11 +77,18 @@ def fit(method, data, preset=None, **options):
     run = FitScaffold(method.name, arguments, method.paper_pooling,
                       custom_dev=method.custom_dev, in_batch=method.in_batch)
     run.seed_everything()
-    with output_lock(run.output), releasing_custom_gradients():
-        try:
-            return method().train(run, data, config)
-        finally:  # also when the run fails or is interrupted
-            run.restore_precision()
+    try:
+        with output_lock(run.output), releasing_custom_gradients():
+            try:
+                return method().train(run, data, config)
+            finally:  # also when the run fails or is interrupted
+                run.restore_precision()
+    finally:
+        # What the run built and no longer needs (its trainer, traced steps, optimizer state,
+        # input pipeline) holds itself in reference cycles: about 100,000 objects and 120 MiB
+        # after a run of the default model. Collected now, not by a collection that falls in
+        # the middle of whatever the process does next (the next run's trace, a request).
+        gc.collect()
 
 
 def fit_function(method_name, literal):
