@@ -1,0 +1,110 @@
+"""Do runs from one start, averaged weight by weight, beat each run? Uniform and greedy soups.
+
+    python benchmarks/model_soup.py runs/whitenedcse-seed0 runs/whitenedcse-seed1 \\
+        --out benchmarks/results/model_soup.jsonl
+
+Every folder is a model saved by `fit_*` (or `keras-sentemb train`) from the
+same start, with the same architecture and pooling. Each is scored on STS-B
+dev (float32), then two soups (Wortsman et al. 2022, "Model soups"):
+
+- the uniform soup: the mean of every folder's weights;
+- the greedy soup: the folders sorted by dev, best first; each is added to
+  the soup only if the soup's dev does not fall.
+
+Choices are made on dev only: STS-B test is read once, for the candidate
+(a single run, the uniform soup or the greedy soup) best on dev. A soup of N
+runs of S steps costs N x S optimizer steps, the budget it is compared at.
+
+Writes one JSON line per candidate and a summary line to `--out`.
+"""
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from _common import cpu_info, shown_path  # noqa: E402
+
+REPO = Path(__file__).resolve().parents[1]
+STS = REPO / "keras_sentemb" / "resources" / "STS"
+
+
+def sts_b(encoder, split):
+    """STS-B Spearman x100 of `encoder` on `split` (float32)."""
+    from keras_sentemb.evaluation.sts import evaluate_sts
+
+    result = evaluate_sts(encoder, str(STS), tasks="stsb", split=split, precision="float32")
+    return result["STSBenchmark"][split]["spearman"]
+
+
+def mean_weights(weight_lists):
+    """The element-wise mean of several models' weight lists (float64, cast back)."""
+    import numpy as np
+
+    return [np.mean([np.asarray(w, np.float64) for w in ws], axis=0).astype(np.asarray(ws[0]).dtype)
+            for ws in zip(*weight_lists)]
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("folders", nargs="+", help="models trained from one start")
+    parser.add_argument("--out", default=str(REPO / "runs" / "model_soup.jsonl"))
+    args = parser.parse_args()
+    if len(args.folders) < 2:
+        raise SystemExit("model_soup: give two or more model folders")
+
+    from keras_sentemb.models import SentenceEncoder
+
+    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
+
+    def log(record):
+        print(json.dumps(record), flush=True)
+        with open(args.out, "a", encoding="utf-8") as f:
+            f.write(json.dumps(record) + "\n")
+
+    start = time.perf_counter()
+    encoder = SentenceEncoder.from_preset(args.folders[0])
+    runs = []
+    for folder in args.folders:
+        weights = SentenceEncoder.from_preset(folder).get_weights()
+        encoder.set_weights(weights)
+        runs.append({"folder": shown_path(folder), "weights": weights,
+                     "dev": round(sts_b(encoder, "dev"), 4)})
+        log({"candidate": "run", "folder": runs[-1]["folder"], "dev": runs[-1]["dev"]})
+
+    candidates = {f"run {r['folder']}": (r["dev"], r["weights"]) for r in runs}
+    uniform = mean_weights([r["weights"] for r in runs])
+    encoder.set_weights(uniform)
+    candidates["uniform soup"] = (round(sts_b(encoder, "dev"), 4), uniform)
+    log({"candidate": "uniform soup", "runs": len(runs), "dev": candidates["uniform soup"][0]})
+
+    ranked = sorted(runs, key=lambda r: -r["dev"])
+    members, best_dev = [ranked[0]], ranked[0]["dev"]
+    for run in ranked[1:]:
+        trial = mean_weights([m["weights"] for m in members + [run]])
+        encoder.set_weights(trial)
+        dev = round(sts_b(encoder, "dev"), 4)
+        log({"candidate": "greedy soup, trial", "members": [m["folder"] for m in members]
+             + [run["folder"]], "dev": dev})
+        if dev >= best_dev:
+            members, best_dev = members + [run], dev
+    greedy = mean_weights([m["weights"] for m in members])
+    candidates["greedy soup"] = (best_dev, greedy)
+
+    chosen = max(candidates, key=lambda name: candidates[name][0])
+    encoder.set_weights(candidates[chosen][1])
+    log({"summary": True, "dev": {name: dev for name, (dev, _) in candidates.items()},
+         "greedy_members": [m["folder"] for m in members], "chosen_on_dev": chosen,
+         "chosen_dev": candidates[chosen][0], "chosen_test": round(sts_b(encoder, "test"), 4),
+         "seconds": round(time.perf_counter() - start, 1),
+         "command": "python benchmarks/model_soup.py "
+                    + " ".join(shown_path(a) if Path(a).exists() else a for a in sys.argv[1:]),
+         "machine": cpu_info()})
+
+
+if __name__ == "__main__":
+    main()
