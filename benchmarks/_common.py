@@ -24,6 +24,15 @@ def shown_path(path):
         return str(Path(*path.parts[-2:]))
 
 
+def sts_b(encoder, split):
+    """STS-B Spearman x100 of `encoder` on `split` of the bundled STS data (float32)."""
+    from keras_sentemb.evaluation.sts import evaluate_sts
+
+    result = evaluate_sts(encoder, str(REPO / "keras_sentemb" / "resources" / "STS"),
+                          tasks="stsb", split=split, precision="float32")
+    return result["STSBenchmark"][split]["spearman"]
+
+
 def sentences_file(path=None):
     if path:
         return Path(path)
