@@ -26,16 +26,9 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+from _common import sts_b  # noqa: E402
+
 REPO = Path(__file__).resolve().parents[1]
-STS = REPO / "keras_sentemb" / "resources" / "STS"
-
-
-def sts_b(encoder, split):
-    """STS-B Spearman x100 of `encoder` on `split` (float32)."""
-    from keras_sentemb.evaluation.sts import evaluate_sts
-
-    result = evaluate_sts(encoder, str(STS), tasks="stsb", split=split, precision="float32")
-    return result["STSBenchmark"][split]["spearman"]
 
 
 def averaging_callback(steps, every, decays, log):
