@@ -1,4 +1,4 @@
-"""Do runs from one start, averaged weight by weight, beat each run? Uniform and greedy soups.
+"""Do runs from one start, averaged weight by weight, beat each run? Soups, and the ensemble.
 
     python benchmarks/model_soup.py runs/whitenedcse-seed0 runs/whitenedcse-seed1 \\
         --out benchmarks/results/model_soup.jsonl
@@ -9,7 +9,13 @@ dev (float32), then two soups (Wortsman et al. 2022, "Model soups"):
 
 - the uniform soup: the mean of every folder's weights;
 - the greedy soup: the folders sorted by dev, best first; each is added to
-  the soup only if the soup's dev does not fall.
+  the soup only if the soup's dev does not fall;
+- the ensemble: every run kept and its outputs averaged (the concatenation of
+  the runs' L2-normalized vectors, whose cosine is the mean of the runs'
+  cosines). It costs every run at inference, so it is not a model to ship:
+  it is the ceiling of what one model distilled from the runs could reach.
+  An ensemble no better than its best run says the runs have converged to
+  the same function, and no averaging or distillation of them can gain.
 
 Choices are made on dev only: STS-B test is read once, for the candidate
 (a single run, the uniform soup or the greedy soup) best on dev. A soup of N
@@ -40,6 +46,23 @@ def mean_weights(weight_lists):
             for ws in zip(*weight_lists)]
 
 
+class Ensemble:
+    """`encode` of several encoders: the concatenation of their L2-normalized vectors."""
+
+    def __init__(self, encoders):
+        self.encoders = list(encoders)
+
+    def encode(self, sentences, **kwargs):
+        import numpy as np
+
+        parts = []
+        for encoder in self.encoders:
+            vectors = np.asarray(encoder.encode(sentences, **kwargs), np.float32)
+            parts.append(vectors / np.maximum(np.linalg.norm(vectors, axis=1, keepdims=True),
+                                              1e-12))
+        return np.concatenate(parts, axis=1)
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("folders", nargs="+", help="models trained from one start")
@@ -59,9 +82,10 @@ def main():
 
     start = time.perf_counter()
     encoder = SentenceEncoder.from_preset(args.folders[0])
-    runs = []
+    runs, run_encoders = [], []
     for folder in args.folders:
-        weights = SentenceEncoder.from_preset(folder).get_weights()
+        run_encoders.append(SentenceEncoder.from_preset(folder))
+        weights = run_encoders[-1].get_weights()
         encoder.set_weights(weights)
         runs.append({"folder": shown_path(folder), "weights": weights,
                      "dev": round(sts_b(encoder, "dev"), 4)})
@@ -86,11 +110,19 @@ def main():
     greedy = mean_weights([m["weights"] for m in members])
     candidates["greedy soup"] = (best_dev, greedy)
 
+    ensemble = Ensemble(run_encoders)
+    candidates["ensemble"] = (round(sts_b(ensemble, "dev"), 4), None)
+    log({"candidate": "ensemble", "runs": len(runs), "dev": candidates["ensemble"][0]})
+
     chosen = max(candidates, key=lambda name: candidates[name][0])
-    encoder.set_weights(candidates[chosen][1])
+    if chosen == "ensemble":
+        tested = ensemble
+    else:
+        encoder.set_weights(candidates[chosen][1])
+        tested = encoder
     log({"summary": True, "dev": {name: dev for name, (dev, _) in candidates.items()},
          "greedy_members": [m["folder"] for m in members], "chosen_on_dev": chosen,
-         "chosen_dev": candidates[chosen][0], "chosen_test": round(sts_b(encoder, "test"), 4),
+         "chosen_dev": candidates[chosen][0], "chosen_test": round(sts_b(tested, "test"), 4),
          "seconds": round(time.perf_counter() - start, 1),
          "command": "python benchmarks/model_soup.py "
                     + " ".join(shown_path(a) if Path(a).exists() else a for a in sys.argv[1:]),

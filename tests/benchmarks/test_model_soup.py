@@ -1,4 +1,4 @@
-"""benchmarks/model_soup.py: the mean it takes, and a soup of two tiny runs end to end."""
+"""benchmarks/model_soup.py: the mean it takes, the ensemble's cosine, and two tiny runs end to end."""
 
 import json
 import subprocess
@@ -20,6 +20,32 @@ def test_the_soup_is_the_element_wise_mean_in_each_weights_dtype():
     assert mean[0].dtype == np.float32 and mean[1].dtype == np.int32 and mean[1][0] == 5
 
 
+def test_the_ensembles_cosine_is_the_mean_of_its_members_cosines():
+    soup = load_benchmark("model_soup")
+    rng = np.random.default_rng(1)
+    a_vectors, b_vectors = rng.standard_normal((5, 4)), 3.0 * rng.standard_normal((5, 6))
+
+    class Fixed:
+        def __init__(self, vectors):
+            self.vectors, self.kwargs = vectors, None
+
+        def encode(self, sentences, **kwargs):
+            self.kwargs = kwargs
+            return self.vectors[: len(sentences)]
+
+    members = [Fixed(a_vectors), Fixed(b_vectors)]
+    joined = soup.Ensemble(members).encode(["s"] * 5, batch_size=2, precision="float32")
+    assert joined.shape == (5, 10) and all(m.kwargs == {"batch_size": 2, "precision": "float32"}
+                                           for m in members)
+
+    def cosine(x, i, j):
+        return x[i] @ x[j] / np.linalg.norm(x[i]) / np.linalg.norm(x[j])
+
+    for i, j in [(0, 1), (2, 4), (3, 3)]:
+        expected = (cosine(a_vectors, i, j) + cosine(b_vectors, i, j)) / 2
+        assert abs(cosine(joined, i, j) - expected) < 1e-6 * max(1.0, abs(expected))
+
+
 def test_two_runs_make_a_uniform_and_a_greedy_soup_and_test_is_read_once(tmp_path):
     from keras_sentemb.models import SentenceEncoder
     from tests.conftest import make_tiny_encoder
@@ -38,10 +64,11 @@ def test_two_runs_make_a_uniform_and_a_greedy_soup_and_test_is_read_once(tmp_pat
     assert run.returncode == 0, run.stderr[-2000:]
     records = [json.loads(line) for line in out.read_text().splitlines()]
     assert [r.get("candidate") for r in records[:3]] == ["run", "run", "uniform soup"]
+    assert records[-2]["candidate"] == "ensemble" and records[-2]["runs"] == 2
     summary = records[-1]
     runs = sorted(name for name in summary["dev"] if name.startswith("run "))
     assert [name.rsplit("/", 1)[-1] for name in runs] == ["a", "b"]  # a folder's last parts
-    assert set(summary["dev"]) == {*runs, "uniform soup", "greedy soup"}
+    assert set(summary["dev"]) == {*runs, "uniform soup", "greedy soup", "ensemble"}
     assert summary["chosen_dev"] == max(summary["dev"].values())
     assert summary["dev"][summary["chosen_on_dev"]] == summary["chosen_dev"]
     assert -100 <= summary["chosen_test"] <= 100
