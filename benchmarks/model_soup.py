@@ -18,7 +18,7 @@ dev (float32), then two soups (Wortsman et al. 2022, "Model soups"):
   the same function, and no averaging or distillation of them can gain.
 
 Choices are made on dev only: STS-B test is read once, for the candidate
-(a single run, the uniform soup or the greedy soup) best on dev. A soup of N
+(a single run, a soup or the ensemble) best on dev. A soup of N
 runs of S steps costs N x S optimizer steps, the budget it is compared at.
 
 Writes one JSON line per candidate and a summary line to `--out`.
@@ -85,10 +85,8 @@ def main():
     runs, run_encoders = [], []
     for folder in args.folders:
         run_encoders.append(SentenceEncoder.from_preset(folder))
-        weights = run_encoders[-1].get_weights()
-        encoder.set_weights(weights)
-        runs.append({"folder": shown_path(folder), "weights": weights,
-                     "dev": round(sts_b(encoder, "dev"), 4)})
+        runs.append({"folder": shown_path(folder), "weights": run_encoders[-1].get_weights(),
+                     "dev": round(sts_b(run_encoders[-1], "dev"), 4)})
         log({"candidate": "run", "folder": runs[-1]["folder"], "dev": runs[-1]["dev"]})
 
     candidates = {f"run {r['folder']}": (r["dev"], r["weights"]) for r in runs}
